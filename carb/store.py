@@ -1,0 +1,236 @@
+"""The campaign store: one embedded DuckDB file per campaign.
+
+Tables (open the file with ``duckdb`` and ask SQL questions):
+
+``meta``
+    ``key``, ``value``: schema version, creation time.
+``runs``
+    one row per invocation of a campaign: ``run_id``, ``started_at``, ``platform``,
+    ``device``, ``command``, ``carb_version``, ``provenance`` (JSON: device, CPU/GPU model,
+    driver, CUDA, torch versions, clocks, threads, energy sensor) and ``protocol`` (JSON).
+``measurements``
+    one row per (``config_id``, ``platform``): the config parameters, ``status``,
+    ``message``, per target (``latency_ms``, ``energy_j``, ``energy_gross_j``) the median
+    and its spread (``_mean``, ``_p5``, ``_p95``, ``_cov``, ``_n``, ``_ci_rel``),
+    ``memory_mb``, ``energy_missing_reason``, ``timed_s``, ``wall_s``, ``extra`` (JSON
+    telemetry), ``run_id`` and ``measured_at``.
+``remeasurements``
+    the same columns without the key constraint: later re-measurements of configs already
+    in ``measurements`` (drift checks), never used for resume.
+
+Crash safety: each measured config is committed in its own transaction, so a ``kill -9``
+at any moment loses at most the config in flight; the primary key makes a duplicate
+impossible (a resumed run skips what is stored, and an insert of a stored key is ignored),
+and DuckDB's write-ahead log replays a torn commit on the next open.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable
+
+import duckdb
+import pandas as pd
+
+from carb.measure.base import Measurement, Stats
+from carb.space import PARAMETERS, Config
+
+__all__ = ["Store", "StoreError", "SCHEMA_VERSION", "TARGETS", "SPREAD"]
+
+SCHEMA_VERSION = 1
+#: targets that carry repeat statistics
+TARGETS = ("latency_ms", "energy_j", "energy_gross_j")
+#: spread columns stored beside each target's median, suffixes of the target name
+SPREAD = ("mean", "p5", "p95", "cov", "n", "ci_rel")
+
+_PARAM_SQL = {
+    "family": "VARCHAR", "block": "VARCHAR", "depth": "INTEGER", "width": "DOUBLE",
+    "early_downsample": "BOOLEAN", "input_size": "INTEGER", "batch": "INTEGER",
+    "precision": "VARCHAR", "classes": "INTEGER",
+}
+
+
+def _measurement_columns() -> list[tuple[str, str]]:
+    cols: list[tuple[str, str]] = [("config_id", "VARCHAR"), ("platform", "VARCHAR")]
+    cols += [(p, _PARAM_SQL[p]) for p in PARAMETERS]
+    cols += [("status", "VARCHAR"), ("message", "VARCHAR")]
+    for t in TARGETS:
+        cols.append((t, "DOUBLE"))
+        cols += [(f"{t}_{s}", "INTEGER" if s == "n" else "DOUBLE") for s in SPREAD]
+    cols += [("memory_mb", "DOUBLE"), ("energy_missing_reason", "VARCHAR"),
+             ("timed_s", "DOUBLE"), ("wall_s", "DOUBLE"), ("extra", "JSON"),
+             ("run_id", "VARCHAR"), ("measured_at", "TIMESTAMPTZ")]
+    return cols
+
+
+MEASUREMENT_COLUMNS = _measurement_columns()
+_COLNAMES = [c for c, _ in MEASUREMENT_COLUMNS]
+
+
+class StoreError(RuntimeError):
+    """The store cannot be opened or is not a CARB store; the message is one line."""
+
+
+class Store:
+    """A campaign store backed by a DuckDB file.
+
+    Args:
+        path: the ``.duckdb`` file; created when absent (unless ``read_only``).
+        read_only: open without write access (several readers may share the file, but not
+            with a running campaign, which holds DuckDB's write lock).
+    """
+
+    def __init__(self, path: str | Path, read_only: bool = False) -> None:
+        self.path = Path(path)
+        if read_only and not self.path.exists():
+            raise StoreError(f"{self.path}: no such store")
+        if not read_only:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.con = duckdb.connect(str(self.path), read_only=read_only)
+        except duckdb.IOException as e:
+            first = str(e).splitlines()[0]
+            if "lock" in first.lower():
+                raise StoreError(f"{self.path}: in use by another process (a running campaign?): {first}") from None
+            raise StoreError(f"{self.path}: cannot open as a DuckDB store: {first}") from None
+        except duckdb.Error as e:
+            raise StoreError(f"{self.path}: cannot open as a DuckDB store: {str(e).splitlines()[0]}") from None
+        if read_only:
+            self._check_schema()
+        else:
+            self._create()
+
+    # -- schema -------------------------------------------------------------------------
+    def _create(self) -> None:
+        cols = ", ".join(f"{c} {t}" for c, t in MEASUREMENT_COLUMNS)
+        self.con.execute("BEGIN")
+        self.con.execute("CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
+        self.con.execute(
+            "CREATE TABLE IF NOT EXISTS runs (run_id VARCHAR PRIMARY KEY, started_at TIMESTAMPTZ, "
+            "platform VARCHAR, device VARCHAR, command VARCHAR, carb_version VARCHAR, "
+            "provenance JSON, protocol JSON)")
+        self.con.execute(f"CREATE TABLE IF NOT EXISTS measurements ({cols}, PRIMARY KEY (config_id, platform))")
+        self.con.execute(f"CREATE TABLE IF NOT EXISTS remeasurements ({cols})")
+        self.con.execute("INSERT INTO meta VALUES ('schema_version', ?) ON CONFLICT DO NOTHING",
+                         [str(SCHEMA_VERSION)])
+        self.con.execute("INSERT INTO meta VALUES ('created_at', ?) ON CONFLICT DO NOTHING",
+                         [datetime.now(timezone.utc).isoformat()])
+        self.con.execute("COMMIT")
+        self._check_schema()
+
+    def _check_schema(self) -> None:
+        try:
+            row = self.con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        except duckdb.Error:
+            raise StoreError(f"{self.path}: not a CARB store (no meta table)") from None
+        if row is None or int(row[0]) != SCHEMA_VERSION:
+            raise StoreError(f"{self.path}: store schema version {row[0] if row else '?'} "
+                             f"is not {SCHEMA_VERSION}, which this carb reads")
+
+    # -- writing ------------------------------------------------------------------------
+    def begin_run(self, platform: str, device: str, provenance: dict[str, Any],
+                  protocol: dict[str, Any], command: str = "") -> str:
+        """Record the start of a campaign run; returns its ``run_id``."""
+        from carb import __version__
+
+        run_id = uuid.uuid4().hex[:12]
+        self.con.execute(
+            "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [run_id, datetime.now(timezone.utc), platform, device, command, __version__,
+             json.dumps(provenance, default=str), json.dumps(protocol, default=str)])
+        return run_id
+
+    def add(self, config: Config, platform: str, m: Measurement, run_id: str,
+            remeasure: bool = False) -> bool:
+        """Store one measurement in its own transaction.
+
+        Returns False when (config, platform) was already stored (the row is then left as
+        it was), True otherwise. With ``remeasure``, the row goes to ``remeasurements``.
+        """
+        row = self._row(config, platform, m, run_id)
+        table = "remeasurements" if remeasure else "measurements"
+        marks = ", ".join("?" * len(_COLNAMES))
+        conflict = "" if remeasure else " ON CONFLICT DO NOTHING"
+        cur = self.con.execute(f"INSERT INTO {table} ({', '.join(_COLNAMES)}) VALUES ({marks}){conflict}", row)
+        changed = cur.fetchone()
+        return bool(changed and changed[0])
+
+    def delete_failed(self, platform: str, config_ids: Iterable[str]) -> int:
+        """Delete this platform's non-``ok`` rows among ``config_ids`` (so that they are
+        measured again); returns how many were deleted."""
+        ids = list(config_ids)
+        if not ids:
+            return 0
+        self.con.execute("CREATE OR REPLACE TEMP TABLE _ids (config_id VARCHAR)")
+        self.con.executemany("INSERT INTO _ids VALUES (?)", [[i] for i in ids])
+        where = "platform = ? AND status <> 'ok' AND config_id IN (SELECT config_id FROM _ids)"
+        n = self.con.execute(f"SELECT count(*) FROM measurements WHERE {where}", [platform]).fetchone()[0]
+        self.con.execute(f"DELETE FROM measurements WHERE {where}", [platform])
+        return int(n)
+
+    @staticmethod
+    def _row(config: Config, platform: str, m: Measurement, run_id: str) -> list[Any]:
+        d: dict[str, Any] = {"config_id": config.config_id, "platform": platform, **config.to_dict(),
+                             "status": m.status, "message": m.message}
+        for t in TARGETS:
+            st: Stats | None = getattr(m, t)
+            d[t] = st.median if st else None
+            for s in SPREAD:
+                d[f"{t}_{s}"] = getattr(st, s) if st else None
+        d.update(memory_mb=m.memory_mb, energy_missing_reason=m.energy_missing_reason,
+                 timed_s=m.timed_s, wall_s=m.wall_s, extra=json.dumps(m.extra, default=str),
+                 run_id=run_id, measured_at=datetime.now(timezone.utc))
+        return [_finite_or_none(d[c]) for c in _COLNAMES]
+
+    # -- reading ------------------------------------------------------------------------
+    def done_ids(self, platform: str) -> set[str]:
+        """Config ids already stored for ``platform`` (any status)."""
+        rows = self.con.execute("SELECT config_id FROM measurements WHERE platform = ?", [platform]).fetchall()
+        return {r[0] for r in rows}
+
+    def platforms(self) -> list[str]:
+        return [r[0] for r in self.con.execute(
+            "SELECT DISTINCT platform FROM measurements ORDER BY 1").fetchall()]
+
+    def measurements(self, platform: str | None = None, table: str = "measurements") -> pd.DataFrame:
+        """All stored rows (of one platform if given) as a DataFrame, in measurement order."""
+        if table not in ("measurements", "remeasurements"):
+            raise ValueError(f"unknown table {table!r}")
+        q = f"SELECT * FROM {table}"
+        args: list[Any] = []
+        if platform:
+            q += " WHERE platform = ?"
+            args.append(platform)
+        return self.con.execute(q + " ORDER BY measured_at", args).df()
+
+    def runs(self) -> pd.DataFrame:
+        return self.con.execute("SELECT * FROM runs ORDER BY started_at").df()
+
+    def summary(self) -> pd.DataFrame:
+        """Per platform and status: count, median latency/energy/memory, median latency CoV."""
+        return self.con.execute(
+            "SELECT platform, status, count(*) AS configs, median(latency_ms) AS latency_ms, "
+            "median(energy_j) AS energy_j, median(memory_mb) AS memory_mb, "
+            "median(latency_ms_cov) AS latency_cov, sum(timed_s) AS timed_s, sum(wall_s) AS wall_s "
+            "FROM measurements GROUP BY ALL ORDER BY platform, status").df()
+
+    def close(self) -> None:
+        try:
+            self.con.close()
+        except duckdb.Error:
+            pass
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _finite_or_none(v: Any) -> Any:
+    if isinstance(v, float) and v != v:  # NaN -> NULL, so SQL aggregates ignore it
+        return None
+    return v
