@@ -1,0 +1,125 @@
+"""Helpers shared by the backends: failure classification, one-line messages, host facts,
+and the test-only fault hook. Private: the public surface is :mod:`carb.measure`."""
+
+from __future__ import annotations
+
+import os
+import platform
+import signal
+import socket
+import time
+from typing import Any
+
+#: Test-only faults a backend's ``_fault`` option can inject into its worker.
+FAULTS = ("raise", "oom", "exit", "kill", "segv", "sleep", "unsupported")
+
+
+def one_line(exc: BaseException, limit: int = 300) -> str:
+    """``Type: message`` on one line, at most ``limit`` characters."""
+    msg = " ".join(str(exc).split())
+    text = f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def classify(exc: BaseException) -> str:
+    """Status for an exception raised while measuring: ``oom``, ``unsupported`` or ``error``."""
+    if isinstance(exc, MemoryError):
+        return "oom"
+    try:  # torch.OutOfMemoryError (2.5+) is the base of torch.cuda.OutOfMemoryError
+        import torch
+
+        oom_types = tuple(t for t in (getattr(torch, "OutOfMemoryError", None),
+                                      getattr(torch.cuda, "OutOfMemoryError", None)) if t)
+        if oom_types and isinstance(exc, oom_types):
+            return "oom"
+    except ImportError:  # pragma: no cover - torch is a dependency
+        pass
+    text = str(exc).lower()
+    # CPU allocator failures come as plain RuntimeErrors ("DefaultCPUAllocator: can't allocate memory")
+    if isinstance(exc, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text):
+        return "oom"
+    if isinstance(exc, NotImplementedError) or "not implemented for" in text or "unsupported dtype" in text:
+        return "unsupported"
+    return "error"
+
+
+def exit_message(exitcode: int | None) -> str:
+    """Why a worker process ended without reporting, from its exit code."""
+    if exitcode is None:
+        return "worker vanished without an exit code"
+    if exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = f"signal {-exitcode}"
+        hint = " (the kernel OOM killer?)" if -exitcode == signal.SIGKILL else ""
+        return f"worker died by {name}{hint} before reporting"
+    return f"worker exited with code {exitcode} before reporting"
+
+
+def inject_fault(fault: str | None) -> None:
+    """Test-only: make the worker fail the way ``fault`` names (see :data:`FAULTS`)."""
+    if not fault:
+        return
+    if fault == "raise":
+        raise RuntimeError("injected fault (test-only)")
+    if fault == "oom":
+        raise MemoryError("injected out-of-memory (test-only)")
+    if fault == "unsupported":
+        raise NotImplementedError("injected: precision not implemented for this device (test-only)")
+    if fault == "exit":
+        os._exit(3)
+    if fault == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    if fault == "segv":
+        os.kill(os.getpid(), signal.SIGSEGV)
+    if fault == "sleep":
+        time.sleep(3600)
+    raise ValueError(f"unknown test fault {fault!r} (expected one of {', '.join(FAULTS)})")
+
+
+def read_text(path: str) -> str | None:
+    """Contents of a small (sysfs/procfs) file, stripped, or ``None`` if unreadable."""
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def cpu_model() -> str | None:
+    """CPU model name from /proc/cpuinfo (first ``model name``), or ``platform.processor()``."""
+    text = read_text("/proc/cpuinfo")
+    if text:
+        for line in text.splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() in ("model name", "Model", "cpu model"):
+                return value.strip()
+    return platform.processor() or None
+
+
+def host_facts() -> dict[str, Any]:
+    """Hostname, platform, Python, torch and carb versions."""
+    try:
+        from importlib.metadata import version
+
+        carb_version = version("carb")
+    except Exception:  # not installed as a distribution (e.g. a source checkout on sys.path)
+        import carb
+
+        carb_version = getattr(carb, "__version__", None)
+    try:
+        import torch
+
+        torch_version = torch.__version__
+    except ImportError:  # pragma: no cover
+        torch_version = None
+    return {
+        "hostname": socket.gethostname(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "torch": torch_version,
+        "carb": carb_version,
+        "cpu_model": cpu_model(),
+        "logical_cpus": os.cpu_count(),
+    }

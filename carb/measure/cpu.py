@@ -1,0 +1,477 @@
+"""CPU backend: latency, peak resident memory and (where RAPL is readable) energy.
+
+Each config runs in a FRESH worker process forked from a ``multiprocessing`` forkserver
+that has ``torch`` and :mod:`carb.arch` preloaded, so a new process per config costs
+milliseconds rather than a torch import, and no config's allocations or thread pools leak
+into the next one's figures. The parent only waits: an exception, an out-of-memory, a
+timeout (the worker is killed) or a crash (a signal, ``os._exit``) comes back as a
+:class:`~carb.measure.base.Measurement` with a non-``ok`` status; :meth:`CpuBackend.measure`
+never raises for those.
+
+Definitions
+-----------
+latency_ms
+    Per-forward wall time of the whole batch, from ``time.perf_counter_ns`` around a timed
+    sample of ``k`` forwards (``k`` from ``Protocol.min_sample_s``), divided by ``k``, under
+    ``torch.inference_mode()`` with ``threads`` intra-op and inter-op threads pinned in the
+    worker. The sampling follows :mod:`carb.measure.protocol`; the CI stopping rule applies
+    to latency only (RAPL counts the whole package, other tenants included, so its spread
+    says little about this config).
+memory_mb
+    Peak resident set of inference: ``VmHWM - baseline``, where ``baseline`` is the
+    worker's ``VmRSS`` after imports and before the model exists, and the high-water mark
+    is reset (``/proc/self/clear_refs`` <- ``5``, Linux >= 4.0) once the model is built and
+    cast to its precision, so the peak covers the ready model's weights plus everything
+    inference touches (activations, allocator and kernel-library pages), not the fp32
+    build of an fp16 model. Units: MB (10**6 bytes). Where ``clear_refs`` is unavailable
+    it falls back to ``ru_maxrss`` (which cannot be reset, so it includes the build and
+    is an upper bound); ``extra["memory_method"]`` says which.
+energy_j
+    From RAPL powercap package domains (``/sys/class/powercap/intel-rapl:N/energy_uj``,
+    wrap-around handled with ``max_energy_range_uj``) read around each timed sample:
+    gross = delta / k; net = gross - idle package power (measured at start-up) x latency.
+    Units: J. Where RAPL is absent or unreadable (non-root since Linux 5.10), energy is
+    ``None`` and ``energy_missing_reason`` says why; nothing is estimated.
+"""
+
+from __future__ import annotations
+
+import gc
+import glob
+import multiprocessing
+import os
+import resource
+import time
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from ._common import FAULTS, classify, exit_message, host_facts, inject_fault, one_line, read_text
+from .base import Backend, Measurement, Protocol
+from .protocol import check_protocol, iters_per_sample, run_samples, warm_up
+from carb.space import Config
+
+__all__ = ["CpuBackend", "Rapl", "rapl_delta_uj", "MEMORY_DEFINITION"]
+
+MEMORY_DEFINITION = ("peak RSS of a fresh worker process during inference (VmHWM, reset once the model "
+                     "is built and cast) minus its VmRSS after imports and before the model exists; MB = 1e6 bytes")
+
+# "__main__" first: the forkserver imports the main script once, so that each worker
+# inherits it instead of re-running it (multiprocessing re-imports the main module).
+_PRELOAD = ["__main__", "torch", "carb.arch", "carb.measure.cpu"]
+
+
+# --------------------------------------------------------------------------- RAPL
+
+
+def rapl_delta_uj(before: int, after: int, max_range_uj: int) -> int:
+    """Energy between two RAPL ``energy_uj`` readings, handling one wrap-around.
+
+    The counter counts up to ``max_energy_range_uj`` and restarts at 0. Units: uJ.
+    """
+    if after >= before:
+        return after - before
+    return after + (max_range_uj - before)
+
+
+@dataclass
+class Rapl:
+    """The RAPL package domains of this machine (absent hardware is an object too).
+
+    Attributes:
+        domains: sysfs directories of the top-level package zones (``intel-rapl:N``; the
+            sub-zones ``intel-rapl:N:M`` are parts of them and would double-count).
+        max_range_uj: each domain's ``max_energy_range_uj``. Units: uJ.
+        reason: why energy is unavailable (``None`` when readable).
+    """
+
+    domains: tuple[str, ...] = ()
+    max_range_uj: tuple[int, ...] = ()
+    reason: str | None = None
+
+    @property
+    def available(self) -> bool:
+        return bool(self.domains) and self.reason is None
+
+    @classmethod
+    def discover(cls, root: str = "/sys/class/powercap") -> "Rapl":
+        """Find readable package domains under ``root``."""
+        if not os.path.isdir(root):
+            return cls(reason=f"no {root} (RAPL powercap driver absent)")
+        zones = sorted(d for d in glob.glob(os.path.join(root, "intel-rapl:*"))
+                       if os.path.basename(d).count(":") == 1)
+        if not zones:
+            return cls(reason=f"no intel-rapl package zone under {root}")
+        ranges = []
+        for z in zones:
+            try:
+                with open(os.path.join(z, "energy_uj")) as f:
+                    int(f.read())
+                with open(os.path.join(z, "max_energy_range_uj")) as f:
+                    ranges.append(int(f.read()))
+            except PermissionError:
+                return cls(reason=f"{z}/energy_uj not readable (root only since Linux 5.10)")
+            except (OSError, ValueError) as e:
+                return cls(reason=f"{z}/energy_uj unreadable ({one_line(e)})")
+        return cls(domains=tuple(zones), max_range_uj=tuple(ranges))
+
+    def read_uj(self) -> list[int]:
+        """Current counter of each domain. Units: uJ."""
+        out = []
+        for z in self.domains:
+            with open(os.path.join(z, "energy_uj")) as f:
+                out.append(int(f.read()))
+        return out
+
+    def delta_j(self, before: Sequence[int], after: Sequence[int]) -> float:
+        """Energy of all package domains between two :meth:`read_uj` readings. Units: J."""
+        return sum(rapl_delta_uj(b, a, m) for b, a, m in zip(before, after, self.max_range_uj)) / 1e6
+
+
+# --------------------------------------------------------------------------- process facts
+
+
+def _status_kb(*keys: str) -> dict[str, int]:
+    """Fields of /proc/self/status in kB (missing ones omitted)."""
+    out: dict[str, int] = {}
+    text = read_text("/proc/self/status") or ""
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key in keys:
+            out[key] = int(value.split()[0])
+    return out
+
+
+def _reset_hwm() -> bool:
+    """Reset this process's VmHWM to its current RSS (Linux >= 4.0). True on success."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _rss_kb() -> int:
+    """Current resident set. Units: kB."""
+    kb = _status_kb("VmRSS").get("VmRSS")
+    if kb is not None:
+        return kb
+    statm = read_text("/proc/self/statm")
+    if statm:
+        return int(statm.split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # kB on Linux; best we have
+
+
+def _cpu_freq_mhz(cpus: Sequence[int]) -> tuple[float | None, str | None]:
+    """Mean current frequency of ``cpus`` and its source (cpufreq sysfs or /proc/cpuinfo).
+
+    Units: MHz. ``(None, None)`` when neither is readable.
+    """
+    vals = []
+    for c in cpus:
+        v = read_text(f"/sys/devices/system/cpu/cpu{c}/cpufreq/scaling_cur_freq")
+        if v and v.isdigit():
+            vals.append(int(v) / 1000.0)
+    if vals:
+        return sum(vals) / len(vals), "cpufreq"
+    text = read_text("/proc/cpuinfo") or ""
+    mhz = {}
+    cpu = None
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        key = key.strip()
+        if key == "processor":
+            cpu = int(value)
+        elif key == "cpu MHz" and cpu is not None:
+            mhz[cpu] = float(value)
+    vals = [mhz[c] for c in cpus if c in mhz]
+    if vals:
+        return sum(vals) / len(vals), "/proc/cpuinfo"
+    return None, None
+
+
+def _loadavg() -> list[float] | None:
+    try:
+        return [round(v, 2) for v in os.getloadavg()]
+    except OSError:
+        return None
+
+
+# --------------------------------------------------------------------------- worker
+
+
+def _cpu_child(conn: Any, job: dict[str, Any]) -> None:
+    """Measure one config in this (fresh) process and send a result dict through ``conn``."""
+    t_wall = time.perf_counter()
+    extra: dict[str, Any] = {"pid": os.getpid(), "threads": job["threads"]}
+    try:
+        import torch
+
+        # Pin the thread pools before any parallel work exists (interop can be set only then).
+        torch.set_num_threads(job["threads"])
+        try:
+            torch.set_num_interop_threads(job["threads"])
+        except RuntimeError as e:
+            extra["interop_threads_error"] = one_line(e)
+        if job["affinity"]:
+            os.sched_setaffinity(0, job["affinity"])
+        cpus = sorted(os.sched_getaffinity(0))
+        extra.update(interop_threads=torch.get_num_interop_threads(), torch_threads=torch.get_num_threads(),
+                     affinity=cpus, loadavg_before=_loadavg())
+        freq, freq_src = _cpu_freq_mhz(cpus)
+        extra.update(cpu_freq_mhz_before=freq, cpu_freq_source=freq_src)
+
+        import importlib
+
+        arch = importlib.import_module(job["arch"])  # preloaded by the forkserver
+        config: Config = job["config"]
+        protocol: Protocol = job["protocol"]
+        dtype = arch.dtype_of(config.precision)
+
+        gc.collect()
+        can_reset = _reset_hwm()
+        baseline_kb = _rss_kb()
+        ru_baseline_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        inject_fault(job.get("fault"))
+
+        t_build = time.perf_counter()
+        model = arch.build(config).to(dtype)
+        x = torch.randn(config.batch, 3, config.input_size, config.input_size, dtype=dtype)
+        gc.collect()
+        model_kb = _rss_kb()
+        if can_reset:
+            _reset_hwm()  # peak from here on: the ready model plus inference
+        extra["build_s"] = round(time.perf_counter() - t_build, 4)
+
+        rapl = Rapl(tuple(job["rapl_domains"]), tuple(job["rapl_ranges"])) if job["rapl_domains"] else None
+        idle_w = job["idle_power_w"]
+
+        with torch.inference_mode():
+            n_warm, per_iter_s = warm_up(lambda: model(x), protocol)
+            k = iters_per_sample(per_iter_s, protocol.min_sample_s)
+
+            def sample() -> dict[str, float]:
+                e0 = rapl.read_uj() if rapl else None
+                t0 = time.perf_counter_ns()
+                for _ in range(k):
+                    model(x)
+                t1 = time.perf_counter_ns()
+                lat_s = (t1 - t0) / 1e9 / k
+                out = {"latency_ms": lat_s * 1e3}
+                if rapl is not None and e0 is not None:
+                    gross = rapl.delta_j(e0, rapl.read_uj()) / k
+                    out["energy_gross_j"] = gross
+                    if idle_w is not None:
+                        out["energy_j"] = gross - idle_w * lat_s
+                return out
+
+            run = run_samples(sample, protocol, targets=("latency_ms",))
+
+        if can_reset:
+            hwm_kb = _status_kb("VmHWM").get("VmHWM", model_kb)
+            memory_kb = hwm_kb - baseline_kb
+            extra["memory_method"] = "VmHWM (clear_refs reset) - VmRSS baseline"
+        else:
+            hwm_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            memory_kb = hwm_kb - min(baseline_kb, ru_baseline_kb)
+            extra["memory_method"] = "ru_maxrss - baseline (no clear_refs: includes the build; upper bound)"
+        extra.update(memory_baseline_mb=baseline_kb * 1024 / 1e6, memory_model_mb=(model_kb - baseline_kb) * 1024 / 1e6,
+                     memory_hwm_mb=hwm_kb * 1024 / 1e6)
+        freq, _ = _cpu_freq_mhz(cpus)
+        extra.update(cpu_freq_mhz_after=freq, loadavg_after=_loadavg(), warmup_iters=n_warm,
+                     iters_per_sample=k, stop_reason=run.stop_reason,
+                     latency_samples_ms=[round(v, 6) for v in run.samples["latency_ms"]])
+        stats = run.stats()
+        timed_s = sum(run.samples["latency_ms"]) * k / 1e3
+        conn.send({
+            "status": "ok",
+            "latency_ms": stats["latency_ms"],
+            "energy_j": stats.get("energy_j"),
+            "energy_gross_j": stats.get("energy_gross_j"),
+            "memory_mb": memory_kb * 1024 / 1e6,
+            "timed_s": timed_s,
+            "child_wall_s": time.perf_counter() - t_wall,
+            "extra": extra,
+        })
+    except BaseException as e:  # noqa: BLE001 - every failure becomes a status row
+        conn.send({"status": classify(e), "message": one_line(e), "extra": extra})
+    finally:
+        conn.close()
+
+
+def _noop() -> None:
+    """A child that does nothing (starts the forkserver's preloaded interpreter)."""
+
+
+# --------------------------------------------------------------------------- backend
+
+
+class CpuBackend(Backend):
+    """Measures configs on this machine's CPU, one fresh worker process per config.
+
+    Args:
+        threads: intra-op and inter-op threads of the worker (``torch.set_num_threads``,
+            ``torch.set_num_interop_threads``); recorded per config and in provenance.
+        protocol: the repeat/stop protocol; default ``Protocol.default_for("cpu")``.
+        affinity: CPUs to pin the worker to (``os.sched_setaffinity``); ``None`` keeps
+            the parent's.
+        idle_s: seconds of idle RAPL sampling at start-up for the idle package power
+            (only when RAPL is readable). Units: s.
+        _fault: TEST-ONLY. Makes every worker fail: ``raise``, ``oom``, ``unsupported``,
+            ``exit`` (``os._exit(3)``), ``kill`` (SIGKILL), ``segv`` (SIGSEGV) or ``sleep``
+            (to hit the timeout). Never set it outside tests.
+        _arch: TEST-ONLY. Module providing ``build`` and ``dtype_of`` (default ``carb.arch``).
+
+    See the module docstring for the definitions of latency, memory and energy.
+    """
+
+    device = "cpu"
+
+    def __init__(self, threads: int = 1, protocol: Protocol | None = None,
+                 affinity: Sequence[int] | None = None, idle_s: float = 1.0,
+                 _fault: str | None = None, _arch: str = "carb.arch") -> None:
+        if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
+            raise ValueError(f"threads: {threads!r} must be an integer >= 1")
+        if _fault is not None and _fault not in FAULTS:
+            raise ValueError(f"_fault: {_fault!r} not one of {', '.join(FAULTS)}")
+        self.threads = threads
+        self.protocol = check_protocol(protocol or Protocol.default_for("cpu"))
+        self.affinity = sorted(int(c) for c in affinity) if affinity else None
+        self._fault = _fault
+        self._arch = _arch
+        self.rapl = Rapl.discover()
+        self.idle_power_w: float | None = None
+        if self.rapl.available:
+            self.idle_power_w = self._idle_power(idle_s)
+        self._ctx = multiprocessing.get_context("forkserver")
+        # Preloading makes each fork a fresh process with torch already imported; it only
+        # takes effect if this program has not started the forkserver yet.
+        self._ctx.set_forkserver_preload(_PRELOAD)
+        from multiprocessing import forkserver
+
+        forkserver.ensure_running()
+        # ensure_running returns before the preload finishes: one no-op child waits for it,
+        # so the torch import is paid here and not inside the first config's timeout
+        p = self._ctx.Process(target=_noop, daemon=True)
+        p.start()
+        p.join(120)
+
+    def _idle_power(self, seconds: float) -> float | None:
+        """Package power with nothing of ours running. Units: W."""
+        try:
+            e0, t0 = self.rapl.read_uj(), time.perf_counter()
+            time.sleep(max(seconds, 0.1))
+            e1, t1 = self.rapl.read_uj(), time.perf_counter()
+            return self.rapl.delta_j(e0, e1) / (t1 - t0)
+        except OSError as e:
+            self.rapl = Rapl(reason=f"RAPL read failed ({one_line(e)})")
+            return None
+
+    def provenance(self) -> dict[str, Any]:
+        """Device, software and protocol facts (JSON-serialisable)."""
+        import torch
+
+        facts = host_facts()
+        facts.update(
+            device="cpu",
+            device_name=facts["cpu_model"],
+            threads=self.threads,
+            interop_threads=self.threads,
+            affinity=self.affinity or sorted(os.sched_getaffinity(0)),
+            # library lines only: the thread counts in parallel_info() are the parent's
+            torch_parallel=[ln.strip() for ln in torch.__config__.parallel_info().splitlines()
+                            if ln.strip() and "get_num" not in ln and "get_max_threads" not in ln][:6],
+            mkldnn=bool(torch.backends.mkldnn.is_available()),
+            energy_sensor={"kind": "rapl", "available": self.rapl.available, "reason": self.rapl.reason,
+                           "domains": list(self.rapl.domains)},
+            idle_power_w=self.idle_power_w,
+            memory_definition=MEMORY_DEFINITION,
+            memory_method=("clear_refs" if os.path.exists("/proc/self/clear_refs") else "ru_maxrss"),
+            protocol=self.protocol.to_dict(),
+            ci_method="distribution-free binomial order statistics, 95%",
+        )
+        freq, src = _cpu_freq_mhz(self.affinity or sorted(os.sched_getaffinity(0)))
+        facts.update(cpu_freq_mhz=freq, cpu_freq_source=src,
+                     cpu_governor=read_text("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"))
+        return facts
+
+    def measure(self, config: Config, protocol: Protocol | None = None) -> Measurement:
+        """Measure one config in a fresh worker. Never raises for config-level failures.
+
+        ``protocol`` overrides the backend's for this call.
+        """
+        protocol = check_protocol(protocol) if protocol is not None else self.protocol
+        t0 = time.perf_counter()
+        job = {
+            "config": config, "protocol": protocol, "threads": self.threads, "affinity": self.affinity,
+            "arch": self._arch, "fault": self._fault,
+            "rapl_domains": list(self.rapl.domains) if self.rapl.available else [],
+            "rapl_ranges": list(self.rapl.max_range_uj), "idle_power_w": self.idle_power_w,
+        }
+        recv, send = self._ctx.Pipe(duplex=False)
+        proc = self._ctx.Process(target=_cpu_child, args=(send, job), daemon=True,
+                                 name=f"carb-cpu-{config.config_id}")
+        try:
+            proc.start()
+        except Exception as e:  # e.g. fork failing for lack of memory
+            recv.close()
+            send.close()
+            return Measurement(status="error", message=f"could not start worker: {one_line(e)}",
+                               wall_s=time.perf_counter() - t0, extra={"threads": self.threads})
+        send.close()  # our copy: EOF on recv once the child's copy closes too
+        result, failure = _wait(proc, recv, deadline=t0 + protocol.timeout_s)
+        recv.close()
+        wall = time.perf_counter() - t0
+        if failure is not None:
+            status, message = failure
+            if status == "timeout":
+                message = f"no result within timeout_s={protocol.timeout_s:g} s; worker killed"
+            return Measurement(status=status, message=message, wall_s=wall,
+                               energy_missing_reason=self.rapl.reason, extra={"threads": self.threads})
+        return self._to_measurement(result, wall)
+
+    def _to_measurement(self, r: dict[str, Any], wall: float) -> Measurement:
+        extra = dict(r.get("extra") or {})
+        if r["status"] != "ok":
+            return Measurement(status=r["status"], message=r.get("message", ""), wall_s=wall,
+                               energy_missing_reason=self.rapl.reason, extra=extra)
+        energy, gross = r.get("energy_j"), r.get("energy_gross_j")
+        reason = None
+        if energy is None:
+            reason = self.rapl.reason or ("idle power unknown: net energy not computed" if gross else
+                                          "RAPL gave no reading")
+        return Measurement(status="ok", latency_ms=r["latency_ms"], energy_j=energy, energy_gross_j=gross,
+                           memory_mb=r["memory_mb"], energy_missing_reason=reason, timed_s=r["timed_s"],
+                           wall_s=wall, extra=extra)
+
+    def close(self) -> None:
+        """Nothing to restore: each worker ends with its config."""
+
+
+def _wait(proc: Any, conn: Any, deadline: float) -> tuple[dict[str, Any] | None, tuple[str, str] | None]:
+    """Wait for the worker's result until ``deadline`` (perf_counter seconds).
+
+    Returns ``(result, None)`` or ``(None, (status, message))`` for a timeout or a crash;
+    the worker is killed on timeout and always reaped.
+    """
+    try:
+        while True:
+            remaining = deadline - time.perf_counter()
+            if remaining <= 0:
+                proc.kill()
+                return None, ("timeout", "timeout")
+            if conn.poll(min(remaining, 0.25)):
+                try:
+                    return conn.recv(), None
+                except (EOFError, OSError):
+                    proc.join(5)
+                    return None, ("crash", exit_message(proc.exitcode))
+            if not proc.is_alive():
+                if conn.poll(0):  # it may have reported just before ending
+                    continue
+                return None, ("crash", exit_message(proc.exitcode))
+    finally:
+        proc.join(5)
+        if proc.is_alive():  # a result arrived but the worker hangs on exit
+            proc.kill()
+            proc.join(5)
