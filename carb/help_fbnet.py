@@ -1,0 +1,362 @@
+"""HELP's public FBNet-space latency data: 5,000 CNNs measured on 27 device settings.
+
+The data (``carb/data/help_fbnet/``, MIT License, see the LICENSE beside it) comes from
+HELP (Lee et al., NeurIPS 2021, repository HayeonLee/HELP, ``data/fbnet``), converted to
+Parquet with values unchanged. It is the public benchmark for few-shot latency transfer
+to an unseen device: :mod:`carb.transfer` is measured on it by
+``benchmarks/bench_help_fewshot.py``.
+
+Every architecture is the FBNet macro-architecture (CIFAR-100 variant: 32x32 input,
+100 classes) with one operation chosen for each of its 22 searchable layers. Besides the
+operations, :func:`load` gives numeric config columns derived from them and from the
+fixed macro-architecture (channels, strides, resolutions as in HW-NAS-Bench's FBNet
+space): per-operation counts, per-layer kernel/expansion/group codes and analytic totals
+(multiply-accumulates, parameters, activations, convolutions).
+"""
+
+from __future__ import annotations
+
+import functools
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+__all__ = [
+    "OPS",
+    "LAYER_COLUMNS",
+    "N_LAYERS",
+    "SOURCE_DEVICES",
+    "VALIDATION_DEVICES",
+    "TARGET_DEVICES",
+    "HELP_RESULTS",
+    "TRAIN_ARCH_IDS",
+    "TEST_ARCH_IDS",
+    "load",
+    "devices",
+    "reference_arch_ids",
+    "layer_onehot",
+    "block_counts",
+    "config_columns",
+]
+
+# --- the search space --------------------------------------------------------------
+
+#: The 9 candidate operations of a searchable layer, in HW-NAS-Bench's index order:
+#: inverted-residual block with kernel k, expansion e, optional 2-group 1x1 convs; or skip.
+OPS: tuple[str, ...] = (
+    "k3_e1", "k3_e1_g2", "k3_e3", "k3_e6", "k5_e1", "k5_e1_g2", "k5_e3", "k5_e6", "skip",
+)
+N_LAYERS = 22
+LAYER_COLUMNS: tuple[str, ...] = tuple(f"layer_{i:02d}" for i in range(N_LAYERS))
+_OPS_INDEX = pd.Index(OPS)
+
+# kernel, expansion, groups of each op; skip is coded 0, 0, 0 (no convolution of its own).
+_OP_KEG: dict[str, tuple[int, int, int]] = {
+    "k3_e1": (3, 1, 1), "k3_e1_g2": (3, 1, 2), "k3_e3": (3, 3, 1), "k3_e6": (3, 6, 1),
+    "k5_e1": (5, 1, 1), "k5_e1_g2": (5, 1, 2), "k5_e3": (5, 3, 1), "k5_e6": (5, 6, 1),
+    "skip": (0, 0, 0),
+}
+
+# FBNet macro-architecture, CIFAR-100 variant (HW-NAS-Bench): a 3x3 stem to 16 channels
+# at stride 1 on 32x32, then 7 stages of searchable layers, then a 1x1 head conv to 1504
+# channels, global average pooling and a 100-way classifier.
+_INPUT_HW = 32
+_STEM_CHANNELS = 16
+_STAGE_LAYERS = (1, 4, 4, 4, 4, 4, 1)
+_STAGE_CHANNELS = (16, 24, 32, 64, 112, 184, 352)
+_STAGE_STRIDES = (1, 1, 2, 2, 1, 2, 1)
+_HEAD_CHANNELS = 1504
+_CLASSES = 100
+
+# --- the published protocol (HELP, Table 2, FBNet space) ---------------------------
+
+#: Devices HELP meta-trains on.
+SOURCE_DEVICES: tuple[str, ...] = (
+    "1080ti_1", "1080ti_32", "1080ti_64", "silver_4114", "silver_4210r",
+    "samsung_a50", "pixel3", "essential_ph_1", "samsung_s7",
+)
+#: Devices HELP uses for validation (never targets, never sources in the faithful protocol).
+VALIDATION_DEVICES: tuple[str, ...] = ("titanx_1", "titanx_32", "titanx_64", "gold_6240")
+#: Unseen target devices of Table 2.
+TARGET_DEVICES: tuple[str, ...] = ("fpga", "raspi4", "eyeriss")
+#: HELP's published Spearman rank correlation per target (10 reference + 10 random archs).
+HELP_RESULTS: dict[str, float] = {"raspi4": 0.887, "eyeriss": 0.943, "fpga": 0.892}
+#: Architectures a predictor may learn from (sources) or sample measurements from (target).
+TRAIN_ARCH_IDS = range(0, 4000)
+#: Architectures the predictor is tested on.
+TEST_ARCH_IDS = range(4000, 5000)
+
+_FILES = ("archs.parquet", "latency.parquet", "reference_archs.parquet")
+
+
+# --- layer geometry and analytic costs ----------------------------------------------
+
+
+@functools.cache
+def _layer_geometry() -> tuple[tuple[int, int, int, int, int, bool], ...]:
+    """(stage, input h=w, in channels, out channels, stride, first of its stage) per layer."""
+    out = []
+    hw, cin = _INPUT_HW, _STEM_CHANNELS
+    for stage, (n, cout, stride) in enumerate(zip(_STAGE_LAYERS, _STAGE_CHANNELS, _STAGE_STRIDES)):
+        for i in range(n):
+            s = stride if i == 0 else 1
+            out.append((stage, hw, cin, cout, s, i == 0))
+            hw //= s
+            cin = cout
+    return tuple(out)
+
+
+def _op_costs(hw: int, cin: int, cout: int, stride: int, op: str) -> tuple[float, float, float, float, float]:
+    """(pointwise MACs, depthwise MACs, parameters, activation elements, convolutions) of
+    one layer. A block is 1x1 expand (grouped) -> kxk depthwise (strided) -> 1x1 project
+    (grouped); a skip is free when shapes match, otherwise a strided 1x1 conv."""
+    hout = hw // stride
+    k, e, g = _OP_KEG[op]
+    if op == "skip":
+        if cin == cout and stride == 1:
+            return 0.0, 0.0, 0.0, 0.0, 0.0
+        pw = hout * hout * cin * cout
+        return float(pw), 0.0, float(cin * cout), float(hw * hw * cin + hout * hout * cout), 1.0
+    mid = cin * e
+    pw = hw * hw * cin * mid / g + hout * hout * mid * cout / g
+    dw = hout * hout * mid * k * k
+    params = cin * mid / g + mid * k * k + mid * cout / g
+    acts = hw * hw * cin + hw * hw * mid + hout * hout * mid + hout * hout * cout
+    return float(pw), float(dw), float(params), float(acts), 3.0
+
+
+@functools.cache
+def _cost_table() -> np.ndarray:
+    """Analytic costs, shape (layers, ops, 5): see :func:`_op_costs`."""
+    table = np.zeros((N_LAYERS, len(OPS), 5))
+    for layer, (_, hw, cin, cout, stride, _) in enumerate(_layer_geometry()):
+        for j, op in enumerate(OPS):
+            table[layer, j] = _op_costs(hw, cin, cout, stride, op)
+    return table
+
+
+def _fixed_costs() -> tuple[float, float, float, float, float]:
+    """Stem, head conv, pooling and classifier: the same in every architecture."""
+    hw_end = _INPUT_HW // int(np.prod(_STAGE_STRIDES))
+    stem = _INPUT_HW * _INPUT_HW * 3 * _STEM_CHANNELS * 9
+    head = hw_end * hw_end * _STAGE_CHANNELS[-1] * _HEAD_CHANNELS
+    fc = _HEAD_CHANNELS * _CLASSES
+    params = 3 * _STEM_CHANNELS * 9 + _STAGE_CHANNELS[-1] * _HEAD_CHANNELS + fc
+    acts = (_INPUT_HW**2 * (3 + _STEM_CHANNELS) + hw_end**2 * (_STAGE_CHANNELS[-1] + _HEAD_CHANNELS)
+            + _HEAD_CHANNELS + _CLASSES)
+    return float(stem + head + fc), 0.0, float(params), float(acts), 3.0
+
+
+def _op_codes(archs: pd.DataFrame) -> np.ndarray:
+    """Operation index (into OPS) per layer, shape (n, 22), int8."""
+    cols = []
+    for c in LAYER_COLUMNS:
+        values = np.asarray(archs[c], dtype=object)
+        codes = _OPS_INDEX.get_indexer(values)
+        if (codes < 0).any():
+            bad = values[codes < 0][0]
+            raise ValueError(f"{c}: unknown operation {bad!r} (expected one of {', '.join(OPS)})")
+        cols.append(codes)
+    return np.stack(cols, axis=1).astype(np.int8)
+
+
+def layer_onehot(archs: pd.DataFrame) -> np.ndarray:
+    """One-hot layer operations, shape (n, 22 * 9), float: column ``9 * layer + op``.
+
+    ``archs`` needs the columns ``layer_00`` .. ``layer_21`` (operation names of OPS).
+    """
+    codes = _op_codes(archs)
+    out = np.zeros((len(codes), N_LAYERS * len(OPS)))
+    rows = np.arange(len(codes))[:, None]
+    out[rows, np.arange(N_LAYERS) * len(OPS) + codes] = 1.0
+    return out
+
+
+@functools.cache
+def _block_slots() -> tuple[np.ndarray, list[str]]:
+    """Map layer -> slot: layers with identical shapes (all but the first of a stage) share
+    a slot, because the same op at the same shape costs the same on a given device."""
+    slot_of, names, seen = [], [], {}
+    for stage, hw, cin, cout, stride, first in _layer_geometry():
+        key = (stage, first)
+        if key not in seen:
+            seen[key] = len(names)
+            names.append(f"s{stage}_{'first' if first else 'rest'}")
+        slot_of.append(seen[key])
+    return np.array(slot_of), names
+
+
+def block_counts(archs: pd.DataFrame) -> pd.DataFrame:
+    """How many layers of each (slot, op) an architecture has, one column per pair,
+    named ``n_<slot>_<op>`` (slot: ``s<stage>_first`` or ``s<stage>_rest``).
+
+    A latency that is a sum of per-layer costs (a lookup-table model) is exactly linear
+    in these counts, with fewer columns than :func:`layer_onehot` (12 slots x 9 ops)."""
+    slot_of, names = _block_slots()
+    onehot = layer_onehot(archs).reshape(len(archs), N_LAYERS, len(OPS))
+    counts = np.zeros((len(archs), len(names), len(OPS)))
+    np.add.at(counts, (slice(None), slot_of), onehot)
+    cols = [f"n_{s}_{op}" for s in names for op in OPS]
+    return pd.DataFrame(counts.reshape(len(archs), -1).astype(np.int8), columns=cols, index=archs.index)
+
+
+def config_columns(archs: pd.DataFrame) -> pd.DataFrame:
+    """Numeric config columns of architectures (``layer_00`` .. ``layer_21`` needed).
+
+    - ``n_<op>``: layers using each op (9 columns, sum 22);
+    - ``layer_XX_kernel`` / ``layer_XX_expansion`` / ``layer_XX_groups``: 0 for skip;
+    - ``macs_m`` (millions of multiply-accumulates, whole network at batch 1),
+      ``pw_macs_m`` and ``dw_macs_m`` (of it, 1x1 and depthwise convs of the searchable
+      layers), ``params_m`` (millions), ``activations_m`` (millions of tensor elements
+      written and read per layer, summed), ``convs`` (convolutions executed).
+    """
+    codes = _op_codes(archs)
+    out: dict[str, np.ndarray] = {}
+    for j, op in enumerate(OPS):
+        out[f"n_{op}"] = (codes == j).sum(axis=1).astype(np.int8)
+    keg = np.array([_OP_KEG[op] for op in OPS], dtype=np.int8)
+    for layer, c in enumerate(LAYER_COLUMNS):
+        for k, name in enumerate(("kernel", "expansion", "groups")):
+            out[f"{c}_{name}"] = keg[codes[:, layer], k]
+    table = _cost_table()
+    per = table[np.arange(N_LAYERS)[None, :], codes.astype(np.intp)].sum(axis=1)  # (n, 5)
+    fixed = np.array(_fixed_costs())
+    out["macs_m"] = (per[:, 0] + per[:, 1] + fixed[0]) / 1e6
+    out["pw_macs_m"] = per[:, 0] / 1e6
+    out["dw_macs_m"] = per[:, 1] / 1e6
+    out["params_m"] = (per[:, 2] + fixed[2]) / 1e6
+    out["activations_m"] = (per[:, 3] + fixed[3]) / 1e6
+    out["convs"] = (per[:, 4] + fixed[4]).astype(np.int16)
+    return pd.DataFrame(out, index=archs.index)
+
+
+# --- files -------------------------------------------------------------------------
+
+
+def _default_dir() -> Path:
+    # importlib.resources finds the files in an installed wheel as well as in a source tree.
+    return Path(str(resources.files("carb") / "data" / "help_fbnet"))
+
+
+def _read(path: Path) -> pd.DataFrame:
+    if not path.is_file():
+        raise ValueError(f"{path}: file missing")
+    try:
+        return pd.read_parquet(path)
+    except Exception as exc:  # pyarrow raises several types for a damaged file
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ValueError(f"{path}: not a readable Parquet file ({first})") from None
+
+
+def _check_columns(path: Path, df: pd.DataFrame, expected: list[str]) -> None:
+    if list(df.columns) != expected:
+        missing = [c for c in expected if c not in df.columns]
+        extra = [c for c in df.columns if c not in expected]
+        what = (f"missing columns {missing}" if missing else "") + (
+            (", " if missing and extra else "") + (f"unexpected columns {extra}" if extra else ""))
+        raise ValueError(f"{path}: {what or 'columns out of order'}; expected {expected}")
+
+
+def _check_ids(path: Path, ids: pd.Series) -> None:
+    if not pd.api.types.is_integer_dtype(ids):
+        raise ValueError(f"{path}: arch_id must be integers, got {ids.dtype}")
+    if (ids < 0).any():
+        raise ValueError(f"{path}: negative arch_id {int(ids[ids < 0].iloc[0])}")
+
+
+@functools.cache
+def _load_validated(directory: str) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarray]:
+    d = Path(directory)
+    arch_path, lat_path, ref_path = (d / f for f in _FILES)
+
+    archs = _read(arch_path)
+    _check_columns(arch_path, archs, ["arch_id", *LAYER_COLUMNS])
+    _check_ids(arch_path, archs["arch_id"])
+    if archs["arch_id"].duplicated().any():
+        raise ValueError(f"{arch_path}: duplicate arch_id {int(archs.loc[archs['arch_id'].duplicated(), 'arch_id'].iloc[0])}")
+    if archs[list(LAYER_COLUMNS)].isna().any().any():
+        raise ValueError(f"{arch_path}: missing operations")
+    try:
+        _op_codes(archs)
+    except ValueError as exc:
+        raise ValueError(f"{arch_path}: {exc}") from None
+    archs = archs.sort_values("arch_id", ignore_index=True)
+
+    lat = _read(lat_path)
+    _check_columns(lat_path, lat, ["arch_id", "device", "latency_ms"])
+    _check_ids(lat_path, lat["arch_id"])
+    if not pd.api.types.is_numeric_dtype(lat["latency_ms"]):
+        raise ValueError(f"{lat_path}: latency_ms must be numeric, got {lat['latency_ms'].dtype}")
+    ms = lat["latency_ms"].to_numpy(dtype=float)
+    if not np.isfinite(ms).all() or (ms <= 0).any():
+        raise ValueError(f"{lat_path}: latency_ms must be finite and positive ({int((~np.isfinite(ms) | (ms <= 0)).sum())} rows are not)")
+    if lat["device"].isna().any():
+        raise ValueError(f"{lat_path}: missing device names")
+    if lat.duplicated(["arch_id", "device"]).any():
+        row = lat[lat.duplicated(["arch_id", "device"])].iloc[0]
+        raise ValueError(f"{lat_path}: duplicate row for arch_id {int(row['arch_id'])} on {row['device']}")
+    unknown = ~lat["arch_id"].isin(archs["arch_id"])
+    if unknown.any():
+        raise ValueError(f"{lat_path}: arch_id {int(lat.loc[unknown, 'arch_id'].iloc[0])} is not in {arch_path.name}")
+    per_device = lat.groupby("device").size()
+    short = per_device[per_device != len(archs)]
+    if len(short):
+        raise ValueError(f"{lat_path}: device {short.index[0]} has {int(short.iloc[0])} rows, expected one per architecture ({len(archs)})")
+
+    ref = _read(ref_path)
+    _check_columns(ref_path, ref, ["arch_id"])
+    _check_ids(ref_path, ref["arch_id"])
+    ref_ids = ref["arch_id"].to_numpy()
+    if len(set(ref_ids.tolist())) != len(ref_ids) or len(ref_ids) == 0:
+        raise ValueError(f"{ref_path}: expected distinct arch_ids, got {len(ref_ids)} rows with {len(set(ref_ids.tolist()))} distinct")
+    if not np.isin(ref_ids, archs["arch_id"]).all():
+        raise ValueError(f"{ref_path}: arch_id {int(ref_ids[~np.isin(ref_ids, archs['arch_id'])][0])} is not in {arch_path.name}")
+
+    # Categoricals: 135,000 rows x 22 op names cost little this way, and keep OPS' order.
+    for c in LAYER_COLUMNS:
+        archs[c] = pd.Categorical(archs[c], categories=OPS)
+    lat = lat.assign(device=lat["device"].astype(str))
+    return archs, lat, ref_ids
+
+
+def _data_dir(data_dir: str | Path | None) -> str:
+    return str(Path(data_dir).resolve() if data_dir is not None else _default_dir())
+
+
+def load(wide: bool = False, *, data_dir: str | Path | None = None) -> pd.DataFrame:
+    """The data set, validated.
+
+    Long form (default): one row per architecture and device (5,000 x 27 rows), sorted by
+    device then ``arch_id``: ``arch_id``, ``device``, ``latency_ms`` (units: ms, as
+    published), ``layer_00`` .. ``layer_21`` (categorical, categories :data:`OPS`), then the
+    numeric columns of :func:`config_columns`.
+
+    Wide form: one row per architecture: ``arch_id``, layers, config columns, then
+    ``latency_ms_<device>`` for each device (units: ms).
+
+    ``data_dir`` overrides the packaged files (``carb/data/help_fbnet``). A missing,
+    unreadable or inconsistent file raises a one-line :class:`ValueError` naming it.
+    """
+    archs, lat, _ = _load_validated(_data_dir(data_dir))
+    base = pd.concat([archs, config_columns(archs)], axis=1)
+    if wide:
+        table = lat.pivot(index="arch_id", columns="device", values="latency_ms")
+        table.columns = [f"latency_ms_{d}" for d in table.columns]
+        return base.merge(table, left_on="arch_id", right_index=True, how="left")
+    long = lat.sort_values(["device", "arch_id"], ignore_index=True)
+    return long.merge(base, on="arch_id", how="left", validate="many_to_one")
+
+
+def devices(*, data_dir: str | Path | None = None) -> list[str]:
+    """Device settings in the data, sorted (27 in the published files)."""
+    _, lat, _ = _load_validated(_data_dir(data_dir))
+    return sorted(lat["device"].unique().tolist())
+
+
+def reference_arch_ids(*, data_dir: str | Path | None = None) -> list[int]:
+    """The 10 reference architectures whose latencies HELP uses as a device's hardware
+    embedding, in the file's order."""
+    _, _, ref = _load_validated(_data_dir(data_dir))
+    return [int(i) for i in ref]
