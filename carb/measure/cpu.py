@@ -21,9 +21,9 @@ memory_mb
     Peak resident set of inference: ``VmHWM - baseline``, where ``baseline`` is the
     worker's ``VmRSS`` after imports and before the model exists, and the high-water mark
     is reset (``/proc/self/clear_refs`` <- ``5``, Linux >= 4.0) once the model is built and
-    cast to its precision, so the peak covers the ready model's weights plus everything
-    inference touches (activations, allocator and kernel-library pages), not the fp32
-    build of an fp16 model. Units: MB (10**6 bytes). Where ``clear_refs`` is unavailable
+    cast to its precision (freed heap handed back with glibc ``malloc_trim``), so the peak
+    covers the ready model's weights plus everything inference touches (activations,
+    allocator and kernel-library pages), not the fp32 build of an fp16 model. Units: MB (10**6 bytes). Where ``clear_refs`` is unavailable
     it falls back to ``ru_maxrss`` (which cannot be reset, so it includes the build and
     is an upper bound); ``extra["memory_method"]`` says which.
 energy_j
@@ -190,6 +190,16 @@ def _cpu_freq_mhz(cpus: Sequence[int]) -> tuple[float | None, str | None]:
     return None, None
 
 
+def _malloc_trim() -> bool:
+    """Return freed heap memory to the OS (glibc ``malloc_trim``); False where unavailable."""
+    try:
+        import ctypes
+
+        return bool(ctypes.CDLL("libc.so.6").malloc_trim(0))
+    except (OSError, AttributeError):
+        return False
+
+
 def _loadavg() -> list[float] | None:
     try:
         return [round(v, 2) for v in os.getloadavg()]
@@ -238,6 +248,7 @@ def _cpu_child(conn: Any, job: dict[str, Any]) -> None:
         model = arch.build(config).to(dtype)
         x = torch.randn(config.batch, 3, config.input_size, config.input_size, dtype=dtype)
         gc.collect()
+        _malloc_trim()  # hand the freed fp32 build copy back to the OS before the baseline of the peak
         model_kb = _rss_kb()
         if can_reset:
             _reset_hwm()  # peak from here on: the ready model plus inference

@@ -933,7 +933,7 @@ class CudaBackend(Backend):
         """Device, driver, software, clocks, power limits, sensor and protocol facts."""
         facts = host_facts()
         h = self.hello
-        facts.update(device=self.device, device_name=h.get("name"), gpu_uuid=h.get("uuid"),
+        facts.update(device=self.device, device_name=h.get("name"), gpu_name=h.get("name"), gpu_uuid=h.get("uuid"),
                      nvml_match=h.get("nvml_match"), compute_capability=h.get("capability"),
                      total_memory_mb=h.get("total_memory_mb"), cuda_torch=h.get("torch_cuda"),
                      cudnn=h.get("cudnn"), cudnn_benchmark=self.cudnn_benchmark,
