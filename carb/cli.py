@@ -95,6 +95,8 @@ def characterize(
     ci_target: Optional[float] = typer.Option(None, "--ci-target", min=0.0, help="Stop repeating at this relative 95%% CI of the median (default 0.02 CPU, 0.01 GPU)."),
     max_time: Optional[float] = typer.Option(None, "--max-time", min=0.0, help="Cap on sampling seconds per config."),
     timeout: Optional[float] = typer.Option(None, "--timeout", min=1.0, help="Wall-clock limit per config, seconds."),
+    rounds: Optional[int] = typer.Option(None, "--rounds", min=1, help="Visits per config at different moments, pooled (default: 3 on CPU, 1 on GPU)."),
+    chunk: int = typer.Option(16, "--chunk", min=1, help="Configs visited round-robin together when --rounds > 1."),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Measure again the configs stored with a failure status."),
     remeasure: bool = typer.Option(False, "--remeasure", help="Measure again into the remeasurements table (drift check)."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON at the end."),
@@ -126,9 +128,13 @@ def characterize(
     if device != "cpu" and threads is not None:
         fail("--threads applies to --device cpu only")
     opts = {"threads": threads or 1} if device == "cpu" else {"lock_clocks": lock_clocks}
+    try:
+        backend = get_backend(device, protocol=protocol, **opts)
+    except (ValueError, RuntimeError) as e:  # unknown device, no GPU here, ...
+        fail(str(e))
 
     failures = 0
-    with Store(store_path) as store, get_backend(device, protocol=protocol, **opts) as backend:
+    with backend, Store(store_path) as store:
         with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                       TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
                       TextColumn("{task.fields[current]}"), TextColumn("[red]{task.fields[failed]}"),
@@ -152,7 +158,8 @@ def characterize(
 
             result = run_campaign(configs, backend, store, platform=platform,
                                   command=shlex.join(["carb", *sys.argv[1:]]), retry_failed=retry_failed,
-                                  remeasure=remeasure, on_start=on_start, on_config=on_config,
+                                  remeasure=remeasure, rounds=rounds or (3 if device == "cpu" else 1),
+                                  chunk=chunk, on_start=on_start, on_config=on_config,
                                   on_result=on_result)
         summary = store.summary()
     if json_out:
@@ -230,18 +237,20 @@ def dataset_export(store_path: Path = typer.Option(..., "--store", help="DuckDB 
 # -- entry point --------------------------------------------------------------------------
 
 
+def _error_exit(msg: str) -> None:
+    # plain print: rich would wrap a long message over several lines
+    print("error: " + " ".join(msg.split()), file=sys.stderr)
+    sys.exit(2)
+
+
 def main() -> None:
     """Console-script entry point: runs the app and turns bad input into exit code 2."""
     from carb.store import StoreError
 
     try:
-        app(standalone_mode=False)
+        rc = app(standalone_mode=False)
     except (UsageError, SpaceError, StoreError, FileNotFoundError) as e:
-        err.print(f"error: {e}", markup=False, highlight=False)
-        sys.exit(2)
-    except ValueError as e:  # our own validation (e.g. unknown device) raises ValueError
-        err.print(f"error: {e}", markup=False, highlight=False)
-        sys.exit(2)
+        _error_exit(str(e))
     except typer.Exit as e:
         sys.exit(e.exit_code)
     except typer.Abort:
@@ -254,6 +263,7 @@ def main() -> None:
             e.show()
             sys.exit(e.exit_code)
         raise
+    sys.exit(rc if isinstance(rc, int) else 0)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,11 @@ Tables (open the file with ``duckdb`` and ask SQL questions):
 ``remeasurements``
     the same columns without the key constraint: later re-measurements of configs already
     in ``measurements`` (drift checks), never used for resume.
+``rounds``
+    the same columns plus ``round``, keyed by (``config_id``, ``platform``, ``round``):
+    the partial measurements of a campaign that visits each config in several rounds at
+    different moments; a config's pooled row goes to ``measurements`` when its last round
+    is done, and a resumed campaign reuses the rounds already stored.
 
 Crash safety: each measured config is committed in its own transaction, so a ``kill -9``
 at any moment loses at most the config in flight; the primary key makes a duplicate
@@ -114,6 +119,8 @@ class Store:
             "provenance JSON, protocol JSON)")
         self.con.execute(f"CREATE TABLE IF NOT EXISTS measurements ({cols}, PRIMARY KEY (config_id, platform))")
         self.con.execute(f"CREATE TABLE IF NOT EXISTS remeasurements ({cols})")
+        self.con.execute(f"CREATE TABLE IF NOT EXISTS rounds ({cols}, round INTEGER, "
+                         "PRIMARY KEY (config_id, platform, round))")
         self.con.execute("INSERT INTO meta VALUES ('schema_version', ?) ON CONFLICT DO NOTHING",
                          [str(SCHEMA_VERSION)])
         self.con.execute("INSERT INTO meta VALUES ('created_at', ?) ON CONFLICT DO NOTHING",
@@ -158,18 +165,38 @@ class Store:
         changed = cur.fetchone()
         return bool(changed and changed[0])
 
-    def delete_failed(self, platform: str, config_ids: Iterable[str]) -> int:
-        """Delete this platform's non-``ok`` rows among ``config_ids`` (so that they are
-        measured again); returns how many were deleted."""
+    def add_round(self, config: Config, platform: str, m: Measurement, run_id: str, round_: int) -> None:
+        """Store one round of a multi-round campaign (its own transaction; a stored round is kept)."""
+        row = self._row(config, platform, m, run_id) + [round_]
+        marks = ", ".join("?" * len(row))
+        self.con.execute(f"INSERT INTO rounds ({', '.join(_COLNAMES)}, round) VALUES ({marks}) "
+                         "ON CONFLICT DO NOTHING", row)
+
+    def rounds_of(self, platform: str, config_ids: Iterable[str]) -> dict[tuple[str, int], dict[str, Any]]:
+        """Stored rounds of these configs: ``{(config_id, round): row dict}``."""
         ids = list(config_ids)
         if not ids:
-            return 0
-        self.con.execute("CREATE OR REPLACE TEMP TABLE _ids (config_id VARCHAR)")
-        self.con.executemany("INSERT INTO _ids VALUES (?)", [[i] for i in ids])
-        where = "platform = ? AND status <> 'ok' AND config_id IN (SELECT config_id FROM _ids)"
-        n = self.con.execute(f"SELECT count(*) FROM measurements WHERE {where}", [platform]).fetchone()[0]
-        self.con.execute(f"DELETE FROM measurements WHERE {where}", [platform])
-        return int(n)
+            return {}
+        marks = ", ".join("?" * len(ids))
+        df = self.con.execute(f"SELECT * FROM rounds WHERE platform = ? AND config_id IN ({marks})",
+                              [platform, *ids]).df()
+        return {(r["config_id"], int(r["round"])): r for r in df.to_dict("records")}
+
+    def delete_failed(self, platform: str, config_ids: Iterable[str]) -> int:
+        """Delete this platform's non-``ok`` rows (and their rounds) among ``config_ids``, so
+        that they are measured again; returns how many configs were deleted."""
+        wanted = set(config_ids)
+        rows = self.con.execute("SELECT config_id FROM measurements WHERE platform = ? AND status <> 'ok'",
+                                [platform]).fetchall()
+        failed = [r[0] for r in rows if r[0] in wanted]
+        if failed:
+            marks = ", ".join("?" * len(failed))
+            self.con.execute("BEGIN")
+            for table in ("measurements", "rounds"):
+                self.con.execute(f"DELETE FROM {table} WHERE platform = ? AND config_id IN ({marks})",
+                                 [platform, *failed])
+            self.con.execute("COMMIT")
+        return len(failed)
 
     @staticmethod
     def _row(config: Config, platform: str, m: Measurement, run_id: str) -> list[Any]:
@@ -184,6 +211,25 @@ class Store:
                  timed_s=m.timed_s, wall_s=m.wall_s, extra=json.dumps(m.extra, default=str),
                  run_id=run_id, measured_at=datetime.now(timezone.utc))
         return [_finite_or_none(d[c]) for c in _COLNAMES]
+
+    @staticmethod
+    def measurement_from_row(row: dict[str, Any]) -> Measurement:
+        """Rebuild a :class:`Measurement` from a stored row (a dict of its columns)."""
+
+        def stats(t: str) -> Stats | None:
+            if _isnull(row.get(t)):
+                return None
+            return Stats(median=row[t], **{s: (None if _isnull(row[f"{t}_{s}"]) else row[f"{t}_{s}"])
+                                           for s in SPREAD})
+
+        extra = row.get("extra")
+        return Measurement(
+            status=row["status"], message=row.get("message") or "", latency_ms=stats("latency_ms"),
+            energy_j=stats("energy_j"), energy_gross_j=stats("energy_gross_j"),
+            memory_mb=None if _isnull(row.get("memory_mb")) else row["memory_mb"],
+            energy_missing_reason=None if _isnull(row.get("energy_missing_reason")) else row["energy_missing_reason"],
+            timed_s=row.get("timed_s") or 0.0, wall_s=row.get("wall_s") or 0.0,
+            extra=json.loads(extra) if isinstance(extra, str) else (extra or {}))
 
     # -- reading ------------------------------------------------------------------------
     def done_ids(self, platform: str) -> set[str]:
@@ -228,6 +274,10 @@ class Store:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _isnull(v: Any) -> bool:
+    return v is None or (isinstance(v, float) and v != v) or v is pd.NA or v is pd.NaT
 
 
 def _finite_or_none(v: Any) -> Any:

@@ -105,3 +105,73 @@ def test_store_errors_are_one_line(tmp_path):
     duckdb.connect(str(other)).close()
     with pytest.raises(StoreError, match="not a CARB store"):
         Store(other, read_only=True)
+
+
+class SampledBackend(SyntheticBackend):
+    """Synthetic backend with a protocol and raw samples, as the real ones have; the
+    latency of a config drifts up by 10% per visit (synthetic drift)."""
+
+    def __init__(self, fail_on_visit=None):
+        super().__init__()
+        from carb.measure.base import Protocol
+
+        self.protocol = Protocol(max_time_s=3.0)
+        self.visits = {}
+        self.protocols = []
+        self.fail_on_visit = fail_on_visit
+
+    def measure(self, config, protocol=None):
+        self.protocols.append(protocol)
+        self.calls += 1
+        if self.interrupt_after is not None and self.calls > self.interrupt_after:
+            raise KeyboardInterrupt
+        k = self.visits.get(config, 0)
+        self.visits[config] = k + 1
+        if self.fail_on_visit == k:
+            return Measurement(status="timeout", message="synthetic timeout")
+        base = config.depth * (1 + 0.1 * k)
+        samples = [base * f for f in (0.99, 1.0, 1.01)]
+        st = Stats(median=base, mean=base, p5=base, p95=base, cov=0.01, n=3, ci_rel=float("nan"))
+        return Measurement(status="ok", latency_ms=st, memory_mb=10.0 + k, timed_s=0.1, wall_s=0.2,
+                           extra={"latency_samples_ms": samples})
+
+
+def test_rounds_pool_visits_and_resume_from_partial_rounds(tmp_path):
+    configs = list(space.load("tiny"))
+    with Store(tmp_path / "c.duckdb") as store:
+        b = SampledBackend()
+        r = run_campaign(configs, b, store, rounds=3, chunk=3)
+        assert r.measured == 8 and r.by_status == {"ok": 8}
+        assert all(v == 3 for v in b.visits.values())
+        assert all(p.max_time_s == pytest.approx(1.0) for p in b.protocols)  # 3 s shared by 3 visits
+        df = store.measurements()
+        row = df[df.config_id == configs[0].config_id].iloc[0]
+        d = configs[0].depth
+        assert row.latency_ms_n == 9 and row.latency_ms == pytest.approx(d * 1.1)  # median of 9 pooled samples
+        assert row.memory_mb == 11.0  # median of 10, 11, 12
+        assert len(store.con.execute("SELECT * FROM rounds").fetchall()) == 24
+
+    # a campaign killed after some visits resumes from the stored rounds
+    with Store(tmp_path / "k.duckdb") as store:
+        b = SampledBackend()
+        b.interrupt_after = 5  # the 6th visit raises KeyboardInterrupt
+        r = run_campaign(configs, b, store, rounds=2, chunk=4)
+        assert r.interrupted and r.measured == 0
+        assert store.con.execute("SELECT count(*) FROM rounds").fetchone()[0] == 5
+        b2 = SampledBackend()
+        r = run_campaign(configs, b2, store, rounds=2, chunk=4)
+        assert r.measured == 8
+        assert sum(b2.visits.values()) == 16 - 5  # only the missing visits
+
+
+def test_a_failed_round_fails_the_config(tmp_path):
+    with Store(tmp_path / "c.duckdb") as store:
+        b = SampledBackend(fail_on_visit=1)
+        r = run_campaign(list(space.load("tiny"))[:2], b, store, rounds=3, chunk=2)
+        assert r.by_status == {"timeout": 2}
+        assert all(v == 2 for v in b.visits.values())  # no third visit after a failure
+        assert set(store.measurements().message) == {"round 2: synthetic timeout"}
+        # retrying clears the failed rounds too
+        r = run_campaign(list(space.load("tiny"))[:2], SampledBackend(), store, rounds=3, chunk=2,
+                         retry_failed=True)
+        assert r.by_status == {"ok": 2}

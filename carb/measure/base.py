@@ -133,8 +133,9 @@ class Backend(ABC):
         energy sensor availability. JSON-serialisable."""
 
     @abstractmethod
-    def measure(self, config: Config) -> Measurement:
-        """Measure one config. Never raises for config-level failures."""
+    def measure(self, config: Config, protocol: Protocol | None = None) -> Measurement:
+        """Measure one config (``protocol`` overrides the backend's for this call).
+        Never raises for config-level failures."""
 
     def close(self) -> None:
         """Release the device and restore any setting the backend changed."""

@@ -1,0 +1,106 @@
+"""The `carb` command end to end, on this machine's CPU with tiny configs (real
+measurements in subprocesses: seconds each)."""
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+
+from carb.store import Store
+
+CARB = [sys.executable, "-m", "carb.cli"]
+
+
+def carb(*args, check=True, timeout=300):
+    p = subprocess.run([*CARB, *map(str, args)], capture_output=True, text=True, timeout=timeout)
+    if check and p.returncode != 0:
+        raise AssertionError(f"carb {' '.join(map(str, args))} -> {p.returncode}\n{p.stdout}\n{p.stderr}")
+    return p
+
+
+def test_space_list_and_show():
+    out = json.loads(carb("space", "show", "paper", "--json").stdout)
+    assert out["count"] == 17_280 and out["values"]["batch"][-1] == 256
+    names = {s["name"]: s["count"] for s in json.loads(carb("space", "list", "--json").stdout)}
+    assert names["screening"] == 3_072 and "cpu" in names
+
+
+@pytest.mark.parametrize("args, words", [
+    (["space", "show", "nope"], "no such space"),
+    (["characterize", "--space", "nope", "--store", "x.duckdb"], "no such space"),
+    (["characterize", "--space", "tiny", "--device", "tpu", "--store", "x.duckdb"], "unknown device"),
+    (["characterize", "--store", "x.duckdb"], "exactly one of --space or --configs"),
+    (["dataset", "info", "--store", "missing.duckdb"], "no such store"),
+    (["dataset", "export", "--store", "missing.duckdb", "--out", "d.xlsx"], "unknown output type"),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, args, words):
+    p = subprocess.run([*CARB, *args], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert p.returncode == 2, p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and words in lines[0], p.stderr
+    assert "Traceback" not in p.stderr
+    assert not (tmp_path / "x.duckdb").exists()
+
+
+def test_bad_space_file_names_the_file(tmp_path):
+    f = tmp_path / "mine.toml"
+    f.write_text("[[grid]]\ndepth = [8]\nbatch = [0]\n")
+    p = carb("space", "show", f, check=False)
+    assert p.returncode == 2 and str(f) in p.stderr and "batch = 0" in p.stderr
+
+
+def test_characterize_resume_and_export(tmp_path):
+    store = tmp_path / "c.duckdb"
+    args = ["characterize", "--space", "tiny", "--sample", "3", "--seed", "1", "--max-time", "0.3",
+            "--rounds", "2", "--store", store, "--json"]
+    first = json.loads(carb(*args).stdout)
+    assert first["measured"] == 3 and first["by_status"] == {"ok": 3} and first["platform"] == "cpu-1t"
+    again = json.loads(carb(*args).stdout)
+    assert again["measured"] == 0 and again["skipped"] == 3
+    info = json.loads(carb("dataset", "info", "--store", store, "--json").stdout)
+    assert info["runs"] == 1 and info["summary"][0]["configs"] == 3
+    out = tmp_path / "d.parquet"
+    carb("dataset", "export", "--store", store, "--out", out)
+    df = pd.read_parquet(out)
+    assert len(df) == 3 and df.config_id.is_unique
+    assert (df.latency_ms > 0).all() and (df.memory_mb > 0).all() and df.energy_j.isna().all()
+    assert df.energy_missing_reason.notna().all()
+    assert (df.flops > 0).all() and (df.params > 0).all() and (df.latency_ms_n >= 6).all()
+    with Store(store, read_only=True) as s:
+        prov = json.loads(s.runs().provenance[0])
+    assert prov["threads"] == 1 and prov["torch"] and prov["cpu_model"]
+
+
+def test_kill_9_mid_campaign_never_corrupts_or_duplicates(tmp_path):
+    """Kill the whole campaign process group with SIGKILL at random moments, then resume."""
+    store = tmp_path / "k.duckdb"
+    args = [*CARB, "characterize", "--space", "tiny", "--max-time", "0.2", "--rounds", "2", "--chunk", "3",
+            "--store", str(store)]
+    rng = random.Random(7)
+    counts = []
+    for _ in range(4):
+        p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        time.sleep(rng.uniform(2.0, 7.0))
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+        p.wait(timeout=60)
+        if not store.exists():
+            continue
+        with Store(store, read_only=True) as s:  # opens: not corrupt
+            df = s.measurements()
+            rounds = s.con.execute("SELECT config_id, round, count(*) FROM rounds GROUP BY ALL "
+                                   "HAVING count(*) > 1").fetchall()
+        assert df.config_id.is_unique and not rounds
+        assert set(df.status) <= {"ok"}
+        counts.append(len(df))
+    assert counts == sorted(counts)  # nothing stored is ever lost
+    carb(*args[3:])
+    with Store(store, read_only=True) as s:
+        df = s.measurements()
+    assert len(df) == 8 and df.config_id.is_unique and set(df.status) == {"ok"}
