@@ -162,13 +162,34 @@ def characterize(
                                   chunk=chunk, on_start=on_start, on_config=on_config,
                                   on_result=on_result)
         summary = store.summary()
+        rows = store.measurements(result.platform)
+        rows = rows[rows.run_id == result.run_id]
     if json_out:
         print(json.dumps({**result.to_dict(), "store": str(store_path),
                           "summary": json.loads(summary.to_json(orient="records"))}, indent=2))
     else:
+        _print_configs(rows)
         _print_summary(result, summary, store_path)
     if result.interrupted:
         raise typer.Exit(130)
+
+
+def _print_configs(rows, limit: int = 30) -> None:
+    """Per-config table of what this run measured (the slowest ``limit`` configs)."""
+    if rows.empty:
+        return
+    from carb.space import configs_from_frame
+
+    rows = rows.sort_values("latency_ms", ascending=False, na_position="first")
+    title = f"measured now ({len(rows)} configs" + (f", slowest {limit} shown)" if len(rows) > limit else ")")
+    t = Table("config", "status", "latency (ms)", "± 95% CI", "memory (MB)", "energy (J)", title=title)
+    for cfg, r in zip(configs_from_frame(rows.head(limit)), rows.head(limit).itertuples(index=False)):
+        ok = r.status == "ok"
+        t.add_row(cfg.label(), r.status, f"{r.latency_ms:.3f}" if ok else "—",
+                  f"{100 * r.latency_ms_ci_rel:.1f}%" if ok and r.latency_ms_ci_rel == r.latency_ms_ci_rel else "—",
+                  f"{r.memory_mb:.1f}" if ok else "—",
+                  f"{r.energy_j:.4f}" if ok and r.energy_j == r.energy_j and r.energy_j is not None else "—")
+    console.print(t)
 
 
 def _print_summary(result, summary, store_path: Path) -> None:
