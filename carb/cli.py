@@ -255,6 +255,16 @@ def dataset_export(store_path: Path = typer.Option(..., "--store", help="DuckDB 
     console.print(f"wrote {len(df)} rows x {df.shape[1]} columns to {out}")
 
 
+# -- model commands (train, evaluate, predict) live in carb.cli_model ------------------------
+
+try:
+    from carb import cli_model as _cli_model
+except ImportError:  # not written yet
+    _cli_model = None
+if _cli_model is not None:
+    _cli_model.register(app)
+
+
 # -- entry point --------------------------------------------------------------------------
 
 

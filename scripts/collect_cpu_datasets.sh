@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Collect the shipped CPU datasets (issue 3) on this machine, in resumable parts:
+#   cpu-1t: 2,500+ configs of the `cpu` space, 1 thread, pinned to one core;
+#   cpu-2t: 1,200+ configs, 2 threads.
+# Both include every imagenet ResNet-18/34/50 point of the space. After each part the
+# store is exported (so the data can be read while the campaign goes on: DuckDB keeps
+# the store locked while a campaign writes), and at the end of each campaign a fixed
+# sample of 50 configs is measured again (drift check).
+# Re-running the script resumes where it stopped.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. .venv/bin/activate
+work=${WORK:-campaigns}
+mkdir -p "$work"
+python - "$work" <<'PY'
+import sys
+import pandas as pd
+from carb import space
+work = sys.argv[1]
+s = space.load("cpu")
+imagenet = [c for c in s if c.family == "imagenet"]
+def plan(n, seed):
+    cfgs = list(dict.fromkeys(imagenet + s.sample(n, seed=seed, method="stratified")))
+    return s.to_frame(cfgs[:max(n, len(imagenet))] if len(cfgs) > n else cfgs)
+for name, n, seed in (("cpu-1t", 2500, 0), ("cpu-2t", 1200, 1)):
+    df = plan(n, seed)
+    parts = 10 if name == "cpu-1t" else 5
+    for i in range(parts):
+        df.iloc[i::parts].to_parquet(f"{work}/{name}-part{i}.parquet", index=False)
+    df.sample(50, random_state=seed).to_parquet(f"{work}/{name}-drift.parquet", index=False)
+    print(name, len(df), "configs,", (df.family == "imagenet").sum(), "imagenet")
+PY
+run() {  # name threads cpus
+  local name=$1 threads=$2 cpus=$3 store="$work/$1.duckdb"
+  for part in "$work/$name"-part*.parquet; do
+    taskset -c "$cpus" carb characterize --configs "$part" --threads "$threads" --platform "$name" \
+      --rounds 2 --max-time 1.0 --timeout 120 --store "$store"
+    carb dataset export --store "$store" --out "$work/$name-snapshot.parquet"
+  done
+  if [ ! -f "$work/$name-drift.done" ]; then
+    taskset -c "$cpus" carb characterize --configs "$work/$name-drift.parquet" --threads "$threads" \
+      --platform "$name" --rounds 2 --max-time 1.0 --timeout 120 --remeasure --store "$store"
+    touch "$work/$name-drift.done"
+  fi
+}
+run cpu-1t 1 1
+run cpu-2t 2 0,1
