@@ -217,6 +217,50 @@ def _print_store_summary(summary) -> None:
 # -- dataset ------------------------------------------------------------------------------
 
 
+@dataset_app.command("list")
+def dataset_list(json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """List the datasets shipped with CARB (load one with carb.datasets.load(name))."""
+    from dataclasses import asdict
+
+    from carb import datasets
+
+    infos = datasets.list()
+    if json_out:
+        print(json.dumps([asdict(d) for d in infos], indent=2))
+        return
+    t = Table("dataset", "rows", "description")
+    for d in infos:
+        t.add_row(d.name, f"{d.rows:,}" if d.rows is not None else "?", d.description)
+    console.print(t)
+
+
+@dataset_app.command("check")
+def dataset_check(file: str = typer.Argument(..., help="Dataset file (.parquet/.csv) or shipped dataset name."),
+                  max_cov: float = typer.Option(0.25, "--max-cov", help="Latency CoV above this is noisy."),
+                  max_ci: float = typer.Option(0.05, "--max-ci", help="Relative 95%% CI of the median latency above this is noisy."),
+                  json_out: bool = typer.Option(False, "--json", help="Print the problems as JSON.")) -> None:
+    """Check a dataset: duplicates, failed configs, missing targets, noisy rows. Exit 1 on problems."""
+    from carb import datasets
+
+    df = datasets.load(file, features=False)
+    problems = datasets.check(df, max_cov=max_cov, max_ci_rel=max_ci)
+    if json_out:
+        print(json.dumps({"rows": len(df), "problems": json.loads(problems.to_json(orient="records"))}, indent=2))
+    else:
+        counts = problems.problem.value_counts()
+        t = Table("check", "rows with a problem", title=f"{file}: {len(df):,} rows")
+        for name in ("duplicate", "failed", "missing target", "noisy"):
+            t.add_row(name, str(int(counts.get(name, 0))))
+        console.print(t)
+        if len(problems):
+            d = Table("problem", "config_id", "device", "detail", title=f"first {min(len(problems), 20)} problems")
+            for r in problems.head(20).itertuples(index=False):
+                d.add_row(r.problem, r.config_id, r.device, r.detail)
+            console.print(d)
+    if len(problems):
+        raise typer.Exit(1)
+
+
 @dataset_app.command("info")
 def dataset_info(store_path: Path = typer.Option(..., "--store", help="DuckDB campaign store."),
                  json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
@@ -276,21 +320,21 @@ def _error_exit(msg: str) -> None:
 
 def main() -> None:
     """Console-script entry point: runs the app and turns bad input into exit code 2."""
+    from carb.datasets import DatasetError
     from carb.store import StoreError
 
     try:
         rc = app(standalone_mode=False)
-    except (UsageError, SpaceError, StoreError, FileNotFoundError) as e:
+    except (UsageError, SpaceError, StoreError, DatasetError, FileNotFoundError) as e:
         _error_exit(str(e))
     except typer.Exit as e:
         sys.exit(e.exit_code)
     except typer.Abort:
         err.print("aborted")
         sys.exit(130)
-    except Exception as e:  # click's usage errors
-        import click
-
-        if isinstance(e, click.exceptions.ClickException):
+    except Exception as e:
+        # click's usage errors (typer vendors click, so match the interface, not the class)
+        if hasattr(e, "show") and isinstance(getattr(e, "exit_code", None), int):
             e.show()
             sys.exit(e.exit_code)
         raise

@@ -1,23 +1,58 @@
-"""Datasets: the measured rows of a store as one flat table, one row per config and
-device, ready for modelling.
+"""Datasets: measured rows as one flat table, one row per config and device, ready for
+modelling; the datasets shipped with CARB, loadable by name; checks of a dataset file.
 
-Columns: ``config_id``, ``device`` (the platform label, e.g. ``cpu-1t``), the config
-parameters, ``status``, ``message``, the target medians ``latency_ms`` (ms), ``energy_j``
-(J, net of idle), ``energy_gross_j`` (J), ``memory_mb`` (MB) with their spread columns
-(``<target>_mean``, ``_p5``, ``_p95``, ``_cov``, ``_n``, ``_ci_rel``),
-``energy_missing_reason``, ``timed_s``, ``wall_s``, ``run_id``, ``measured_at``, ``extra``
-(JSON telemetry), and the static features of :func:`carb.features.compute`.
+Columns of a CARB dataset: ``config_id``, ``device`` (the platform label, e.g.
+``cpu-1t``), the config parameters, ``status``, ``message``, the target medians
+``latency_ms`` (ms), ``energy_j`` (J, net of idle), ``energy_gross_j`` (J), ``memory_mb``
+(MB) with their spread columns (``<target>_mean``, ``_p5``, ``_p95``, ``_cov``, ``_n``,
+``_ci_rel``), ``energy_missing_reason``, ``timed_s``, ``wall_s``, ``run_id``,
+``measured_at``, ``extra`` (JSON telemetry), and the static features of
+:func:`carb.features.compute` (recomputed on :func:`load`, so shipped files stay small).
+
+Shipped datasets (``carb/data/<name>.parquet`` with a card ``<name>.md`` beside it) are
+real measurements made with CARB's own pipeline; ``help-fbnet`` is public data of HELP
+(Lee et al. 2021, MIT License), see :mod:`carb.help_fbnet`.
 """
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pandas as pd
 
+from carb.measure.base import STATUSES
+from carb.space import PARAMETERS, SpaceError, configs_from_frame
 from carb.store import Store
 
-__all__ = ["from_store", "write"]
+__all__ = ["from_store", "write", "slim", "list", "load", "read", "check", "DatasetError", "DatasetInfo",
+           "REQUIRED_COLUMNS", "TARGET_COLUMNS"]
+
+_list = list  # `list` is also this module's public function
+
+#: targets a CARB dataset carries (NaN where a device has no sensor)
+TARGET_COLUMNS = ("latency_ms", "energy_j", "memory_mb")
+#: columns every CARB dataset file must have
+REQUIRED_COLUMNS = ("config_id", "device", *PARAMETERS, "status", *TARGET_COLUMNS)
+_NUMERIC = ("depth", "width", "input_size", "batch", "classes", *TARGET_COLUMNS)
+
+
+class DatasetError(ValueError):
+    """A dataset name is unknown or a dataset file is broken; the message is one line."""
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    """A shipped dataset: its name, file, one-line description and row count."""
+
+    name: str
+    path: str
+    description: str
+    rows: int | None
 
 
 def from_store(store: Store, platform: str | None = None, with_features: bool = True) -> pd.DataFrame:
@@ -44,3 +79,152 @@ def write(df: pd.DataFrame, out: str | Path) -> Path:
         df.to_csv(tmp, index=False)
     tmp.replace(out)
     return out
+
+
+def slim(df: pd.DataFrame) -> pd.DataFrame:
+    """A dataset without what :func:`load` recomputes (static features) and without the raw
+    latency samples inside ``extra``: the form in which datasets are shipped."""
+    from carb.features import FEATURE_COLUMNS
+
+    out = df.drop(columns=[c for c in FEATURE_COLUMNS if c in df.columns])
+
+    def strip(x: Any) -> Any:
+        if not isinstance(x, str):
+            return x
+        d = json.loads(x)
+        d.pop("latency_samples_ms", None)
+        return json.dumps(d, separators=(",", ":"))
+
+    if "extra" in out.columns:
+        out["extra"] = out["extra"].map(strip)
+    return out
+
+
+# -- shipped datasets ---------------------------------------------------------------------
+
+
+def _data_dir() -> Path:
+    return Path(str(resources.files("carb").joinpath("data")))
+
+
+def list() -> list[DatasetInfo]:  # noqa: A001 - the API the issue asks for: carb.datasets.list()
+    """The datasets shipped with CARB."""
+    out: _list[DatasetInfo] = []
+    d = _data_dir()
+    for p in sorted(d.glob("*.parquet")):
+        card = p.with_suffix(".md")
+        desc = ""
+        if card.exists():
+            lines = [ln.strip() for ln in card.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
+            desc = lines[0] if lines else ""
+        try:
+            import pyarrow.parquet as pq
+
+            rows = pq.ParquetFile(p).metadata.num_rows
+        except Exception:  # a broken file is listed; load() says what is wrong with it
+            rows = None
+        out.append(DatasetInfo(p.stem, str(p), desc, rows))
+    if (d / "help_fbnet").is_dir():
+        out.append(DatasetInfo("help-fbnet", str(d / "help_fbnet"),
+                               "public: HELP's latency of 5,000 FBNet-space CNNs on 27 device settings (MIT)",
+                               135_000))
+    return out
+
+
+def load(name: str, features: bool = True) -> pd.DataFrame:
+    """Load a shipped dataset by name (see :func:`list`) or a dataset file by path.
+
+    The file is checked (required columns, types, statuses, config ids that match their
+    parameters) and the static features are recomputed when ``features``.
+
+    Raises:
+        DatasetError: unknown name, unreadable file or a schema problem (one line).
+    """
+    if name == "help-fbnet":
+        from carb import help_fbnet
+
+        return help_fbnet.load()
+    path = _data_dir() / f"{name}.parquet"
+    if not path.exists():
+        p = Path(name)
+        if p.suffix in (".parquet", ".csv") and p.exists():
+            path = p
+        else:
+            names = ", ".join(d.name for d in list())
+            raise DatasetError(f"{name}: no such dataset (shipped: {names}; or a .parquet/.csv file path)")
+    df = read(path)
+    if features:
+        from carb.features import compute
+
+        df = compute(df)
+    return df
+
+
+def read(path: str | Path) -> pd.DataFrame:
+    """Read and validate a dataset file (Parquet or CSV); raises :class:`DatasetError`."""
+    path = Path(path)
+    try:
+        df = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
+    except FileNotFoundError:
+        raise DatasetError(f"{path}: no such file") from None
+    except Exception as e:  # pyarrow/pandas raise many kinds for a corrupt file
+        raise DatasetError(f"{path}: not a readable {path.suffix.lstrip('.') or 'dataset'} file "
+                           f"({' '.join(str(e).split())[:200]})") from None
+    missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
+    if missing:
+        raise DatasetError(f"{path}: missing column {missing[0]!r} (a CARB dataset has {', '.join(REQUIRED_COLUMNS)})")
+    for c in _NUMERIC:
+        if not pd.api.types.is_numeric_dtype(df[c]) and not df[c].isna().all():
+            raise DatasetError(f"{path}: column {c!r} is not numeric (dtype {df[c].dtype})")
+    bad = ~df["status"].isin(STATUSES)
+    if bad.any():
+        raise DatasetError(f"{path}: row {int(np.flatnonzero(bad)[0])}: unknown status {df['status'][bad].iloc[0]!r}")
+    try:
+        configs = configs_from_frame(df)
+    except SpaceError as e:
+        raise DatasetError(f"{path}: {e}") from None
+    ids = np.array([c.config_id for c in configs])
+    wrong = ids != df["config_id"].to_numpy()
+    if wrong.any():
+        i = int(np.flatnonzero(wrong)[0])
+        raise DatasetError(f"{path}: row {i}: config_id {df['config_id'].iloc[i]!r} does not match its "
+                           f"parameters (expected {ids[i]!r})")
+    return df
+
+
+# -- checks -------------------------------------------------------------------------------
+
+
+def check(df: pd.DataFrame, max_cov: float = 0.25, max_ci_rel: float = 0.05) -> pd.DataFrame:
+    """Problems of a dataset, one row each: ``problem``, ``config_id``, ``device``, ``detail``.
+
+    Problems: ``duplicate`` (config and device twice), ``failed`` (status not ok),
+    ``missing target`` (an ok row without latency or memory, or without energy where no
+    ``energy_missing_reason`` explains it), ``noisy`` (latency CoV over ``max_cov`` or
+    relative 95% CI of the median over ``max_ci_rel``). An empty result means no problem.
+    """
+    rows: _list[tuple[str, str, str, str]] = []
+    dup = df.duplicated(["config_id", "device"], keep="first")
+    for r in df[dup].itertuples(index=False):
+        rows.append(("duplicate", r.config_id, r.device, "config and device appear more than once"))
+    failed = df["status"] != "ok"
+    for r in df[failed].itertuples(index=False):
+        msg = getattr(r, "message", "") or ""
+        rows.append(("failed", r.config_id, r.device, f"{r.status}: {msg}"[:120]))
+    ok = df[~failed]
+    reason = ok["energy_missing_reason"] if "energy_missing_reason" in ok.columns else pd.Series(None, index=ok.index)
+    for t in TARGET_COLUMNS:
+        miss = ok[t].isna()
+        if t == "energy_j":
+            miss &= reason.isna()
+        for r in ok[miss].itertuples(index=False):
+            rows.append(("missing target", r.config_id, r.device, f"{t} is missing"))
+    cov = ok["latency_ms_cov"] if "latency_ms_cov" in ok.columns else pd.Series(np.nan, index=ok.index)
+    ci = ok["latency_ms_ci_rel"] if "latency_ms_ci_rel" in ok.columns else pd.Series(np.nan, index=ok.index)
+    for r, c, h in zip(ok.itertuples(index=False), cov, ci):
+        if c > max_cov:
+            rows.append(("noisy", r.config_id, r.device, f"latency CoV {c:.3f} > {max_cov:g}"))
+        elif h > max_ci_rel:
+            rows.append(("noisy", r.config_id, r.device,
+                         f"latency 95% CI ±{100 * h:.1f}% > ±{100 * max_ci_rel:g}%"))
+    return pd.DataFrame(rows, columns=["problem", "config_id", "device", "detail"])

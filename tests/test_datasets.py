@@ -1,0 +1,95 @@
+"""Dataset files: validation on load, `carb dataset check`, the shipped-dataset registry.
+The tables here are SYNTHETIC (made-up targets) unless they come from carb/data."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from carb import datasets, space
+from carb.datasets import DatasetError
+
+
+def synthetic(n=8):
+    df = space.load("tiny").to_frame().head(n)
+    df.insert(1, "device", "synthetic")
+    df["status"] = "ok"
+    df["message"] = ""
+    df["latency_ms"] = np.linspace(1, 2, len(df))
+    df["latency_ms_cov"] = 0.05
+    df["latency_ms_ci_rel"] = 0.01
+    df["memory_mb"] = 20.0
+    df["energy_j"] = np.nan
+    df["energy_missing_reason"] = "synthetic: no sensor"
+    return df
+
+
+def test_read_validates_and_load_adds_features(tmp_path):
+    p = tmp_path / "d.parquet"
+    synthetic().to_parquet(p)
+    df = datasets.load(str(p))
+    assert len(df) == 8 and (df.flops > 0).all()
+    assert datasets.check(df).empty
+
+
+@pytest.mark.parametrize("mutate, words", [
+    (lambda d: d.drop(columns="latency_ms"), "missing column 'latency_ms'"),
+    (lambda d: d.assign(status=["ok"] * 7 + ["weird"]), "unknown status 'weird'"),
+    (lambda d: d.assign(config_id=["0" * 16] + list(d.config_id[1:])), "does not match its parameters"),
+    (lambda d: d.assign(depth=[9] + list(d.depth[1:])), "depth: 9 is not 6n+2"),
+    (lambda d: d.assign(memory_mb="lots"), "column 'memory_mb' is not numeric"),
+])
+def test_broken_files_say_what_is_wrong(tmp_path, mutate, words):
+    p = tmp_path / "d.parquet"
+    mutate(synthetic()).to_parquet(p)
+    with pytest.raises(DatasetError) as e:
+        datasets.read(p)
+    assert words in str(e.value) and str(p) in str(e.value) and "\n" not in str(e.value)
+
+
+def test_corrupt_and_unknown(tmp_path):
+    p = tmp_path / "d.parquet"
+    p.write_bytes(b"PAR1 not really")
+    with pytest.raises(DatasetError, match="not a readable parquet file"):
+        datasets.read(p)
+    with pytest.raises(DatasetError, match="no such dataset"):
+        datasets.load("nope")
+
+
+def test_check_finds_each_kind_of_problem():
+    d = synthetic()
+    d = pd.concat([d, d.head(1)], ignore_index=True)  # a duplicate
+    d.loc[1, "status"], d.loc[1, "message"] = "oom", "synthetic OOM"
+    d.loc[2, "memory_mb"] = np.nan
+    d.loc[3, "energy_missing_reason"] = None  # energy missing without a reason
+    d.loc[4, "latency_ms_cov"] = 0.5
+    d.loc[5, "latency_ms_ci_rel"] = 0.2
+    problems = datasets.check(d)
+    assert problems.problem.value_counts().to_dict() == {
+        "duplicate": 1, "failed": 1, "missing target": 2, "noisy": 2}
+
+
+def test_cli_check_exit_codes(tmp_path):
+    good, bad = tmp_path / "good.parquet", tmp_path / "bad.parquet"
+    synthetic().to_parquet(good)
+    d = synthetic()
+    d.loc[0, "status"] = "timeout"
+    d.to_parquet(bad)
+    run = lambda f: subprocess.run([sys.executable, "-m", "carb.cli", "dataset", "check", str(f)],
+                                   capture_output=True, text=True)
+    assert run(good).returncode == 0
+    r = run(bad)
+    assert r.returncode == 1 and "timeout" in r.stdout
+    r = run(tmp_path / "missing.parquet")
+    assert r.returncode == 2 and r.stderr.startswith("error: ")
+
+
+def test_registry_lists_shipped_datasets():
+    names = {d.name for d in datasets.list()}
+    assert "help-fbnet" in names
+    for d in datasets.list():
+        if d.name != "help-fbnet":
+            df = datasets.load(d.name)  # every shipped CARB dataset passes validation
+            assert len(df) == d.rows and set(df.device) == {d.name}
