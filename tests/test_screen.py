@@ -1,0 +1,78 @@
+"""Two-stage screening with SYNTHETIC predictors (costs made up from the static features)."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from carb import space
+from carb.features import compute
+from carb.screen import parse_budgets, screen
+
+
+class Synthetic:
+    """Made-up device: latency and energy proportional to FLOPs, memory to bytes; the
+    interval is +-``rel`` around the point."""
+
+    def __init__(self, scale=1.0, rel=0.1, noise=0.0, targets=("energy_j", "latency_ms", "memory_mb")):
+        self.scale, self.rel, self.noise = scale, rel, noise
+        self.targets_ = list(targets)
+        self.calls = []
+
+    def predict(self, df):
+        self.calls.append(len(df))
+        f = compute(df)
+        rng = np.random.default_rng(len(df))
+        jitter = np.exp(rng.normal(0, self.noise, len(df))) if self.noise else 1.0
+        out = pd.DataFrame(index=df.index)
+        point = {"latency_ms": self.scale * f.flops.to_numpy() / 1e8 * jitter + 0.1,
+                 "energy_j": self.scale * f.flops.to_numpy() / 1e9 * jitter,
+                 "memory_mb": (f.weight_bytes + f.live_activation_bytes).to_numpy() / 1e6 + 20}
+        for t in self.targets_:
+            out[t] = point[t]
+            out[f"{t}_lo"] = point[t] * (1 - self.rel)
+            out[f"{t}_hi"] = point[t] * (1 + self.rel)
+        return out
+
+
+@pytest.fixture(scope="module")
+def cands():
+    return space.load("screening").to_frame()
+
+
+def test_budgets_and_pareto(cands):
+    budgets = {"latency_ms": 20.0, "memory_mb": 200.0}
+    r = screen(cands, Synthetic(), budgets)
+    s = r.summary
+    assert s["candidates"] == 3072 and s["after_stage1"] == 3072
+    assert 0 < s["shortlist"] < s["feasible"] < 3072 and s["pruning_ratio"] == pytest.approx(1 - s["shortlist"] / 3072)
+    assert (r.feasible.latency_ms_hi <= 20).all() and (r.feasible.memory_mb_hi <= 200).all()
+    assert list(r.shortlist["rank"]) == list(range(1, len(r.shortlist) + 1))
+    # risk: point admits at least as much as safe
+    assert screen(cands, Synthetic(), budgets, risk="point").summary["feasible"] >= s["feasible"]
+
+
+def test_stage1_prunes_without_dropping_feasible(cands):
+    budgets = {"latency_ms": 20.0}
+    target = Synthetic(scale=2.0)
+    full = screen(cands, target, budgets)
+    two = screen(cands, target, budgets, source=Synthetic(scale=1.0, noise=0.2))
+    s = two.summary
+    assert s["after_stage1"] < 3072
+    assert s["stage1"]["maps"]["latency_ms"]["slope"] == pytest.approx(1.0, abs=0.15)
+    # the margin keeps every config the target model would accept
+    assert set(full.feasible.config_id) <= set(two.feasible.config_id) | set()
+    assert set(full.shortlist.config_id) == set(two.shortlist.config_id)
+
+
+def test_missing_target_and_bad_input(cands):
+    cpu = Synthetic(targets=("latency_ms", "memory_mb"))
+    r = screen(cands, cpu, {"latency_ms": 5})
+    assert "min:energy_j_per_image" not in r.summary["objectives"]
+    with pytest.raises(ValueError, match="does not predict"):
+        screen(cands, cpu, {"energy_j": 1})
+    with pytest.raises(ValueError, match="risk"):
+        screen(cands, cpu, {}, risk="yolo")
+    assert parse_budgets(["energy_j=75", "latency_ms=2.5"]) == {"energy_j": 75.0, "latency_ms": 2.5}
+    for bad in (["power=3"], ["latency_ms=fast"], ["latency_ms=-1"], ["latency_ms"]):
+        with pytest.raises(ValueError):
+            parse_budgets(bad)
