@@ -11,7 +11,15 @@ Every architecture is the FBNet macro-architecture (CIFAR-100 variant: 32x32 inp
 operations, :func:`load` gives numeric config columns derived from them and from the
 fixed macro-architecture (channels, strides, resolutions as in HW-NAS-Bench's FBNet
 space): per-operation counts, per-layer kernel/expansion/group codes and analytic totals
-(multiply-accumulates, parameters, activations, convolutions).
+(multiply-accumulates, parameters, activations, convolutions), and the exact static
+features of the networks as :mod:`carb.fbnet` builds them (:data:`FEATURE_COLUMNS`:
+FLOPs, parameters, activation bytes, operator counts; see :func:`features`).
+
+The two agree where they overlap: ``2 * macs_m * 1e6 == flops`` for every architecture
+(FlopCounterMode counts 2 FLOPs per multiply-accumulate of the convolutions and the
+classifier, nothing else), and ``convs == n_conv + n_linear``. ``params_m`` counts
+convolution and classifier weights only; ``params`` adds each BN's weight and bias and the
+classifier's bias (12,468 to 38,772 more, 1.0 % to 1.7 % of ``params``).
 """
 
 from __future__ import annotations
@@ -39,6 +47,18 @@ __all__ = [
     "layer_onehot",
     "block_counts",
     "config_columns",
+    "op_codes",
+    "layer_plan",
+    "features",
+    "OP_SPECS",
+    "STEM_CHANNELS",
+    "STAGE_LAYERS",
+    "STAGE_CHANNELS",
+    "STAGE_STRIDES",
+    "HEAD_CHANNELS",
+    "INPUT_SIZE",
+    "CLASSES",
+    "FEATURE_COLUMNS",
 ]
 
 # --- the search space --------------------------------------------------------------
@@ -52,23 +72,33 @@ N_LAYERS = 22
 LAYER_COLUMNS: tuple[str, ...] = tuple(f"layer_{i:02d}" for i in range(N_LAYERS))
 _OPS_INDEX = pd.Index(OPS)
 
-# kernel, expansion, groups of each op; skip is coded 0, 0, 0 (no convolution of its own).
-_OP_KEG: dict[str, tuple[int, int, int]] = {
+#: (kernel, expansion, groups of the two 1x1 convolutions) of each op; skip is coded
+#: 0, 0, 0 (no convolution of its own, except a projection where the shape changes).
+OP_SPECS: dict[str, tuple[int, int, int]] = {
     "k3_e1": (3, 1, 1), "k3_e1_g2": (3, 1, 2), "k3_e3": (3, 3, 1), "k3_e6": (3, 6, 1),
     "k5_e1": (5, 1, 1), "k5_e1_g2": (5, 1, 2), "k5_e3": (5, 3, 1), "k5_e6": (5, 6, 1),
     "skip": (0, 0, 0),
 }
 
-# FBNet macro-architecture, CIFAR-100 variant (HW-NAS-Bench): a 3x3 stem to 16 channels
-# at stride 1 on 32x32, then 7 stages of searchable layers, then a 1x1 head conv to 1504
-# channels, global average pooling and a 100-way classifier.
-_INPUT_HW = 32
-_STEM_CHANNELS = 16
-_STAGE_LAYERS = (1, 4, 4, 4, 4, 4, 1)
-_STAGE_CHANNELS = (16, 24, 32, 64, 112, 184, 352)
-_STAGE_STRIDES = (1, 1, 2, 2, 1, 2, 1)
-_HEAD_CHANNELS = 1504
-_CLASSES = 100
+# FBNet macro-architecture, CIFAR-100 variant (HW-NAS-Bench, hw_nas_bench_api's
+# fbnet_get_metrics for "cifar100"): a 3x3 stem to 16 channels at stride 1 on 32x32, then
+# 7 stages of searchable layers (the first of a stage carries its stride), then a 1x1 head
+# conv to 1504 channels, global average pooling and a 100-way classifier.
+# carb.fbnet builds and counts the same network from these tables.
+#: Input height = width of the published data. Units: px.
+INPUT_SIZE = 32
+#: Output channels of the 3x3, stride-1 stem convolution. Units: channels.
+STEM_CHANNELS = 16
+#: Searchable layers per stage (22 in all).
+STAGE_LAYERS: tuple[int, ...] = (1, 4, 4, 4, 4, 4, 1)
+#: Output channels of each stage. Units: channels.
+STAGE_CHANNELS: tuple[int, ...] = (16, 24, 32, 64, 112, 184, 352)
+#: Stride of the first layer of each stage (the others have stride 1).
+STAGE_STRIDES: tuple[int, ...] = (1, 1, 2, 2, 1, 2, 1)
+#: Output channels of the 1x1 head convolution (FBNet v1's 1504). Units: channels.
+HEAD_CHANNELS = 1504
+#: Classifier outputs (CIFAR-100).
+CLASSES = 100
 
 # --- the published protocol (HELP, Table 2, FBNet space) ---------------------------
 
@@ -95,16 +125,27 @@ _FILES = ("archs.parquet", "latency.parquet", "reference_archs.parquet")
 
 
 @functools.cache
-def _layer_geometry() -> tuple[tuple[int, int, int, int, int, bool], ...]:
-    """(stage, input h=w, in channels, out channels, stride, first of its stage) per layer."""
+def layer_plan() -> tuple[tuple[int, int, int, int, bool], ...]:
+    """(stage, in channels, out channels, stride, first of its stage) of each of the 22
+    searchable layers, whatever the input size. Units: channels."""
     out = []
-    hw, cin = _INPUT_HW, _STEM_CHANNELS
-    for stage, (n, cout, stride) in enumerate(zip(_STAGE_LAYERS, _STAGE_CHANNELS, _STAGE_STRIDES)):
+    cin = STEM_CHANNELS
+    for stage, (n, cout, stride) in enumerate(zip(STAGE_LAYERS, STAGE_CHANNELS, STAGE_STRIDES)):
         for i in range(n):
-            s = stride if i == 0 else 1
-            out.append((stage, hw, cin, cout, s, i == 0))
-            hw //= s
+            out.append((stage, cin, cout, stride if i == 0 else 1, i == 0))
             cin = cout
+    return tuple(out)
+
+
+@functools.cache
+def _layer_geometry() -> tuple[tuple[int, int, int, int, int, bool], ...]:
+    """(stage, input h=w, in channels, out channels, stride, first of its stage) per layer,
+    at the published 32x32 input."""
+    out = []
+    hw = INPUT_SIZE
+    for stage, cin, cout, s, first in layer_plan():
+        out.append((stage, hw, cin, cout, s, first))
+        hw //= s
     return tuple(out)
 
 
@@ -113,7 +154,7 @@ def _op_costs(hw: int, cin: int, cout: int, stride: int, op: str) -> tuple[float
     one layer. A block is 1x1 expand (grouped) -> kxk depthwise (strided) -> 1x1 project
     (grouped); a skip is free when shapes match, otherwise a strided 1x1 conv."""
     hout = hw // stride
-    k, e, g = _OP_KEG[op]
+    k, e, g = OP_SPECS[op]
     if op == "skip":
         if cin == cout and stride == 1:
             return 0.0, 0.0, 0.0, 0.0, 0.0
@@ -139,18 +180,24 @@ def _cost_table() -> np.ndarray:
 
 def _fixed_costs() -> tuple[float, float, float, float, float]:
     """Stem, head conv, pooling and classifier: the same in every architecture."""
-    hw_end = _INPUT_HW // int(np.prod(_STAGE_STRIDES))
-    stem = _INPUT_HW * _INPUT_HW * 3 * _STEM_CHANNELS * 9
-    head = hw_end * hw_end * _STAGE_CHANNELS[-1] * _HEAD_CHANNELS
-    fc = _HEAD_CHANNELS * _CLASSES
-    params = 3 * _STEM_CHANNELS * 9 + _STAGE_CHANNELS[-1] * _HEAD_CHANNELS + fc
-    acts = (_INPUT_HW**2 * (3 + _STEM_CHANNELS) + hw_end**2 * (_STAGE_CHANNELS[-1] + _HEAD_CHANNELS)
-            + _HEAD_CHANNELS + _CLASSES)
+    hw_end = INPUT_SIZE // int(np.prod(STAGE_STRIDES))
+    stem = INPUT_SIZE * INPUT_SIZE * 3 * STEM_CHANNELS * 9
+    head = hw_end * hw_end * STAGE_CHANNELS[-1] * HEAD_CHANNELS
+    fc = HEAD_CHANNELS * CLASSES
+    params = 3 * STEM_CHANNELS * 9 + STAGE_CHANNELS[-1] * HEAD_CHANNELS + fc
+    acts = (INPUT_SIZE**2 * (3 + STEM_CHANNELS) + hw_end**2 * (STAGE_CHANNELS[-1] + HEAD_CHANNELS)
+            + HEAD_CHANNELS + CLASSES)
     return float(stem + head + fc), 0.0, float(params), float(acts), 3.0
 
 
-def _op_codes(archs: pd.DataFrame) -> np.ndarray:
-    """Operation index (into OPS) per layer, shape (n, 22), int8."""
+def op_codes(archs: pd.DataFrame) -> np.ndarray:
+    """Operation index (into :data:`OPS`) per layer, shape (n, 22), int8.
+
+    ``archs`` needs the columns ``layer_00`` .. ``layer_21`` (operation names).
+
+    Raises:
+        ValueError: an unknown operation (one line naming the column and the value).
+    """
     cols = []
     for c in LAYER_COLUMNS:
         values = np.asarray(archs[c], dtype=object)
@@ -167,7 +214,7 @@ def layer_onehot(archs: pd.DataFrame) -> np.ndarray:
 
     ``archs`` needs the columns ``layer_00`` .. ``layer_21`` (operation names of OPS).
     """
-    codes = _op_codes(archs)
+    codes = op_codes(archs)
     out = np.zeros((len(codes), N_LAYERS * len(OPS)))
     rows = np.arange(len(codes))[:, None]
     out[rows, np.arange(N_LAYERS) * len(OPS) + codes] = 1.0
@@ -212,11 +259,11 @@ def config_columns(archs: pd.DataFrame) -> pd.DataFrame:
       layers), ``params_m`` (millions), ``activations_m`` (millions of tensor elements
       written and read per layer, summed), ``convs`` (convolutions executed).
     """
-    codes = _op_codes(archs)
+    codes = op_codes(archs)
     out: dict[str, np.ndarray] = {}
     for j, op in enumerate(OPS):
         out[f"n_{op}"] = (codes == j).sum(axis=1).astype(np.int8)
-    keg = np.array([_OP_KEG[op] for op in OPS], dtype=np.int8)
+    keg = np.array([OP_SPECS[op] for op in OPS], dtype=np.int8)
     for layer, c in enumerate(LAYER_COLUMNS):
         for k, name in enumerate(("kernel", "expansion", "groups")):
             out[f"{c}_{name}"] = keg[codes[:, layer], k]
@@ -230,6 +277,31 @@ def config_columns(archs: pd.DataFrame) -> pd.DataFrame:
     out["activations_m"] = (per[:, 3] + fixed[3]) / 1e6
     out["convs"] = (per[:, 4] + fixed[4]).astype(np.int16)
     return pd.DataFrame(out, index=archs.index)
+
+
+#: The :mod:`carb.fbnet` feature columns :func:`load` adds per architecture, at batch 1
+#: and fp32 (HELP's devices ran single images; bytes assume 4-byte elements): those that
+#: vary across the space and are not already config columns (the per-op counts are).
+FEATURE_COLUMNS: tuple[str, ...] = (
+    "flops", "params", "model_bytes", "activation_bytes", "peak_activation_bytes",
+    "live_activation_bytes", "largest_activation_bytes", "n_conv", "n_bn", "n_ops",
+    "n_blocks", "n_projections", "n_residual", "arithmetic_intensity",
+    "conv1x1_flop_fraction", "depthwise_flop_fraction",
+)
+
+
+def features(archs: pd.DataFrame, *, batch: int = 1, precision: str = "fp32") -> pd.DataFrame:
+    """:func:`carb.fbnet.features` of architectures (``layer_00`` .. ``layer_21`` needed) at
+    HELP's 32x32 input and 100 classes: every column of :data:`carb.fbnet.FEATURE_COLUMNS`,
+    index kept. Units as there (FLOP, B, counts).
+
+    Raises:
+        ValueError: a missing layer column or an unknown operation (one line).
+    """
+    from . import fbnet  # here, not at the top: carb.fbnet imports this module's tables
+
+    table = archs[list(LAYER_COLUMNS)].assign(batch=batch, precision=precision)
+    return fbnet.features(table)[fbnet.FEATURE_COLUMNS]
 
 
 # --- files -------------------------------------------------------------------------
@@ -279,7 +351,7 @@ def _load_validated(directory: str) -> tuple[pd.DataFrame, pd.DataFrame, np.ndar
     if archs[list(LAYER_COLUMNS)].isna().any().any():
         raise ValueError(f"{arch_path}: missing operations")
     try:
-        _op_codes(archs)
+        op_codes(archs)
     except ValueError as exc:
         raise ValueError(f"{arch_path}: {exc}") from None
     archs = archs.sort_values("arch_id", ignore_index=True)
@@ -331,16 +403,17 @@ def load(wide: bool = False, *, data_dir: str | Path | None = None) -> pd.DataFr
     Long form (default): one row per architecture and device (5,000 x 27 rows), sorted by
     device then ``arch_id``: ``arch_id``, ``device``, ``latency_ms`` (units: ms, as
     published), ``layer_00`` .. ``layer_21`` (categorical, categories :data:`OPS`), then the
-    numeric columns of :func:`config_columns`.
+    numeric columns of :func:`config_columns`, then the static features
+    :data:`FEATURE_COLUMNS` (batch 1, fp32; see :func:`features`).
 
-    Wide form: one row per architecture: ``arch_id``, layers, config columns, then
-    ``latency_ms_<device>`` for each device (units: ms).
+    Wide form: one row per architecture: ``arch_id``, layers, config columns, feature
+    columns, then ``latency_ms_<device>`` for each device (units: ms).
 
     ``data_dir`` overrides the packaged files (``carb/data/help_fbnet``). A missing,
     unreadable or inconsistent file raises a one-line :class:`ValueError` naming it.
     """
     archs, lat, _ = _load_validated(_data_dir(data_dir))
-    base = pd.concat([archs, config_columns(archs)], axis=1)
+    base = pd.concat([archs, config_columns(archs), features(archs)[list(FEATURE_COLUMNS)]], axis=1)
     if wide:
         table = lat.pivot(index="arch_id", columns="device", values="latency_ms")
         table.columns = [f"latency_ms_{d}" for d in table.columns]

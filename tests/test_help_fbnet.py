@@ -148,3 +148,19 @@ def test_fewshot_recovers_a_synthetic_additive_target():
     assert small.method_ == "single" and spearmanr(small.predict(X), target)[0] > 0.8
     with pytest.raises(ValueError, match="at least 2"):
         FewShotModel(sources).fit(X.iloc[:1], target[:1])
+
+
+def test_static_features_agree_with_the_analytic_totals(wide):
+    """load() carries carb.fbnet's exact features; help_fbnet's own MAC total is exactly half
+    of the FlopCounterMode-exact FLOPs, and its parameter total lacks only BN's weights and
+    biases and the classifier's bias."""
+    for c in hf.FEATURE_COLUMNS:
+        assert c in wide.columns and wide[c].notna().all(), c
+    macs = np.rint(wide["macs_m"].to_numpy() * 1e6).astype(np.int64)
+    assert (wide["flops"].to_numpy() == 2 * macs).all()
+    assert (wide["convs"] == wide["n_conv"] + 1).all()
+    bn_channels = ((wide["model_bytes"] - 8 * wide["n_bn"]) // 4 - wide["params"]) // 2  # fp32 state
+    params = np.rint(wide["params_m"].to_numpy() * 1e6).astype(np.int64)
+    assert (wide["params"].to_numpy() - params == 2 * bn_channels.to_numpy() + hf.CLASSES).all()
+    full = hf.features(wide.iloc[:5])
+    assert (full["flops"] == wide["flops"].iloc[:5]).all() and "n_skip" in full.columns
