@@ -1,0 +1,211 @@
+"""Few-shot calibration of a source-device model to a device it has never seen.
+
+Measure K well-chosen configs on the new device, then map the source model's
+predictions to the new device's values, per target:
+
+* **Active sampler** (:func:`choose_samples`): the K configs are spread over the source
+  model's predicted cost range (one per quantile bin of predicted latency) and over the
+  space (within a bin, the config farthest from those already chosen, in the parameters'
+  level ranks), so that the map sees cheap and costly, small- and large-batch configs.
+* **Map** (:class:`CalibratedModel`): in log space, ``log y = a + b log s`` with ``s`` the
+  source prediction: devices differ mostly by a factor and a different growth with load
+  (the study's cross-GPU slopes). From 8 measurements on, ``log batch`` joins as a second
+  input (energy and latency scale differently with batch on different devices), fitted by
+  least squares; below 8 a robust (Theil-Sen) line. Intervals: the source interval mapped
+  through the line and widened by the map's leave-one-out residual quantile.
+
+The map is the same one whatever the source: a CARB bundle, or any predictor with
+``predict(DataFrame)`` giving ``<target>``, ``_lo``, ``_hi`` columns and ``targets_``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["choose_samples", "CalibratedModel", "fit_calibrated", "load_predictor", "MIN_K_BATCH_TERM"]
+
+#: from this many measurements on, the map also reads log(batch)
+MIN_K_BATCH_TERM = 8
+CALIBRATION_FILE = "calibration.json"
+
+
+def choose_samples(candidates: pd.DataFrame, source: Any, k: int, seed: int = 0,
+                   target: str = "latency_ms") -> pd.DataFrame:
+    """Pick ``k`` configs to measure: one per quantile bin of the source model's predicted
+    ``target``, each the farthest (maximin over the parameters' level ranks) from those
+    already chosen. Returns the chosen rows of ``candidates``."""
+    if k < 2:
+        raise ValueError(f"samples: {k} is too few to calibrate (at least 2)")
+    if k >= len(candidates):
+        return candidates.copy()
+    pred = np.log(source.predict(candidates)[target].to_numpy(float))
+    rng = np.random.default_rng(seed)
+    levels = _level_ranks(candidates)
+    order = np.argsort(pred + rng.uniform(0, 1e-9, len(pred)))
+    bins = np.array_split(order, k)
+    chosen: list[int] = []
+    for b in bins:
+        if not chosen:
+            chosen.append(int(rng.choice(b)))
+            continue
+        d = np.min(((levels[b][:, None, :] - levels[chosen][None, :, :]) ** 2).sum(-1), axis=1)
+        chosen.append(int(b[np.argmax(d + rng.uniform(0, 1e-9, len(d)))]))
+    return candidates.iloc[sorted(chosen)].copy()
+
+
+def _level_ranks(df: pd.DataFrame) -> np.ndarray:
+    from carb.space import PARAMETERS
+
+    cols = []
+    for p in PARAMETERS:
+        if p not in df.columns:
+            continue
+        codes = pd.factorize(df[p].astype(str), sort=True)[0].astype(float)
+        cols.append(codes / max(codes.max(), 1.0))
+    return np.column_stack(cols)
+
+
+@dataclass
+class _Map:
+    coef: list[float]           # intercept, slope on log source, [slope on log batch]
+    q: float                    # LOO residual quantile (log), widens the interval
+    n: int
+
+    def design(self, log_s: np.ndarray, batch: np.ndarray) -> np.ndarray:
+        cols = [np.ones_like(log_s), log_s]
+        if len(self.coef) == 3:
+            cols.append(np.log(batch))
+        return np.column_stack(cols)
+
+
+def _fit_map(log_s: np.ndarray, log_y: np.ndarray, batch: np.ndarray, coverage: float) -> _Map:
+    n = len(log_y)
+    use_batch = n >= MIN_K_BATCH_TERM and len(np.unique(batch)) > 1
+    X = np.column_stack([np.ones(n), log_s] + ([np.log(batch)] if use_batch else []))
+    if use_batch:
+        coef = np.linalg.lstsq(X, log_y, rcond=None)[0]
+        # leave-one-out residuals of least squares, exactly, from the hat matrix
+        H = X @ np.linalg.pinv(X)
+        loo = (log_y - X @ coef) / np.clip(1 - np.diag(H), 1e-6, None)
+    else:
+        from scipy.stats import theilslopes
+
+        if np.ptp(log_s) == 0:
+            coef = np.array([np.median(log_y - log_s), 1.0])
+        else:
+            slope, icpt, _, _ = theilslopes(log_y, log_s)
+            coef = np.array([icpt, slope])
+        loo = np.empty(n)
+        for i in range(n):
+            m = np.arange(n) != i
+            if np.ptp(log_s[m]) == 0:
+                c = np.array([np.median(log_y[m] - log_s[m]), 1.0])
+            else:
+                s, a, _, _ = theilslopes(log_y[m], log_s[m])
+                c = np.array([a, s])
+            loo[i] = log_y[i] - (c[0] + c[1] * log_s[i])
+    level = min(1.0, math.ceil((n + 1) * coverage) / n)
+    q = float(np.quantile(np.abs(loo), level)) if n > 1 else 0.0
+    return _Map(coef=[float(c) for c in coef], q=q, n=n)
+
+
+class CalibratedModel:
+    """A source model mapped to a new device by :func:`fit_calibrated`.
+
+    Attributes:
+        targets_: targets it predicts (those of the source with target measurements).
+        maps_: per target the fitted map (coefficients, interval widening, K).
+    """
+
+    def __init__(self, source: Any, maps: dict[str, _Map], coverage: float = 0.9,
+                 meta: dict[str, Any] | None = None) -> None:
+        self.source = source
+        self.maps_ = maps
+        self.targets_ = list(maps)
+        self.coverage = coverage
+        self.meta = meta or {}
+
+    def predict(self, configs: pd.DataFrame) -> pd.DataFrame:
+        """Predicted ``energy_j`` (J), ``latency_ms`` (ms), ``memory_mb`` (MB) with
+        ``_lo``/``_hi`` on the new device; targets without a map are NaN."""
+        src = self.source.predict(configs)
+        batch = np.asarray(configs["batch"], dtype=float)
+        out = pd.DataFrame(index=src.index)
+        for t in ("energy_j", "latency_ms", "memory_mb"):
+            m = self.maps_.get(t)
+            if m is None:
+                out[t] = out[f"{t}_lo"] = out[f"{t}_hi"] = np.nan
+                continue
+            c = np.asarray(m.coef)
+            f = lambda s: m.design(np.log(np.maximum(s, 1e-12)), batch) @ c  # noqa: E731
+            out[t] = np.exp(f(src[t].to_numpy(float)))
+            # the source interval, mapped, then widened by the map's own error
+            lo = np.exp(f(src[f"{t}_lo"].to_numpy(float)) - m.q)
+            hi = np.exp(f(src[f"{t}_hi"].to_numpy(float)) + m.q)
+            out[f"{t}_lo"], out[f"{t}_hi"] = np.minimum(lo, hi), np.maximum(lo, hi)
+        return out
+
+    def save(self, directory: str | Path, source_dir: str | Path | None = None) -> Path:
+        """Write ``calibration.json`` (maps, meta) beside a copy of the source bundle in
+        ``source/``; ``source_dir`` is the source bundle's directory."""
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        if source_dir is not None and Path(source_dir).resolve() != (d / "source").resolve():
+            if (d / "source").exists():
+                shutil.rmtree(d / "source")
+            shutil.copytree(source_dir, d / "source")
+        doc = {"format": "carb-calibration", "version": 1, "coverage": self.coverage, "meta": self.meta,
+               "maps": {t: {"coef": m.coef, "q": m.q, "n": m.n} for t, m in self.maps_.items()}}
+        (d / CALIBRATION_FILE).write_text(json.dumps(doc, indent=2, default=str))
+        return d
+
+
+def fit_calibrated(source: Any, measured: pd.DataFrame, coverage: float = 0.9,
+                   meta: dict[str, Any] | None = None) -> CalibratedModel:
+    """Fit the per-target maps from ``measured`` (the K configs with their measured
+    targets on the new device; rows with status other than ``ok`` are ignored)."""
+    df = measured[measured["status"] == "ok"] if "status" in measured.columns else measured
+    if len(df) < 2:
+        raise ValueError(f"calibration needs at least 2 successful measurements, got {len(df)}")
+    src = source.predict(df)
+    maps = {}
+    for t in source.targets_:
+        if t not in df.columns:
+            continue
+        y = df[t].to_numpy(float)
+        s = src[t].to_numpy(float)
+        ok = np.isfinite(y) & (y > 0) & np.isfinite(s) & (s > 0)
+        if ok.sum() < 2:
+            continue  # e.g. no energy sensor on the new device
+        maps[t] = _fit_map(np.log(s[ok]), np.log(y[ok]), df["batch"].to_numpy(float)[ok], coverage)
+    if not maps:
+        raise ValueError("no target has measurements to calibrate on")
+    return CalibratedModel(source, maps, coverage, meta)
+
+
+def load_predictor(directory: str | Path) -> Any:
+    """Load a model directory: a CARB bundle, or a calibrated model (``calibration.json``
+    beside the source bundle in ``source/``). Never runs code from the files."""
+    from carb.model import load
+
+    d = Path(directory)
+    cal = d / CALIBRATION_FILE
+    if not cal.exists():
+        return load(d)
+    try:
+        doc = json.loads(cal.read_text())
+        if doc.get("format") != "carb-calibration" or doc.get("version") != 1:
+            raise ValueError("not a version-1 carb calibration")
+        maps = {t: _Map(coef=[float(c) for c in m["coef"]], q=float(m["q"]), n=int(m["n"]))
+                for t, m in doc["maps"].items()}
+    except (ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"{cal}: broken calibration file ({e})") from None
+    return CalibratedModel(load(d / "source"), maps, float(doc.get("coverage", 0.9)), doc.get("meta"))

@@ -1,0 +1,76 @@
+"""Few-shot calibration with SYNTHETIC devices (costs made up from the static features)."""
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.stats import spearmanr
+
+from carb import space
+from carb.calibrate import choose_samples, fit_calibrated
+from carb.features import compute
+
+
+class Device:
+    """Made-up device: latency = scale * flops^p * batch^g; memory from bytes."""
+
+    def __init__(self, scale, p=1.0, g=0.0, noise=0.0, seed=0):
+        self.scale, self.p, self.g, self.noise, self.seed = scale, p, g, noise, seed
+        self.targets_ = ["latency_ms", "memory_mb"]
+
+    def truth(self, df):
+        f = compute(df)
+        rng = np.random.default_rng(self.seed)
+        lat = self.scale * (f.flops.to_numpy() / 1e6) ** self.p * f.batch.to_numpy() ** self.g
+        lat = lat * np.exp(rng.normal(0, self.noise, len(df)))
+        mem = 20 + (f.weight_bytes + f.live_activation_bytes).to_numpy() / 1e6
+        return pd.DataFrame({"latency_ms": lat, "memory_mb": mem}, index=df.index)
+
+    def predict(self, df):
+        t = self.truth(df)
+        for c in list(t.columns):
+            t[f"{c}_lo"], t[f"{c}_hi"] = t[c] * 0.9, t[c] * 1.1
+        return t
+
+
+@pytest.fixture(scope="module")
+def cands():
+    return space.load("cpu").to_frame()
+
+
+def test_sampler_spreads_over_cost_and_space(cands):
+    src = Device(0.01)
+    pick = choose_samples(cands, src, 10, seed=0)
+    assert len(pick) == 10 and pick.config_id.is_unique
+    lat = src.predict(pick).latency_ms
+    all_lat = src.predict(cands).latency_ms
+    # one per decile of predicted cost: covers the range
+    assert lat.min() <= all_lat.quantile(0.1) and lat.max() >= all_lat.quantile(0.9)
+    assert pick.batch.nunique() >= 3
+    assert choose_samples(cands, src, 10, seed=0).config_id.tolist() == pick.config_id.tolist()
+
+
+@pytest.mark.parametrize("k", [5, 10, 20])
+def test_calibration_recovers_a_new_device(cands, k):
+    src = Device(0.01, p=1.0, g=0.0)
+    tgt = Device(0.03, p=0.9, g=-0.15, noise=0.05, seed=1)  # 3x slower, flatter in load
+    pick = choose_samples(cands, src, k, seed=0)
+    measured = pick.join(tgt.truth(pick))
+    model = fit_calibrated(src, measured)
+    rest = cands[~cands.config_id.isin(pick.config_id)]
+    pred, truth = model.predict(rest), tgt.truth(rest)
+    rho = spearmanr(pred.latency_ms, truth.latency_ms).statistic
+    mape = np.mean(np.abs(pred.latency_ms / truth.latency_ms - 1))
+    raw_mape = np.mean(np.abs(src.predict(rest).latency_ms / truth.latency_ms - 1))
+    assert rho > 0.95 and mape < 0.25 and mape < 0.7 * raw_mape
+    cover = np.mean((truth.latency_ms >= pred.latency_ms_lo) & (truth.latency_ms <= pred.latency_ms_hi))
+    assert cover > 0.7
+    assert set(model.targets_) == {"latency_ms", "memory_mb"}
+
+
+def test_calibration_needs_measurements(cands):
+    src = Device(0.01)
+    one = cands.head(1).assign(latency_ms=1.0, memory_mb=20.0, status="ok")
+    with pytest.raises(ValueError, match="at least 2"):
+        fit_calibrated(src, one)
+    with pytest.raises(ValueError, match="too few"):
+        choose_samples(cands, src, 1)
