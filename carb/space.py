@@ -462,7 +462,7 @@ def from_toml(text: str, source: str, default_name: str) -> Space:
 
 def load(name_or_path: str | Path) -> Space:
     """Load a built-in space by name (``paper``, ``screening``, ``cpu``, ...) or a TOML file."""
-    s = str(name_or_path)
+    s = str(name_or_path).removeprefix("builtin:")  # a Space's `source` loads it again
     if s in builtin_names():
         text = resources.files("carb.spaces").joinpath(f"{s}.toml").read_text()
         return from_toml(text, source=f"builtin:{s}", default_name=s)
