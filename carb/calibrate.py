@@ -7,12 +7,12 @@ predictions to the new device's values, per target:
   model's predicted cost range (one per quantile bin of predicted latency) and over the
   space (within a bin, the config farthest from those already chosen, in the parameters'
   level ranks), so that the map sees cheap and costly, small- and large-batch configs.
-* **Map** (:class:`CalibratedModel`): in log space, ``log y = a + b log s`` with ``s`` the
-  source prediction: devices differ mostly by a factor and a different growth with load
-  (the study's cross-GPU slopes). From 8 measurements on, ``log batch`` joins as a second
-  input (energy and latency scale differently with batch on different devices), fitted by
-  least squares; below 8 a robust (Theil-Sen) line. Intervals: the source interval mapped
-  through the line and widened by the map's leave-one-out residual quantile.
+* **Map** (:class:`CalibratedModel`): in log space, with ``s`` the source prediction,
+  one of ``log y = a + log s`` (a device factor), ``a + b log s`` (a factor and a
+  different growth with cost) or, from 8 measurements on, ``a + b log s + c log batch``
+  (energy and latency scale differently with load on different devices), whichever has
+  the least exact leave-one-out error. Intervals: the source interval mapped through the
+  map and widened by the map's leave-one-out residual quantile.
 
 The map is the same one whatever the source: a CARB bundle, or any predictor with
 ``predict(DataFrame)`` giving ``<target>``, ``_lo``, ``_hi`` columns and ``targets_``.
@@ -87,34 +87,33 @@ class _Map:
 
 
 def _fit_map(log_s: np.ndarray, log_y: np.ndarray, batch: np.ndarray, coverage: float) -> _Map:
+    """Choose among three maps by exact leave-one-out error (least squares, hat matrix):
+    a device factor alone (``log y = a + log s``), a line (``a + b log s``), and, from
+    :data:`MIN_K_BATCH_TERM` measurements, a line plus ``c log batch``. With few or noisy
+    measurements the factor alone usually wins: it cannot overfit."""
     n = len(log_y)
-    use_batch = n >= MIN_K_BATCH_TERM and len(np.unique(batch)) > 1
-    X = np.column_stack([np.ones(n), log_s] + ([np.log(batch)] if use_batch else []))
-    if use_batch:
-        coef = np.linalg.lstsq(X, log_y, rcond=None)[0]
-        # leave-one-out residuals of least squares, exactly, from the hat matrix
+    candidates = [np.ones((n, 1))]
+    if n >= 4 and np.ptp(log_s) > 0:
+        candidates.append(np.column_stack([np.ones(n), log_s]))
+    if n >= MIN_K_BATCH_TERM and len(np.unique(batch)) > 1:
+        candidates.append(np.column_stack([np.ones(n), log_s, np.log(batch)]))
+    best = None
+    for X in candidates:
+        # the factor-only map regresses log(y / s) on a constant, with the slope fixed at 1
+        target = log_y - log_s if X.shape[1] == 1 else log_y
+        coef = np.linalg.lstsq(X, target, rcond=None)[0]
         H = X @ np.linalg.pinv(X)
-        loo = (log_y - X @ coef) / np.clip(1 - np.diag(H), 1e-6, None)
-    else:
-        from scipy.stats import theilslopes
-
-        if np.ptp(log_s) == 0:
-            coef = np.array([np.median(log_y - log_s), 1.0])
-        else:
-            slope, icpt, _, _ = theilslopes(log_y, log_s)
-            coef = np.array([icpt, slope])
-        loo = np.empty(n)
-        for i in range(n):
-            m = np.arange(n) != i
-            if np.ptp(log_s[m]) == 0:
-                c = np.array([np.median(log_y[m] - log_s[m]), 1.0])
-            else:
-                s, a, _, _ = theilslopes(log_y[m], log_s[m])
-                c = np.array([a, s])
-            loo[i] = log_y[i] - (c[0] + c[1] * log_s[i])
+        loo = (target - X @ coef) / np.clip(1 - np.diag(H), 1e-6, None)
+        # median, not mean: the sampler picks the extremes of the cost range on purpose, and
+        # leaving out an extreme point makes any slope extrapolate; one such point should not decide
+        err = float(np.median(np.abs(loo)))
+        if best is None or err < best[0] - 1e-12:
+            full = [float(coef[0]), 1.0] if X.shape[1] == 1 else [float(c) for c in coef]
+            best = (err, full, loo)
+    _, coef, loo = best
     level = min(1.0, math.ceil((n + 1) * coverage) / n)
     q = float(np.quantile(np.abs(loo), level)) if n > 1 else 0.0
-    return _Map(coef=[float(c) for c in coef], q=q, n=n)
+    return _Map(coef=coef, q=q, n=n)
 
 
 class CalibratedModel:

@@ -512,6 +512,45 @@ def validate(
     console.print(t)
 
 
+@app.command()
+def demo(
+    out: Path = typer.Option(Path("carb-demo"), "--out", help="Output folder (tables, summary.json, PNG figures)."),
+    device: str = typer.Option("cpu", "--device", help="cpu, cuda or cuda:i."),
+    threads: Optional[int] = typer.Option(None, "--threads", min=1, help="CPU threads (default: cores available, at most 4)."),
+    samples: int = typer.Option(12, "--samples", min=2, help="Configs measured to calibrate (K)."),
+    validate_n: int = typer.Option(8, "--validate", min=1, help="Shortlisted configs measured to validate."),
+    control: int = typer.Option(8, "--control", min=0, help="Random configs measured to validate."),
+    max_time: float = typer.Option(1.0, "--max-time", min=0.1, help="Sampling seconds per config."),
+    budget: Optional[list[str]] = typer.Option(None, "--budget", help="TARGET=VALUE (repeat); default: the space's median prediction."),
+    seed: int = typer.Option(0, "--seed"),
+) -> None:
+    """The whole product on this machine in minutes: train, characterize, calibrate, screen, validate, report."""
+    from carb.demo import DemoSettings, default_threads, run_demo
+
+    if device != "cpu" and threads is not None:
+        fail("--threads applies to --device cpu only")
+    threads = threads or (default_threads() if device == "cpu" else None)
+    settings = DemoSettings(out=out, device=device, threads=threads, samples=samples, validate=validate_n,
+                            control=control, max_time=max_time, budgets=_budgets(budget), seed=seed)
+    console.print(f"[bold]carb demo[/bold] on {device}" + (f" with {threads} thread(s)" if threads else "")
+                  + f", writing {out}/")
+    summary = run_demo(settings, lambda df, what: _measure_frame(df, device, threads, max_time,
+                                                                  out / "demo.duckdb", what),
+                       say=lambda m: console.print("• " + m))
+    t = Table("", "value", title="demo summary (every number measured or predicted on this machine)")
+    sc, v = summary["screening"], summary["validation"]
+    t.add_row("candidates -> shortlist", f"{sc['candidates']:,} -> {sc['shortlist']:,} ({100 * sc['pruning_ratio']:.1f}% pruned)")
+    t.add_row("budgets", ", ".join(f"{k} <= {b:g}" for k, b in summary["budgets"].items()))
+    t.add_row("budget accuracy (measured)", f"{v['accuracy']:.3f} on {v['n']} configs")
+    t.add_row("false accepts / rejects", f"{v['false_accepts']} / {v['false_rejects']}")
+    for k, e in summary["validation_median_abs_error"].items():
+        t.add_row(f"{k}: median |error|, interval coverage",
+                  f"{100 * e:.1f}%, {100 * summary['validation_interval_coverage'][k]:.0f}%")
+    t.add_row("wall time", f"{summary['timings']['total_s']:.0f} s")
+    console.print(t)
+    console.print(f"report: {out}/summary.json, shortlist.csv, validation.csv, measured_vs_predicted.png, pareto.png")
+
+
 # -- model commands (train, evaluate, predict) live in carb.cli_model ------------------------
 
 try:

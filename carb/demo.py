@@ -1,0 +1,192 @@
+"""``carb demo``: the whole product on this machine in a few minutes.
+
+1. **Source model**: CARB is trained on a shipped, measured dataset (``cpu-1t``: this
+   project's own CPU campaign).
+2. **Characterize**: K configs of the ``cpu`` space, chosen by the active sampler, are
+   measured on this machine (all numbers are measured here).
+3. **Calibrate**: the source model is mapped to this machine from those K measurements.
+4. **Screen**: the space is screened in two stages (source model, then the calibrated
+   model) under budgets set from the calibrated predictions (the space's median latency
+   and memory unless given).
+5. **Validate**: the best-ranked shortlisted configs and a random control sample are
+   measured, and the budget decisions are scored against those measurements.
+6. **Report**: tables, a summary and PNG figures in the output folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["DemoSettings", "run_demo"]
+
+
+@dataclass
+class DemoSettings:
+    """Settings of a demo run.
+
+    Attributes:
+        out: output folder.
+        device: ``cpu`` or ``cuda[:i]``.
+        threads: CPU threads; default: the cores available, at most 4 (so that on our
+            2-core machines the demo's platform differs from the 1-thread source).
+        samples: K, configs measured for calibration.
+        validate: shortlisted configs measured for validation (best ranked first).
+        control: random configs of the space measured for validation.
+        max_time: sampling seconds per config. Units: s.
+        budgets: target -> budget; default the calibrated model's median over the space.
+        source: shipped dataset the source model is trained on.
+        space: the space screened.
+        seed: seed of the sampler and the control sample.
+    """
+
+    out: Path
+    device: str = "cpu"
+    threads: int | None = None
+    samples: int = 12
+    validate: int = 8
+    control: int = 8
+    max_time: float = 1.0
+    budgets: dict[str, float] = field(default_factory=dict)
+    source: str = "cpu-1t"
+    space: str = "cpu"
+    seed: int = 0
+
+
+def run_demo(s: DemoSettings, measure: Callable[[pd.DataFrame, str], pd.DataFrame],
+             say: Callable[[str], None] = print) -> dict[str, Any]:
+    """Run the demo. ``measure(frame, what)`` measures the configs of a frame on the device
+    and returns their stored rows (the CLI passes one with a progress bar)."""
+    from carb import datasets, space
+    from carb.calibrate import choose_samples, fit_calibrated
+    from carb.model import CARB
+    from carb.screen import screen
+    from carb.validate import budget_metrics, truly_feasible
+
+    out = Path(s.out)
+    out.mkdir(parents=True, exist_ok=True)
+    t_all = time.perf_counter()
+    timings: dict[str, float] = {}
+
+    t0 = time.perf_counter()
+    data = datasets.load(s.source)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "energy_j not trained": said below in plain words
+        source = CARB(preset="fast").fit(data)
+    timings["train_source_s"] = time.perf_counter() - t0
+    say(f"source model: CARB (fast preset) trained on {source.n_train_rows_:,} configs measured on "
+        f"{s.source} (shipped), targets {', '.join(source.targets_)} in {timings['train_source_s']:.1f} s")
+
+    sp = space.load(s.space)
+    cands = sp.to_frame()
+    t0 = time.perf_counter()
+    pick = choose_samples(cands, source, s.samples, seed=s.seed)
+    measured = measure(pick, "characterizing")
+    timings["characterize_s"] = time.perf_counter() - t0
+    ok = measured[measured.status == "ok"]
+    say(f"characterized {len(ok)} of {len(pick)} configs on this machine in {timings['characterize_s']:.0f} s")
+
+    t0 = time.perf_counter()
+    model = fit_calibrated(source, measured, meta={"device": s.device, "samples": s.samples})
+    timings["calibrate_s"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    budgets = dict(s.budgets)
+    if not budgets:
+        pred = model.predict(cands)
+        budgets = {t: float(np.round(np.median(pred[t]), 3)) for t in ("latency_ms", "memory_mb")
+                   if t in model.targets_}
+    res = screen(cands, model, budgets, source=source, seed=s.seed)
+    timings["screen_s"] = time.perf_counter() - t0
+    sm = res.summary
+    say(f"screened {sm['candidates']:,} configs of `{sp.name}` under "
+        + ", ".join(f"{k} <= {v:g}" for k, v in budgets.items())
+        + f": Stage 1 kept {sm['after_stage1']:,}, {sm['feasible']:,} feasible, shortlist {sm['shortlist']:,} "
+        f"({100 * sm['pruning_ratio']:.1f}% pruned)")
+
+    t0 = time.perf_counter()
+    top = res.shortlist.head(s.validate)
+    rest = cands[~cands.config_id.isin(set(top.config_id))]
+    ctrl = rest.sample(min(s.control, len(rest)), random_state=s.seed)
+    todo = pd.concat([top[cands.columns], ctrl], ignore_index=True)
+    val = measure(todo, "validating")
+    val = val[val.status == "ok"].reset_index(drop=True)
+    timings["validate_s"] = time.perf_counter() - t0
+    accepted = val.config_id.isin(set(res.feasible.config_id)).to_numpy()
+    metrics = budget_metrics(accepted, truly_feasible(val, budgets))
+    vpred = model.predict(val)
+    err = {t: float(np.median(np.abs(vpred[t] / val[t] - 1))) for t in model.targets_}
+    cover = {t: float(np.mean((val[t] >= vpred[f"{t}_lo"]) & (val[t] <= vpred[f"{t}_hi"]))) for t in model.targets_}
+    say(f"validated on {len(val)} measured configs: budget accuracy {metrics['accuracy']:.3f}, "
+        f"false accepts {metrics['false_accepts']}, false rejects {metrics['false_rejects']}")
+
+    timings["total_s"] = time.perf_counter() - t_all
+    summary = {
+        "device": s.device, "threads": s.threads, "source_dataset": s.source, "space": sp.name,
+        "source_model": {"preset": "fast", "rows": int(source.n_train_rows_), "targets": list(source.targets_)},
+        "calibration": {t: {"coef": m.coef, "k": m.n} for t, m in model.maps_.items()},
+        "budgets": budgets, "screening": {k: sm[k] for k in ("candidates", "after_stage1", "feasible",
+                                                              "shortlist", "pruning_ratio")},
+        "validation": metrics, "validation_median_abs_error": err, "validation_interval_coverage": cover,
+        "timings": timings,
+    }
+    datasets.write(measured, out / "characterized.csv")
+    datasets.write(res.shortlist, out / "shortlist.csv")
+    val_out = val.join(vpred.add_prefix("pred_")).assign(accepted=accepted)
+    datasets.write(val_out, out / "validation.csv")
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=float))
+    # screen() adds flops_per_image to the feasible table: capacity is an objective
+    _figures(out, ok.join(model.predict(ok).add_prefix("pred_")), val_out, res.feasible, res.shortlist,
+             model.targets_)
+    return summary
+
+
+def _figures(out: Path, calib: pd.DataFrame, val: pd.DataFrame, feasible: pd.DataFrame, shortlist: pd.DataFrame,
+             targets: list[str]) -> None:
+    """measured_vs_predicted.png and pareto.png."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display on our machines; files only
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(targets), figsize=(5 * len(targets), 4.5), squeeze=False)
+    for ax, t in zip(axes[0], targets):
+        for df, label, marker in ((calib, "calibration (K)", "o"), (val, "validation", "s")):
+            if df.empty:
+                continue
+            y, p = df[t], df[f"pred_{t}"]
+            ax.errorbar(y, p, yerr=[p - df[f"pred_{t}_lo"], df[f"pred_{t}_hi"] - p], fmt=marker,
+                        alpha=0.8, label=label, capsize=2)
+        lim = [min(calib[t].min(), val[t].min()) * 0.8, max(calib[t].max(), val[t].max()) * 1.25]
+        ax.plot(lim, lim, "k--", lw=1)
+        ax.set(xscale="log", yscale="log", xlabel=f"measured {t}", ylabel=f"predicted {t}",
+               title=f"{t}: measured vs predicted (90% interval)")
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "measured_vs_predicted.png", dpi=110)
+    plt.close(fig)
+
+    if "latency_ms" in feasible.columns and len(feasible):
+        fig, ax = plt.subplots(figsize=(6, 4.5))
+        ax.scatter(feasible["latency_ms"], feasible["flops_per_image"], s=6, c="0.7", label="feasible (predicted)")
+        ax.scatter(shortlist["latency_ms"], shortlist["flops_per_image"], s=18, c="C3", label="shortlist (Pareto)")
+        ax.set(xscale="log", yscale="log", xlabel="predicted latency (ms)", ylabel="FLOPs per image",
+               title="screening: capacity vs latency")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(out / "pareto.png", dpi=110)
+        plt.close(fig)
+
+
+def default_threads() -> int:
+    """Cores available to this process, at most 4."""
+    return max(1, min(4, len(os.sched_getaffinity(0))))
