@@ -1,0 +1,78 @@
+"""The ``carb report`` command: a thin wrapper over :func:`carb.report.write_report`.
+
+:func:`register` adds it to the Typer app of :mod:`carb.cli`. Bad input raises
+:class:`carb.cli.UsageError` (one line ``error: ...``, exit code 2).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+__all__ = ["register", "report"]
+
+
+def _usage(msg: str) -> Exception:
+    from carb.cli import UsageError  # lazily: carb.cli imports this module
+
+    return UsageError(msg)
+
+
+def report(
+    data: List[str] = typer.Option(
+        ..., "--data", help="Dataset: a shipped name (carb dataset list) or a .parquet/.csv file; repeat for "
+                            "several devices. The first is the main one."),
+    model: Optional[Path] = typer.Option(
+        None, "--model", help="Model folder (carb train / calibrate) to check on the first dataset; default: "
+                              "CARB fast fitted here on a holdout split."),
+    screen_dir: Optional[Path] = typer.Option(
+        None, "--screen", help="Output folder of carb screen for the Pareto explorer; default: the first "
+                               "dataset's measured front."),
+    out: Path = typer.Option(..., "--out", help="Output folder: report.html, report.json, PNG figures."),
+    holdout: float = typer.Option(0.25, "--holdout", help="Share of configs held out when the model is fitted here."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the holdout, the transfer split and the explorer's sample."),
+    no_transfer: bool = typer.Option(False, "--no-transfer", help="Skip the train-on-A, test-on-B matrix."),
+    json_out: bool = typer.Option(False, "--json", help="Print report.json's summary as JSON."),
+) -> None:
+    """One self-contained HTML report: Pareto explorer, scaling, measured vs predicted, transfer, importance."""
+    from rich.console import Console
+
+    from carb.report import ReportError, write_report
+
+    if not 0 < holdout < 1:
+        raise _usage(f"--holdout {holdout:g}: must be between 0 and 1")
+    if model is not None and not model.is_dir():
+        raise _usage(f"--model {model}: no such folder")
+    if screen_dir is not None and not screen_dir.is_dir():
+        raise _usage(f"--screen {screen_dir}: no such folder")
+    if out.exists() and not out.is_dir():
+        raise _usage(f"--out {out}: exists and is not a folder")
+    err = Console(stderr=True)
+    try:
+        path = write_report(out, data=list(data), model=model, screen_dir=screen_dir, holdout=holdout, seed=seed,
+                            transfer=not no_transfer, say=lambda m: err.print("• " + m))
+    except ReportError as e:
+        raise _usage(str(e)) from None
+    doc = json.loads((out / "report.json").read_text())
+    if json_out:
+        keep = ("data", "model", "accuracy", "scaling", "pareto", "figures", "notes")
+        print(json.dumps({k: doc.get(k) for k in keep}, indent=2))
+        return
+    c = Console()
+    for n in doc.get("notes", []):
+        c.print(f"[yellow]note[/yellow]: {n}")
+    for s in doc.get("scaling", []):
+        if s.get("factor") is not None:
+            c.print(f"scaling {s['device']} {s['target']}: x{s['factor']:.3g} from batch {s['batch_min']:g} to "
+                    f"{s['batch_max']:g}, per image /{s['per_image_gain']:.3g}")
+    for t, m in doc.get("accuracy", {}).items():
+        c.print(f"{t}: R²(log) {m['r2_log']:.3f}, MAPE {100 * m['mape']:.1f}% on {m['n']} rows")
+    c.print(f"wrote {path} (+ report.json, {', '.join(doc.get('figures', {}).values())})")
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``report`` command to ``app``."""
+    app.command("report")(report)

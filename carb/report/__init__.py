@@ -1,0 +1,629 @@
+"""The CARB report: one self-contained HTML page (figures first, tables second) with an
+interactive Pareto explorer, the static figures as PNG files beside it, and the numbers in
+``report.json``.
+
+>>> from carb.report import write_report
+>>> write_report("out", data=["cpu-1t"], screen_dir="screen-out")   # doctest: +SKIP
+PosixPath('out/report.html')
+
+The page needs no network: CSS, JavaScript (hand-written, no library) and the figures
+(base64 PNG) are inline. What it shows:
+
+* **Pareto explorer**: the feasible configs of a screening (``carb screen`` output) or, without
+  one, the measured configs of the first dataset, with the Pareto front (the shortlist)
+  highlighted; axes chosen among the objectives and costs, a tooltip with the config and its
+  costs (and intervals), budget sliders that hide configs over a budget, and the 2-D front
+  of what remains. Beside it, the static 2-D projections.
+* **Scaling with the batch** per device (:func:`carb.analysis.scaling`).
+* **Measured vs predicted** with intervals: a model (``model``, or CARB ``fast`` fitted on
+  all but ``holdout`` of the first dataset) against measured values.
+* **Transfer between devices** (:func:`carb.analysis.transfer`) when the data hold two
+  devices or more: heat maps of R²(log), Spearman and the measured factor.
+* **What drives the cost**: permutation importance of the model's inputs.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import html
+import json
+import math
+import string
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from carb import analysis
+from carb.report import _figures
+
+__all__ = ["write_report", "build_report", "load_screen", "ReportError", "MAX_EXPLORER_POINTS", "REPORT_FILES"]
+
+#: feasible (non-shortlist) configs drawn at most in the explorer (a seeded sample beyond)
+MAX_EXPLORER_POINTS = 5000
+#: the files a report writes (figures only when there is something to draw)
+REPORT_FILES = ("report.html", "report.json", "pareto.png", "scaling.png", "measured_vs_predicted.png",
+                "transfer.png", "importance.png")
+#: the explorer's columns, in order of preference (those with values are offered)
+_EXPLORER_COLUMNS = ("latency_ms", "memory_mb", "energy_j", "energy_j_per_image", "flops_per_image")
+
+
+class ReportError(ValueError):
+    """Bad input to a report (unreadable data, screening or model folder); one line."""
+
+
+@dataclass
+class _Screen:
+    shortlist: pd.DataFrame
+    feasible: pd.DataFrame
+    summary: dict[str, Any]
+
+
+def load_screen(directory: str | Path) -> _Screen:
+    """Read a ``carb screen`` output folder (``shortlist.parquet``, ``feasible.parquet``,
+    ``summary.json``).
+
+    Raises:
+        ReportError: a file is missing or unreadable.
+    """
+    d = Path(directory)
+    if not d.is_dir():
+        raise ReportError(f"--screen {d}: no such folder")
+    for f in ("shortlist.parquet", "feasible.parquet", "summary.json"):
+        if not (d / f).is_file():
+            raise ReportError(f"--screen {d}: not a carb screen output (missing {f})")
+    try:
+        shortlist = pd.read_parquet(d / "shortlist.parquet")
+        feasible = pd.read_parquet(d / "feasible.parquet")
+        summary = json.loads((d / "summary.json").read_text())
+    except Exception as e:  # corrupt parquet or JSON
+        raise ReportError(f"--screen {d}: not a carb screen output ({' '.join(str(e).split())[:160]})") from None
+    if not isinstance(summary, dict):
+        raise ReportError(f"--screen {d}: summary.json is not an object")
+    return _Screen(shortlist, feasible, summary)
+
+
+def _as_datasets(data: Any) -> tuple[dict[str, pd.DataFrame], list[dict[str, Any]]]:
+    """Datasets by device name, and a description of each source. ``data``: a name or path
+    (:func:`carb.datasets.load`), a DataFrame, a sequence of those, or a mapping name -> frame."""
+    from carb import datasets as ds
+
+    if isinstance(data, (str, Path, pd.DataFrame)):
+        items: list[tuple[str, Any]] = [(str(data) if not isinstance(data, pd.DataFrame) else "data", data)]
+    elif isinstance(data, Mapping):
+        items = [(str(k), v) for k, v in data.items()]
+    else:
+        items = [(str(x) if not isinstance(x, pd.DataFrame) else f"data {i + 1}", x) for i, x in enumerate(data)]
+    if not items:
+        raise ReportError("no data given (--data NAME|FILE, one or more)")
+    out: dict[str, pd.DataFrame] = {}
+    sources: list[dict[str, Any]] = []
+    named = isinstance(data, Mapping)
+    for name, x in items:
+        if isinstance(x, (str, Path)):
+            try:
+                df = ds.load(str(x))
+            except ds.DatasetError as e:
+                raise ReportError(str(e)) from None
+        elif isinstance(x, pd.DataFrame):
+            df = x
+        else:
+            raise ReportError(f"data {name}: expected a dataset name, a file path or a DataFrame")
+        # a mapping names its frames; otherwise each device of a source becomes one dataset
+        parts = {name: df} if named else analysis.split_devices(df, name=Path(name).stem)
+        for dev, part in parts.items():
+            key, i = dev, 2
+            while key in out:  # the same device from two sources: keep both, apart
+                key, i = f"{dev} ({i})", i + 1
+            out[key] = part.reset_index(drop=True)
+            sources.append({"name": key, "source": name, "rows": int(len(part)),
+                            "ok_rows": int((part["status"] == "ok").sum()) if "status" in part.columns
+                            else int(len(part))})
+    return out, sources
+
+
+def _predictor(model: Any) -> tuple[Any, str]:
+    if model is None:
+        return None, ""
+    if isinstance(model, (str, Path)):
+        from carb.calibrate import load_predictor
+
+        try:
+            m = load_predictor(model)
+        except Exception as e:  # BundleError, a broken calibration, a missing folder
+            raise ReportError(f"--model {model}: {' '.join(str(e).split())[:200]}") from None
+        return m, f"model bundle {model}"
+    if not hasattr(model, "predict"):
+        raise ReportError("model: expected a model folder or an object with predict(DataFrame)")
+    return model, _describe_model(model)
+
+
+def _describe_model(m: Any) -> str:
+    if hasattr(m, "preset"):
+        return f"CARB (preset {m.preset})"
+    if hasattr(m, "maps_"):
+        return "calibrated CARB model"
+    return type(m).__name__
+
+
+def _accuracy(rows: pd.DataFrame, targets: Sequence[str]) -> dict[str, dict[str, float]]:
+    out = {}
+    for t in targets:
+        if t not in rows.columns or f"pred_{t}" not in rows.columns:
+            continue
+        y, p = rows[t].to_numpy(float), rows[f"pred_{t}"].to_numpy(float)
+        ok = np.isfinite(y) & np.isfinite(p) & (y > 0) & (p > 0)
+        if ok.sum() < 2:
+            continue
+        ly, lp = np.log(y[ok]), np.log(p[ok])
+        ss = float(np.sum((ly - ly.mean()) ** 2))
+        lo = rows.get(f"pred_{t}_lo", pd.Series(np.nan, index=rows.index)).to_numpy(float)[ok]
+        hi = rows.get(f"pred_{t}_hi", pd.Series(np.nan, index=rows.index)).to_numpy(float)[ok]
+        cov = float(np.mean((y[ok] >= lo) & (y[ok] <= hi))) if np.isfinite(lo).all() and np.isfinite(hi).all() \
+            else float("nan")
+        out[t] = {"n": int(ok.sum()), "r2_log": float(1 - np.sum((ly - lp) ** 2) / ss) if ss > 0 else float("nan"),
+                  "mape": float(np.mean(np.abs(p[ok] / y[ok] - 1))),
+                  "median_ape": float(np.median(np.abs(p[ok] / y[ok] - 1))), "coverage": cov}
+    return out
+
+
+def _explorer_data(points: pd.DataFrame, is_short: np.ndarray, rank: np.ndarray,
+                   objectives: Sequence[tuple[str, str]], seed: int) -> dict[str, Any]:
+    """The explorer's JSON: shortlist points all, other feasible points up to
+    :data:`MAX_EXPLORER_POINTS` (seeded sample)."""
+    pts = points.reset_index(drop=True)
+    if "energy_j" in pts.columns and "batch" in pts.columns and "energy_j_per_image" not in pts.columns:
+        pts = pts.assign(energy_j_per_image=pts["energy_j"] / pts["batch"])
+    others = np.flatnonzero(~is_short)
+    n_other_total = len(others)
+    if len(others) > MAX_EXPLORER_POINTS:
+        others = np.sort(np.random.default_rng(seed).choice(others, MAX_EXPLORER_POINTS, replace=False))
+    keep = np.concatenate([others, np.flatnonzero(is_short)])
+    pts, short, rank = pts.iloc[keep].reset_index(drop=True), is_short[keep], rank[keep]
+    cols = [c for c in _EXPLORER_COLUMNS if c in pts.columns and np.isfinite(pts[c].to_numpy(float)).any()]
+    dirs = {c: d for c, d in objectives}
+    cols += [c for c in dirs if c not in cols and c in pts.columns and np.isfinite(pts[c].to_numpy(float)).any()]
+
+    def arr(v: Any) -> list[Any]:
+        return [None if not math.isfinite(x) else float(f"{x:.6g}") for x in np.asarray(v, dtype=float)]
+
+    lo, hi = {}, {}
+    for c in cols:
+        base, div = c, 1.0
+        if c == "energy_j_per_image":
+            base, div = "energy_j", pts["batch"].to_numpy(float)
+        if f"{base}_lo" in pts.columns and f"{base}_hi" in pts.columns:
+            lo[c] = arr(pts[f"{base}_lo"].to_numpy(float) / div)
+            hi[c] = arr(pts[f"{base}_hi"].to_numpy(float) / div)
+    if not cols:  # nothing to draw (e.g. a screening without a feasible config): the page says so
+        axes: tuple[str, ...] = ()
+    elif {"latency_ms", "flops_per_image"} <= set(cols):
+        axes = ("latency_ms", "flops_per_image")
+    else:
+        axes = (cols[0], cols[1] if len(cols) > 1 else cols[0])
+    return {
+        "columns": cols,
+        "labels": {c: _figures.LABELS.get(c, c) for c in cols},
+        "units": {c: analysis.UNITS.get(c, "") for c in cols},
+        "dirs": {c: dirs.get(c, "min") for c in cols},
+        "objectives": [c for c, _ in objectives],
+        "default_axes": list(axes),
+        "n_shortlist": int(short.sum()),
+        "n_feasible_total": int(n_other_total),
+        "points": {
+            "label": analysis.config_label(pts).astype(str).tolist(),
+            "shortlist": [int(s) for s in short],
+            "rank": [None if not np.isfinite(r) else int(r) for r in rank],
+            "values": {c: arr(pts[c]) for c in cols},
+            "lo": lo, "hi": hi,
+        },
+    }
+
+
+def _pareto_inputs(screen: _Screen | None, primary: str, data: pd.DataFrame
+                   ) -> tuple[pd.DataFrame, np.ndarray, np.ndarray, list[tuple[str, str]], dict[str, Any]]:
+    """Points, shortlist mask, ranks, objectives and a description of the Pareto section."""
+    from carb.pareto import parse_objectives
+
+    if screen is not None:
+        feas, short = screen.feasible.reset_index(drop=True), screen.shortlist.reset_index(drop=True)
+        key = "config_id" if "config_id" in feas.columns and "config_id" in short.columns else None
+        if key is None:
+            raise ReportError("screening tables have no config_id column")
+        extra = short[~short[key].isin(set(feas[key]))]
+        # the shortlist is a subset of the feasible set by construction; keep any stray row anyway
+        pts = pd.concat([feas, extra[[c for c in extra.columns if c in feas.columns]]], ignore_index=True)
+        rank_of = dict(zip(short[key], short["rank"] if "rank" in short.columns else range(1, len(short) + 1)))
+        is_short = pts[key].isin(set(short[key])).to_numpy()
+        # a config listed twice in the feasible table is one point
+        dup = pts[key].duplicated().to_numpy()
+        pts, is_short = pts[~dup].reset_index(drop=True), is_short[~dup]
+        rank = pts[key].map(rank_of).to_numpy(float)
+        try:
+            objs = parse_objectives(screen.summary.get("objectives", []))
+        except ValueError:
+            objs = []
+        objs = [o for o in objs if o[0] in pts.columns] or analysis.objectives_for(pts)
+        sm = screen.summary
+        info = {"source": "screening", "objectives": [f"{d}:{c}" for c, d in objs],
+                "candidates": sm.get("candidates"), "after_stage1": sm.get("after_stage1"),
+                "feasible": int(len(feas)), "shortlist": int(len(short)), "budgets": sm.get("budgets", {}),
+                "risk": sm.get("risk"), "pruning_ratio": sm.get("pruning_ratio")}
+        return pts, is_short, rank, objs, info
+    try:
+        pts, front, objs = analysis.measured_front(data)
+    except ValueError:  # no cost with values: an empty explorer, the rest of the report stands
+        return (pd.DataFrame(), np.zeros(0, dtype=bool), np.zeros(0), [],
+                {"source": "measured", "device": primary, "objectives": [], "feasible": 0, "shortlist": 0})
+    key = "config_id" if "config_id" in pts.columns else ("arch_id" if "arch_id" in pts.columns else None)
+    if key is not None:
+        is_short = pts[key].isin(set(front[key])).to_numpy()
+        rank = pts[key].map(dict(zip(front[key], front["rank"]))).to_numpy(float)
+    else:  # no id column: rows of the front by value
+        from carb.pareto import front_mask
+
+        is_short = front_mask(pts, objs)
+        rank = np.full(len(pts), np.nan)
+    info = {"source": "measured", "device": primary, "objectives": [f"{d}:{c}" for c, d in objs],
+            "feasible": int(len(pts)), "shortlist": int(is_short.sum())}
+    return pts, is_short, rank, objs, info
+
+
+def build_report(data: Any, model: Any = None, screen_dir: str | Path | None = None, *, screen: Any = None,
+                 holdout: float = 0.25, seed: int = 0, transfer: bool = True,
+                 say: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Compute everything a report shows (no files written). Returns a dict with the JSON
+    numbers under ``"json"`` and the frames the figures need; see :func:`write_report`."""
+    say = say or (lambda m: None)
+    sets, sources = _as_datasets(data)
+    names = list(sets)
+    primary = names[0]
+    pred, model_desc = _predictor(model)
+    scr = load_screen(screen_dir) if screen_dir is not None else (
+        _Screen(screen.shortlist, screen.feasible, dict(screen.summary)) if screen is not None else None)
+    notes: list[str] = []
+    now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    doc: dict[str, Any] = {"title": "", "generated_at": now, "data": sources, "primary": primary}
+    try:
+        from carb import __version__
+
+        doc["carb_version"] = __version__
+    except ImportError:  # pragma: no cover - carb always has it
+        pass
+
+    # -- scaling ------------------------------------------------------------------------------
+    profs, sums, by_prec, no_batch = [], [], [], []
+    for n, d in sets.items():
+        if "batch" not in d.columns:
+            no_batch.append(n)
+            continue
+        r = analysis.scaling(d.assign(device=n))
+        profs.append(r.profile)
+        sums.append(r.summary)
+        doc.setdefault("scaling_definitions", r.definitions)
+        if "precision" in d.columns and d["precision"].nunique() > 1:
+            # precisions scale differently (half precision is launch-bound longer on CPUs): a table each
+            by_prec.append(analysis.scaling(d.assign(device=n), by="precision").summary)
+    if no_batch:
+        notes.append(f"no scaling analysis (no batch column): {', '.join(no_batch)}")
+    scal_profile = pd.concat(profs, ignore_index=True) if profs else pd.DataFrame()
+    scal_summary = pd.concat(sums, ignore_index=True) if sums else pd.DataFrame()
+    doc["scaling"] = analysis._records(scal_summary) if len(scal_summary) else []
+    doc["scaling_profile"] = analysis._records(scal_profile) if len(scal_profile) else []
+    scal_prec = pd.concat(by_prec, ignore_index=True) if by_prec else pd.DataFrame()
+    doc["scaling_by_precision"] = analysis._records(scal_prec) if len(scal_prec) else []
+    say(f"scaling: {len(sums)} device(s)")
+
+    # -- measured vs predicted, importance -----------------------------------------------------
+    rows, held_out, acc, imp, fitted = pd.DataFrame(), False, {}, pd.DataFrame(), None
+    try:
+        rows, fitted, held_out = analysis.holdout_predictions(sets[primary], pred, test_fraction=holdout, seed=seed)
+        targets = [t for t in analysis.TARGETS if t in getattr(fitted, "targets_", analysis.TARGETS)]
+        acc = _accuracy(rows, targets)
+        if not model_desc:
+            model_desc = f"{_describe_model(fitted)} fitted on {primary} less a {holdout:g} holdout"
+        say(f"measured vs predicted: {len(rows)} rows of {primary}" + (" (held out)" if held_out else ""))
+        if len(rows) >= 10:
+            imp = analysis.importance(fitted, rows, targets=list(acc), seed=seed)
+    except Exception as e:  # too few rows, a model that cannot read these rows: say so, keep the rest
+        notes.append(f"measured vs predicted skipped on {primary}: {' '.join(str(e).split())[:200]}")
+    doc["model"] = {"description": model_desc, "checked_on": primary, "held_out": held_out,
+                    "holdout_fraction": holdout if held_out else None}
+    doc["accuracy"] = acc
+    doc["importance"] = analysis._records(imp) if len(imp) else []
+
+    # -- transfer -----------------------------------------------------------------------------
+    tr = None
+    if transfer and len(sets) >= 2:
+        try:
+            tr = analysis.transfer(sets, seed=seed, say=say)
+            doc["transfer"] = tr.to_dict()
+        except ValueError as e:
+            notes.append(f"transfer skipped: {e}")
+    elif len(sets) < 2:
+        notes.append("transfer: one device only (give two datasets or more, e.g. --data cpu-1t --data cpu-2t)")
+
+    # -- Pareto -------------------------------------------------------------------------------
+    pts, is_short, rank, objs, pinfo = _pareto_inputs(scr, primary, sets[primary])
+    doc["pareto"] = pinfo
+    if scr is not None:
+        doc["screen_summary"] = scr.summary
+    explorer = _explorer_data(pts, is_short, rank, objs, seed)
+    doc["notes"] = notes
+    return {"json": doc, "sets": sets, "rows": rows, "accuracy": acc, "importance": imp, "transfer": tr,
+            "scaling_profile": scal_profile, "scaling_summary": scal_summary, "scaling_by_precision": scal_prec,
+            "pareto_points": pts, "pareto_short": is_short, "pareto_rank": rank, "objectives": objs,
+            "explorer": explorer, "held_out": held_out, "model_desc": model_desc, "primary": primary,
+            "screen": scr}
+
+
+def write_report(out_dir: str | Path, data: Any, model: Any = None, screen_dir: str | Path | None = None, *,
+                 screen: Any = None, holdout: float = 0.25, seed: int = 0, transfer: bool = True,
+                 title: str = "CARB report", say: Callable[[str], None] | None = None) -> Path:
+    """Write ``report.html``, ``report.json`` and the PNG figures into ``out_dir``.
+
+    Args:
+        out_dir: output folder (created).
+        data: datasets: a shipped name or file path (:func:`carb.datasets.load`), a
+            DataFrame, a list of those (each split by its ``device`` column), or a mapping
+            name -> DataFrame (one device each). The first is the one the model is checked
+            on and, without a screening, whose measured Pareto front the explorer shows.
+        model: a model folder (CARB bundle or calibrated model) or a fitted predictor; checked
+            on every row of the first dataset. Default: CARB ``fast`` fitted on all but
+            ``holdout`` of the first dataset's configs and checked on the rest.
+        screen_dir: a ``carb screen`` output folder for the Pareto explorer.
+        screen: a :class:`carb.screen.ScreenResult` instead of ``screen_dir``.
+        holdout: fraction of configs held out when the model is fitted here.
+        seed: seed of the holdout, the transfer split and the explorer's sample.
+        transfer: compute the transfer matrix when there are two devices or more.
+        title: page title.
+        say: progress messages.
+
+    Returns:
+        The path of ``report.html``.
+
+    Raises:
+        ReportError: unreadable data, screening or model (one line).
+    """
+    if not 0 < holdout < 1:
+        raise ReportError(f"holdout {holdout!r}: must be in (0, 1)")
+    if screen_dir is not None and screen is not None:
+        raise ReportError("give screen_dir or screen, not both")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    r = build_report(data, model, screen_dir, screen=screen, holdout=holdout, seed=seed, transfer=transfer, say=say)
+    doc = r["json"]
+    doc["title"] = title
+    figs: dict[str, Path | None] = {}
+    held = "held-out" if r["held_out"] else "all"
+    targets = list(r["accuracy"])
+    figs["pareto"] = _figures.pareto_projections(
+        r["pareto_points"], r["pareto_short"], r["objectives"], out / "pareto.png",
+        "screening: feasible configs and the shortlist (predicted)" if r["screen"] is not None
+        else f"{r['primary']}: measured configs and their Pareto front")
+    figs["scaling"] = _figures.scaling_curves(r["scaling_profile"], r["scaling_summary"], out / "scaling.png")
+    figs["measured_vs_predicted"] = _figures.measured_vs_predicted(
+        r["rows"], targets, r["accuracy"], out / "measured_vs_predicted.png",
+        f"{r['model_desc']}: {held} rows of {r['primary']}")
+    figs["transfer"] = (_figures.transfer_heatmap(r["transfer"], out / "transfer.png",
+                                                  [t for t in analysis.TARGETS])
+                        if r["transfer"] is not None else None)
+    figs["importance"] = _figures.feature_importance(r["importance"], out / "importance.png")
+    # a figure not drawn this time must not survive from an earlier report in the same folder
+    for k, p in figs.items():
+        if p is None and (out / f"{k}.png").exists():
+            (out / f"{k}.png").unlink()
+    doc["figures"] = {k: p.name for k, p in figs.items() if p is not None}
+    (out / "report.json").write_text(json.dumps(_clean(doc), indent=2, allow_nan=False))
+    page = _html(r, doc, figs)
+    tmp = out / "report.html.tmp"
+    tmp.write_text(page, encoding="utf-8")
+    tmp.replace(out / "report.html")
+    return out / "report.html"
+
+
+def _clean(v: Any) -> Any:
+    """JSON-safe: NaN/inf -> None, numpy scalars -> Python."""
+    if isinstance(v, dict):
+        return {str(k): _clean(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_clean(x) for x in v]
+    return analysis._jsonable(v)
+
+
+# -- HTML --------------------------------------------------------------------------------------
+
+
+def _asset(name: str) -> str:
+    return resources.files("carb.report").joinpath("assets", name).read_text(encoding="utf-8")
+
+
+def _img(path: Path | None, alt: str, caption: str) -> str:
+    if path is None:
+        return ""
+    b64 = base64.b64encode(path.read_bytes()).decode("ascii")
+    return (f'<figure><img alt="{html.escape(alt)}" src="data:image/png;base64,{b64}">'
+            f"<figcaption>{caption} (file: {html.escape(path.name)})</figcaption></figure>")
+
+
+def _fmt(v: Any, spec: str = ".3g") -> str:
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "–"
+    if (isinstance(v, (int, np.integer)) and not isinstance(v, bool)) or spec == "d":
+        return f"{int(round(float(v))):,}"
+    if isinstance(v, (float, np.floating)):
+        return format(float(v), spec)
+    return html.escape(str(v))
+
+
+def _table(df: pd.DataFrame, cols: Sequence[tuple[str, str, str]], max_rows: int | None = None) -> str:
+    """``cols``: (column, header, format spec; ``""`` for text)."""
+    if df.empty:
+        return ""
+    d = df.head(max_rows) if max_rows else df
+    head = "".join(f'<th class="{"l" if not f else ""}">{html.escape(h)}</th>' for _, h, f in cols)
+    body = []
+    for rec in d.to_dict(orient="records"):
+        tds = []
+        for c, _, f in cols:
+            v = rec.get(c)
+            if f == "%":
+                cell = "–" if v is None or not np.isfinite(v) else f"{100 * v:.1f}%"
+            else:
+                cell = _fmt(v, f) if f else html.escape("" if v is None or (isinstance(v, float) and
+                                                                          not math.isfinite(v)) else str(v))
+            tds.append(f'<td class="{"l" if not f else ""}">{cell}</td>')
+        body.append("<tr>" + "".join(tds) + "</tr>")
+    more = f'<p class="note">first {max_rows} of {len(df):,} rows</p>' if max_rows and len(df) > max_rows else ""
+    return (f'<div class="tablewrap"><table><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+            f"</div>{more}")
+
+
+def _section(id_: str, title: str, lead: str, body: str) -> str:
+    return f'<section id="{id_}"><h2>{html.escape(title)}</h2><p class="lead">{lead}</p>{body}</section>'
+
+
+def _html(r: dict[str, Any], doc: dict[str, Any], figs: dict[str, Path | None]) -> str:
+    e = html.escape
+    sections: list[str] = []
+    nav: list[tuple[str, str]] = []
+    pinfo = doc["pareto"]
+
+    # -- Pareto explorer
+    if pinfo["source"] == "screening":
+        b = ", ".join(f"{k} ≤ {v:g}" for k, v in (pinfo.get("budgets") or {}).items()) or "no budget"
+        lead = (f"Screening of {_fmt(pinfo.get('candidates'))} candidates ({b}, risk {e(str(pinfo.get('risk')))}): "
+                f"{_fmt(pinfo['feasible'])} feasible, {_fmt(pinfo['shortlist'])} on the Pareto front (the shortlist, "
+                f"red) over {e(', '.join(pinfo['objectives']))}. Costs are predictions. Hover a point for its config "
+                "and costs; move a slider to set a budget.")
+    else:
+        lead = (f"The measured configs of {e(pinfo['device'])}: {_fmt(pinfo['shortlist'])} of "
+                f"{_fmt(pinfo['feasible'])} "
+                f"are on the Pareto front (red) over {e(', '.join(pinfo['objectives']))}. Give a screening "
+                "(<code>--screen DIR</code>) to explore its feasible set instead. Hover a point for its config and "
+                "costs; move a slider to set a budget.")
+    explorer = (
+        '<div id="explorer"><svg id="pareto-svg" role="img" aria-label="Pareto explorer"></svg>'
+        '<div id="controls">'
+        '<label for="axis-x">x axis</label><select id="axis-x"></select>'
+        '<label for="axis-y">y axis</label><select id="axis-y"></select>'
+        '<label><input type="checkbox" id="log-axes" checked> log axes</label>'
+        '<div><span class="legend-dot" style="background:#c0392b"></span>Pareto front (shortlist)'
+        '<span class="legend-dot" style="background:#9aa5b1"></span>other feasible configs</div>'
+        '<p class="note">Dashed: the 2-D front of the configs shown, in this projection.</p>'
+        '<div id="budgets"></div><button type="button" id="reset-budgets">reset budgets</button>'
+        '<div id="counts"></div></div></div>')
+    short_df = r["pareto_points"][r["pareto_short"]].copy()
+    if "energy_j" in short_df.columns and "batch" in short_df.columns and "energy_j_per_image" not in short_df:
+        short_df["energy_j_per_image"] = short_df["energy_j"] / short_df["batch"]
+    short_df.insert(0, "config", analysis.config_label(short_df).to_numpy())
+    short_df["rank"] = r["pareto_rank"][r["pareto_short"]]
+    if short_df["rank"].isna().all():
+        short_df["rank"] = np.arange(1, len(short_df) + 1)
+    short_df = short_df.sort_values("rank")
+    tcols = [("rank", "rank", "d"), ("config", "config", "")] + [
+        (c, _figures.LABELS.get(c, c), ".4g") for c in r["explorer"]["columns"]]
+    body = explorer \
+        + _img(figs["pareto"], "Pareto projections", "2-D projections of the feasible configs and the front") \
+        + "<details><summary>shortlist (Pareto front), ranked</summary>" + _table(short_df, tcols, 30) + "</details>"
+    sections.append(_section("pareto", "Pareto explorer", lead, body))
+    nav.append(("pareto", "Pareto"))
+
+    # -- scaling
+    ss = r["scaling_summary"]
+    if len(ss):
+        lead = ("How cost grows with the batch on each device: per forward (top) and per image (bottom), for the "
+                "median architecture, estimated within architectures (log cost = architecture + batch effect), so "
+                "that configs sampled at different batch sizes compare. The factor is the growth from the smallest "
+                "to the largest batch; the boundary separates the launch-bound regime (a bigger batch is nearly "
+                "free) from the throughput-bound one (cost grows with the images).")
+        cols = [("device", "device", ""), ("target", "target", ""), ("batch_min", "batch from", ".0f"),
+                ("batch_max", "to", ".0f"), ("n_rows", "rows", "d"), ("n_archs_linked", "archs at ≥2 batches", ".0f"),
+                ("factor", "factor (per forward)", ".3g"), ("per_image_gain", "per-image gain", ".3g"),
+                ("boundary_batch", "regime boundary (batch)", ".3g"), ("slope_launch", "slope below", ".2f"),
+                ("slope_throughput", "slope above", ".2f"), ("saturation_batch", "per-image within 10% from", ".0f"),
+                ("note", "note", "")]
+        defs = "".join(f"<li><b>{e(k)}</b>: {e(v)}</li>" for k, v in doc.get("scaling_definitions", {}).items())
+        bp = r["scaling_by_precision"]
+        bp = bp[np.isfinite(bp["factor"].to_numpy(float))] if len(bp) else bp
+        per_prec = ("<details><summary>by precision</summary>"
+                    + _table(bp, cols[:2] + [("precision", "precision", "")] + cols[2:]) + "</details>") \
+            if len(bp) else ""
+        body = _img(figs["scaling"], "scaling curves", "cost against batch, log-log") + _table(ss, cols) + per_prec \
+            + f"<details><summary>definitions</summary><ul>{defs}</ul></details>"
+        sections.append(_section("scaling", "Scaling with the batch", lead, body))
+        nav.append(("scaling", "Scaling"))
+
+    # -- accuracy
+    acc = r["accuracy"]
+    if acc:
+        how = (f"held-out configs ({100 * doc['model']['holdout_fraction']:.0f}% of {e(r['primary'])}'s configs, "
+               "never seen in training)" if r["held_out"] else
+               f"every row of {e(r['primary'])} (in-sample if the model was trained on them)")
+        lead = (f"{e(r['model_desc'])}, checked on {how}. Bars: the model's 90% prediction interval; colour: batch. "
+                "Coverage is the share of measured values inside their interval.")
+        adf = pd.DataFrame([{"target": t, **m} for t, m in acc.items()])
+        cols = [("target", "target", ""), ("n", "rows", "d"), ("r2_log", "R²(log)", ".3f"), ("mape", "MAPE", "%"),
+                ("median_ape", "median APE", "%"), ("coverage", "interval coverage", "%")]
+        body = _img(figs["measured_vs_predicted"], "measured vs predicted", "measured against predicted, log-log") \
+            + _table(adf, cols)
+        sections.append(_section("accuracy", "Measured vs predicted", lead, body))
+        nav.append(("accuracy", "Accuracy"))
+
+    # -- transfer
+    tr = r["transfer"]
+    if tr is not None:
+        lead = ("Train on one device (row), test on another (column): the same configs are held out on every device, "
+                "so a test config is never trained on. R²(log) suffers from the device factor a plain transfer "
+                "misses; Spearman says whether the ranking carries over; the factor is the measured typical ratio "
+                "column / row on configs measured on both (with the log-log slope).")
+        cols = [("train", "train", ""), ("test", "test", ""), ("target", "target", ""), ("n_test", "rows", ".0f"),
+                ("r2_log", "R²(log)", ".3f"), ("r2_log_factor", "R²(log) with factor", ".3f"), ("mape", "MAPE", "%"),
+                ("spearman", "Spearman", ".3f"), ("bias", "pred/measured", ".3g"), ("note", "note", "")]
+        pcols = [("a", "A", ""), ("b", "B", ""), ("target", "target", ""), ("n_common", "configs on both", "d"),
+                 ("factor", "factor B/A", ".3g"), ("loglog_slope", "log-log slope", ".3f"),
+                 ("spearman_measured", "Spearman (measured)", ".3f")]
+        defs = "".join(f"<li><b>{e(k)}</b>: {e(v)}</li>" for k, v in tr.definitions.items())
+        body = _img(figs["transfer"], "transfer heat map", "train row, test column") \
+            + "<details open><summary>matrix</summary>" + _table(tr.matrix, cols) + "</details>" \
+            + "<details open><summary>measured factors</summary>" + _table(tr.pairs, pcols) + "</details>" \
+            + f"<details><summary>definitions</summary><ul>{defs}</ul></details>"
+        sections.append(_section("transfer", "Transfer between devices", lead, body))
+        nav.append(("transfer", "Transfer"))
+
+    # -- importance
+    imp = r["importance"]
+    if len(imp):
+        lead = ("Permutation importance on the rows above: how much the error (RMSE of log cost) grows when one input "
+                "is shuffled across rows. For CARB configs an architecture's parameters are shuffled together and the "
+                "static features recomputed, so every shuffled row is a real network.")
+        cols = [("target", "target", ""), ("input", "input", ""), ("importance", "importance", ".3f"),
+                ("importance_std", "±", ".3f")]
+        body = _img(figs["importance"], "feature importance", "permutation importance") + \
+            "<details><summary>table</summary>" + _table(imp, cols) + "</details>"
+        sections.append(_section("importance", "What drives the cost", lead, body))
+        nav.append(("importance", "Importance"))
+
+    # -- about
+    src = pd.DataFrame(doc["data"])
+    notes = "".join(f'<li class="warn">{e(n)}</li>' for n in doc["notes"])
+    body = _table(src, [("name", "dataset (device)", ""), ("source", "source", ""), ("rows", "rows", "d"),
+                        ("ok_rows", "ok rows", "d")]) + (f"<ul>{notes}</ul>" if notes else "") + \
+        (f'<p class="note">carb {e(str(doc.get("carb_version", "")))}, generated {e(doc["generated_at"])}. '
+         "Numbers: report.json beside this page.</p>")
+    sections.append(_section("about", "Data and notes", "What this report was made from.", body))
+    nav.append(("about", "Data"))
+
+    data_json = json.dumps(_clean(r["explorer"]), separators=(",", ":"), allow_nan=False)
+    # inside <script>, "</" would end the element early; "<\/" is the same JSON string
+    data_json = data_json.replace("</", "<\\/")
+    listed = ", ".join(f"{d['name']} ({d['ok_rows']:,} rows)" for d in doc["data"])
+    sub = f"<p>{e(listed)} · model: {e(r['model_desc'] or 'none')}</p>"
+    page = string.Template(_asset("report.html")).substitute(
+        title=e(doc["title"]), subtitle=sub, css=_asset("report.css"), js=_asset("report.js"),
+        nav="".join(f'<a href="#{i}">{e(t)}</a>' for i, t in nav), sections="\n".join(sections), data=data_json)
+    return page
