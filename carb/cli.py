@@ -548,7 +548,7 @@ def demo(
                   f"{100 * e:.1f}%, {100 * summary['validation_interval_coverage'][k]:.0f}%")
     t.add_row("wall time", f"{summary['timings']['total_s']:.0f} s")
     console.print(t)
-    console.print(f"report: {out}/summary.json, shortlist.csv, validation.csv, measured_vs_predicted.png, pareto.png")
+    console.print(f"files: {out}/summary.json, shortlist.csv, validation.csv, measured_vs_predicted.png, pareto.png, report/report.html")
 
 
 # -- model commands (train, evaluate, predict) live in carb.cli_model ------------------------
@@ -559,6 +559,10 @@ except ImportError:  # not written yet
     _cli_model = None
 if _cli_model is not None:
     _cli_model.register(app)
+
+from carb import cli_report as _cli_report  # noqa: E402 - registers `carb report`
+
+_cli_report.register(app)
 
 
 # -- entry point --------------------------------------------------------------------------

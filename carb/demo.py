@@ -147,6 +147,15 @@ def run_demo(s: DemoSettings, measure: Callable[[pd.DataFrame, str], pd.DataFram
     # screen() adds flops_per_image to the feasible table: capacity is an objective
     _figures(out, ok.join(model.predict(ok).add_prefix("pred_")), val_out, res.feasible, res.shortlist,
              model.targets_)
+    from carb.report import write_report
+
+    t0 = time.perf_counter()
+    # the report gets its own folder: it writes figures of the same names as the demo's
+    write_report(out / "report", data={"this machine": pd.concat([ok, val], ignore_index=True), s.source: data},
+                 model=model, screen=res, transfer=False, title="carb demo")
+    timings["report_s"] = time.perf_counter() - t0
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=float))
+    say(f"report: {out / 'report' / 'report.html'}")
     return summary
 
 
