@@ -1,0 +1,297 @@
+"""The model commands of ``carb``: ``train``, ``evaluate``, ``predict``.
+
+Thin wrappers over :mod:`carb.model` and :mod:`carb.evaluate`; :func:`register` adds them
+to the Typer app of :mod:`carb.cli`. Bad input raises :class:`carb.cli.UsageError` (one
+line ``error: ...``, exit code 2).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+from pathlib import Path
+from typing import Any, List, Optional
+
+import typer
+
+__all__ = ["register", "load_data", "parse_budgets"]
+
+DEFAULT_EVAL_PRESETS = ["default", "paper", "flops-linear", "lgbm"]
+
+
+def _usage(msg: str) -> Exception:
+    from carb.cli import UsageError  # lazily: carb.cli imports this module
+
+    return UsageError(msg)
+
+
+def load_data(spec: str, device: str | None = None):
+    """A dataset by registry name (``carb.datasets.load``) or Parquet/CSV file path, restricted
+    to one device: ``device`` if given, else the only one present."""
+    import pandas as pd
+
+    from carb import datasets
+
+    if hasattr(datasets, "load"):
+        try:
+            df = datasets.load(spec)
+        except ValueError as e:  # DatasetError and friends
+            raise _usage(str(e)) from None
+    else:
+        p = Path(spec)
+        if p.suffix not in (".parquet", ".csv") or not p.exists():
+            raise _usage(f"--data {spec}: no such .parquet/.csv file (this carb has no dataset registry "
+                         "for names: carb.datasets.load is missing)")
+        df = pd.read_parquet(p) if p.suffix == ".parquet" else pd.read_csv(p)
+    if "device" in df.columns:
+        devices = sorted(map(str, df["device"].dropna().unique()))
+        if device is not None:
+            if device not in devices:
+                raise _usage(f"--device {device}: not in {spec} (devices: {', '.join(devices)})")
+            df = df[df["device"] == device]
+        elif len(devices) > 1:
+            raise _usage(f"{spec} holds {len(devices)} devices ({', '.join(devices)}); choose one with --device")
+    elif device is not None:
+        raise _usage(f"--device {device}: {spec} has no device column")
+    return df.reset_index(drop=True)
+
+
+def parse_budgets(items: list[str] | None) -> dict[str, float]:
+    """``["energy_j=75", "latency_ms=3"]`` -> ``{"energy_j": 75.0, "latency_ms": 3.0}``."""
+    from carb.model import TARGETS
+
+    out: dict[str, float] = {}
+    for item in items or []:
+        name, sep, value = item.partition("=")
+        if not sep or name not in TARGETS:
+            raise _usage(f"--budget {item!r}: expected TARGET=VALUE with TARGET one of {', '.join(TARGETS)}")
+        try:
+            v = float(value)
+        except ValueError:
+            raise _usage(f"--budget {item!r}: {value!r} is not a number") from None
+        if not math.isfinite(v):
+            raise _usage(f"--budget {item!r}: {value!r} is not a finite number")
+        out[name] = v
+    return out
+
+
+def _check_preset(names: list[str]) -> None:
+    from carb.model import PRESETS
+
+    for p in names:
+        if p not in PRESETS:
+            raise _usage(f"--preset {p}: unknown preset (expected one of {', '.join(PRESETS)})")
+
+
+def _fmt(v: Any, spec: str) -> str:
+    return "—" if v is None or (isinstance(v, float) and not math.isfinite(v)) else format(v, spec)
+
+
+def _pct(v: Any, spec: str) -> str:
+    return "—" if v is None or not math.isfinite(v) else format(100 * v, spec) + "%"
+
+
+def _console():
+    from rich.console import Console
+
+    c = Console()
+    # piped to a file or a log: do not squeeze the tables into 80 columns
+    return c if c.is_terminal else Console(width=150)
+
+
+def print_results(res: dict[str, Any], console) -> None:
+    """One rich table per target: models as rows, metrics as columns."""
+    from rich.table import Table
+
+    from carb.model import UNITS
+
+    rows = res["rows"]
+    console.print(f"split [bold]{res['split']}[/bold] (seed {res['seed']}): {rows['train']} train / "
+                  f"{rows['test']} test of {rows['ok']} ok rows; intervals at "
+                  f"{100 * res['coverage_nominal']:g}% nominal coverage; R² on the original scale")
+    for t in res["targets"]:
+        u = UNITS[t]
+        table = Table("model", "R²", "R² log", f"MAE {u}", "MAPE", "±10%", "ρ", "cover", f"width {u}",
+                      f"acc@{res['budgets'][t]:.3g}", "false acc", "fit s",
+                      title=f"{t} ({u}); budget {res['budgets'][t]:.4g} {u}")
+        for model, by_target in res["results"].items():
+            m = by_target[t]
+            table.add_row(model, _fmt(m["r2"], ".3f"), _fmt(m["r2_log"], ".3f"), _fmt(m["mae"], ".3g"),
+                          _pct(m["mape"], ".1f"), _pct(m["within_10pct"], ".0f"), _fmt(m["spearman"], ".3f"),
+                          _pct(m["coverage"], ".0f"), _fmt(m["mean_width"], ".3g"),
+                          _pct(m["budget_accuracy"], ".0f"), _pct(m["false_accept_rate"], ".0f"),
+                          f"{res['fit_seconds'][model]:.1f}")
+        console.print(table)
+    skipped = {m: [t for t in res["targets"] if t not in tr] for m, tr in res["trained"].items()}
+    for m, ts in skipped.items():
+        if ts:
+            console.print(f"{m}: not trained for {', '.join(ts)}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``train``, ``evaluate`` and ``predict`` commands to ``app``."""
+
+    @app.command("train")
+    def train(
+        data: str = typer.Option(..., "--data", help="Dataset name or .parquet/.csv file."),
+        preset: str = typer.Option("default", "--preset", help="Model preset: default, paper, fast, flops-linear, lgbm."),
+        out: Path = typer.Option(..., "--out", help="Bundle directory to write."),
+        device: Optional[str] = typer.Option(None, "--device", help="The device whose rows to train on (when the data holds several)."),
+        coverage: float = typer.Option(0.9, "--coverage", help="Nominal coverage of the prediction intervals."),
+        holdout: float = typer.Option(0.0, "--holdout", min=0.0, max=0.5, help="Hold out this fraction (random) and record its metrics in the manifest; the bundle is then fitted on the rest."),
+        seed: int = typer.Option(0, "--seed", help="Seed of the folds, learners and holdout."),
+        n_jobs: int = typer.Option(1, "--jobs", min=1, help="Threads per learner."),
+    ) -> None:
+        """Fit a CARB model on a dataset and write it as a bundle directory."""
+        import numpy as np
+        from rich.console import Console
+
+        from carb.evaluate import metrics
+        from carb.model import CARB, BundleError
+
+        _check_preset([preset])
+        if not 0 < coverage < 1:
+            raise _usage(f"--coverage {coverage}: must be in (0, 1)")
+        df = load_data(data, device)
+        if "status" in df.columns:
+            df = df[df["status"] == "ok"].reset_index(drop=True)
+        console = Console()
+        test = None
+        if holdout > 0:
+            perm = np.random.default_rng(seed).permutation(len(df))
+            k = int(round(holdout * len(df)))
+            test, df = df.iloc[perm[:k]], df.iloc[perm[k:]]
+        model = CARB(preset=preset, coverage=coverage, random_state=seed, n_jobs=n_jobs)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", UserWarning)
+            try:
+                with console.status(f"training {preset} on {len(df)} rows"):
+                    model.fit(df)
+            except ValueError as e:
+                raise _usage(f"{data}: {e}") from None
+        for w in caught:
+            console.print(f"[yellow]warning[/yellow]: {w.message}")
+        hold = None
+        if test is not None and len(test):
+            pred = model.predict(test)
+            hold = {"rows": len(test), "fraction": holdout,
+                    "metrics": {t: metrics(test[t].to_numpy(), pred[t].to_numpy(), pred[f"{t}_lo"].to_numpy(),
+                                           pred[f"{t}_hi"].to_numpy()) for t in model.targets_}}
+        try:
+            model.save(str(out), holdout=hold)
+        except BundleError as e:
+            raise _usage(str(e)) from None
+        cv = ", ".join(f"{t} R² log {m['r2_log']:.3f} / MAPE {100 * m['mape']:.1f}%" for t, m in model.cv_metrics_.items())
+        console.print(f"wrote {out}: preset {preset}, {model.n_train_rows_} rows, targets {', '.join(model.targets_)}"
+                      + (f" (not trained: {', '.join(model.missing_targets_)})" if model.missing_targets_ else ""))
+        console.print(f"cross-validated: {cv}")
+        if hold:
+            console.print("holdout: " + ", ".join(f"{t} R² {m['r2']:.3f} / MAPE {100 * m['mape']:.1f}%"
+                                                  for t, m in hold["metrics"].items()))
+
+    @app.command("evaluate")
+    def evaluate_cmd(
+        data: str = typer.Option(..., "--data", help="Dataset name or .parquet/.csv file."),
+        split: str = typer.Option("grouped", "--split", help="random, stratified, grouped or batch-tier."),
+        presets: Optional[List[str]] = typer.Option(None, "--preset", help="Model preset to compare (repeat; default: default, paper, flops-linear, lgbm)."),
+        json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the results as JSON here (results[model][target][metric])."),
+        budget: Optional[List[str]] = typer.Option(None, "--budget", help="TARGET=VALUE budget for the budget metrics (repeat; default: the test median)."),
+        device: Optional[str] = typer.Option(None, "--device", help="The device whose rows to use (when the data holds several)."),
+        coverage: float = typer.Option(0.9, "--coverage", help="Nominal coverage of the prediction intervals."),
+        seed: int = typer.Option(0, "--seed", help="Seed of the split and of the models."),
+        n_jobs: int = typer.Option(1, "--jobs", min=1, help="Threads per learner."),
+    ) -> None:
+        """Fit presets on a split of a dataset and compare them on its test side."""
+        from rich.console import Console
+
+        from carb.evaluate import SPLITS, evaluate
+
+        if split not in SPLITS:
+            raise _usage(f"--split {split}: unknown split (expected one of {', '.join(SPLITS)})")
+        names = list(presets) if presets else list(DEFAULT_EVAL_PRESETS)
+        _check_preset(names)
+        if not 0 < coverage < 1:
+            raise _usage(f"--coverage {coverage}: must be in (0, 1)")
+        budgets = parse_budgets(budget)
+        df = load_data(data, device)
+        console = _console()
+        with console.status("evaluating") as status:
+            try:
+                res = evaluate(df, split, names, seed=seed, budgets=budgets, coverage=coverage, n_jobs=n_jobs,
+                               progress=lambda p: status.update(f"fitting {p} on split {split}"))
+            except ValueError as e:
+                raise _usage(f"{data}: {e}") from None
+        res["data"] = data
+        print_results(res, console)
+        if json_out is not None:
+            json_out.parent.mkdir(parents=True, exist_ok=True)
+            json_out.write_text(json.dumps(_clean(res), indent=2, allow_nan=False) + "\n")
+            console.print(f"wrote {json_out}")
+
+    @app.command("predict")
+    def predict(
+        model_dir: Path = typer.Option(..., "--model", help="Bundle directory written by carb train."),
+        space_name: Optional[str] = typer.Option(None, "--space", help="Built-in space name or TOML file."),
+        configs_file: Optional[Path] = typer.Option(None, "--configs", help="Parquet/CSV file of configs."),
+        out: Path = typer.Option(..., "--out", help="Output .parquet or .csv file."),
+        n_jobs: int = typer.Option(1, "--jobs", min=1, help="Threads per learner."),
+    ) -> None:
+        """Predict energy, latency and memory (with intervals) for a space or a file of configs."""
+        import pandas as pd
+        from rich.console import Console
+
+        from carb import space
+        from carb.model import BundleError, load
+        from carb.space import PARAMETERS, configs_from_frame
+
+        if (space_name is None) == (configs_file is None):
+            raise _usage("give exactly one of --space or --configs")
+        if out.suffix not in (".parquet", ".csv"):
+            raise _usage(f"--out {out}: unknown output type (expected .parquet or .csv)")
+        try:
+            model = load(model_dir, n_jobs=n_jobs)
+        except BundleError as e:
+            raise _usage(str(e)) from None
+        if space_name is not None:
+            frame = space.load(space_name).to_frame()
+        else:
+            if configs_file.suffix not in (".parquet", ".csv"):
+                raise _usage(f"--configs {configs_file}: unknown file type (expected .parquet or .csv)")
+            if not configs_file.exists():
+                raise _usage(f"--configs {configs_file}: no such file")
+            try:
+                frame = pd.read_parquet(configs_file) if configs_file.suffix == ".parquet" else pd.read_csv(configs_file)
+            except Exception as e:
+                raise _usage(f"--configs {configs_file}: unreadable ({' '.join(str(e).split())[:200]})") from None
+            frame = frame[[c for c in ("config_id", *PARAMETERS) if c in frame.columns]].reset_index(drop=True)
+            if "config_id" not in frame.columns and len(frame) and {"family", "depth"} <= set(frame.columns):
+                try:
+                    frame.insert(0, "config_id", [c.config_id for c in configs_from_frame(frame)])
+                except ValueError as e:
+                    raise _usage(f"--configs {configs_file}: {e}") from None
+        try:
+            pred = model.predict(frame)
+        except ValueError as e:
+            raise _usage(f"{configs_file or space_name}: {e}") from None
+        result = pd.concat([frame, pred], axis=1)
+        from carb.datasets import write
+
+        write(result, out)
+        Console().print(f"wrote {len(result):,} predictions to {out} (targets: {', '.join(model.targets_)}"
+                        + (f"; NaN for untrained {', '.join(model.missing_targets_)})" if model.missing_targets_ else ")"))
+
+
+def _clean(o: Any) -> Any:
+    """JSON-ready copy: numpy scalars as Python numbers, NaN and infinities as null."""
+    import numpy as np
+
+    if isinstance(o, dict):
+        return {str(k): _clean(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_clean(v) for v in o]
+    if isinstance(o, np.generic):
+        o = o.item()
+    if isinstance(o, float) and not math.isfinite(o):
+        return None
+    return o

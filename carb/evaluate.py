@@ -1,0 +1,201 @@
+"""Evaluation of CARB models side by side on a split of a dataset.
+
+Splits (:data:`SPLITS`), every one seeded:
+
+``random``
+    80% train / 20% test, rows drawn at random.
+``stratified``
+    The study's 70/15/15 train/validation/test, drawn within each stratum of batch tier
+    (``small`` batch <= 8, ``medium`` 16..64, ``large`` >= 128) x depth tier (``shallow``
+    depth <= 20, ``medium`` 21..56, ``deep`` > 56). CARB tunes itself by internal
+    cross-validation, so models are fitted on train + validation (85%) and scored on test.
+``grouped``
+    Unseen architectures: rows are grouped by (family, block, depth, width,
+    early_downsample) and whole groups (every batch, input size and precision of an
+    architecture) go to one side, ~20% of the rows to test. The strict split.
+``batch-tier``
+    Train on batch > 8, test on batch <= 8 (extrapolation to small batches).
+
+Metrics per model and target (:func:`metrics`): ``r2`` (R² on the original scale: J, ms,
+MB, so dominated by the largest configs), ``r2_log`` (R² of log target, every config
+weighing the same), ``mae`` (target units), ``mape`` (fraction), ``within_10pct`` (share
+of predictions within ±10% of the measurement), ``spearman`` (rank correlation),
+``coverage`` (share of measurements inside the prediction interval) and ``mean_width``
+(mean interval width, target units) with ``median_rel_width`` (median of width /
+measurement); and at a budget (default: the test set's median) for the question "is this
+config within budget?": ``budget_accuracy`` (share answered right) and
+``false_accept_rate`` (share of the configs truly over budget that the model accepts).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["SPLITS", "split", "metrics", "evaluate", "METRICS"]
+
+SPLITS: tuple[str, ...] = ("random", "stratified", "grouped", "batch-tier")
+#: the architecture key of the grouped split
+GROUP_KEYS: tuple[str, ...] = ("family", "block", "depth", "width", "early_downsample")
+METRICS: tuple[str, ...] = ("r2", "r2_log", "mae", "mape", "within_10pct", "spearman", "coverage",
+                            "mean_width", "median_rel_width", "budget", "budget_accuracy",
+                            "false_accept_rate", "n")
+
+
+def _tier(values: np.ndarray, edges: list[float], names: list[str]) -> np.ndarray:
+    return np.asarray(names, dtype=object)[np.searchsorted(np.asarray(edges), values, side="left")]
+
+
+def split(df: pd.DataFrame, kind: str, seed: int = 0) -> dict[str, np.ndarray]:
+    """Positional row indices of a split: ``{"train": ..., "test": ...}`` (``stratified``
+    also gives ``"val"``; its ``"train"`` already includes it, see the module docstring).
+
+    Raises:
+        ValueError: unknown split, or one side would be empty.
+    """
+    n = len(df)
+    rng = np.random.default_rng(seed)
+    if kind == "random":
+        perm = rng.permutation(n)
+        k = int(round(0.2 * n))
+        out = {"train": np.sort(perm[k:]), "test": np.sort(perm[:k])}
+    elif kind == "stratified":
+        batch_tier = _tier(df["batch"].to_numpy(), [8, 64], ["small", "medium", "large"])
+        depth_tier = _tier(df["depth"].to_numpy(), [20, 56], ["shallow", "medium", "deep"])
+        strata = pd.factorize(pd.Series(batch_tier).astype(str) + "/" + pd.Series(depth_tier).astype(str))[0]
+        tr, va, te = [], [], []
+        for s in np.unique(strata):
+            idx = rng.permutation(np.flatnonzero(strata == s))
+            n_te, n_va = int(round(0.15 * len(idx))), int(round(0.15 * len(idx)))
+            te.append(idx[:n_te])
+            va.append(idx[n_te:n_te + n_va])
+            tr.append(idx[n_te + n_va:])
+        val = np.sort(np.concatenate(va))
+        out = {"train": np.sort(np.concatenate(tr + va)), "val": val, "test": np.sort(np.concatenate(te))}
+    elif kind == "grouped":
+        keys = df[list(GROUP_KEYS)].astype(str).agg("|".join, axis=1)
+        groups, uniq = pd.factorize(keys)
+        order = rng.permutation(len(uniq))
+        sizes = np.bincount(groups, minlength=len(uniq))
+        test_groups, count = [], 0
+        for g in order:  # whole groups to test until a fifth of the rows
+            if count >= 0.2 * n:
+                break
+            test_groups.append(g)
+            count += sizes[g]
+        is_test = np.isin(groups, test_groups)
+        out = {"train": np.flatnonzero(~is_test), "test": np.flatnonzero(is_test)}
+    elif kind == "batch-tier":
+        small = df["batch"].to_numpy() <= 8
+        out = {"train": np.flatnonzero(~small), "test": np.flatnonzero(small)}
+    else:
+        raise ValueError(f"unknown split {kind!r} (expected one of {', '.join(SPLITS)})")
+    if not len(out["train"]) or not len(out["test"]):
+        raise ValueError(f"split {kind!r}: {len(out['train'])} train and {len(out['test'])} test rows; "
+                         "both sides need rows")
+    return out
+
+
+def metrics(y: np.ndarray, pred: np.ndarray, lo: np.ndarray | None = None, hi: np.ndarray | None = None,
+            budget: float | None = None) -> dict[str, float]:
+    """Accuracy of predictions ``pred`` of measurements ``y`` (same units), with the
+    interval ``[lo, hi]`` and a ``budget`` (default: the median of ``y``); see the module
+    docstring for each metric. NaN measurements are ignored."""
+    from scipy.stats import spearmanr
+
+    y, pred = np.asarray(y, dtype=np.float64), np.asarray(pred, dtype=np.float64)
+    ok = np.isfinite(y)
+    y, pred = y[ok], pred[ok]
+    out: dict[str, float] = {"n": float(len(y))}
+    if not len(y) or not np.isfinite(pred).all():
+        return {**{m: float("nan") for m in METRICS}, "n": float(len(y))}
+    ss = np.sum((y - y.mean()) ** 2)
+    out["r2"] = float(1 - np.sum((y - pred) ** 2) / ss) if ss > 0 else float("nan")
+    pos = (y > 0) & (pred > 0)
+    ly, lp = np.log(y[pos]), np.log(pred[pos])
+    ssl = np.sum((ly - ly.mean()) ** 2)
+    out["r2_log"] = float(1 - np.sum((ly - lp) ** 2) / ssl) if ssl > 0 and pos.all() else float("nan")
+    err = np.abs(pred - y)
+    rel = err / np.maximum(np.abs(y), 1e-12)
+    out["mae"] = float(err.mean())
+    out["mape"] = float(rel.mean())
+    out["within_10pct"] = float(np.mean(rel <= 0.10))
+    out["spearman"] = float(spearmanr(y, pred).statistic) if len(y) > 2 else float("nan")
+    if lo is not None and hi is not None:
+        lo, hi = np.asarray(lo, dtype=np.float64)[ok], np.asarray(hi, dtype=np.float64)[ok]
+        out["coverage"] = float(np.mean((lo <= y) & (y <= hi)))
+        out["mean_width"] = float(np.mean(hi - lo))
+        out["median_rel_width"] = float(np.median((hi - lo) / np.maximum(np.abs(y), 1e-12)))
+    else:
+        out["coverage"] = out["mean_width"] = out["median_rel_width"] = float("nan")
+    b = float(np.median(y)) if budget is None else float(budget)
+    within, accepted = y <= b, pred <= b
+    out["budget"] = b
+    out["budget_accuracy"] = float(np.mean(within == accepted))
+    over = ~within
+    out["false_accept_rate"] = float(np.mean(accepted[over])) if over.any() else float("nan")
+    return {m: out[m] for m in METRICS}
+
+
+def evaluate(df: pd.DataFrame, split_kind: str, presets: Iterable[str] = ("default", "paper", "flops-linear", "lgbm"),
+             seed: int = 0, budgets: Mapping[str, float] | None = None, coverage: float = 0.9,
+             learner_params: Mapping[str, Mapping[str, Any]] | None = None, n_jobs: int = 1,
+             progress: Any = None) -> dict[str, Any]:
+    """Fit each preset on the train side of a split and score it on the test side.
+
+    Args:
+        df: a dataset (only ``status == "ok"`` rows are used; one device).
+        split_kind: one of :data:`SPLITS`.
+        presets: preset names (models) to compare, in the order to report.
+        seed: seed of the split and of the models.
+        budgets: budget per target (target units) for the budget metrics; default: the
+            test set's median of each target.
+        coverage: nominal coverage of the prediction intervals.
+        learner_params: per preset, the ``learner_params`` of :class:`carb.model.CARB`.
+        n_jobs: threads per learner.
+        progress: called as ``progress(preset)`` before each fit, if given.
+
+    Returns:
+        ``{"split", "seed", "rows": {"ok", "train", "test"}, "targets", "budgets",
+        "fit_seconds": {model: s}, "predict_seconds": {model: s}, "trained": {model: [targets]},
+        "results": {model: {target: {metric: value}}}}``.
+    """
+    import warnings
+
+    from carb.model import CARB, TARGETS
+
+    data = df[df["status"] == "ok"] if "status" in df.columns else df
+    data = data.reset_index(drop=True)
+    sides = split(data, split_kind, seed)
+    train, test = data.iloc[sides["train"]], data.iloc[sides["test"]]
+    targets = [t for t in TARGETS if t in data.columns and test[t].notna().any() and train[t].notna().sum() > 0]
+    budgets = dict(budgets or {})
+    unknown = [t for t in budgets if t not in TARGETS]
+    if unknown:
+        raise ValueError(f"budget: unknown target {unknown[0]!r} (expected one of {', '.join(TARGETS)})")
+    budget_used = {t: float(budgets[t]) if t in budgets else float(test[t].median()) for t in targets}
+    out: dict[str, Any] = {"split": split_kind, "seed": seed, "coverage_nominal": coverage,
+                           "rows": {"ok": len(data), "train": len(train), "test": len(test)},
+                           "targets": targets, "budgets": budget_used, "fit_seconds": {}, "predict_seconds": {},
+                           "trained": {}, "results": {}}
+    for p in presets:
+        if progress is not None:
+            progress(p)
+        model = CARB(preset=p, coverage=coverage, random_state=seed, n_jobs=n_jobs,
+                     learner_params=dict((learner_params or {}).get(p, {})) or None)
+        t0 = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # missing targets are reported below
+            model.fit(train)
+        out["fit_seconds"][p] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        pred = model.predict(test)
+        out["predict_seconds"][p] = time.perf_counter() - t0
+        out["trained"][p] = list(model.targets_)
+        out["results"][p] = {t: metrics(test[t].to_numpy(), pred[t].to_numpy(), pred[f"{t}_lo"].to_numpy(),
+                                        pred[f"{t}_hi"].to_numpy(), budget_used[t])
+                             for t in targets}
+    return out

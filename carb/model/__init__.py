@@ -1,0 +1,15 @@
+"""CARB models: predict energy (J), latency (ms) and peak memory (MB) of CNN inference
+configs on one device, with prediction intervals, and save them as safe bundles.
+
+>>> from carb.model import CARB
+>>> model = CARB(preset="default").fit(dataset)          # doctest: +SKIP
+>>> model.predict(space.load("paper"))                   # doctest: +SKIP
+>>> model.save("my-model"); carb.model.load("my-model")  # doctest: +SKIP
+"""
+
+from ._bundle import SCHEMA_VERSION, BundleError, load, save
+from ._estimator import CARB, CASCADE_ORDER, TARGETS, UNITS, TargetModel, training_hash
+from ._presets import PRESETS
+
+__all__ = ["CARB", "PRESETS", "TARGETS", "UNITS", "CASCADE_ORDER", "TargetModel", "BundleError",
+           "SCHEMA_VERSION", "load", "save", "training_hash"]

@@ -1,0 +1,236 @@
+"""Model bundles: a directory with a JSON manifest and native model files.
+
+Layout::
+
+    DIR/manifest.json            schema version, carb version, preset and settings, input
+                                 columns, targets trained, training-data hash, cross-validated
+                                 metrics (and holdout metrics when given), the structure of
+                                 every target's model, and the SHA-256 of every file
+    DIR/<target>.<learner>.ubj   XGBoost boosters (UBJSON)
+    DIR/<target>.<learner>.txt   LightGBM boosters (LightGBM model text)
+    DIR/<target>.<learner>.npz   ExtraTrees as node arrays (numpy, no pickled objects)
+
+Loading reads JSON, UBJSON, LightGBM text and ``.npz`` with ``allow_pickle=False``, so it
+never runs code from the files. Before reading any model file it checks the manifest's
+format and schema version and each file's checksum, and refuses a bundle that fails with
+one line (:class:`BundleError`). The checksums catch corruption and edits of the model
+files; they are not a signature (whoever can write the files can rewrite the manifest).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import math
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from ._inputs import input_columns
+from ._learners import load_learner
+
+__all__ = ["save", "load", "BundleError", "SCHEMA_VERSION", "FORMAT"]
+
+FORMAT = "carb-model-bundle"
+#: bump when a bundle written by this code could be misread by older code, or vice versa
+SCHEMA_VERSION = 1
+MANIFEST = "manifest.json"
+
+
+class BundleError(ValueError):
+    """A model bundle is missing, tampered with (checksum mismatch) or incompatible; the
+    message is one line."""
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _finite_or_none(x: float) -> float | None:
+    return float(x) if math.isfinite(x) else None
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for p in ("carb", "xgboost-cpu", "xgboost", "lightgbm", "scikit-learn", "numpy"):
+        try:
+            out[p] = version(p)
+        except PackageNotFoundError:
+            pass
+    return out
+
+
+def save(model, directory: str | Path, holdout: dict[str, Any] | None = None) -> Path:
+    """Write a fitted :class:`~carb.model.CARB` as a bundle directory.
+
+    ``directory`` must not exist, be empty, or hold a previous bundle (replaced). The
+    bundle is written beside it and renamed into place, so a crash never leaves half a
+    bundle under the name. ``holdout``: metrics measured on held-out rows, stored as is.
+
+    Raises:
+        BundleError: the model is not fitted, or ``directory`` holds something else.
+    """
+    from carb import __version__
+
+    if not hasattr(model, "models_"):
+        raise BundleError("cannot save an unfitted CARB model: call fit first")
+    out = Path(directory)
+    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / MANIFEST).exists())):
+        raise BundleError(f"{out}: exists and is not a CARB model bundle; choose a new directory")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        targets: dict[str, Any] = {}
+        for t, m in model.models_.items():
+            learners = {}
+            for name, learner in m.learners.items():
+                entry = learner.save(tmp, f"{t}.{name}")
+                entry["weight"] = m.weights[name]
+                learners[name] = entry
+            targets[t] = {
+                "upstream": m.upstream, "transform": m.transform,
+                "halfwidth": _finite_or_none(m.halfwidth),
+                "offset": m.offset.save(tmp, f"{t}.offset") if m.offset is not None else None,
+                "learners": learners,
+                "corrector": m.corrector.save(tmp, f"{t}.corrector") if m.corrector is not None else None,
+                "corrector_batch_max": m.corrector_batch_max, "corrector_scale": m.corrector_scale,
+                "cv": model.cv_metrics_.get(t, {}),
+            }
+        spec = {k: v for k, v in model.spec_.items()}
+        spec["learners"] = {n: {"kind": k, "params": p} for n, (k, p) in spec["learners"].items()}
+        manifest = {
+            "format": FORMAT,
+            "schema_version": SCHEMA_VERSION,
+            "carb_version": __version__,
+            "versions": _versions(),
+            "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "preset": model.preset,
+            "params": model.get_params(),
+            "spec": spec,
+            "features": model.spec_["features"],
+            "input_columns": model.input_columns_,
+            "targets_trained": model.targets_,
+            "targets_missing": model.missing_targets_,
+            "units": {"energy_j": "J", "latency_ms": "ms", "memory_mb": "MB"},
+            "training": {"rows": model.n_train_rows_, "data_sha256": model.training_hash_,
+                         "cv_metrics": model.cv_metrics_, "coverage": model.coverage},
+            "holdout": holdout,
+            "targets": targets,
+            "files": {p.name: _sha256(p) for p in sorted(tmp.iterdir())},
+        }
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, allow_nan=False, default=_json_default) + "\n")
+        if out.exists():
+            shutil.rmtree(out)
+        tmp.rename(out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out
+
+
+def _json_default(o: Any) -> Any:
+    import numpy as np
+
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, tuple):
+        return list(o)
+    raise TypeError(f"not JSON-serialisable: {type(o).__name__}")
+
+
+def load(directory: str | Path, n_jobs: int = 1):
+    """Load a bundle written by :func:`save` as a fitted :class:`~carb.model.CARB`.
+
+    Never runs code from the files. Checks, in order: the manifest is there and is JSON of
+    this format, the schema version is the one this carb reads, every file the manifest
+    lists exists with its SHA-256, the model refers to no unlisted file, and the input
+    columns are those this carb computes.
+
+    Raises:
+        BundleError: one line saying what is wrong (missing, tampered, incompatible).
+    """
+    from ._estimator import CARB, TARGETS, TargetModel
+
+    d = Path(directory)
+    if not d.is_dir():
+        raise BundleError(f"{d}: no such model bundle directory")
+    mpath = d / MANIFEST
+    if not mpath.is_file():
+        raise BundleError(f"{d}: not a CARB model bundle (no {MANIFEST})")
+    try:
+        man = json.loads(mpath.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise BundleError(f"{mpath}: unreadable manifest ({' '.join(str(e).split())})") from None
+    if not isinstance(man, dict) or man.get("format") != FORMAT:
+        raise BundleError(f"{mpath}: not a CARB model bundle manifest")
+    if man.get("schema_version") != SCHEMA_VERSION:
+        raise BundleError(f"{d}: incompatible bundle: schema version {man.get('schema_version')!r}, "
+                          f"this carb reads version {SCHEMA_VERSION} (retrain with this carb)")
+    files = man.get("files")
+    if not isinstance(files, dict):
+        raise BundleError(f"{mpath}: malformed manifest (no file list)")
+    for name, digest in files.items():
+        p = d / name
+        if Path(name).name != name or name == MANIFEST:
+            raise BundleError(f"{mpath}: malformed manifest (bad file name {name!r})")
+        if not p.is_file():
+            raise BundleError(f"{d}: incomplete bundle: missing file {name}")
+        if _sha256(p) != digest:
+            raise BundleError(f"{d}: file {name} does not match its checksum (tampered or corrupt); refusing to load")
+    try:
+        feature_set = man["features"]
+        cols = man["input_columns"]
+        if cols != input_columns(feature_set):
+            raise BundleError(f"{d}: incompatible bundle: its input columns differ from those this carb "
+                              f"computes for feature set {feature_set!r} (retrain with this carb)")
+        params = man["params"]
+        model = CARB(**params)
+        models = {}
+        for t in man["targets_trained"]:
+            e = man["targets"][t]
+            if t not in TARGETS:
+                raise BundleError(f"{d}: unknown target {t!r}")
+
+            def get(entry):
+                if entry is None:
+                    return None
+                if "file" in entry and entry["file"] not in files:
+                    raise BundleError(f"{d}: the manifest refers to unlisted file {entry['file']!r}")
+                return load_learner(d, entry, n_jobs=model.n_jobs)
+
+            learners = {n: get(le) for n, le in e["learners"].items()}
+            hw = e["halfwidth"]
+            models[t] = TargetModel(
+                target=t, upstream=list(e["upstream"]), offset=get(e["offset"]), learners=learners,
+                weights={n: float(le["weight"]) for n, le in e["learners"].items()},
+                corrector=get(e["corrector"]), corrector_batch_max=int(e["corrector_batch_max"]),
+                corrector_scale=float(e["corrector_scale"]),
+                halfwidth=float("inf") if hw is None else float(hw), transform=str(e["transform"]))
+            if any(u not in models for u in models[t].upstream):
+                raise BundleError(f"{d}: malformed manifest ({t} reads a target trained after it)")
+        spec = dict(man["spec"])
+        spec["learners"] = {n: (v["kind"], v["params"]) for n, v in spec["learners"].items()}
+    except BundleError:
+        raise
+    except (KeyError, TypeError, ValueError, OSError) as e:
+        raise BundleError(f"{d}: malformed bundle ({type(e).__name__}: {' '.join(str(e).split())[:200]})") from None
+    except Exception as e:  # xgboost / lightgbm parse errors have their own classes
+        raise BundleError(f"{d}: unreadable model file ({type(e).__name__}: {' '.join(str(e).split())[:200]})") from None
+    model.spec_ = spec
+    model.input_columns_ = cols
+    model.targets_ = list(man["targets_trained"])
+    model.missing_targets_ = list(man["targets_missing"])
+    model.models_ = models
+    model.cv_metrics_ = man["training"]["cv_metrics"]
+    model.n_train_rows_ = int(man["training"]["rows"])
+    model.training_hash_ = man["training"]["data_sha256"]
+    model.manifest_ = man
+    return model

@@ -1,0 +1,449 @@
+"""The CARB estimator: per-target blends of base learners in a cascade, with conformal
+prediction intervals."""
+
+from __future__ import annotations
+
+import hashlib
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+import numpy as np
+import pandas as pd
+from sklearn.base import BaseEstimator, RegressorMixin
+
+from carb.space import Config, Space
+
+from ._inputs import config_frame, matrix, with_features
+from ._learners import Learner, fit_learner
+from ._presets import resolve
+
+__all__ = ["CARB", "TARGETS", "UNITS", "CASCADE_ORDER", "TargetModel", "training_hash"]
+
+#: the targets CARB predicts (columns of a dataset and of :meth:`CARB.predict`)
+TARGETS: tuple[str, ...] = ("energy_j", "latency_ms", "memory_mb")
+#: units of the targets
+UNITS: dict[str, str] = {"energy_j": "J", "latency_ms": "ms", "memory_mb": "MB"}
+#: the study's cascade: memory first, then energy (reads memory), then latency (reads both)
+CASCADE_ORDER: tuple[str, ...] = ("memory_mb", "energy_j", "latency_ms")
+#: fewest labelled rows a target needs to be trained
+MIN_ROWS = 20
+#: rows per chunk of :meth:`CARB.predict`
+PREDICT_CHUNK = 1 << 15
+
+
+def _forward(transform: str, y: np.ndarray) -> np.ndarray:
+    with np.errstate(invalid="ignore", divide="ignore"):  # invalid rows are masked by the caller
+        return np.log1p(y) if transform == "log1p" else np.log(y)
+
+
+def _inverse(transform: str, z: np.ndarray) -> np.ndarray:
+    return np.maximum(np.expm1(z), 0.0) if transform == "log1p" else np.exp(z)
+
+
+def _folds(df: pd.DataFrame, k: int, kind: str, seed: int) -> np.ndarray:
+    """Fold id of each row: ``random`` rows, or ``grouped``: every row of an architecture
+    (family, block, depth, width, early_downsample) in one fold, so that out-of-fold
+    predictions are those of architectures the model has not seen."""
+    rng = np.random.default_rng(seed)
+    if kind == "grouped":
+        keys = df[["family", "block", "depth", "width", "early_downsample"]].astype(str).agg("|".join, axis=1)
+        groups, uniq = pd.factorize(keys)
+        if len(uniq) >= k:
+            return rng.permutation(len(uniq))[groups] % k
+    elif kind != "random":
+        raise ValueError(f"unknown folds {kind!r} (expected random or grouped)")
+    return rng.permutation(len(df)) % k
+
+
+def training_hash(df: pd.DataFrame, targets: Iterable[str]) -> str:
+    """SHA-256 of the training rows' config ids and target values (sorted by config id),
+    identifying the data a model was fitted on."""
+    cols = ["config_id", *[t for t in targets if t in df.columns]]
+    if "config_id" not in df.columns:
+        return ""
+    rows = df[cols].sort_values("config_id")
+    h = hashlib.sha256()
+    h.update(",".join(cols).encode())
+    for row in rows.itertuples(index=False, name=None):
+        h.update(("\n" + row[0] + "," + ",".join(repr(float(v)) for v in row[1:])).encode())
+    return h.hexdigest()
+
+
+@dataclass
+class TargetModel:
+    """Everything that predicts one target (all in the transformed, log space).
+
+    Attributes:
+        target: target column, e.g. ``latency_ms``.
+        upstream: targets whose predictions are extra inputs (cascade), in order.
+        offset: the log-log ridge the learners correct, or ``None``.
+        learners: fitted base learners by name (zero-weight ones are not kept).
+        weights: blend weight of each learner.
+        corrector: residual corrector for rows with ``batch <= corrector_batch_max``, or ``None``.
+        corrector_batch_max, corrector_scale: where the corrector applies, and its factor.
+        halfwidth: conformal half-width of the interval in log space (``inf`` when too few rows).
+        transform: ``log1p`` or ``log``.
+    """
+
+    target: str
+    upstream: list[str]
+    offset: Learner | None
+    learners: dict[str, Learner]
+    weights: dict[str, float]
+    corrector: Learner | None = None
+    corrector_batch_max: int = 8
+    corrector_scale: float = 0.9
+    halfwidth: float = float("inf")
+    transform: str = "log"
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def predict_log(self, Z: np.ndarray, batch: np.ndarray) -> np.ndarray:
+        """Point prediction in log space for inputs ``Z`` (base inputs + upstream predictions)."""
+        out = self.offset.predict(Z) if self.offset is not None else np.zeros(len(Z))
+        for name, learner in self.learners.items():
+            out = out + self.weights[name] * learner.predict(Z)
+        if self.corrector is not None:
+            small = batch <= self.corrector_batch_max
+            if small.any():
+                out[small] += self.corrector_scale * self.corrector.predict(Z[small])
+        return out
+
+
+class CARB(RegressorMixin, BaseEstimator):
+    """Predicts energy (J), latency (ms) and peak memory (MB) of CNN inference configs on
+    one device, with conformal prediction intervals.
+
+    Inputs are the config parameters plus the closed-form features of
+    :func:`carb.features.compute` (computed when absent). Targets are modelled in log space
+    (``log1p`` for the ``paper`` preset as in the study, ``log`` otherwise). Each target is a
+    blend of base learners; in a cascade a downstream target also reads the predictions of
+    its upstream targets (memory -> energy -> latency). The upstream inputs a downstream
+    target is trained on are **out-of-fold** predictions (``n_folds``-fold CV), so it learns
+    to use them as they will be at prediction time, with their errors, not as in-sample
+    fits. The same out-of-fold predictions give the blend weights (``nnls`` presets), the
+    residuals the ``paper`` corrector is trained on, and the conformal intervals.
+
+    Intervals: CV conformal. The half-width is the ``ceil((n + 1) * coverage) / n``
+    empirical quantile of the absolute out-of-fold residuals in log space, so the interval
+    is multiplicative around the prediction (``[p / e^q, p * e^q]`` for ``log``). The
+    residuals come from models fitted on ``(n_folds - 1) / n_folds`` of the rows, which
+    errs on the wide side for the final model. With random folds, coverage holds for
+    configs exchangeable with the training rows; the ``default`` preset draws its folds by
+    architecture, so its intervals are calibrated for architectures it has not seen (and
+    are a little wide for those it has). Nothing calibrates extrapolation along the batch
+    (``carb evaluate --split batch-tier`` reports the coverage actually reached).
+
+    Missing targets: a target with fewer than 20 labelled ``ok`` rows (e.g. ``energy_j`` on
+    a CPU without an energy sensor, all NaN) is not trained: ``fit`` warns, lists it in
+    :attr:`missing_targets_`, and :meth:`predict` still returns its three columns, all NaN,
+    so the output schema never depends on the device. The cascade skips it (latency then
+    reads predicted memory alone). Rows whose value the transform cannot take (<= 0 for
+    ``log``, e.g. a net energy lost in idle-power noise) are left out of that target, with
+    a warning.
+
+    Presets (:data:`carb.model.PRESETS` holds every setting):
+
+    ``paper``
+        The study: per target XGBoost (800 trees, depth 9), LightGBM (800 trees, 127
+        leaves), ExtraTrees (400 trees); fixed blend weights XGB/LGBM/ET memory
+        0.3/0.4/0.3, energy 0.3/0.5/0.2, latency 0.2/0.3/0.5; cascade memory -> energy ->
+        latency; a LightGBM residual corrector on batch <= 8 rows added as 0.9 x its
+        output; ``log1p`` targets; paper features (parameters + analytic features).
+    ``default``
+        Ours, chosen on measured CPU data (``benchmarks/bench_model.py``): a
+        roofline-style additive cost model (constant + non-negative rates x FLOPs, FLOPs
+        at half precision, bytes moved, resident and live bytes, operator calls; NNLS on
+        relative error) whose log-space residual XGBoost (200 trees, depth 6) and
+        ExtraTrees (50 trees, min 3 per leaf) correct, blended by NNLS stacking on
+        out-of-fold predictions; extended features (roofline ratios); trees monotone
+        non-decreasing in the batch-scaled inputs; cascade chosen per target by
+        out-of-fold error; folds grouped by architecture; ``log`` targets.
+    ``fast``
+        Tests and demos: the additive cost model corrected by 150 XGBoost trees (depth 5).
+    ``flops-linear``, ``lgbm``
+        Baselines: ``log(target)`` linear in ``log(FLOPs)``; one LightGBM per target
+        (500 trees, 31 leaves) on the paper features, ``log1p`` targets.
+
+    Args:
+        preset: name of the recipe.
+        coverage: nominal coverage of the prediction intervals, in (0, 1).
+        n_folds: folds of the internal cross-validation (>= 2).
+        learner_params: settings merged into the preset's learners, e.g.
+            ``{"xgb": {"n_estimators": 50}}`` (keys: the preset's learner names and
+            ``corrector``).
+        random_state: seed of the folds and of the learners.
+        n_jobs: threads each learner may use.
+
+    Attributes (after ``fit``):
+        targets_: trained targets, in cascade order.
+        missing_targets_: targets not trained (no or too few labels).
+        models_: :class:`TargetModel` per trained target.
+        input_columns_: the base input columns, in order.
+        cv_metrics_: per target, out-of-fold ``r2_log``, ``mape``, ``coverage`` on the training rows.
+        n_train_rows_: ``ok`` rows used.
+        training_hash_: :func:`training_hash` of the training rows.
+    """
+
+    def __init__(self, preset: str = "default", coverage: float = 0.9, n_folds: int = 5,
+                 learner_params: dict[str, dict[str, Any]] | None = None, random_state: int = 0,
+                 n_jobs: int = 1) -> None:
+        self.preset = preset
+        self.coverage = coverage
+        self.n_folds = n_folds
+        self.learner_params = learner_params
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+
+    # -- fitting --------------------------------------------------------------------------
+
+    def fit(self, X: pd.DataFrame, y: pd.DataFrame | None = None) -> "CARB":
+        """Learn from a dataset: one row per config with its parameters, ``status`` (only
+        ``ok`` rows are used; all rows count as ok when the column is absent) and the target
+        columns ``energy_j`` (J), ``latency_ms`` (ms), ``memory_mb`` (MB); a target column may
+        be absent or NaN. ``y``, if given, holds the target columns (joined on the index).
+
+        Raises:
+            ValueError: bad settings, no target to train, rows of several devices, or an
+                invalid config row.
+        """
+        spec = resolve(self.preset, self.learner_params)
+        if not 0 < float(self.coverage) < 1:
+            raise ValueError(f"coverage: {self.coverage!r} must be in (0, 1)")
+        if int(self.n_folds) < 2:
+            raise ValueError(f"n_folds: {self.n_folds!r} must be >= 2")
+        if not isinstance(X, pd.DataFrame):
+            raise TypeError("CARB.fit: expected a DataFrame (a dataset)")
+        df = X if y is None else X.drop(columns=[c for c in pd.DataFrame(y).columns if c in X.columns]).join(
+            pd.DataFrame(y))
+        if "status" in df.columns:
+            df = df[df["status"] == "ok"]
+        if "device" in df.columns and df["device"].nunique() > 1:
+            raise ValueError(f"the dataset has rows of {df['device'].nunique()} devices "
+                             f"({', '.join(map(str, df['device'].unique()[:4]))}); fit one model per device")
+        df = with_features(df.reset_index(drop=True))
+        Xb, cols = matrix(df, spec["features"])
+        batch = df["batch"].to_numpy(dtype=np.float64)
+
+        labels = {t: df[t].to_numpy(dtype=np.float64) if t in df.columns else np.full(len(df), np.nan)
+                  for t in TARGETS}
+        # log needs a positive target (net energy of a tiny model can read <= 0); log1p > -1
+        low = -1.0 if spec["transform"] == "log1p" else 0.0
+        valid = {t: np.isfinite(v) & (v > low) for t, v in labels.items()}
+        for t, v in labels.items():
+            bad = int((np.isfinite(v) & (v <= low)).sum())
+            if bad:
+                warnings.warn(f"CARB: {t}: ignoring {bad} row(s) with a value <= {low:g}, which the "
+                              f"{spec['transform']} transform cannot take", UserWarning, stacklevel=2)
+        trained = [t for t in CASCADE_ORDER if valid[t].sum() >= MIN_ROWS]
+        missing = [t for t in TARGETS if t not in trained]
+        if not trained:
+            raise ValueError(f"no target to train: each of {', '.join(TARGETS)} has fewer than {MIN_ROWS} "
+                             f"labelled ok rows ({len(df)} ok rows)")
+        if missing:
+            warnings.warn(f"CARB: not training {', '.join(missing)} (fewer than {MIN_ROWS} labelled ok rows); "
+                          "its predictions will be NaN", UserWarning, stacklevel=2)
+
+        folds = _folds(df, int(self.n_folds), spec.get("folds", "random"), int(self.random_state))
+        upstream_pred: dict[str, np.ndarray] = {}
+        models: dict[str, TargetModel] = {}
+        cv: dict[str, dict[str, float]] = {}
+        for t in trained:
+            before = [u for u in trained[:trained.index(t)]]
+            options = {"paper": [before], "none": [[]], "auto": [before, []] if before else [[]]}[spec["cascade"]]
+            ylog = _forward(spec["transform"], labels[t])
+            best = None
+            for ups in options:
+                Z = np.column_stack([Xb, *[upstream_pred[u] for u in ups]]) if ups else Xb
+                zcols = cols + [f"pred_{u}" for u in ups]
+                cvres = self._cross_validate(spec, t, Z, zcols, ylog, valid[t], folds, batch)
+                if best is None or cvres["mse_log"] < best[0]["mse_log"]:
+                    best = (cvres, ups, Z, zcols)
+            cvres, ups, Z, zcols = best
+            model, full_pred = self._fit_final(spec, t, ups, Z, zcols, ylog, cvres, batch)
+            model.info = {"cascade_options": [list(o) for o in options],
+                          **{k: v for k, v in cvres.items() if not isinstance(v, np.ndarray)}}
+            models[t] = model
+            upstream_pred[t] = full_pred
+            cv[t] = {k: cvres[k] for k in ("r2_log", "mape", "coverage", "mse_log")}
+
+        self.spec_ = spec
+        self.input_columns_ = cols
+        self.targets_ = trained
+        self.missing_targets_ = missing
+        self.models_ = models
+        self.cv_metrics_ = cv
+        self.n_train_rows_ = int(len(df))
+        self.training_hash_ = training_hash(df, trained)
+        return self
+
+    def _cross_validate(self, spec: dict[str, Any], target: str, Z: np.ndarray, zcols: list[str],
+                        ylog: np.ndarray, valid: np.ndarray, folds: np.ndarray,
+                        batch: np.ndarray) -> dict[str, Any]:
+        """K-fold out-of-fold predictions of one target's blend (and corrector), the blend
+        weights, the conformal half-width and out-of-fold diagnostics."""
+        rows = np.flatnonzero(valid)
+        K = int(self.n_folds)
+        names = list(spec["learners"])
+        fit = self._fitter(spec, Z, zcols)
+        oof = np.zeros((len(rows), len(names)))
+        oof_off = np.zeros(len(rows))
+        f = folds[rows]
+        for k in range(K):
+            tr, va = rows[f != k], rows[f == k]
+            if not len(va) or not len(tr):
+                continue
+            base = np.zeros(len(tr))
+            if spec["offset"] is not None:
+                off = fit(spec["offset"].get("kind", "linear"), spec["offset"], tr, ylog[tr])
+                base = off.predict(Z[tr])
+                oof_off[f == k] = off.predict(Z[va])
+            for j, name in enumerate(names):
+                kind, params = spec["learners"][name]
+                oof[f == k, j] = fit(kind, params, tr, ylog[tr] - base).predict(Z[va])
+
+        y = ylog[rows]
+        if spec["blend"] == "nnls":
+            from scipy.optimize import nnls
+
+            # non-negative stacking: weights that best combine the out-of-fold predictions
+            w, _ = nnls(oof, y - oof_off)
+            if not w.any():  # degenerate: fall back to an equal blend
+                w = np.full(len(names), 1.0 / len(names))
+            weights = dict(zip(names, map(float, w)))
+        else:
+            weights = {n: float(spec["blend"][target][n]) for n in names}
+        blend_oof = oof_off + oof @ np.array([weights[n] for n in names])
+        pred_oof = blend_oof.copy()
+
+        corr, small = spec["corrector"], None
+        if corr is not None:
+            small = batch[rows] <= corr["batch_max"]
+            if small.sum() >= MIN_ROWS:
+                # trained on out-of-fold residuals: in-sample residuals of full-depth trees
+                # are ~0 and would teach it nothing
+                resid = y - blend_oof
+                corr_oof = np.zeros(len(rows))
+                for k in range(K):
+                    tr, va = small & (f != k), small & (f == k)
+                    if tr.sum() and va.sum():
+                        corr_oof[va] = fit(corr["kind"], corr["params"], rows[tr], resid[tr]).predict(Z[rows[va]])
+                pred_oof = pred_oof + corr["scale"] * corr_oof
+            else:
+                warnings.warn(f"CARB: {target}: no corrector ({int(small.sum())} rows with batch <= "
+                              f"{corr['batch_max']}, fewer than {MIN_ROWS})", UserWarning, stacklevel=3)
+                small = None
+
+        resid = np.abs(y - pred_oof)
+        n = len(resid)
+        level = np.ceil((n + 1) * float(self.coverage)) / n
+        halfwidth = float(np.quantile(resid, level, method="higher")) if level <= 1 else float("inf")
+        yt, pt = _inverse(spec["transform"], y), _inverse(spec["transform"], pred_oof)
+        return {
+            "rows": rows, "blend_oof": blend_oof, "pred_oof": pred_oof, "weights": weights,
+            "corrector_rows": small, "halfwidth": halfwidth,
+            "mse_log": float(np.mean((y - pred_oof) ** 2)),
+            "r2_log": float(1 - np.sum((y - pred_oof) ** 2) / max(np.sum((y - y.mean()) ** 2), 1e-300)),
+            "mape": float(np.mean(np.abs(pt - yt) / np.maximum(np.abs(yt), 1e-12))),
+            "coverage": float(np.mean(resid <= halfwidth)),
+            "n_rows": int(n),
+        }
+
+    def _fit_final(self, spec: dict[str, Any], target: str, upstream: list[str], Z: np.ndarray,
+                   zcols: list[str], ylog: np.ndarray, cvres: dict[str, Any],
+                   batch: np.ndarray) -> tuple[TargetModel, np.ndarray]:
+        """The final models of one target on every labelled row (zero-weight learners are not
+        fitted). Returns the model and its predictions for every row: out-of-fold where
+        labelled (what a downstream target trains on), from the final model elsewhere."""
+        rows, weights = cvres["rows"], cvres["weights"]
+        fit = self._fitter(spec, Z, zcols)
+        y = ylog[rows]
+        offset = fit(spec["offset"].get("kind", "linear"), spec["offset"], rows, y) if spec["offset"] is not None else None
+        base = offset.predict(Z[rows]) if offset is not None else 0.0
+        learners = {n: fit(*spec["learners"][n], rows, y - base) for n in spec["learners"] if weights[n] > 0}
+        corrector, corr = None, spec["corrector"]
+        if corr is not None and cvres["corrector_rows"] is not None:
+            small = cvres["corrector_rows"]
+            resid = y - cvres["blend_oof"]
+            corrector = fit(corr["kind"], corr["params"], rows[small], resid[small])
+        model = TargetModel(target, list(upstream), offset, learners, {n: weights[n] for n in learners},
+                            corrector, int(corr["batch_max"]) if corr else 8,
+                            float(corr["scale"]) if corr else 0.9, cvres["halfwidth"], spec["transform"])
+        full = model.predict_log(Z, batch)
+        full[rows] = cvres["pred_oof"]
+        return model, full
+
+    def _fitter(self, spec: dict[str, Any], Z: np.ndarray, zcols: list[str]):
+        def fit(kind: str, params: dict[str, Any], rows: np.ndarray, y: np.ndarray) -> Learner:
+            return fit_learner(kind, params, Z[rows], y, zcols, monotone=spec["monotone"],
+                               n_jobs=self.n_jobs, seed=int(self.random_state))
+        return fit
+
+    # -- prediction -----------------------------------------------------------------------
+
+    def predict(self, X: pd.DataFrame | Space | Config | Iterable[Config]) -> pd.DataFrame:
+        """Predict every target with its interval for configs (a DataFrame of config
+        parameters, a Space, a Config or Configs; features are computed when absent).
+
+        Returns:
+            A DataFrame with the input's index (a fresh one for non-DataFrame input) and
+            columns ``energy_j`` (J), ``latency_ms`` (ms), ``memory_mb`` (MB), each with
+            ``<target>_lo`` and ``<target>_hi``: the ``coverage`` prediction interval.
+            Targets that were not trained (:attr:`missing_targets_`) are NaN.
+        """
+        self._check_fitted()
+        df = with_features(config_frame(X))
+        n = len(df)
+        logs = {t: np.empty(n) for t in self.targets_}
+        # in chunks: the input matrix of a chunk stays in cache and memory stays bounded
+        for s in range(0, n, PREDICT_CHUNK):
+            part = df.iloc[s:s + PREDICT_CHUNK]
+            Xb, _ = matrix(part, self.spec_["features"])
+            batch = part["batch"].to_numpy(dtype=np.float64)
+            for t in self.targets_:
+                m = self.models_[t]
+                Z = np.column_stack([Xb, *[logs[u][s:s + len(part)] for u in m.upstream]]) if m.upstream else Xb
+                logs[t][s:s + len(part)] = m.predict_log(Z, batch)
+        out = pd.DataFrame(index=df.index)
+        for t in TARGETS:
+            if t in logs:
+                m = self.models_[t]
+                out[t] = _inverse(m.transform, logs[t])
+                out[f"{t}_lo"] = _inverse(m.transform, logs[t] - m.halfwidth)
+                out[f"{t}_hi"] = _inverse(m.transform, logs[t] + m.halfwidth)
+            else:
+                out[t] = out[f"{t}_lo"] = out[f"{t}_hi"] = np.nan
+        return out
+
+    def score(self, X: pd.DataFrame, y: pd.DataFrame | None = None, sample_weight: Any = None) -> float:
+        """Mean over the trained targets of R² of log(target) on a labelled dataset (the
+        scale the model is fitted in; what ``cross_val_score`` maximizes)."""
+        self._check_fitted()
+        df = X if y is None else X.join(pd.DataFrame(y), rsuffix="_y")
+        if "status" in df.columns:
+            df = df[df["status"] == "ok"]
+        pred = self.predict(df)
+        scores = []
+        for t in self.targets_:
+            ok = np.isfinite(df[t].to_numpy(dtype=np.float64)) & (df[t].to_numpy(dtype=np.float64) > 0)
+            a = np.log(df[t].to_numpy(dtype=np.float64)[ok])
+            b = np.log(np.maximum(pred[t].to_numpy()[ok], 1e-12))
+            scores.append(1 - np.sum((a - b) ** 2) / max(np.sum((a - a.mean()) ** 2), 1e-300))
+        return float(np.mean(scores))
+
+    def save(self, directory: str, **kwargs: Any) -> None:
+        """Write a model bundle (see :func:`carb.model.save`)."""
+        from ._bundle import save
+
+        save(self, directory, **kwargs)
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "models_"):
+            from sklearn.exceptions import NotFittedError
+
+            raise NotFittedError("this CARB model is not fitted yet: call fit(dataset) first")
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.required = False  # the targets live in the dataset frame
+        return tags

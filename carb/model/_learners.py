@@ -1,0 +1,304 @@
+"""Base learners behind one small interface: fit on a matrix, predict, save to a native,
+code-free format, load back.
+
+Kinds and their files:
+
+``xgboost``     XGBoost booster, saved as UBJSON (``.ubj``).
+``lightgbm``    LightGBM booster, saved as LightGBM's model text (``.txt``).
+``extratrees``  scikit-learn ExtraTrees, saved as node arrays (``.npz``, see :mod:`._forest`).
+``linear``      ridge regression on log1p of chosen inputs (one-hot for categoricals); its
+                few numbers live in the manifest (no file).
+``additive``    a non-negative sum of costs, ``c0 + c1 * flops + c2 * bytes + ...``, fitted by
+                non-negative least squares on relative error, predicting its log: a
+                roofline-style cost model (time or energy = work / rate summed over the
+                kinds of work, memory = resident bytes + a baseline) that extrapolates
+                along the physics and never falls when a cost grows. Manifest only.
+
+Each learner sees the target already transformed (log space) and predicts in it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ._forest import ArrayForest
+from ._inputs import BATCH_SCALED, CODES
+
+__all__ = ["KINDS", "fit_learner", "load_learner", "Learner"]
+
+KINDS = ("xgboost", "lightgbm", "extratrees", "linear", "additive")
+
+
+class Learner:
+    """A fitted base learner. ``predict`` maps an input matrix to log-space predictions."""
+
+    kind: str = ""
+
+    def predict(self, X: np.ndarray) -> np.ndarray:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def save(self, directory: Path, stem: str) -> dict[str, Any]:
+        """Write the learner's file(s); return its manifest entry (JSON-serialisable)."""
+        raise NotImplementedError  # pragma: no cover - interface
+
+
+def _monotone(columns: list[str], monotone: bool) -> list[int] | None:
+    # +1 on inputs that grow with the batch at a fixed network (and on upstream predicted
+    # costs): a larger batch never costs less in total
+    if not monotone:
+        return None
+    return [1 if (c in BATCH_SCALED or c.startswith("pred_")) else 0 for c in columns]
+
+
+def fit_learner(kind: str, params: dict[str, Any], X: np.ndarray, y: np.ndarray, columns: list[str],
+                monotone: bool = False, n_jobs: int = 1, seed: int = 0) -> Learner:
+    """Fit one base learner of ``kind`` with ``params`` on ``X`` (rows x columns) and ``y``."""
+    if kind == "xgboost":
+        return _XGB.fit(params, X, y, _monotone(columns, monotone), n_jobs, seed)
+    if kind == "lightgbm":
+        return _LGBM.fit(params, X, y, _monotone(columns, monotone), n_jobs, seed)
+    if kind == "extratrees":
+        return _ET.fit(params, X, y, n_jobs, seed)
+    if kind == "linear":
+        return _Linear.fit(params, X, y, columns)
+    if kind == "additive":
+        return _Additive.fit(params, X, y, columns)
+    raise ValueError(f"unknown learner kind {kind!r} (expected one of {', '.join(KINDS)})")
+
+
+def load_learner(directory: Path, entry: dict[str, Any], n_jobs: int = 1) -> Learner:
+    """Load a learner from its manifest entry (files already checksum-verified)."""
+    kind = entry.get("kind")
+    if kind == "xgboost":
+        return _XGB.load(directory / entry["file"], n_jobs)
+    if kind == "lightgbm":
+        return _LGBM.load(directory / entry["file"], n_jobs)
+    if kind == "extratrees":
+        return _ET(ArrayForest.load(directory / entry["file"]))
+    if kind == "linear":
+        return _Linear.from_entry(entry)
+    if kind == "additive":
+        return _Additive.from_entry(entry)
+    raise ValueError(f"unknown learner kind {kind!r}")
+
+
+class _XGB(Learner):
+    kind = "xgboost"
+
+    def __init__(self, booster) -> None:
+        self.booster = booster
+
+    @classmethod
+    def fit(cls, params, X, y, monotone, n_jobs, seed) -> "_XGB":
+        import xgboost as xgb
+
+        extra = {"monotone_constraints": "(" + ",".join(map(str, monotone)) + ")"} if monotone else {}
+        model = xgb.XGBRegressor(**params, **extra, n_jobs=n_jobs, random_state=seed, verbosity=0)
+        model.fit(X, y)
+        return cls(model.get_booster())
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        return np.asarray(self.booster.inplace_predict(X), dtype=np.float64)
+
+    def save(self, directory: Path, stem: str) -> dict[str, Any]:
+        name = f"{stem}.ubj"
+        self.booster.save_model(str(directory / name))
+        return {"kind": self.kind, "file": name}
+
+    @classmethod
+    def load(cls, path: Path, n_jobs: int) -> "_XGB":
+        import xgboost as xgb
+
+        booster = xgb.Booster()
+        booster.load_model(str(path))  # UBJSON: data, not code
+        booster.set_param({"nthread": n_jobs})
+        return cls(booster)
+
+
+class _LGBM(Learner):
+    kind = "lightgbm"
+
+    def __init__(self, booster, n_jobs: int = 1) -> None:
+        self.booster = booster
+        self.n_jobs = n_jobs
+
+    @classmethod
+    def fit(cls, params, X, y, monotone, n_jobs, seed) -> "_LGBM":
+        import lightgbm as lgb
+
+        extra = {"monotone_constraints": monotone} if monotone else {}
+        model = lgb.LGBMRegressor(**params, **extra, n_jobs=n_jobs, random_state=seed, verbose=-1)
+        model.fit(X, y)
+        return cls(model.booster_, n_jobs)
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        return np.asarray(self.booster.predict(X, num_threads=self.n_jobs), dtype=np.float64)
+
+    def save(self, directory: Path, stem: str) -> dict[str, Any]:
+        name = f"{stem}.txt"
+        self.booster.save_model(str(directory / name))
+        return {"kind": self.kind, "file": name}
+
+    @classmethod
+    def load(cls, path: Path, n_jobs: int) -> "_LGBM":
+        import lightgbm as lgb
+
+        return cls(lgb.Booster(model_file=str(path)), n_jobs)  # LightGBM's own text format
+
+
+class _ET(Learner):
+    kind = "extratrees"
+
+    def __init__(self, forest: ArrayForest) -> None:
+        self.forest = forest
+
+    @classmethod
+    def fit(cls, params, X, y, n_jobs, seed) -> "_ET":
+        from sklearn.ensemble import ExtraTreesRegressor
+
+        model = ExtraTreesRegressor(**params, n_jobs=n_jobs, random_state=seed).fit(X, y)
+        return cls(ArrayForest.from_sklearn(model))
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        return self.forest.predict(X)
+
+    def save(self, directory: Path, stem: str) -> dict[str, Any]:
+        name = f"{stem}.npz"
+        self.forest.save(directory / name)
+        return {"kind": self.kind, "file": name}
+
+
+@dataclass
+class _Linear(Learner):
+    """Ridge regression of the (log) target on log1p of the chosen inputs; categorical
+    inputs (family, block, precision) enter one-hot. ``columns``: names of inputs, or
+    ``"all"``; ``alpha``: ridge penalty on standardized inputs."""
+
+    inputs: list[str]
+    index: list[int]
+    mean: list[float]
+    scale: list[float]
+    coef: list[float]
+    intercept: float
+    kind: str = field(default="linear", init=False)
+
+    @staticmethod
+    def _design(X: np.ndarray, inputs: list[str], index: list[int]) -> np.ndarray:
+        cols = []
+        for name, j in zip(inputs, index):
+            base = name.split("=")[0]
+            if base in CODES:  # one-hot level "precision=1"
+                cols.append((X[:, j] == float(name.split("=")[1])).astype(np.float64))
+            else:
+                cols.append(np.log1p(np.maximum(X[:, j], 0.0)))
+        return np.stack(cols, axis=1) if cols else np.zeros((len(X), 0))
+
+    @classmethod
+    def fit(cls, params, X, y, columns) -> "_Linear":
+        want = params.get("columns", "all")
+        names = list(columns) if want == "all" else list(want)
+        missing = [c for c in names if c not in columns]
+        if missing:
+            raise ValueError(f"linear learner: unknown input {missing[0]!r}")
+        inputs, index = [], []
+        for c in names:
+            j = columns.index(c)
+            if c in CODES:  # one level dropped: the intercept carries it
+                for level in sorted(CODES[c].values())[1:]:
+                    inputs.append(f"{c}={level}")
+                    index.append(j)
+            else:
+                inputs.append(c)
+                index.append(j)
+        A = cls._design(X, inputs, index)
+        mean, scale = A.mean(axis=0), A.std(axis=0)
+        scale[scale == 0] = 1.0
+        Z = (A - mean) / scale
+        alpha = float(params.get("alpha", 1e-3)) * len(y)
+        ym = y.mean()
+        coef = np.linalg.solve(Z.T @ Z + alpha * np.eye(Z.shape[1]), Z.T @ (y - ym)) if Z.shape[1] else np.zeros(0)
+        return cls(inputs, index, mean.tolist(), scale.tolist(), coef.tolist(), float(ym))
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        A = self._design(X, self.inputs, self.index)
+        return self.intercept + ((A - np.asarray(self.mean)) / np.asarray(self.scale)) @ np.asarray(self.coef)
+
+    def save(self, directory: Path, stem: str) -> dict[str, Any]:
+        return {"kind": self.kind, "inputs": self.inputs, "index": self.index, "mean": self.mean,
+                "scale": self.scale, "coef": self.coef, "intercept": self.intercept}
+
+    @classmethod
+    def from_entry(cls, e: dict[str, Any]) -> "_Linear":
+        try:
+            out = cls([str(s) for s in e["inputs"]], [int(i) for i in e["index"]], [float(v) for v in e["mean"]],
+                      [float(v) for v in e["scale"]], [float(v) for v in e["coef"]], float(e["intercept"]))
+        except (KeyError, TypeError, ValueError) as ex:
+            raise ValueError(f"linear learner: malformed entry ({ex})") from None
+        if not (len(out.inputs) == len(out.index) == len(out.mean) == len(out.scale) == len(out.coef)):
+            raise ValueError("linear learner: malformed entry (lengths differ)")
+        return out
+
+
+@dataclass
+class _Additive(Learner):
+    """``log(c0 + sum_k c_k * x_k)`` with ``c >= 0``; the target it is fitted to is in log
+    space (``log`` transform), so ``exp(y)`` is the cost. ``columns``: inputs ``x_k``, or
+    products ``"a*b"`` (e.g. ``"flops*half_precision"``: FLOPs that run at another rate).
+    Fitted by NNLS on relative error: minimise ``sum(((A c) / y - 1)^2)``."""
+
+    terms: list[str]
+    index: list[list[int]]
+    coef: list[float]
+    kind: str = field(default="additive", init=False)
+
+    @staticmethod
+    def _design(X: np.ndarray, index: list[list[int]]) -> np.ndarray:
+        cols = [np.ones(len(X))]
+        for idx in index:
+            v = np.ones(len(X))
+            for j in idx:
+                v = v * X[:, j]
+            cols.append(v)
+        return np.stack(cols, axis=1)
+
+    @classmethod
+    def fit(cls, params, X, y, columns) -> "_Additive":
+        from scipy.optimize import nnls
+
+        terms = list(params["columns"])
+        index = []
+        for term in terms:
+            parts = term.split("*")
+            missing = [p for p in parts if p not in columns]
+            if missing:
+                raise ValueError(f"additive learner: unknown input {missing[0]!r}")
+            index.append([columns.index(p) for p in parts])
+        A = cls._design(X, index)
+        cost = np.exp(y)
+        # scale columns to unit size so that NNLS is well conditioned; undo after
+        scale = np.abs(A / cost[:, None]).max(axis=0)
+        scale[scale == 0] = 1.0
+        c, _ = nnls(A / cost[:, None] / scale, np.ones(len(y)), maxiter=50 * A.shape[1])
+        return cls(terms, index, (c / scale).tolist())
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        total = self._design(X, self.index) @ np.asarray(self.coef)
+        return np.log(np.maximum(total, 1e-12))
+
+    def save(self, directory: Path, stem: str) -> dict[str, Any]:
+        return {"kind": self.kind, "terms": self.terms, "index": self.index, "coef": self.coef}
+
+    @classmethod
+    def from_entry(cls, e: dict[str, Any]) -> "_Additive":
+        try:
+            out = cls([str(t) for t in e["terms"]], [[int(j) for j in idx] for idx in e["index"]],
+                      [float(v) for v in e["coef"]])
+        except (KeyError, TypeError, ValueError) as ex:
+            raise ValueError(f"additive learner: malformed entry ({ex})") from None
+        if len(out.coef) != len(out.terms) + 1 or len(out.index) != len(out.terms):
+            raise ValueError("additive learner: malformed entry (lengths differ)")
+        return out
