@@ -145,7 +145,6 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Fit a CARB model on a dataset and write it as a bundle directory."""
         import numpy as np
-        from rich.console import Console
 
         from carb.evaluate import metrics
         from carb.model import CARB, BundleError
@@ -156,7 +155,7 @@ def register(app: typer.Typer) -> None:
         df = load_data(data, device)
         if "status" in df.columns:
             df = df[df["status"] == "ok"].reset_index(drop=True)
-        console = Console()
+        console = _console()
         test = None
         if holdout > 0:
             perm = np.random.default_rng(seed).permutation(len(df))
@@ -203,7 +202,6 @@ def register(app: typer.Typer) -> None:
         n_jobs: int = typer.Option(1, "--jobs", min=1, help="Threads per learner."),
     ) -> None:
         """Fit presets on a split of a dataset and compare them on its test side."""
-        from rich.console import Console
 
         from carb.evaluate import SPLITS, evaluate
 
@@ -239,7 +237,6 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Predict energy, latency and memory (with intervals) for a space or a file of configs."""
         import pandas as pd
-        from rich.console import Console
 
         from carb import space
         from carb.model import BundleError, load
@@ -278,7 +275,7 @@ def register(app: typer.Typer) -> None:
         from carb.datasets import write
 
         write(result, out)
-        Console().print(f"wrote {len(result):,} predictions to {out} (targets: {', '.join(model.targets_)}"
+        _console().print(f"wrote {len(result):,} predictions to {out} (targets: {', '.join(model.targets_)}"
                         + (f"; NaN for untrained {', '.join(model.missing_targets_)})" if model.missing_targets_ else ")"))
 
 

@@ -156,8 +156,9 @@ class CARB(RegressorMixin, BaseEstimator):
         at half precision, bytes moved, resident and live bytes, operator calls; NNLS on
         relative error) whose log-space residual XGBoost (200 trees, depth 6) and
         ExtraTrees (50 trees, min 3 per leaf) correct, blended by NNLS stacking on
-        out-of-fold predictions; extended features (roofline ratios); trees monotone
-        non-decreasing in the batch-scaled inputs; cascade chosen per target by
+        out-of-fold predictions; extended features (roofline ratios); latency and energy
+        trees monotone non-decreasing in the batch-scaled inputs (memory unconstrained:
+        measured better); cascade chosen per target by
         out-of-fold error; folds grouped by architecture; ``log`` targets.
     ``fast``
         Tests and demos: the additive cost model corrected by 150 XGBoost trees (depth 5).
@@ -285,7 +286,7 @@ class CARB(RegressorMixin, BaseEstimator):
         rows = np.flatnonzero(valid)
         K = int(self.n_folds)
         names = list(spec["learners"])
-        fit = self._fitter(spec, Z, zcols)
+        fit = self._fitter(spec, target, Z, zcols)
         oof = np.zeros((len(rows), len(names)))
         oof_off = np.zeros(len(rows))
         f = folds[rows]
@@ -356,7 +357,7 @@ class CARB(RegressorMixin, BaseEstimator):
         fitted). Returns the model and its predictions for every row: out-of-fold where
         labelled (what a downstream target trains on), from the final model elsewhere."""
         rows, weights = cvres["rows"], cvres["weights"]
-        fit = self._fitter(spec, Z, zcols)
+        fit = self._fitter(spec, target, Z, zcols)
         y = ylog[rows]
         offset = fit(spec["offset"].get("kind", "linear"), spec["offset"], rows, y) if spec["offset"] is not None else None
         base = offset.predict(Z[rows]) if offset is not None else 0.0
@@ -373,9 +374,12 @@ class CARB(RegressorMixin, BaseEstimator):
         full[rows] = cvres["pred_oof"]
         return model, full
 
-    def _fitter(self, spec: dict[str, Any], Z: np.ndarray, zcols: list[str]):
+    def _fitter(self, spec: dict[str, Any], target: str, Z: np.ndarray, zcols: list[str]):
+        mono = spec["monotone"]
+        mono = bool(mono.get(target, False)) if isinstance(mono, dict) else bool(mono)
+
         def fit(kind: str, params: dict[str, Any], rows: np.ndarray, y: np.ndarray) -> Learner:
-            return fit_learner(kind, params, Z[rows], y, zcols, monotone=spec["monotone"],
+            return fit_learner(kind, params, Z[rows], y, zcols, monotone=mono,
                                n_jobs=self.n_jobs, seed=int(self.random_state))
         return fit
 
@@ -398,7 +402,7 @@ class CARB(RegressorMixin, BaseEstimator):
         # in chunks: the input matrix of a chunk stays in cache and memory stays bounded
         for s in range(0, n, PREDICT_CHUNK):
             part = df.iloc[s:s + PREDICT_CHUNK]
-            Xb, _ = matrix(part, self.spec_["features"])
+            Xb, _ = matrix(part, self.spec_["features"], first_row=s)
             batch = part["batch"].to_numpy(dtype=np.float64)
             for t in self.targets_:
                 m = self.models_[t]

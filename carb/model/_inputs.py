@@ -89,7 +89,7 @@ def with_features(df: pd.DataFrame) -> pd.DataFrame:
     return compute(df)
 
 
-def _codes(col: pd.Series, name: str) -> np.ndarray:
+def _codes(col: pd.Series, name: str, first_row: int = 0) -> np.ndarray:
     mapping = CODES[name]
     codes, uniq = pd.factorize(col, use_na_sentinel=True)
     table = np.array([mapping.get(u, -1) for u in uniq], dtype=np.float64)
@@ -97,23 +97,24 @@ def _codes(col: pd.Series, name: str) -> np.ndarray:
     bad = (codes < 0) | (out < 0) if len(uniq) else np.zeros(len(col), bool)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise ValueError(f"configs: row {i}: {name}: unknown value {col.iloc[i]!r} "
+        raise ValueError(f"configs: row {first_row + i}: {name}: unknown value {col.iloc[i]!r} "
                          f"(expected one of {', '.join(mapping)})")
     return out
 
 
-def matrix(df: pd.DataFrame, feature_set: str) -> tuple[np.ndarray, list[str]]:
+def matrix(df: pd.DataFrame, feature_set: str, first_row: int = 0) -> tuple[np.ndarray, list[str]]:
     """The input matrix (rows x columns, float64) of a config table with its features.
 
     ``df`` must hold the parameters and :data:`carb.features.FEATURE_COLUMNS` (see
-    :func:`with_features`). Returns the matrix and its column names.
+    :func:`with_features`). Returns the matrix and its column names. ``first_row``: position
+    of ``df``'s first row in the caller's table, for error messages.
     """
     cols = input_columns(feature_set)
     n = len(df)
     # columns gathered first, stacked once at the end (much faster than strided writes)
     col: dict[str, np.ndarray] = {}
     for c in ("family", "block", "precision"):
-        col[c] = _codes(df[c], c)
+        col[c] = _codes(df[c], c, first_row)
     for c in ("depth", "width", "input_size", "batch", "early_downsample"):
         col[c] = df[c].to_numpy(dtype=np.float64)
     default = np.where(col["family"] == CODES["family"]["imagenet"], 1000.0, 10.0)
@@ -137,5 +138,5 @@ def matrix(df: pd.DataFrame, feature_set: str) -> tuple[np.ndarray, list[str]]:
     out = np.column_stack([col[c] for c in cols]) if n else np.zeros((0, len(cols)))
     if n and not np.isfinite(out).all():
         r, c = np.argwhere(~np.isfinite(out))[0]
-        raise ValueError(f"configs: row {int(r)}: {cols[int(c)]} is not a finite number")
+        raise ValueError(f"configs: row {first_row + int(r)}: {cols[int(c)]} is not a finite number")
     return out, cols
