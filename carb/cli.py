@@ -553,12 +553,9 @@ def demo(
 
 # -- model commands (train, evaluate, predict) live in carb.cli_model ------------------------
 
-try:
-    from carb import cli_model as _cli_model
-except ImportError:  # not written yet
-    _cli_model = None
-if _cli_model is not None:
-    _cli_model.register(app)
+from carb import cli_model as _cli_model  # noqa: E402 - registers `carb train/evaluate/predict`
+
+_cli_model.register(app)
 
 from carb import cli_report as _cli_report  # noqa: E402 - registers `carb report`
 
@@ -598,4 +595,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    # `python -m carb.cli` runs this file as __main__; delegate to the package module so the
+    # exception classes other modules raise (carb.cli.UsageError) are the ones caught
+    from carb.cli import main as _main
+
+    _main()
