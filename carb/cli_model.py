@@ -58,22 +58,14 @@ def load_data(spec: str, device: str | None = None):
 
 
 def parse_budgets(items: list[str] | None) -> dict[str, float]:
-    """``["energy_j=75", "latency_ms=3"]`` -> ``{"energy_j": 75.0, "latency_ms": 3.0}``."""
-    from carb.model import TARGETS
+    """``["energy_j=75", "latency_ms=3"]`` -> ``{"energy_j": 75.0, "latency_ms": 3.0}``
+    (carb.screen's parser; its ValueError becomes a usage error)."""
+    from carb.screen import parse_budgets as parse
 
-    out: dict[str, float] = {}
-    for item in items or []:
-        name, sep, value = item.partition("=")
-        if not sep or name not in TARGETS:
-            raise _usage(f"--budget {item!r}: expected TARGET=VALUE with TARGET one of {', '.join(TARGETS)}")
-        try:
-            v = float(value)
-        except ValueError:
-            raise _usage(f"--budget {item!r}: {value!r} is not a number") from None
-        if not math.isfinite(v):
-            raise _usage(f"--budget {item!r}: {value!r} is not a finite number")
-        out[name] = v
-    return out
+    try:
+        return parse(items or [])
+    except ValueError as e:
+        raise _usage(f"--budget: {e}") from None
 
 
 def _check_preset(names: list[str]) -> None:

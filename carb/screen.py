@@ -73,8 +73,8 @@ def parse_budgets(specs: Sequence[str]) -> dict[str, float]:
             v = float(val)
         except ValueError:
             raise ValueError(f"budget {s!r}: {val!r} is not a number") from None
-        if not v > 0:
-            raise ValueError(f"budget {s!r}: must be > 0")
+        if not (v > 0 and np.isfinite(v)):
+            raise ValueError(f"budget {s!r}: must be a finite number > 0")
         out[key] = v
     return out
 
