@@ -381,16 +381,11 @@ def build(config: FBNetConfig | Mapping[str, Any]) -> "nn.Module":
     Raises:
         carb.space.SpaceError: (a ``ValueError``, one line) the config is invalid.
     """
-    from torch import nn
-
     cfg = config if isinstance(config, FBNetConfig) else FBNetConfig.from_dict(config)
+    from carb.arch import _init  # the same He (fan_out) / BN-identity initialisation as the ResNets
+
     model = _torch_modules().FBNet(cfg.ops, cfg.classes)
-    for m in model.modules():
-        if isinstance(m, nn.Conv2d):
-            nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
-        elif isinstance(m, nn.BatchNorm2d):
-            nn.init.ones_(m.weight)
-            nn.init.zeros_(m.bias)
+    _init(model)
     return model.eval()
 
 

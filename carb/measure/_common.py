@@ -123,3 +123,29 @@ def host_facts() -> dict[str, Any]:
         "cpu_model": cpu_model(),
         "logical_cpus": os.cpu_count(),
     }
+
+
+def wait_reply(proc: Any, conn: Any, deadline: float) -> tuple[Any, tuple[str, str] | None]:
+    """A worker's next message before ``deadline`` (``time.perf_counter`` seconds).
+
+    Returns ``(message, None)``, or ``(None, (status, message))`` for a timeout (the
+    worker is killed and reaped) or a crash (the worker ended without replying). A worker
+    that replied is left running: persistent workers (CUDA) serve more configs.
+    """
+    while True:
+        remaining = deadline - time.perf_counter()
+        if remaining <= 0:
+            proc.kill()
+            proc.join(5)
+            return None, ("timeout", "timeout")
+        if conn.poll(min(remaining, 0.25)):
+            try:
+                return conn.recv(), None
+            except (EOFError, OSError):
+                proc.join(5)
+                return None, ("crash", exit_message(proc.exitcode))
+        if not proc.is_alive():
+            if conn.poll(0):  # it may have reported just before ending
+                continue
+            proc.join(5)
+            return None, ("crash", exit_message(proc.exitcode))

@@ -45,7 +45,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from ._common import FAULTS, classify, exit_message, host_facts, inject_fault, one_line, read_text
+from ._common import FAULTS, classify, host_facts, inject_fault, one_line, read_text, wait_reply
 from .base import Backend, Measurement, Protocol
 from .protocol import check_protocol, iters_per_sample, run_samples, warm_up
 from carb.space import Config
@@ -466,21 +466,7 @@ def _wait(proc: Any, conn: Any, deadline: float) -> tuple[dict[str, Any] | None,
     the worker is killed on timeout and always reaped.
     """
     try:
-        while True:
-            remaining = deadline - time.perf_counter()
-            if remaining <= 0:
-                proc.kill()
-                return None, ("timeout", "timeout")
-            if conn.poll(min(remaining, 0.25)):
-                try:
-                    return conn.recv(), None
-                except (EOFError, OSError):
-                    proc.join(5)
-                    return None, ("crash", exit_message(proc.exitcode))
-            if not proc.is_alive():
-                if conn.poll(0):  # it may have reported just before ending
-                    continue
-                return None, ("crash", exit_message(proc.exitcode))
+        return wait_reply(proc, conn, deadline)
     finally:
         proc.join(5)
         if proc.is_alive():  # a result arrived but the worker hangs on exit

@@ -63,7 +63,7 @@ import threading
 import time
 from typing import Any, Callable, Sequence
 
-from ._common import FAULTS, classify, exit_message, host_facts, inject_fault, one_line
+from ._common import FAULTS, classify, host_facts, inject_fault, one_line, wait_reply
 from .base import Backend, Measurement, Protocol
 from .protocol import check_protocol, iters_per_sample, run_samples, warm_up
 from carb.space import Config
@@ -878,7 +878,7 @@ class CudaBackend(Backend):
         proc.start()
         send_end.close()
         self._proc, self._conn = proc, recv_end
-        hello, failure = _wait_reply(proc, recv_end, time.perf_counter() + self.start_timeout_s)
+        hello, failure = wait_reply(proc, recv_end, time.perf_counter() + self.start_timeout_s)
         if failure is not None or hello.get("status") != "ready":
             msg = failure[1] if failure else hello.get("message", "unknown")
             self._stop_worker()
@@ -909,7 +909,7 @@ class CudaBackend(Backend):
             self._conn.send(msg)
         except (OSError, ValueError) as e:
             return None, ("crash", f"worker unreachable ({one_line(e)})")
-        return _wait_reply(self._proc, self._conn, time.perf_counter() + timeout_s)
+        return wait_reply(self._proc, self._conn, time.perf_counter() + timeout_s)
 
     # -- NVML in the parent: clock lock and provenance
     def _open_parent_nvml(self) -> None:
@@ -1028,24 +1028,3 @@ class CudaBackend(Backend):
                     self._nvml.nvmlShutdown()
                 except Exception:
                     pass
-
-
-def _wait_reply(proc: Any, conn: Any, deadline: float) -> tuple[Any, tuple[str, str] | None]:
-    """The worker's next message before ``deadline``; on timeout the worker is killed."""
-    while True:
-        remaining = deadline - time.perf_counter()
-        if remaining <= 0:
-            proc.kill()
-            proc.join(5)
-            return None, ("timeout", "timeout")
-        if conn.poll(min(remaining, 0.25)):
-            try:
-                return conn.recv(), None
-            except (EOFError, OSError):
-                proc.join(5)
-                return None, ("crash", exit_message(proc.exitcode))
-        if not proc.is_alive():
-            if conn.poll(0):
-                continue
-            proc.join(1)
-            return None, ("crash", exit_message(proc.exitcode))
