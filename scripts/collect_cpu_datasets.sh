@@ -6,7 +6,8 @@
 # store is exported (so the data can be read while the campaign goes on: DuckDB keeps
 # the store locked while a campaign writes), and at the end of each campaign a fixed
 # sample of 50 configs is measured again (drift check).
-# Re-running the script resumes where it stopped.
+# Re-running the script resumes where it stopped. Name platforms to collect only those:
+#   scripts/collect_cpu_datasets.sh cpu-2t
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . .venv/bin/activate
@@ -43,5 +44,11 @@ run() {  # name threads cpus
     touch "$work/$name-drift.done"
   fi
 }
-run cpu-1t 1 1
-run cpu-2t 2 0,1
+wanted=${*:-cpu-1t cpu-2t}
+for p in $wanted; do
+  case $p in
+    cpu-1t) run cpu-1t 1 1 ;;
+    cpu-2t) run cpu-2t 2 0,1 ;;
+    *) echo "error: unknown platform '$p' (known: cpu-1t, cpu-2t)" >&2; exit 2 ;;
+  esac
+done

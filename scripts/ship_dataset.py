@@ -68,7 +68,7 @@ def figures(store: Store, platform: str) -> dict:
     return out
 
 
-def card(name: str, f: dict, rows: int) -> str:
+def card(name: str, f: dict, rows: int, conditions: str) -> str:
     p, pr = f["provenance"], f["protocol"]
     st = ", ".join(f"{k}: {v}" for k, v in f["by_status"].items())
     drift = f.get("drift")
@@ -119,7 +119,7 @@ def card(name: str, f: dict, rows: int) -> str:
         "",
         "## Known limits",
         "- no CPU energy (no RAPL on this VM): `energy_j` is NaN with `energy_missing_reason`",
-        "- a shared VM: other tenants and, during this campaign, development work on the other core add noise; "
+        f"- a shared VM: {conditions}; "
         "rounds at different moments and medians are the defence, the noise figures above the measure of it",
         "- the slowest configs (ImageNet ResNet-50 at batch 8) get only a few timed samples per visit, "
         "so their CI may be undefined (n < 6)",
@@ -134,6 +134,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--store", required=True)
     ap.add_argument("--name", required=True)
+    ap.add_argument("--conditions", default="other tenants of the host add noise we cannot see",
+                    help="what else ran on the machine during the campaign (goes into the card)")
     ap.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "carb" / "data"))
     a = ap.parse_args()
     with Store(a.store, read_only=True) as s:
@@ -141,7 +143,7 @@ def main() -> None:
         f = figures(s, a.name)
     out = Path(a.out)
     datasets.write(datasets.slim(df), out / f"{a.name}.parquet")
-    (out / f"{a.name}.md").write_text(card(a.name, f, len(df)))
+    (out / f"{a.name}.md").write_text(card(a.name, f, len(df), a.conditions))
     datasets.read(out / f"{a.name}.parquet")  # what we ship must pass the loader's checks
     f.pop("provenance")
     print(json.dumps(f, indent=2, default=str))
