@@ -16,10 +16,11 @@ store's ``rounds`` table, so a kill loses at most the visit in flight.
 
 from __future__ import annotations
 
-import time
 import math
+import time
+from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -28,7 +29,7 @@ from carb.measure.protocol import summarize
 from carb.space import Config
 from carb.store import Store
 
-__all__ = ["CampaignResult", "run_campaign", "platform_label", "pool_rounds", "read_config_file"]
+__all__ = ["CampaignResult", "Executor", "Job", "LocalExecutor", "run_campaign", "platform_label", "pool_rounds", "read_config_file"]
 
 
 @dataclass
@@ -71,14 +72,79 @@ class CampaignResult:
 def platform_label(backend: Backend) -> str:
     """The default platform label of a backend: ``cpu-<threads>t`` for CPUs (the thread
     count is part of the platform), the device's name slug for GPUs (e.g. ``nvidia-h200``)."""
-    prov = backend.provenance()
-    if backend.device == "cpu":
+    return _label(backend.device, backend.provenance())
+
+
+def _label(device: str, prov: dict[str, Any]) -> str:
+    if device == "cpu":
         return f"cpu-{prov.get('threads', '?')}t"
-    name = str(prov.get("gpu_name") or prov.get("device_name") or backend.device)
+    name = str(prov.get("gpu_name") or prov.get("device_name") or device)
     return "-".join(name.lower().replace("nvidia", "nvidia ").split())
 
 
-def run_campaign(configs: Sequence[Config], backend: Backend, store: Store, *,
+class Executor(ABC):
+    """Where a campaign's measurements run: this process's backend (:class:`LocalExecutor`)
+    or the worker slots of a cluster (:class:`carb.ray_executor.RayExecutor`).
+
+    The campaign process stays the store's single writer: an executor only turns a stream
+    of jobs into a stream of ``(job, measurement)`` pairs, in completion order.
+    """
+
+    device: str
+    protocol: Protocol | None
+
+    @abstractmethod
+    def provenance(self) -> dict[str, Any]:
+        """What the run's ``runs`` row records about the machine(s) measuring."""
+
+    def platform(self) -> str:
+        """The default platform label of the rows (see :func:`platform_label`)."""
+        return _label(self.device, self.provenance())
+
+    @abstractmethod
+    def run(self, jobs: Iterator[Job]) -> Iterator[tuple[Job, Measurement]]:
+        """Measure ``jobs`` (pulled lazily, so later jobs may depend on earlier results)
+        and yield each with its measurement as it completes."""
+
+    def close(self) -> None:
+        """Release what the executor holds (workers, clusters)."""
+
+    def __enter__(self) -> "Executor":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@dataclass(frozen=True)
+class Job:
+    """One visit of one config: ``round_`` is its round (0 when rounds are not pooled) and
+    ``protocol`` the visit's protocol (``None``: the backend's own)."""
+
+    config: Config
+    round_: int = 0
+    protocol: Protocol | None = None
+
+
+class LocalExecutor(Executor):
+    """Measure one job at a time on a backend of this process (the default)."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+        self.device = backend.device
+        self.protocol = getattr(backend, "protocol", None)
+
+    def provenance(self) -> dict[str, Any]:
+        return self.backend.provenance()
+
+    def run(self, jobs: Iterator[Job]) -> Iterator[tuple[Job, Measurement]]:
+        for job in jobs:
+            m = (self.backend.measure(job.config) if job.protocol is None
+                 else self.backend.measure(job.config, protocol=job.protocol))  # type: ignore[call-arg]
+            yield job, m
+
+
+def run_campaign(configs: Sequence[Config], backend: Backend | Executor, store: Store, *,
                  platform: str | None = None, command: str = "", retry_failed: bool = False,
                  remeasure: bool = False, rounds: int = 1, chunk: int = 16,
                  on_start: Callable[[int, int], None] | None = None,
@@ -88,7 +154,8 @@ def run_campaign(configs: Sequence[Config], backend: Backend, store: Store, *,
 
     Args:
         configs: what to measure; duplicates are measured once.
-        backend: an open measurement backend.
+        backend: an open measurement backend (measured here, one config at a time) or an
+            :class:`Executor` (e.g. a Ray cluster's worker slots).
         store: the campaign store (the single writer).
         platform: label the rows are stored under; default :func:`platform_label`.
         command: the command line, recorded in the run's provenance.
@@ -99,10 +166,11 @@ def run_campaign(configs: Sequence[Config], backend: Backend, store: Store, *,
         rounds: visits per config, pooled (see the module docstring); 1 = one burst.
         chunk: configs visited round-robin together when ``rounds > 1``.
         on_start(todo, skipped): called once before measuring.
-        on_config(config): called before each config is measured.
+        on_config(config): called when a config's visit starts (is submitted).
         on_result(config, measurement): called after each config is stored.
     """
-    platform = platform or platform_label(backend)
+    executor = backend if isinstance(backend, Executor) else LocalExecutor(backend)
+    platform = platform or executor.platform()
     unique = list(dict.fromkeys(configs))
     if retry_failed and not remeasure:
         store.delete_failed(platform, (c.config_id for c in unique))
@@ -115,9 +183,11 @@ def run_campaign(configs: Sequence[Config], backend: Backend, store: Store, *,
         return result
     if rounds < 1 or chunk < 1:
         raise ValueError(f"rounds ({rounds}) and chunk ({chunk}) must be >= 1")
-    protocol: Protocol | None = getattr(backend, "protocol", None)
+    protocol = executor.protocol
+    if rounds > 1 and protocol is None:
+        raise ValueError("rounds > 1 needs a backend with a protocol")
     prot = protocol.to_dict() if protocol is not None else {}
-    result.run_id = store.begin_run(platform, backend.device, backend.provenance(),
+    result.run_id = store.begin_run(platform, executor.device, executor.provenance(),
                                     {**prot, "rounds": rounds, "chunk": chunk}, command)
 
     def finish(cfg: Config, m: Measurement) -> None:
@@ -128,39 +198,66 @@ def run_campaign(configs: Sequence[Config], backend: Backend, store: Store, *,
         if on_result:
             on_result(cfg, m)
 
-    t0 = time.monotonic()
-    try:
+    # Pooled rounds: each config's visits by round, and how many of its visits are in flight.
+    visits: dict[Config, dict[int, Measurement]] = {}
+    in_flight: dict[Config, int] = {}
+
+    def failed(cfg: Config) -> bool:
+        return any(v.status != "ok" for v in visits[cfg].values())
+
+    def complete(cfg: Config) -> bool:
+        return in_flight[cfg] == 0 and (len(visits[cfg]) == rounds or failed(cfg))
+
+    def pool(cfg: Config) -> None:
+        v = visits.pop(cfg)
+        in_flight.pop(cfg)
+        finish(cfg, pool_rounds([v[r] for r in sorted(v)]))
+
+    def jobs() -> Iterator[Job]:
+        # A generator, pulled by the executor when it has a free slot: so a visit is only
+        # submitted if no earlier visit of its config failed by then.
         if rounds == 1:
             for cfg in todo:
                 if on_config:
                     on_config(cfg)
-                finish(cfg, backend.measure(cfg))
-        else:
-            if protocol is None:
-                raise ValueError("rounds > 1 needs a backend with a protocol")
-            # each visit gets a share of the per-config time, so R rounds cost about one burst
-            visit = replace(protocol, max_time_s=protocol.max_time_s / rounds)
-            for i in range(0, len(todo), chunk):
-                part = todo[i:i + chunk]
-                # remeasure rounds are not kept in the rounds table (it keys the campaign's own)
-                done = {} if remeasure else store.rounds_of(platform, (c.config_id for c in part))
-                visits: dict[Config, list[Measurement]] = {
-                    c: [store.measurement_from_row(done[(c.config_id, r)])
-                        for r in range(rounds) if (c.config_id, r) in done] for c in part}
-                for r in range(rounds):
-                    for cfg in part:
-                        if (cfg.config_id, r) in done or any(v.status != "ok" for v in visits[cfg]):
-                            continue  # stored already, or failed in an earlier round: no use visiting again
-                        if on_config:
-                            on_config(cfg)
-                        m = backend.measure(cfg, protocol=visit)  # type: ignore[call-arg]
-                        if not remeasure:
-                            store.add_round(cfg, platform, m, result.run_id, r)
-                        visits[cfg].append(m)
+                yield Job(cfg)
+            return
+        # each visit gets a share of the per-config time, so R rounds cost about one burst
+        visit = replace(protocol, max_time_s=protocol.max_time_s / rounds)  # type: ignore[arg-type]
+        for i in range(0, len(todo), chunk):
+            part = todo[i:i + chunk]
+            # remeasure rounds are not kept in the rounds table (it keys the campaign's own)
+            stored = {} if remeasure else store.rounds_of(platform, (c.config_id for c in part))
+            for c in part:
+                visits[c] = {r: store.measurement_from_row(stored[(c.config_id, r)])
+                             for r in range(rounds) if (c.config_id, r) in stored}
+                in_flight[c] = 0
+                if complete(c):  # every visit stored before a kill, only the pooling was lost
+                    pool(c)
+            for r in range(rounds):
                 for cfg in part:
-                    finish(cfg, pool_rounds(visits[cfg]))
+                    if cfg not in visits or r in visits[cfg] or failed(cfg):
+                        continue  # pooled, stored already, or failed in an earlier round
+                    in_flight[cfg] += 1
+                    if on_config:
+                        on_config(cfg)
+                    yield Job(cfg, r, visit)
+
+    t0 = time.monotonic()
+    try:
+        for job, m in executor.run(jobs()):
+            cfg = job.config
+            if rounds == 1:
+                finish(cfg, m)
+                continue
+            if not remeasure:
+                store.add_round(cfg, platform, m, result.run_id, job.round_)
+            visits[cfg][job.round_] = m
+            in_flight[cfg] -= 1
+            if complete(cfg):
+                pool(cfg)
     except KeyboardInterrupt:
-        # Everything measured so far is committed; the config in flight is simply not stored.
+        # Everything measured so far is committed; the visits in flight are simply not stored.
         result.interrupted = True
     finally:
         result.wall_s = time.monotonic() - t0

@@ -101,9 +101,12 @@ def characterize(
     chunk: int = typer.Option(16, "--chunk", min=1, help="Configs visited round-robin together when --rounds > 1."),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Measure again the configs stored with a failure status."),
     remeasure: bool = typer.Option(False, "--remeasure", help="Measure again into the remeasurements table (drift check)."),
+    executor: str = typer.Option("local", "--executor", help="local (this machine) or ray (every worker slot of a Ray cluster; pip install 'carb[ray]')."),
+    address: Optional[str] = typer.Option(None, "--address", help="Ray cluster: auto, HOST:PORT or ray://HOST:PORT (default: RAY_ADDRESS, else a local cluster)."),
+    workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Ray: use at most this many worker slots (default: all)."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON at the end."),
 ) -> None:
-    """Measure configs on this machine into a campaign store (resumable; Ctrl-C keeps what is done)."""
+    """Measure configs into a campaign store, on this machine or a Ray cluster (resumable; Ctrl-C keeps what is done)."""
     from dataclasses import replace
 
     from carb import space
@@ -129,10 +132,22 @@ def characterize(
     protocol = replace(protocol, **overrides)
     if device != "cpu" and threads is not None:
         fail("--threads applies to --device cpu only")
+    if executor not in ("local", "ray"):
+        fail(f"--executor: unknown value {executor!r} (expected local or ray)")
+    if executor == "local" and (address is not None or workers is not None):
+        fail("--address and --workers apply to --executor ray only")
     opts = {"threads": threads or 1} if device == "cpu" else {"lock_clocks": lock_clocks}
     try:
-        backend = get_backend(device, protocol=protocol, **opts)
-    except (ValueError, RuntimeError) as e:  # unknown device, no GPU here, ...
+        if executor == "ray":
+            from carb.ray_executor import RayExecutor
+
+            with err.status("starting Ray worker slots..."):
+                backend = RayExecutor(device, address=address, workers=workers, protocol=protocol,
+                                      threads=threads or 1, lock_clocks=lock_clocks)
+            err.print(f"ray: {backend.workers} worker slot(s) of {backend.slots_total} in the cluster")
+        else:
+            backend = get_backend(device, protocol=protocol, **opts)
+    except (ValueError, RuntimeError) as e:  # unknown device, no GPU here, no Ray cluster, ...
         fail(str(e))
 
     failures = 0
@@ -158,11 +173,14 @@ def characterize(
                     progress.console.print(f"[red]{m.status}[/red] {cfg.label()}: {m.message}")
                 progress.update(task, advance=1, failed=f"{failures} failed" if failures else "")
 
-            result = run_campaign(configs, backend, store, platform=platform,
-                                  command=shlex.join(["carb", *sys.argv[1:]]), retry_failed=retry_failed,
-                                  remeasure=remeasure, rounds=rounds or (3 if device == "cpu" else 1),
-                                  chunk=chunk, on_start=on_start, on_config=on_config,
-                                  on_result=on_result)
+            try:
+                result = run_campaign(configs, backend, store, platform=platform,
+                                      command=shlex.join(["carb", *sys.argv[1:]]), retry_failed=retry_failed,
+                                      remeasure=remeasure, rounds=rounds or (3 if device == "cpu" else 1),
+                                      chunk=chunk, on_start=on_start, on_config=on_config,
+                                      on_result=on_result)
+            except RuntimeError as e:  # e.g. every Ray worker slot lost; what is stored stays
+                fail(str(e))
         summary = store.summary()
         rows = store.measurements(result.platform)
         rows = rows[rows.run_id == result.run_id]
