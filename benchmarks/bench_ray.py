@@ -38,6 +38,7 @@ def main() -> None:
     from dataclasses import replace
 
     import numpy as np
+    import pandas as pd
     import ray
 
     from carb import space
@@ -54,6 +55,8 @@ def main() -> None:
     print(f"{n} visits of the `tiny` configs, max_time_s={a.max_time}, rounds={a.rounds}, 1 thread per slot, "
           f"{os.cpu_count()} cores")
 
+    latency: dict[str, pd.Series] = {}
+
     def campaign(executor, store_dir: str, name: str) -> tuple[float, float]:
         """Wall seconds and summed per-config wall seconds of `repeat` campaigns."""
         wall = inner = 0.0
@@ -63,7 +66,9 @@ def main() -> None:
                 r = run_campaign(configs, executor, store, platform=f"{name}-{k}", rounds=a.rounds)
                 wall += time.monotonic() - t
                 assert r.measured == len(configs), r
-            inner = float(store.measurements().wall_s.sum())
+            m = store.measurements()
+            inner = float(m.wall_s.sum())
+            latency[name] = m.groupby("config_id").latency_ms.median()
         return wall, inner
 
     rows: dict[str, tuple[float, float]] = {}
@@ -94,6 +99,10 @@ def main() -> None:
     print(f"speed-up 2 slots / 1 slot: {one / two:.2f}x")
     print(f"ray 1 slot / local: {one / local:.2f}x; overhead per visit vs local: "
           f"{1000 * (one - local) / (n * a.rounds):.0f} ms")
+    for name in ("ray1", "ray2"):
+        ratio = (latency[name] / latency["local"]).dropna()
+        print(f"measured latency {name} / local: median {ratio.median():.3f} over {len(ratio)} configs "
+              f"(min {ratio.min():.3f}, max {ratio.max():.3f})")
     print(f"empty round trip to a slot: median {1000 * float(np.median(rtt)):.2f} ms "
           f"(p95 {1000 * float(np.percentile(rtt, 95)):.2f} ms, 50 calls)")
 

@@ -59,8 +59,16 @@ class _Slot:
     """Ray actor body: one open backend on one device of one node."""
 
     def __init__(self, device: str, opts: dict[str, Any], pin_dir: str | None, threads: int) -> None:
+        import sys
+
         from carb.measure import get_backend
 
+        # The CPU backend's forkserver would run this process's main script (Ray's worker
+        # entry point, which imports Ray) in every measurement worker: 0.4 s a visit on
+        # our machines (benchmarks/bench_ray.py). The slot needs no main script: drop it.
+        main = sys.modules.get("__main__")
+        if main is not None and hasattr(main, "__file__"):
+            del main.__file__
         self._lock_file: Any = None
         self.affinity = self._claim_cores(pin_dir, threads) if device == "cpu" and pin_dir else None
         if self.affinity:
