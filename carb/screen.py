@@ -154,9 +154,10 @@ def screen(candidates: pd.DataFrame, target: Predictor, budgets: Mapping[str, fl
     t0 = time.perf_counter()
     pred = target.predict(survivors) if len(survivors) else pd.DataFrame()
     if len(survivors):
-        pred = pd.concat([survivors.reset_index(drop=True),
-                          pred.drop(columns=[c for c in pred.columns if c in survivors.columns])
-                          .reset_index(drop=True)], axis=1)
+        # the predictions win over same-named candidate columns: candidates taken from a
+        # measured dataset carry the measured targets, which must not decide the screening
+        pred = pd.concat([survivors.drop(columns=[c for c in pred.columns if c in survivors.columns])
+                          .reset_index(drop=True), pred.reset_index(drop=True)], axis=1)
         col = {"safe": "_hi", "point": "", "optimistic": "_lo"}[risk]
         ok = np.ones(len(pred), dtype=bool)
         for t, b in budgets.items():

@@ -51,6 +51,18 @@ def test_budgets_and_pareto(cands):
     assert screen(cands, Synthetic(), budgets, risk="point").summary["feasible"] >= s["feasible"]
 
 
+def test_measured_columns_of_candidates_never_decide(cands):
+    """Candidates from a measured dataset carry the measured targets; the screening must
+    use the model's predictions, not those (it once used them under risk=point)."""
+    budgets = {"latency_ms": 20.0}
+    clean = screen(cands, Synthetic(), budgets, risk="point")
+    # synthetic "measurements" that would accept every config if they leaked
+    measured = cands.assign(latency_ms=0.001, memory_mb=0.001)
+    leaky = screen(measured, Synthetic(), budgets, risk="point")
+    assert leaky.summary["feasible"] == clean.summary["feasible"] < len(cands)
+    assert (leaky.feasible.latency_ms <= 20).all() and (leaky.feasible.latency_ms > 0.01).all()
+
+
 def test_stage1_prunes_without_dropping_feasible(cands):
     budgets = {"latency_ms": 20.0}
     target = Synthetic(scale=2.0)
