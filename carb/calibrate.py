@@ -8,8 +8,9 @@ predictions to the new device's values, per target:
   space (within a bin, the config farthest from those already chosen, in the parameters'
   level ranks), so that the map sees cheap and costly, small- and large-batch configs.
 * **Map** (:class:`CalibratedModel`): in log space, with ``s`` the source prediction,
-  one of ``log y = a + log s`` (a device factor), ``a + b log s`` (a factor and a
-  different growth with cost) or, from 8 measurements on, ``a + b log s + c log batch``
+  one of ``log y = log s`` (no change: the target transfers as it is), ``a + log s``
+  (a device factor), ``a + b log s`` (a factor and a different growth with cost) or,
+  from 8 measurements on, ``a + b log s + c log batch``
   (energy and latency scale differently with load on different devices), whichever has
   the least exact leave-one-out error. Intervals: the source interval mapped through the
   map and widened by the map's leave-one-out residual quantile.
@@ -87,18 +88,27 @@ class _Map:
 
 
 def _fit_map(log_s: np.ndarray, log_y: np.ndarray, batch: np.ndarray, coverage: float) -> _Map:
-    """Choose among three maps by exact leave-one-out error (least squares, hat matrix):
-    a device factor alone (``log y = a + log s``), a line (``a + b log s``), and, from
+    """Choose among four maps by exact leave-one-out error (least squares, hat matrix):
+    the identity (``log y = log s``), a device factor alone (``log y = a + log s``), a
+    line (``a + b log s``), and, from
     :data:`MIN_K_BATCH_TERM` measurements, a line plus ``c log batch``. With few or noisy
     measurements the factor alone usually wins: it cannot overfit."""
     n = len(log_y)
-    candidates = [np.ones((n, 1))]
+    # None: the identity (the source as it is: nothing fitted, so its leave-one-out
+    # residuals are its residuals). It wins where the target does not change between
+    # devices (memory between thread counts), where any fitted map only adds noise.
+    candidates: list[np.ndarray | None] = [None, np.ones((n, 1))]
     if n >= 4 and np.ptp(log_s) > 0:
         candidates.append(np.column_stack([np.ones(n), log_s]))
     if n >= MIN_K_BATCH_TERM and len(np.unique(batch)) > 1:
         candidates.append(np.column_stack([np.ones(n), log_s, np.log(batch)]))
     best = None
     for X in candidates:
+        if X is None:
+            loo = log_y - log_s
+            err = float(np.median(np.abs(loo)))
+            best = (err, [0.0, 1.0], loo)
+            continue
         # the factor-only map regresses log(y / s) on a constant, with the slope fixed at 1
         target = log_y - log_s if X.shape[1] == 1 else log_y
         coef = np.linalg.lstsq(X, target, rcond=None)[0]
