@@ -269,11 +269,21 @@ def build(config: Config | Mapping[str, Any]) -> nn.Module:
     default device, so ``with torch.device("meta"): build(cfg)`` allocates nothing.
 
     Args:
-        config: a :class:`~carb.space.Config` or a plain dict of its parameters.
+        config: a :class:`~carb.space.Config` or a plain dict of its parameters, or a
+            config (or row) of another registered family (:mod:`carb.families`), built
+            by its family.
 
     Raises:
         carb.space.SpaceError: (a ``ValueError``) the config is invalid.
     """
+    if not isinstance(config, Config):
+        from carb import families
+
+        if isinstance(config, Mapping):
+            if config.get("family", "cifar") not in ("cifar", "imagenet"):
+                return families.get(config["family"]).build(families.config_from_row(config))
+        else:  # a config of another family (carb.families)
+            return families.of(config).build(config)
     cfg = config if isinstance(config, Config) else Config.from_dict(config)
     model: nn.Module
     if cfg.family == "cifar":

@@ -178,8 +178,14 @@ def config_id(config: Config | Mapping[str, Any]) -> str:
     return config.config_id
 
 
-def configs_from_frame(df: pd.DataFrame) -> list[Config]:
-    """Configs from the parameter columns of a DataFrame (other columns are ignored)."""
+def configs_from_frame(df: pd.DataFrame) -> list[Any]:
+    """Configs from the parameter columns of a DataFrame (other columns are ignored). Rows
+    of other families than the ResNets (``family`` column) become their family's configs
+    (:mod:`carb.families`)."""
+    if "family" in df.columns and not df["family"].isin(FAMILIES).all():
+        from carb import families
+
+        return [families.config_from_row(row) for row in df.to_dict("records")]
     cols = [c for c in PARAMETERS if c in df.columns]
     return [Config.from_dict(dict(zip(cols, row))) for row in df[cols].itertuples(index=False, name=None)]
 

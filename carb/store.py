@@ -40,12 +40,15 @@ from typing import Any, Iterable
 import duckdb
 import pandas as pd
 
+from carb import families
 from carb.measure.base import Measurement, Stats
 from carb.space import PARAMETERS, Config
 
 __all__ = ["Store", "StoreError", "SCHEMA_VERSION", "TARGETS", "SPREAD"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+#: schema versions this carb opens (version 1 lacks ``arch``; opening it for writing adds it)
+READABLE_VERSIONS = (1, 2)
 #: targets that carry repeat statistics
 TARGETS = ("latency_ms", "energy_j", "energy_gross_j")
 #: spread columns stored beside each target's median, suffixes of the target name
@@ -67,7 +70,10 @@ def _measurement_columns() -> list[tuple[str, str]]:
         cols += [(f"{t}_{s}", "INTEGER" if s == "n" else "DOUBLE") for s in SPREAD]
     cols += [("memory_mb", "DOUBLE"), ("energy_missing_reason", "VARCHAR"),
              ("timed_s", "DOUBLE"), ("wall_s", "DOUBLE"), ("extra", "JSON"),
-             ("run_id", "VARCHAR"), ("measured_at", "TIMESTAMPTZ")]
+             ("run_id", "VARCHAR"), ("measured_at", "TIMESTAMPTZ"),
+             # the parameters of a family other than the ResNets (carb.families), as JSON;
+             # NULL for ResNets, whose parameters are the columns above
+             ("arch", "JSON")]
     return cols
 
 
@@ -123,6 +129,11 @@ class Store:
                          "PRIMARY KEY (config_id, platform, round))")
         self.con.execute("INSERT INTO meta VALUES ('schema_version', ?) ON CONFLICT DO NOTHING",
                          [str(SCHEMA_VERSION)])
+        version = self.con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        if version is not None and version[0] == "1":  # version 1 -> 2: the arch column
+            for table in ("measurements", "remeasurements", "rounds"):
+                self.con.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS arch JSON")
+            self.con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)])
         self.con.execute("INSERT INTO meta VALUES ('created_at', ?) ON CONFLICT DO NOTHING",
                          [datetime.now(timezone.utc).isoformat()])
         self.con.execute("COMMIT")
@@ -133,7 +144,7 @@ class Store:
             row = self.con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         except duckdb.Error:
             raise StoreError(f"{self.path}: not a CARB store (no meta table)") from None
-        if row is None or int(row[0]) != SCHEMA_VERSION:
+        if row is None or int(row[0]) not in READABLE_VERSIONS:
             raise StoreError(f"{self.path}: store schema version {row[0] if row else '?'} "
                              f"is not {SCHEMA_VERSION}, which this carb reads")
 
@@ -200,8 +211,10 @@ class Store:
 
     @staticmethod
     def _row(config: Config, platform: str, m: Measurement, run_id: str) -> list[Any]:
-        d: dict[str, Any] = {"config_id": config.config_id, "platform": platform, **config.to_dict(),
-                             "status": m.status, "message": m.message}
+        params = families.to_row(config)
+        d: dict[str, Any] = {"config_id": config.config_id, "platform": platform,
+                             **{p: params.get(p) for p in PARAMETERS}, "status": m.status, "message": m.message,
+                             "arch": None if isinstance(config, Config) else json.dumps(params)}
         for t in TARGETS:
             st: Stats | None = getattr(m, t)
             d[t] = st.median if st else None
@@ -250,7 +263,14 @@ class Store:
         if platform:
             q += " WHERE platform = ?"
             args.append(platform)
-        return self.con.execute(q + " ORDER BY measured_at", args).df()
+        df = self.con.execute(q + " ORDER BY measured_at", args).df()
+        if "arch" in df.columns and df["arch"].notna().any():
+            # other families' parameters become columns of their own (empty on other rows)
+            params = pd.DataFrame([json.loads(a) if isinstance(a, str) else {} for a in df["arch"]], index=df.index)
+            for c in params.columns:
+                if c not in df.columns:
+                    df[c] = params[c]
+        return df
 
     def runs(self) -> pd.DataFrame:
         return self.con.execute("SELECT * FROM runs ORDER BY started_at").df()

@@ -149,3 +149,17 @@ def wait_reply(proc: Any, conn: Any, deadline: float) -> tuple[Any, tuple[str, s
                 continue
             proc.join(5)
             return None, ("crash", exit_message(proc.exitcode))
+
+
+def builder_of(config: Any) -> Any:
+    """The ``build`` function a worker uses for a config of another family than the
+    ResNets (:mod:`carb.families`), or ``None`` for ResNets (the worker's ``arch.build``).
+    Passed to the worker with the job (pickled by reference), so that a family registered
+    at run time, not only through an entry point, also builds in a fresh worker process."""
+    from carb.space import Config
+
+    if isinstance(config, Config):
+        return None
+    from carb import families
+
+    return families.of(config).build

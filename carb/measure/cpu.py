@@ -45,7 +45,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from ._common import FAULTS, classify, host_facts, inject_fault, one_line, read_text, wait_reply
+from ._common import FAULTS, builder_of, classify, host_facts, inject_fault, one_line, read_text, wait_reply
 from .base import Backend, Measurement, Protocol
 from .protocol import check_protocol, iters_per_sample, run_samples, warm_up
 from carb.space import Config
@@ -245,7 +245,7 @@ def _cpu_child(conn: Any, job: dict[str, Any]) -> None:
         inject_fault(job.get("fault"))
 
         t_build = time.perf_counter()
-        model = arch.build(config).to(dtype)
+        model = (job.get("build") or arch.build)(config).to(dtype)
         x = torch.randn(config.batch, 3, config.input_size, config.input_size, dtype=dtype)
         gc.collect()
         _malloc_trim()  # hand the freed fp32 build copy back to the OS before the baseline of the peak
@@ -414,7 +414,8 @@ class CpuBackend(Backend):
         protocol = check_protocol(protocol) if protocol is not None else self.protocol
         t0 = time.perf_counter()
         job = {
-            "config": config, "protocol": protocol, "threads": self.threads, "affinity": self.affinity,
+            "config": config, "build": builder_of(config), "protocol": protocol, "threads": self.threads,
+            "affinity": self.affinity,
             "arch": self._arch, "fault": self._fault,
             "rapl_domains": list(self.rapl.domains) if self.rapl.available else [],
             "rapl_ranges": list(self.rapl.max_range_uj), "idle_power_w": self.idle_power_w,

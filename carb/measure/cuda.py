@@ -63,7 +63,7 @@ import threading
 import time
 from typing import Any, Callable, Sequence
 
-from ._common import FAULTS, classify, host_facts, inject_fault, one_line, wait_reply
+from ._common import FAULTS, builder_of, classify, host_facts, inject_fault, one_line, wait_reply
 from .base import Backend, Measurement, Protocol
 from .protocol import check_protocol, iters_per_sample, run_samples, warm_up
 from carb.space import Config
@@ -612,7 +612,7 @@ def _run_config(job: dict[str, Any], ops: Any, dev: Any, calib: dict[str, Any]) 
     ops.empty_cache()
     inject_fault(job.get("fault"))
     t_build = time.perf_counter()
-    model = arch.build(config).to(dtype)  # built and cast on the host: no fp32 copy on the GPU
+    model = (job.get("build") or arch.build)(config).to(dtype)  # built and cast on the host: no fp32 copy on the GPU
     ops.sync()
     ops.reset_peak()
     model = model.to(ops.device)
@@ -989,7 +989,8 @@ class CudaBackend(Backend):
             except Exception as e:
                 return Measurement(status="error", message=f"worker restart failed: {one_line(e)}",
                                    wall_s=time.perf_counter() - t0)
-        job = {"config": config, "protocol": protocol, "arch": self._arch, "fault": self._fault,
+        job = {"config": config, "build": builder_of(config), "protocol": protocol, "arch": self._arch,
+               "fault": self._fault,
                "min_window_s": self.min_window_s}
         reply, failure = self._request(("measure", job), protocol.timeout_s)
         wall = time.perf_counter() - t0
