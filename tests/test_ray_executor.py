@@ -13,6 +13,9 @@ import time
 
 import pytest
 
+# A loopback test cluster: no token authentication, whatever ~/.ray/auth_token holds
+# (Ray >= 2.5x turns it on for new clusters when a token file exists).
+os.environ["RAY_AUTH_MODE"] = "disabled"
 ray = pytest.importorskip("ray")
 
 from carb import space  # noqa: E402
@@ -37,7 +40,7 @@ def _free_port() -> int:
 def cluster(tmp_path_factory):
     """A 2-CPU Ray head on this machine, outliving every driver of the tests."""
     port = _free_port()
-    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled"}
     tmp = tmp_path_factory.mktemp("ray")
     subprocess.run([RAY, "start", "--head", f"--port={port}", "--num-cpus=2", "--num-gpus=0",
                     "--include-dashboard=false", "--object-store-memory=100000000",
