@@ -29,9 +29,9 @@ from scipy.stats import spearmanr
 from sklearn.linear_model import Ridge
 
 from carb import help_fbnet as hf
-from carb.transfer import FewShotModel, SourceModels
+from carb.transfer import HELP_PASSTHROUGH, FewShotModel, SourceModels
 
-PASSTHROUGH = ["macs_m", "pw_macs_m", "dw_macs_m", "params_m", "activations_m", "convs"]
+PASSTHROUGH = list(HELP_PASSTHROUGH)  # the map's cost features, shared with carb.transfer.fewshot_help_fbnet
 TRAIN = np.arange(hf.TRAIN_ARCH_IDS.start, hf.TRAIN_ARCH_IDS.stop)
 TEST = np.arange(hf.TEST_ARCH_IDS.start, hf.TEST_ARCH_IDS.stop)
 GPUS = ("1080ti", "2080ti", "titanx", "titanxp", "titan_rtx")

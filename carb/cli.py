@@ -579,6 +579,10 @@ from carb import cli_report as _cli_report  # noqa: E402 - registers `carb repor
 
 _cli_report.register(app)
 
+from carb import cli_fewshot as _cli_fewshot  # noqa: E402 - registers `carb fewshot`
+
+_cli_fewshot.register(app)
+
 
 # -- entry point --------------------------------------------------------------------------
 

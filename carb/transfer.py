@@ -53,7 +53,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.linear_model import RidgeCV
 from sklearn.utils.validation import check_is_fitted
 
-__all__ = ["AUTO_MIN_K_NNLS", "SourceModels", "FewShotModel", "fit_fewshot"]
+__all__ = ["AUTO_MIN_K_NNLS", "SourceModels", "FewShotModel", "fit_fewshot", "fewshot_help_fbnet", "HELP_PASSTHROUGH"]
 
 #: With fewer target measurements than this, ``method="auto"`` uses ``"single"``.
 #: Measured on HELP's validation devices: ``"single"`` wins at K = 5, ``"nnls"`` at 10.
@@ -316,3 +316,65 @@ def fit_fewshot(
         sources = SourceModels(source_model, columns=source_columns).fit(X_source, y_sources)
     return FewShotModel(sources, passthrough=passthrough, source_devices=source_devices,
                         method=method).fit(X_target_k, y_target_k)
+
+
+# -- the FBNet space of HELP's public data: sources from its devices, K target measurements --
+
+#: Cost features of help-fbnet architectures that the map reads directly (MACs in millions,
+#: pointwise and depthwise MACs, parameters, activation elements, convolutions).
+HELP_PASSTHROUGH: tuple[str, ...] = ("macs_m", "pw_macs_m", "dw_macs_m", "params_m", "activations_m", "convs")
+
+
+def fewshot_help_fbnet(measured: pd.DataFrame, *, sources: Sequence[str] | None = None,
+                       method: str = "auto", table: pd.DataFrame | None = None) -> tuple[pd.DataFrame, FewShotModel]:
+    """Latency of every architecture of HELP's FBNet data on a new device, from K of them
+    measured there.
+
+    Args:
+        measured: the K measurements: ``arch_id`` (0..4999) and ``latency_ms`` (ms, > 0).
+        sources: source devices (default: HELP's :data:`carb.help_fbnet.SOURCE_DEVICES`);
+            their models learn from architectures 0..3999 (HELP's training side), per-block
+            operation counts in, latency out (ridge).
+        method: the map (``auto``, ``nnls``, ``single``; see :class:`FewShotModel`).
+        table: the wide help-fbnet table (default :func:`carb.help_fbnet.load` ``(wide=True)``).
+
+    Returns:
+        ``(predictions, model)``: one row per architecture (``arch_id``, ``latency_ms``
+        predicted in ms, ``measured`` True for the K given), and the fitted map.
+
+    Raises:
+        ValueError: (one line) unknown architectures or devices, missing columns, fewer
+            than 2 or non-positive measurements.
+    """
+    from carb import help_fbnet as hf
+
+    wide = hf.load(wide=True) if table is None else table
+    for col in ("arch_id", "latency_ms"):
+        if col not in measured.columns:
+            raise ValueError(f"measurements: missing column {col!r} (need arch_id and latency_ms)")
+    ids = pd.to_numeric(measured["arch_id"], errors="coerce")
+    y = pd.to_numeric(measured["latency_ms"], errors="coerce").to_numpy(float)
+    known = set(wide["arch_id"])
+    bad = [i for i in ids if i != i or i not in known]
+    if bad:
+        raise ValueError(f"measurements: arch_id {bad[0]!r} is not an architecture of help-fbnet (0..4999)")
+    if ids.duplicated().any():
+        raise ValueError(f"measurements: arch_id {int(ids[ids.duplicated()].iloc[0])} appears twice")
+    if not (np.isfinite(y) & (y > 0)).all():
+        raise ValueError("measurements: every latency_ms must be a positive number (ms)")
+    devs = list(hf.SOURCE_DEVICES if sources is None else sources)
+    have = [c.removeprefix("latency_ms_") for c in wide.columns if c.startswith("latency_ms_")]
+    unknown = [d for d in devs if d not in have]
+    if unknown or not devs:
+        raise ValueError(f"source device {unknown[0] if unknown else '(none)'!r} not in help-fbnet "
+                         f"(devices: {', '.join(sorted(have))})")
+    counts = hf.block_counts(wide)
+    X = pd.concat([counts, wide[list(HELP_PASSTHROUGH)]], axis=1)
+    train = wide["arch_id"].isin(hf.TRAIN_ARCH_IDS).to_numpy()
+    src = SourceModels("ridge", columns=list(counts.columns)).fit(
+        X[train], {d: wide.loc[train, f"latency_ms_{d}"].to_numpy(float) for d in devs})
+    rows = wide["arch_id"].reset_index(drop=True).pipe(lambda s: pd.Index(s)).get_indexer(ids.astype(int))
+    model = FewShotModel(src, passthrough=list(HELP_PASSTHROUGH), method=method).fit(X.iloc[rows], y)
+    pred = pd.DataFrame({"arch_id": wide["arch_id"].to_numpy(), "latency_ms": model.predict(X)})
+    pred["measured"] = pred["arch_id"].isin(set(ids.astype(int)))
+    return pred, model

@@ -1,0 +1,99 @@
+"""``carb fewshot``: latency of every FBNet architecture of HELP's public data on a device
+with only K of them measured (:func:`carb.transfer.fewshot_help_fbnet`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+
+def _usage(msg: str) -> Exception:
+    from carb.cli import UsageError
+
+    return UsageError(msg)
+
+
+def fewshot(
+    measured: Optional[Path] = typer.Option(
+        None, "--measured", help="Your device's K measurements: a .csv/.parquet with arch_id (0..4999) and "
+                                 "latency_ms (ms)."),
+    device: Optional[str] = typer.Option(
+        None, "--device", help="Instead: a device of help-fbnet taken as unseen; K of its archs 0..3999 are "
+                               "drawn (--samples, --seed) and archs 4000..4999 score the predictions."),
+    samples: int = typer.Option(10, "--samples", min=2, help="K, with --device."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the K drawn with --device."),
+    source: Optional[List[str]] = typer.Option(
+        None, "--source", help="Source device (repeat); default HELP's source devices."),
+    method: str = typer.Option("auto", "--method", help="Map: auto, nnls or single (see carb.transfer)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Write the predictions (.parquet or .csv)."),
+    json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+) -> None:
+    """Few-shot latency transfer on HELP's FBNet data: K measurements of a new device -> all 5,000 archs."""
+    import numpy as np
+    import pandas as pd
+    from rich.console import Console
+    from rich.table import Table
+    from scipy.stats import spearmanr
+
+    from carb import help_fbnet as hf
+    from carb.transfer import fewshot_help_fbnet
+
+    if (measured is None) == (device is None):
+        raise _usage("give exactly one of --measured or --device")
+    if method not in ("auto", "nnls", "single"):
+        raise _usage(f"--method: unknown value {method!r} (expected auto, nnls or single)")
+    if out is not None and out.suffix not in (".parquet", ".csv"):
+        raise _usage(f"--out {out}: expected a .parquet or .csv file")
+    wide = hf.load(wide=True)
+    truth = None
+    if measured is not None:
+        try:
+            meas = pd.read_parquet(measured) if measured.suffix == ".parquet" else pd.read_csv(measured)
+        except (OSError, ValueError) as e:
+            raise _usage(f"--measured {measured}: cannot read ({' '.join(str(e).split())[:160]})") from None
+    else:
+        col = f"latency_ms_{device}"
+        if col not in wide.columns:
+            raise _usage(f"--device {device!r}: not in help-fbnet (devices: {', '.join(hf.devices())})")
+        ids = np.random.default_rng(seed).choice(np.asarray(hf.TRAIN_ARCH_IDS), size=samples, replace=False)
+        truth = wide.set_index("arch_id")[col]
+        meas = pd.DataFrame({"arch_id": ids, "latency_ms": truth.loc[ids].to_numpy()})
+        if source is None:  # the held-out device is never its own source
+            source = [d for d in hf.SOURCE_DEVICES if d != device]
+    try:
+        pred, model = fewshot_help_fbnet(meas, sources=source, method=method, table=wide)
+    except ValueError as e:
+        raise _usage(str(e)) from None
+    summary: dict = {"k": int(pred.measured.sum()), "sources": model.sources_used_, "method": model.method_,
+                     "weights": model.weights()}
+    if truth is not None:
+        test = pred[pred.arch_id.isin(hf.TEST_ARCH_IDS)]
+        y = truth.loc[test.arch_id].to_numpy()
+        summary.update(device=device, seed=seed, test_archs=int(len(test)),
+                       spearman=float(spearmanr(test.latency_ms, y).statistic),
+                       mape=float(np.mean(np.abs(test.latency_ms.to_numpy() - y) / y)))
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        pred.to_parquet(out, index=False) if out.suffix == ".parquet" else pred.to_csv(out, index=False)
+        summary["out"] = str(out)
+    if json_out:
+        print(json.dumps(summary, indent=2))
+        return
+    c = Console()
+    t = Table("feature", "weight", title=f"map ({summary['method']}) from K = {summary['k']} measurements")
+    for name, w in summary["weights"].items():
+        t.add_row(name, f"{w:.4g}")
+    c.print(t)
+    if truth is not None:
+        c.print(f"{device}: Spearman {summary['spearman']:.3f}, MAPE {100 * summary['mape']:.1f}% on "
+                f"{summary['test_archs']} test archs (HELP's protocol: archs 4000..4999)")
+    if out is not None:
+        c.print(f"wrote {out} ({len(pred)} archs)")
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``fewshot`` command to ``app``."""
+    app.command("fewshot")(fewshot)
