@@ -8,8 +8,8 @@ same machine by our pipeline (``carb dataset list``). The source model is CARB
 1. **Calibration against K** (``carb calibrate``'s method, :mod:`carb.calibrate`): K
    ``cpu-2t`` measurements chosen by the active sampler (and, for comparison, at
    random) calibrate the source model; the rest of ``cpu-2t`` is the test set. Beside it,
-   :mod:`carb.transfer`'s few-shot map (NNLS over the source prediction and cost
-   features, the method of the HELP benchmark) on the same K configs. Spearman,
+   the HELP-style NNLS map over the source prediction and cost features
+   (``carb calibrate --method nnls``) on the same K configs. Spearman,
    MAPE and interval coverage per target, mean over ``--seeds``; "K = 0" is the source
    model as it is. HELP's reference: Spearman 0.932 from 10 target samples.
 2. **Screening table** (:func:`carb.screen.screen` then
@@ -45,20 +45,6 @@ def _metrics(y: np.ndarray, p: pd.DataFrame, t: str) -> dict[str, float]:
     return {"spearman": float(spearmanr(y, pred).statistic),
             "mape": float(np.mean(np.abs(pred - y) / y)),
             "coverage": float(np.mean((p[f"{t}_lo"].to_numpy(float) <= y) & (y <= p[f"{t}_hi"].to_numpy(float))))}
-
-
-#: cost features the few-shot map of carb.transfer reads directly besides the source model
-PASSTHROUGH = ["flops", "weight_bytes", "activation_bytes", "live_activation_bytes", "n_ops"]
-
-
-class _CarbSource:
-    """The CARB source model as carb.transfer's one source device (duck-typed SourceModels)."""
-
-    def __init__(self, model, target: str) -> None:
-        self.model, self.target, self.devices_ = model, target, ["source"]
-
-    def predict(self, X: pd.DataFrame, devices=None) -> np.ndarray:
-        return self.model.predict(X)[self.target].to_numpy(float)[:, None]
 
 
 class _Fixed:
@@ -102,7 +88,6 @@ def main() -> None:
     from carb.calibrate import choose_samples, fit_calibrated
     from carb.model import CARB
     from carb.screen import screen
-    from carb.transfer import FewShotModel
     from carb.validate import validate_against_truth
 
     src = datasets.load(a.source)
@@ -130,13 +115,11 @@ def main() -> None:
                 for t in TARGETS:
                     rows.append({"k": k, "method": method, "seed": seed, "target": t,
                                  **_metrics(test[t].to_numpy(float), p, t)})
-                if method == "active":  # carb.transfer's map on the same K configs
+                if method == "active":  # the HELP-style NNLS map (carb calibrate --method nnls), same K
+                    p = fit_calibrated(source, chosen, method="nnls").predict(test)
                     for t in TARGETS:
-                        fs = FewShotModel(_CarbSource(source, t), passthrough=PASSTHROUGH).fit(chosen, chosen[t])
-                        y, pred = test[t].to_numpy(float), fs.predict(test)
-                        rows.append({"k": k, "method": "fewshot-nnls", "seed": seed, "target": t,
-                                     "spearman": float(spearmanr(y, pred).statistic),
-                                     "mape": float(np.mean(np.abs(pred - y) / y)), "coverage": float("nan")})
+                        rows.append({"k": k, "method": "nnls", "seed": seed, "target": t,
+                                     **_metrics(test[t].to_numpy(float), p, t)})
     curve = pd.DataFrame(rows).groupby(["target", "method", "k"])[["spearman", "mape", "coverage"]].mean()
     print(f"\n1. calibration {a.source} -> {a.target} against K (mean over seeds {a.seeds}; "
           "test = the target's other configs)")

@@ -15,8 +15,12 @@ predictions to the new device's values, per target:
   the least exact leave-one-out error. Intervals: the source interval mapped through the
   map and widened by the map's leave-one-out residual quantile.
 
-The map is the same one whatever the source: a CARB bundle, or any predictor with
-``predict(DataFrame)`` giving ``<target>``, ``_lo``, ``_hi`` columns and ``targets_``.
+The map is :mod:`carb.transfer`'s few-shot model (the one ``carb fewshot`` uses), with the
+source model as its one source device: ``method="log"`` is the map above; ``"nnls"`` is
+the HELP-style map (non-negative weights on the source prediction and cost features, in
+the target's units), measured worse on our CPU pair but there for sources it suits. The
+source may be a CARB bundle, or any predictor with ``predict(DataFrame)`` giving
+``<target>``, ``_lo``, ``_hi`` columns and ``targets_``.
 """
 
 from __future__ import annotations
@@ -31,10 +35,11 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-__all__ = ["choose_samples", "CalibratedModel", "fit_calibrated", "load_predictor", "MIN_K_BATCH_TERM"]
+from carb.transfer import MIN_K_BATCH_TERM, LogMap
 
-#: from this many measurements on, the map also reads log(batch)
-MIN_K_BATCH_TERM = 8
+__all__ = ["choose_samples", "CalibratedModel", "fit_calibrated", "load_predictor", "MIN_K_BATCH_TERM",
+           "NNLS_FEATURES"]
+
 CALIBRATION_FILE = "calibration.json"
 
 
@@ -74,56 +79,38 @@ def _level_ranks(df: pd.DataFrame) -> np.ndarray:
     return np.column_stack(cols)
 
 
+#: cost features the ``nnls`` map reads besides the source prediction (carb.features names)
+NNLS_FEATURES: tuple[str, ...] = ("flops", "weight_bytes", "activation_bytes", "live_activation_bytes", "n_ops")
+
+
 @dataclass
-class _Map:
-    coef: list[float]           # intercept, slope on log source, [slope on log batch]
-    q: float                    # LOO residual quantile (log), widens the interval
+class NnlsMap:
+    """carb.transfer's NNLS map of one target: ``y = intercept + coef . [features, s]``
+    with ``s`` the source prediction; ``q`` widens the interval (log, leave-one-out)."""
+
+    coef: list[float]
+    intercept: float
+    features: list[str]
+    q: float
     n: int
 
-    def design(self, log_s: np.ndarray, batch: np.ndarray) -> np.ndarray:
-        cols = [np.ones_like(log_s), log_s]
-        if len(self.coef) == 3:
-            cols.append(np.log(batch))
-        return np.column_stack(cols)
+    def apply(self, F: np.ndarray) -> np.ndarray:
+        # a non-negative cost model can still cross zero far from its K points: floor it
+        return np.maximum(F @ np.asarray(self.coef) + self.intercept, 1e-9)
 
 
-def _fit_map(log_s: np.ndarray, log_y: np.ndarray, batch: np.ndarray, coverage: float) -> _Map:
-    """Choose among four maps by exact leave-one-out error (least squares, hat matrix):
-    the identity (``log y = log s``), a device factor alone (``log y = a + log s``), a
-    line (``a + b log s``), and, from
-    :data:`MIN_K_BATCH_TERM` measurements, a line plus ``c log batch``. With few or noisy
-    measurements the factor alone usually wins: it cannot overfit."""
-    n = len(log_y)
-    # None: the identity (the source as it is: nothing fitted, so its leave-one-out
-    # residuals are its residuals). It wins where the target does not change between
-    # devices (memory between thread counts), where any fitted map only adds noise.
-    candidates: list[np.ndarray | None] = [None, np.ones((n, 1))]
-    if n >= 4 and np.ptp(log_s) > 0:
-        candidates.append(np.column_stack([np.ones(n), log_s]))
-    if n >= MIN_K_BATCH_TERM and len(np.unique(batch)) > 1:
-        candidates.append(np.column_stack([np.ones(n), log_s, np.log(batch)]))
-    best = None
-    for X in candidates:
-        if X is None:
-            loo = log_y - log_s
-            err = float(np.median(np.abs(loo)))
-            best = (err, [0.0, 1.0], loo)
-            continue
-        # the factor-only map regresses log(y / s) on a constant, with the slope fixed at 1
-        target = log_y - log_s if X.shape[1] == 1 else log_y
-        coef = np.linalg.lstsq(X, target, rcond=None)[0]
-        H = X @ np.linalg.pinv(X)
-        loo = (target - X @ coef) / np.clip(1 - np.diag(H), 1e-6, None)
-        # median, not mean: the sampler picks the extremes of the cost range on purpose, and
-        # leaving out an extreme point makes any slope extrapolate; one such point should not decide
-        err = float(np.median(np.abs(loo)))
-        if best is None or err < best[0] - 1e-12:
-            full = [float(coef[0]), 1.0] if X.shape[1] == 1 else [float(c) for c in coef]
-            best = (err, full, loo)
-    _, coef, loo = best
+def _nnls_interval(fit: Any, X: pd.DataFrame, y: np.ndarray, coverage: float) -> float:
+    """Leave-one-out residual quantile (log) of a few-shot map: K refits, K <= a few dozen."""
+    n = len(y)
+    if n < 3:
+        return 0.0
+    res = []
+    for i in range(n):
+        keep = np.arange(n) != i
+        m = fit(X.iloc[keep], y[keep])
+        res.append(np.log(y[i]) - np.log(max(float(m.predict(X.iloc[[i]])[0]), 1e-9)))
     level = min(1.0, math.ceil((n + 1) * coverage) / n)
-    q = float(np.quantile(np.abs(loo), level)) if n > 1 else 0.0
-    return _Map(coef=coef, q=q, n=n)
+    return float(np.quantile(np.abs(res), level))
 
 
 class CalibratedModel:
@@ -134,7 +121,7 @@ class CalibratedModel:
         maps_: per target the fitted map (coefficients, interval widening, K).
     """
 
-    def __init__(self, source: Any, maps: dict[str, _Map], coverage: float = 0.9,
+    def __init__(self, source: Any, maps: dict[str, LogMap | NnlsMap], coverage: float = 0.9,
                  meta: dict[str, Any] | None = None) -> None:
         self.source = source
         self.maps_ = maps
@@ -148,17 +135,25 @@ class CalibratedModel:
         src = self.source.predict(configs)
         batch = np.asarray(configs["batch"], dtype=float)
         out = pd.DataFrame(index=src.index)
+        feats = None
         for t in ("energy_j", "latency_ms", "memory_mb"):
             m = self.maps_.get(t)
             if m is None:
                 out[t] = out[f"{t}_lo"] = out[f"{t}_hi"] = np.nan
                 continue
-            c = np.asarray(m.coef)
-            f = lambda s: m.design(np.log(np.maximum(s, 1e-12)), batch) @ c  # noqa: E731
-            out[t] = np.exp(f(src[t].to_numpy(float)))
-            # the source interval, mapped, then widened by the map's own error
-            lo = np.exp(f(src[f"{t}_lo"].to_numpy(float)) - m.q)
-            hi = np.exp(f(src[f"{t}_hi"].to_numpy(float)) + m.q)
+            s = src[t].to_numpy(float)
+            if isinstance(m, LogMap):
+                out[t] = m.apply(s, batch)
+                # the source interval, mapped, then widened by the map's own error
+                lo = m.apply(src[f"{t}_lo"].to_numpy(float), batch, -m.q)
+                hi = m.apply(src[f"{t}_hi"].to_numpy(float), batch, m.q)
+            else:
+                if feats is None:
+                    from carb.features import compute
+
+                    feats = compute(configs)
+                p = m.apply(np.column_stack([feats[list(m.features)].to_numpy(float), s]))
+                out[t], lo, hi = p, p * np.exp(-m.q), p * np.exp(m.q)
             out[f"{t}_lo"], out[f"{t}_hi"] = np.minimum(lo, hi), np.maximum(lo, hi)
         return out
 
@@ -172,20 +167,38 @@ class CalibratedModel:
                 shutil.rmtree(d / "source")
             shutil.copytree(source_dir, d / "source")
         doc = {"format": "carb-calibration", "version": 1, "coverage": self.coverage, "meta": self.meta,
-               "maps": {t: {"coef": m.coef, "q": m.q, "n": m.n} for t, m in self.maps_.items()}}
+               "maps": {t: {"coef": m.coef, "q": m.q, "n": m.n} if isinstance(m, LogMap) else
+                        {"kind": "nnls", "coef": m.coef, "intercept": m.intercept, "features": m.features,
+                         "q": m.q, "n": m.n} for t, m in self.maps_.items()}}
         (d / CALIBRATION_FILE).write_text(json.dumps(doc, indent=2, default=str))
         return d
 
 
 def fit_calibrated(source: Any, measured: pd.DataFrame, coverage: float = 0.9,
-                   meta: dict[str, Any] | None = None) -> CalibratedModel:
+                   meta: dict[str, Any] | None = None, method: str = "log") -> CalibratedModel:
     """Fit the per-target maps from ``measured`` (the K configs with their measured
-    targets on the new device; rows with status other than ``ok`` are ignored)."""
+    targets on the new device; rows with status other than ``ok`` are ignored).
+
+    Both maps are :class:`carb.transfer.FewShotModel` s, the source model as their one
+    source device: ``log`` (default) maps its prediction in log space
+    (:func:`carb.transfer.fit_log_map`); ``nnls`` adds the cost features
+    :data:`NNLS_FEATURES` and fits HELP-style non-negative weights in the target's units.
+    On the shipped cpu-1t -> cpu-2t pair ``log`` wins (latency MAPE 16.8% against 23.8%
+    at K = 10, ``benchmarks/RESULTS.md``)."""
+    from carb.transfer import FewShotModel, ModelSource
+
+    if method not in ("log", "nnls"):
+        raise ValueError(f"method {method!r}: expected 'log' or 'nnls'")
     df = measured[measured["status"] == "ok"] if "status" in measured.columns else measured
     if len(df) < 2:
         raise ValueError(f"calibration needs at least 2 successful measurements, got {len(df)}")
     src = source.predict(df)
-    maps = {}
+    if method == "nnls":
+        from carb.features import compute
+
+        df = compute(df.reset_index(drop=True))
+        src = src.reset_index(drop=True)
+    maps: dict[str, LogMap | NnlsMap] = {}
     for t in source.targets_:
         if t not in df.columns:
             continue
@@ -194,10 +207,22 @@ def fit_calibrated(source: Any, measured: pd.DataFrame, coverage: float = 0.9,
         ok = np.isfinite(y) & (y > 0) & np.isfinite(s) & (s > 0)
         if ok.sum() < 2:
             continue  # e.g. no energy sensor on the new device
-        maps[t] = _fit_map(np.log(s[ok]), np.log(y[ok]), df["batch"].to_numpy(float)[ok], coverage)
+        rows = df[ok]
+        if method == "log":
+            m = FewShotModel(ModelSource(source, t), method="log", coverage=coverage).fit(rows, y[ok])
+            maps[t] = m.log_map_
+            continue
+        feats = list(NNLS_FEATURES)
+
+        def fit(X: pd.DataFrame, yy: np.ndarray, t: str = t) -> Any:
+            return FewShotModel(ModelSource(source, t), passthrough=feats, method="nnls").fit(X, yy)
+
+        m = fit(rows, y[ok])
+        maps[t] = NnlsMap(coef=[float(c) for c in m.coef_], intercept=float(m.intercept_), features=feats,
+                          q=_nnls_interval(fit, rows, y[ok], coverage), n=int(ok.sum()))
     if not maps:
         raise ValueError("no target has measurements to calibrate on")
-    return CalibratedModel(source, maps, coverage, meta)
+    return CalibratedModel(source, maps, coverage, {**(meta or {}), "method": method})
 
 
 def load_predictor(directory: str | Path) -> Any:
@@ -213,7 +238,10 @@ def load_predictor(directory: str | Path) -> Any:
         doc = json.loads(cal.read_text())
         if doc.get("format") != "carb-calibration" or doc.get("version") != 1:
             raise ValueError("not a version-1 carb calibration")
-        maps = {t: _Map(coef=[float(c) for c in m["coef"]], q=float(m["q"]), n=int(m["n"]))
+        maps = {t: (NnlsMap(coef=[float(c) for c in m["coef"]], intercept=float(m["intercept"]),
+                            features=[str(f) for f in m["features"]], q=float(m["q"]), n=int(m["n"]))
+                    if m.get("kind") == "nnls" else
+                    LogMap(coef=[float(c) for c in m["coef"]], q=float(m["q"]), n=int(m["n"])))
                 for t, m in doc["maps"].items()}
     except (ValueError, KeyError, TypeError) as e:
         raise ValueError(f"{cal}: broken calibration file ({e})") from None

@@ -419,20 +419,28 @@ def calibrate(
     seed: int = typer.Option(0, "--seed", help="Seed of the sampler."),
     max_time: float = typer.Option(2.0, "--max-time", min=0.1, help="Sampling seconds per config."),
     out: Path = typer.Option(..., "--out", help="Directory of the calibrated model."),
+    method: str = typer.Option("log", "--method", help="Map: log (log-space map of the source prediction) or nnls (HELP-style, with cost features; carb.transfer)."),
 ) -> None:
     """Measure K well-spread configs on a new device and map the source model to it."""
     from carb import space
-    from carb.calibrate import choose_samples, fit_calibrated
+    from carb.calibrate import NnlsMap, choose_samples, fit_calibrated
+
+    if method not in ("log", "nnls"):
+        fail(f"--method: unknown value {method!r} (expected log or nnls)")
 
     src = _load_model(source)
     sp = space.load(space_name)
     pick = choose_samples(sp.to_frame(), src, samples, seed=seed)
     measured = _measure_frame(pick, device, threads, max_time, out / "calibration.duckdb", "calibrating")
     model = fit_calibrated(src, measured, meta={"device": device, "samples": samples, "space": sp.name,
-                                                "seed": seed, "source": str(source)})
+                                                "seed": seed, "source": str(source)}, method=method)
     model.save(out, source_dir=source if not (Path(source) / "calibration.json").exists() else None)
     t = Table("target", "K", "map", "interval widening (x)", title=f"calibrated to {device}")
     for name, m in model.maps_.items():
+        if isinstance(m, NnlsMap):
+            terms = ["%.3g" % m.intercept] + [f"{w:.3g}·{f}" for w, f in zip(m.coef, [*m.features, "s"]) if w]
+            t.add_row(name, str(m.n), "y = " + " + ".join(terms), f"{np.exp(m.q):.2f}")
+            continue
         terms = ["%.3g" % m.coef[0], "%.3g·log s" % m.coef[1]] + (["%.3g·log batch" % m.coef[2]] if len(m.coef) == 3 else [])
         t.add_row(name, str(m.n), "log y = " + " + ".join(terms), f"{np.exp(m.q):.2f}")
     console.print(t)

@@ -44,7 +44,9 @@ those units. Spearman correlation, the usual few-shot metric, is unaffected by t
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -53,7 +55,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.linear_model import RidgeCV
 from sklearn.utils.validation import check_is_fitted
 
-__all__ = ["AUTO_MIN_K_NNLS", "SourceModels", "FewShotModel", "fit_fewshot", "fewshot_help_fbnet", "HELP_PASSTHROUGH"]
+__all__ = ["AUTO_MIN_K_NNLS", "SourceModels", "FewShotModel", "fit_fewshot", "LogMap", "fit_log_map", "ModelSource", "fewshot_help_fbnet", "HELP_PASSTHROUGH"]
 
 #: With fewer target measurements than this, ``method="auto"`` uses ``"single"``.
 #: Measured on HELP's validation devices: ``"single"`` wins at K = 5, ``"nnls"`` at 10.
@@ -157,6 +159,12 @@ class SourceModels:
         return np.exp(out) if self.log_target else out
 
 
+def _batch(X: ArrayLike) -> np.ndarray:
+    if isinstance(X, pd.DataFrame) and "batch" in X.columns:
+        return X["batch"].to_numpy(float)
+    return np.ones(len(X))
+
+
 def _nnls_map(F: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float]:
     """Non-negative weights on standardized features plus a free intercept, returned as
     weights and intercept on the raw features."""
@@ -208,6 +216,84 @@ def _single_map(F: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float]:
     return w, float(weights @ np.array(intercepts))
 
 
+#: from this many measurements on, the log-space map may also read log(batch)
+MIN_K_BATCH_TERM = 8
+
+
+@dataclass
+class LogMap:
+    """A map in log space from one source prediction ``s`` to the target:
+    ``log y = coef[0] + coef[1] log s (+ coef[2] log batch)``; ``q`` is the quantile of
+    its leave-one-out residuals (log) that widens intervals; ``n`` the K it was fitted on."""
+
+    coef: list[float]
+    q: float
+    n: int
+
+    def design(self, log_s: np.ndarray, batch: np.ndarray) -> np.ndarray:
+        cols = [np.ones_like(log_s), log_s]
+        if len(self.coef) == 3:
+            cols.append(np.log(batch))
+        return np.column_stack(cols)
+
+    def apply(self, s: np.ndarray, batch: np.ndarray, widen: float = 0.0) -> np.ndarray:
+        """``exp(map(log s) + widen)``, in the target's units."""
+        z = self.design(np.log(np.maximum(np.asarray(s, float), 1e-12)), np.asarray(batch, float))
+        return np.exp(z @ np.asarray(self.coef) + widen)
+
+
+def fit_log_map(s: np.ndarray, y: np.ndarray, batch: np.ndarray, coverage: float = 0.9) -> LogMap:
+    """Choose among four maps by exact leave-one-out error (least squares, hat matrix):
+    the identity (``log y = log s``), a device factor alone (``log y = a + log s``), a
+    line (``a + b log s``), and, from :data:`MIN_K_BATCH_TERM` measurements, a line plus
+    ``c log batch``. With few or noisy measurements the simpler maps win: they cannot
+    overfit. ``s`` and ``y`` are positive costs (e.g. ms), ``batch`` images per forward."""
+    log_s, log_y = np.log(np.asarray(s, float)), np.log(np.asarray(y, float))
+    batch = np.asarray(batch, float)
+    n = len(log_y)
+    # None: the identity (the source as it is: nothing fitted, so its leave-one-out
+    # residuals are its residuals). It wins where the target does not change between
+    # devices (memory between thread counts), where any fitted map only adds noise.
+    candidates: list[np.ndarray | None] = [None, np.ones((n, 1))]
+    if n >= 4 and np.ptp(log_s) > 0:
+        candidates.append(np.column_stack([np.ones(n), log_s]))
+    if n >= MIN_K_BATCH_TERM and len(np.unique(batch)) > 1:
+        candidates.append(np.column_stack([np.ones(n), log_s, np.log(batch)]))
+    best: tuple[float, list[float], np.ndarray] | None = None
+    for X in candidates:
+        if X is None:
+            loo = log_y - log_s
+            best = (float(np.median(np.abs(loo))), [0.0, 1.0], loo)
+            continue
+        # the factor-only map regresses log(y / s) on a constant, with the slope fixed at 1
+        target = log_y - log_s if X.shape[1] == 1 else log_y
+        coef = np.linalg.lstsq(X, target, rcond=None)[0]
+        H = X @ np.linalg.pinv(X)
+        loo = (target - X @ coef) / np.clip(1 - np.diag(H), 1e-6, None)
+        # median, not mean: the sampler picks the extremes of the cost range on purpose, and
+        # leaving out an extreme point makes any slope extrapolate; one such point should not decide
+        err = float(np.median(np.abs(loo)))
+        if best is None or err < best[0] - 1e-12:
+            full = [float(coef[0]), 1.0] if X.shape[1] == 1 else [float(c) for c in coef]
+            best = (err, full, loo)
+    assert best is not None
+    _, coef_list, loo = best
+    level = min(1.0, math.ceil((n + 1) * coverage) / n)
+    q = float(np.quantile(np.abs(loo), level)) if n > 1 else 0.0
+    return LogMap(coef=coef_list, q=q, n=n)
+
+
+class ModelSource:
+    """A fitted cost predictor (e.g. a CARB model of the source device) as the one source
+    device of a :class:`FewShotModel`: its prediction of ``target`` for every row."""
+
+    def __init__(self, model: object, target: str, name: str = "source") -> None:
+        self.model, self.target, self.devices_ = model, target, [name]
+
+    def predict(self, X: ArrayLike, devices: Sequence[str] | None = None) -> np.ndarray:
+        return self.model.predict(X)[self.target].to_numpy(float)[:, None]  # type: ignore[attr-defined]
+
+
 class FewShotModel(BaseEstimator, RegressorMixin):
     """Cost on a target device from K measurements there and models of source devices.
 
@@ -225,7 +311,11 @@ class FewShotModel(BaseEstimator, RegressorMixin):
     source_devices:
         Which source models feed the map (all when None), e.g. to leave the target out.
     method:
-        ``"auto"``, ``"nnls"`` or ``"single"`` (see the module docstring).
+        ``"auto"``, ``"nnls"``, ``"single"`` (see the module docstring) or ``"log"``: one
+        source prediction mapped in log space (:func:`fit_log_map`; the batch term reads
+        the ``batch`` column when X has one). ``carb calibrate`` uses ``"log"`` by default.
+    coverage:
+        Nominal coverage of the ``log`` map's interval widening (its ``log_map_.q``).
     """
 
     def __init__(
@@ -235,11 +325,13 @@ class FewShotModel(BaseEstimator, RegressorMixin):
         passthrough: Sequence[str] | Sequence[int] = (),
         source_devices: Sequence[str] | None = None,
         method: str = "auto",
+        coverage: float = 0.9,
     ) -> None:
         self.sources = sources
         self.passthrough = passthrough
         self.source_devices = source_devices
         self.method = method
+        self.coverage = coverage
 
     def _features(self, X: ArrayLike) -> np.ndarray:
         parts = []
@@ -254,8 +346,8 @@ class FewShotModel(BaseEstimator, RegressorMixin):
     def fit(self, X: ArrayLike, y: np.ndarray) -> "FewShotModel":
         """Fit the map on the K target measurements ``y`` (units: e.g. ms) of the
         configs in X. Needs K >= 2 finite values."""
-        if self.method not in ("auto", "nnls", "single"):
-            raise ValueError(f"unknown method {self.method!r} (expected 'auto', 'nnls' or 'single')")
+        if self.method not in ("auto", "nnls", "single", "log"):
+            raise ValueError(f"unknown method {self.method!r} (expected 'auto', 'nnls', 'single' or 'log')")
         y = np.asarray(y, dtype=float).ravel()
         if len(y) != len(X):
             raise ValueError(f"{len(y)} target measurements for {len(X)} configs")
@@ -274,16 +366,28 @@ class FewShotModel(BaseEstimator, RegressorMixin):
         if method == "auto":
             method = "single" if len(y) < AUTO_MIN_K_NNLS else "nnls"
         self.method_: str = method
+        if method == "log":
+            if F.shape[1] != 1 or not ((F[:, 0] > 0).all() and (y > 0).all()):
+                raise ValueError("method 'log' maps one positive source prediction to positive costs "
+                                 f"(got {F.shape[1]} features)")
+            self.log_map_ = fit_log_map(F[:, 0], y, _batch(X), self.coverage)
+            self.coef_, self.intercept_ = np.array(self.log_map_.coef), 0.0
+            return self
         self.coef_, self.intercept_ = (_nnls_map if method == "nnls" else _single_map)(F, y)
         return self
 
     def predict(self, X: ArrayLike) -> np.ndarray:
         """Predicted cost on the target, shape (n,); units of the target measurements."""
         check_is_fitted(self, "coef_")
+        if self.method_ == "log":
+            return self.log_map_.apply(self._features(X)[:, 0], _batch(X))
         return self._features(X) @ self.coef_ + self.intercept_
 
     def weights(self) -> dict[str, float]:
-        """The map's non-zero weights by feature name (per unit of each feature)."""
+        """The map's non-zero weights by feature name (per unit of each feature; for
+        ``log``: intercept, slope on log source, slope on log batch)."""
+        if self.method_ == "log":
+            return dict(zip(("log intercept", "log source", "log batch"), map(float, self.coef_)))
         return {n: float(w) for n, w in zip(self.feature_names_, self.coef_) if w != 0}
 
 

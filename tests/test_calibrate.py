@@ -76,3 +76,35 @@ def test_calibration_needs_measurements(cands):
         fit_calibrated(src, one)
     with pytest.raises(ValueError, match="too few"):
         choose_samples(cands, src, 1)
+
+
+def test_nnls_map_is_carb_transfers_and_round_trips(cands, tmp_path):
+    """`method="nnls"`: the HELP-style few-shot map of carb.transfer over the source model
+    (synthetic devices); it predicts, gives intervals, and is saved and loaded as data."""
+    import json
+
+    from carb.calibrate import NnlsMap, load_predictor
+    from carb.model import CARB
+
+    train = cands.sample(300, random_state=0)
+    with pytest.warns(UserWarning, match="not training energy_j"):  # the synthetic device has no energy
+        src_model = CARB(preset="fast").fit(train.join(Device(0.01).truth(train)))
+    tgt = Device(0.03, p=1.0, noise=0.03, seed=2)
+    pick = choose_samples(cands, src_model, 12, seed=0)
+    model = fit_calibrated(src_model, pick.join(tgt.truth(pick)), method="nnls")
+    assert all(isinstance(m, NnlsMap) for m in model.maps_.values()) and model.meta["method"] == "nnls"
+    rest = cands[~cands.config_id.isin(pick.config_id)].sample(400, random_state=1)
+    pred, truth = model.predict(rest), tgt.truth(rest)
+    assert spearmanr(pred.latency_ms, truth.latency_ms).statistic > 0.9
+    assert (pred.latency_ms_lo <= pred.latency_ms).all() and (pred.latency_ms <= pred.latency_ms_hi).all()
+    src_dir = tmp_path / "src"
+    from carb.model import save
+
+    save(src_model, src_dir)
+    model.save(tmp_path / "cal", source_dir=src_dir)
+    doc = json.loads((tmp_path / "cal" / "calibration.json").read_text())
+    assert doc["maps"]["latency_ms"]["kind"] == "nnls"
+    again = load_predictor(tmp_path / "cal").predict(rest)
+    np.testing.assert_allclose(again.latency_ms, pred.latency_ms, rtol=1e-6)
+    with pytest.raises(ValueError, match="expected 'log' or 'nnls'"):
+        fit_calibrated(src_model, pick.join(tgt.truth(pick)), method="magic")
