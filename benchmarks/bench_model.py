@@ -63,7 +63,7 @@ def _mean_of(runs: list[dict]) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", required=True, help="dataset name or .parquet/.csv file (one device)")
-    ap.add_argument("--splits", nargs="+", default=["random", "stratified", "grouped", "batch-tier"])
+    ap.add_argument("--splits", nargs="*", default=["random", "stratified", "grouped", "batch-tier"])
     ap.add_argument("--presets", nargs="+", default=["default", "paper", "flops-linear", "lgbm"])
     ap.add_argument("--throughput-presets", nargs="+", default=["default", "fast", "paper"])
     ap.add_argument("--rows", type=int, default=1_000_000, help="configs of the large throughput sample")
