@@ -9,11 +9,7 @@ from typing import List, Optional
 
 import typer
 
-
-def _usage(msg: str) -> Exception:
-    from carb.cli import UsageError
-
-    return UsageError(msg)
+from carb.cli_report import _usage  # one UsageError maker for the sub-command modules
 
 
 def fewshot(

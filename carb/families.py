@@ -24,7 +24,6 @@ other families' rows.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from importlib import metadata
 from typing import Any, Callable, Mapping
@@ -146,9 +145,7 @@ def _fbnet() -> Family:
 
     def from_row(row: Mapping[str, Any]) -> Any:
         d = {k: v for k, v in row.items() if not _missing(v)}
-        if "ops" not in d:
-            if isinstance(d.get("arch"), str):  # a store row keeps the family's columns as JSON
-                d = {**json.loads(d["arch"]), **{k: d[k] for k in ("batch", "precision") if k in d}}
+        if "ops" not in d:  # a table row (the store expands its arch JSON into these columns)
             missing = [c for c in hf.LAYER_COLUMNS if c not in d]
             if missing:
                 raise SpaceError(f"fbnet: missing column {missing[0]} (needs {hf.LAYER_COLUMNS[0]} .. "

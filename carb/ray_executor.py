@@ -35,16 +35,7 @@ from typing import Any, Iterator
 from carb.campaign import Executor, Job, _label
 from carb.measure.base import Measurement, Protocol
 
-__all__ = ["RayExecutor", "ray_available"]
-
-
-def ray_available() -> bool:
-    """True when Ray can be imported here."""
-    try:
-        import ray  # noqa: F401
-    except ImportError:
-        return False
-    return True
+__all__ = ["RayExecutor"]
 
 
 def _import_ray() -> Any:

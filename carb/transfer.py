@@ -477,7 +477,7 @@ def fewshot_help_fbnet(measured: pd.DataFrame, *, sources: Sequence[str] | None 
     train = wide["arch_id"].isin(hf.TRAIN_ARCH_IDS).to_numpy()
     src = SourceModels("ridge", columns=list(counts.columns)).fit(
         X[train], {d: wide.loc[train, f"latency_ms_{d}"].to_numpy(float) for d in devs})
-    rows = wide["arch_id"].reset_index(drop=True).pipe(lambda s: pd.Index(s)).get_indexer(ids.astype(int))
+    rows = pd.Index(wide["arch_id"]).get_indexer(ids.astype(int))
     model = FewShotModel(src, passthrough=list(HELP_PASSTHROUGH), method=method).fit(X.iloc[rows], y)
     pred = pd.DataFrame({"arch_id": wide["arch_id"].to_numpy(), "latency_ms": model.predict(X)})
     pred["measured"] = pred["arch_id"].isin(set(ids.astype(int)))
