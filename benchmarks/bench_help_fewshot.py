@@ -28,7 +28,7 @@ import pandas as pd
 from scipy.stats import spearmanr
 from sklearn.linear_model import Ridge
 
-from carb import help_fbnet as hf
+from carb.datasets import help_fbnet as hf
 from carb.transfer import HELP_PASSTHROUGH, FewShotModel, SourceModels
 
 PASSTHROUGH = list(HELP_PASSTHROUGH)  # the map's cost features, shared with carb.transfer.fewshot_help_fbnet

@@ -667,7 +667,7 @@ def help_fbnet_datasets(devices: Sequence[str] = HELP_GPU_BATCH1, n_archs: int |
     Raises:
         ValueError: an unknown device setting.
     """
-    from carb import help_fbnet
+    from carb.datasets import help_fbnet
 
     wide = help_fbnet.load(wide=True)
     unknown = [d for d in devices if f"latency_ms_{d}" not in wide.columns]

@@ -34,7 +34,7 @@ def fewshot(
     from rich.table import Table
     from scipy.stats import spearmanr
 
-    from carb import help_fbnet as hf
+    from carb.datasets import help_fbnet as hf
     from carb.transfer import fewshot_help_fbnet
 
     if (measured is None) == (device is None):

@@ -1,30 +1,41 @@
-"""Configurations and configuration spaces.
-
-A :class:`Config` is one point of a deployment space: the network (family, block, depth,
-width multiplier, stem) and how it is run (input size, batch, precision). It is a plain,
-frozen, hashable record; :attr:`Config.config_id` is a stable hash of its canonical form
-and is the key everywhere (store, datasets, predictions).
+"""Configuration spaces: grids from TOML, constraints, enumeration, seeded sampling, ids,
+over whatever family (:mod:`carb.families`) a grid names.
 
 A :class:`Space` is a union of grids read from TOML (see ``carb/spaces/*.toml``), with
 optional constraints, and supports ``len()``, iteration, :meth:`Space.sample` and
-:meth:`Space.to_frame`.
+:meth:`Space.to_frame`. A grid's ``family`` values say which family's parameters it sets
+(default ``cifar``); each config is its family's config object, and its
+``config_id`` (a stable hash of its canonical form) is the key everywhere (store, datasets,
+predictions).
+
+For compatibility this module re-exports the ResNet config (:class:`Config`,
+:data:`PARAMETERS`, ...) from :mod:`carb.families.resnet` and :class:`SpaceError`.
 """
 
 from __future__ import annotations
 
 import ast
-import hashlib
 import itertools
-import json
 import operator
 import tomllib
-from dataclasses import asdict, dataclass, fields
 from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
 import numpy as np
 import pandas as pd
+
+from carb import families
+from carb.families._base import PRECISIONS, SpaceError, _as_bool, _as_float, _as_int, _py
+from carb.families.resnet import (
+    BLOCKS,
+    DEFAULT_CLASSES,
+    FAMILIES,
+    IMAGENET_LAYERS,
+    PARAMETERS,
+    Config,
+    config_id,
+)
 
 __all__ = [
     "Config",
@@ -36,146 +47,8 @@ __all__ = [
     "config_id",
     "configs_from_frame",
 ]
-
-FAMILIES = ("cifar", "imagenet")
-BLOCKS = ("basic", "bottleneck")
-PRECISIONS = ("fp32", "fp16", "bf16")
-#: torchvision's layer table for the imagenet family: depth -> (block, blocks per stage).
-IMAGENET_LAYERS: dict[int, tuple[str, tuple[int, int, int, int]]] = {
-    18: ("basic", (2, 2, 2, 2)),
-    34: ("basic", (3, 4, 6, 3)),
-    50: ("bottleneck", (3, 4, 6, 3)),
-    101: ("bottleneck", (3, 4, 23, 3)),
-    152: ("bottleneck", (3, 8, 36, 3)),
-}
-DEFAULT_CLASSES = {"cifar": 10, "imagenet": 1000}
-
-
-class SpaceError(ValueError):
-    """A space file or a config is invalid; the message is one line naming where and what."""
-
-
-@dataclass(frozen=True)
-class Config:
-    """One CNN inference configuration.
-
-    Attributes:
-        family: ``cifar`` (3-stage ResNet of He et al. 2016, 16/32/64 base channels) or
-            ``imagenet`` (4-stage ResNet with 7x7/2 stem and max-pool, 64..512 channels).
-        block: ``basic`` or ``bottleneck`` (for imagenet, fixed by the depth).
-        depth: number of weighted layers; cifar: 6n+2 (basic) or 9n+2 (bottleneck);
-            imagenet: 18, 34, 50, 101 or 152.
-        width: channel multiplier applied to the base channels (> 0).
-        early_downsample: cifar only: a stride-2 stem, halving every feature map.
-        input_size: input height = width, pixels.
-        batch: images per forward pass.
-        precision: ``fp32``, ``fp16`` or ``bf16`` (weights and activations).
-        classes: classifier outputs; ``None`` means the family's default (10 or 1000).
-    """
-
-    family: str = "cifar"
-    block: str = "basic"
-    depth: int = 20
-    width: float = 1.0
-    early_downsample: bool = False
-    input_size: int = 32
-    batch: int = 1
-    precision: str = "fp32"
-    classes: int | None = None
-
-    def __post_init__(self) -> None:
-        # Normalise types so that equal configs hash equally whatever their source
-        # (TOML ints for widths, numpy scalars from a DataFrame, ...).
-        object.__setattr__(self, "depth", _as_int("depth", self.depth))
-        object.__setattr__(self, "width", _as_float("width", self.width))
-        object.__setattr__(self, "input_size", _as_int("input_size", self.input_size))
-        object.__setattr__(self, "batch", _as_int("batch", self.batch))
-        object.__setattr__(self, "early_downsample", _as_bool("early_downsample", self.early_downsample))
-        if self.classes is None or (isinstance(self.classes, float) and np.isnan(self.classes)):
-            object.__setattr__(self, "classes", DEFAULT_CLASSES.get(self.family, 10))
-        else:
-            object.__setattr__(self, "classes", _as_int("classes", self.classes))
-        problem = self.problem()
-        if problem:
-            raise SpaceError(problem)
-
-    def problem(self) -> str | None:
-        """Return why this config is invalid, or ``None`` when it is valid."""
-        if self.family not in FAMILIES:
-            return f"family: unknown value {self.family!r} (expected one of {', '.join(FAMILIES)})"
-        if self.block not in BLOCKS:
-            return f"block: unknown value {self.block!r} (expected one of {', '.join(BLOCKS)})"
-        if self.precision not in PRECISIONS:
-            return f"precision: unknown value {self.precision!r} (expected one of {', '.join(PRECISIONS)})"
-        if not self.width > 0:
-            return f"width: {self.width!r} must be > 0"
-        if self.batch < 1:
-            return f"batch: {self.batch!r} must be >= 1"
-        if self.classes < 1:
-            return f"classes: {self.classes!r} must be >= 1"
-        if self.family == "cifar":
-            step = 6 if self.block == "basic" else 9
-            if self.depth < step + 2 or (self.depth - 2) % step:
-                form = "6n+2" if self.block == "basic" else "9n+2"
-                return f"depth: {self.depth} is not {form} (n >= 1) for cifar {self.block} blocks"
-            if self.input_size < 8:
-                return f"input_size: {self.input_size} too small for the cifar family (>= 8)"
-        else:
-            if self.depth not in IMAGENET_LAYERS:
-                return f"depth: {self.depth} not an imagenet ResNet depth (18, 34, 50, 101, 152)"
-            want = IMAGENET_LAYERS[self.depth][0]
-            if self.block != want:
-                return f"block: imagenet ResNet-{self.depth} uses {want} blocks, not {self.block!r}"
-            if self.early_downsample:
-                return "early_downsample: only the cifar family has it (the imagenet stem already downsamples)"
-            if self.input_size < 32:
-                return f"input_size: {self.input_size} too small for the imagenet family (>= 32)"
-        return None
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain dict of the parameters (JSON-serialisable)."""
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Config":
-        """Build a config from a mapping; unknown keys raise :class:`SpaceError`."""
-        unknown = set(d) - set(PARAMETERS)
-        if unknown:
-            raise SpaceError(f"unknown parameter {sorted(unknown)[0]!r} (known: {', '.join(PARAMETERS)})")
-        return cls(**{k: _py(v) for k, v in d.items()})
-
-    def canonical(self) -> str:
-        """Canonical JSON text of the config; its hash is the config id."""
-        d = self.to_dict()
-        d["width"] = float(f"{self.width:.6g}")
-        return json.dumps(d, sort_keys=True, separators=(",", ":"))
-
-    @property
-    def config_id(self) -> str:
-        """Stable 16-hex-digit id: SHA-256 of :meth:`canonical`."""
-        return hashlib.sha256(self.canonical().encode()).hexdigest()[:16]
-
-    @property
-    def arch_key(self) -> tuple:
-        """The parameters that define the network alone (not batch or precision)."""
-        return (self.family, self.block, self.depth, self.width, self.early_downsample,
-                self.input_size, self.classes)
-
-    def label(self) -> str:
-        """Short human-readable label, e.g. ``cifar-basic20-w1-i32-b8-fp32``."""
-        ed = "-ed" if self.early_downsample else ""
-        return (f"{self.family}-{self.block}{self.depth}-w{self.width:g}{ed}-i{self.input_size}"
-                f"-b{self.batch}-{self.precision}")
-
-
-PARAMETERS: tuple[str, ...] = tuple(f.name for f in fields(Config))
-
-
-def config_id(config: Config | Mapping[str, Any]) -> str:
-    """Config id of a config or a plain dict of parameters."""
-    if not isinstance(config, Config):
-        config = Config.from_dict(config)
-    return config.config_id
+# re-exported names of the ResNet family and the primitives (kept for callers of carb.space)
+_REEXPORTS = (BLOCKS, DEFAULT_CLASSES, FAMILIES, IMAGENET_LAYERS, PRECISIONS, _as_bool, _as_float, _as_int, _py)
 
 
 def configs_from_frame(df: pd.DataFrame) -> list[Any]:
@@ -183,38 +56,9 @@ def configs_from_frame(df: pd.DataFrame) -> list[Any]:
     of other families than the ResNets (``family`` column) become their family's configs
     (:mod:`carb.families`)."""
     if "family" in df.columns and not df["family"].isin(FAMILIES).all():
-        from carb import families
-
         return [families.config_from_row(row) for row in df.to_dict("records")]
     cols = [c for c in PARAMETERS if c in df.columns]
     return [Config.from_dict(dict(zip(cols, row))) for row in df[cols].itertuples(index=False, name=None)]
-
-
-def _py(v: Any) -> Any:
-    if isinstance(v, np.generic):
-        return v.item()
-    return v
-
-
-def _as_int(name: str, v: Any) -> int:
-    v = _py(v)
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(v, float) and not v.is_integer()):
-        raise SpaceError(f"{name}: {v!r} is not an integer")
-    return int(v)
-
-
-def _as_float(name: str, v: Any) -> float:
-    v = _py(v)
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise SpaceError(f"{name}: {v!r} is not a number")
-    return float(v)
-
-
-def _as_bool(name: str, v: Any) -> bool:
-    v = _py(v)
-    if isinstance(v, bool):
-        return v
-    raise SpaceError(f"{name}: {v!r} is not true/false")
 
 
 # --- constraints: a tiny, safe expression language over the parameters -----------------
@@ -227,7 +71,7 @@ _CMPOPS = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.G
            ast.NotIn: lambda a, b: a not in b}
 
 
-def _compile_constraint(expr: str, where: str) -> ast.Expression:
+def _compile_constraint(expr: str, where: str, names: Iterable[str] = PARAMETERS) -> ast.Expression:
     try:
         tree = ast.parse(expr, mode="eval")
     except SyntaxError as e:
@@ -239,7 +83,7 @@ def _compile_constraint(expr: str, where: str) -> ast.Expression:
         if not isinstance(node, allowed):
             raise SpaceError(f"{where}: constraint {expr!r} uses {type(node).__name__}, not allowed "
                              "(use parameters, numbers, strings, arithmetic, comparisons, and/or/not)")
-        if isinstance(node, ast.Name) and node.id not in PARAMETERS and node.id not in ("true", "false"):
+        if isinstance(node, ast.Name) and node.id not in names and node.id not in ("true", "false"):
             raise SpaceError(f"{where}: constraint {expr!r} names unknown parameter {node.id!r}")
     return tree
 
@@ -282,7 +126,7 @@ class Space:
     Args:
         name: the space's name.
         grids: list of mappings parameter -> list of values; parameters absent from a grid
-            take the :class:`Config` default.
+            take their family's default (``family`` itself defaults to ``cifar``).
         constraints: expressions over the parameters (e.g. ``"batch * input_size**2 <= 2**20"``)
             that every config must satisfy.
         description: free text.
@@ -297,7 +141,7 @@ class Space:
         self.source = source or name
         self.grids = [dict(g) for g in grids]
         self.constraints = list(constraints)
-        self._configs: list[Config] | None = None
+        self._configs: list[Any] | None = None
         self._validate()
 
     # validation happens eagerly so that a bad file fails at load, naming file/key/value
@@ -305,11 +149,23 @@ class Space:
         where = self.source
         if not self.grids:
             raise SpaceError(f"{where}: no [[grid]] table: the space is empty")
+        all_names: set[str] = set()
         for gi, grid in enumerate(self.grids):
+            fams = grid.get("family", ["cifar"])
+            fams = fams if isinstance(fams, list) else [fams]
+            known = ["family"]
+            for name in fams:
+                try:
+                    fam = families.get(name)
+                except SpaceError as e:
+                    raise SpaceError(f"{where}: grid {gi + 1}: {e}") from None
+                known += [p for p in (fam.parameters or PARAMETERS) if p not in known]
+            all_names.update(known)
+            resnet_only = all(f in FAMILIES for f in fams)
             for key, values in grid.items():
-                if key not in PARAMETERS:
+                if key not in known:
                     raise SpaceError(f"{where}: grid {gi + 1}: unknown parameter {key!r} "
-                                     f"(known: {', '.join(PARAMETERS)})")
+                                     f"(known: {', '.join(known)})")
                 if not isinstance(values, list):
                     grid[key] = values = [values]
                 if not values:
@@ -318,6 +174,8 @@ class Space:
                     probe = {key: v}
                     # check the type and domain of each value on its own where possible
                     try:
+                        if not resnet_only and key != "precision":
+                            continue  # another family's values are checked when its configs are built
                         if key in ("family", "block", "precision"):
                             allowed = {"family": FAMILIES, "block": BLOCKS, "precision": PRECISIONS}[key]
                             if v not in allowed:
@@ -333,29 +191,31 @@ class Space:
                     except SpaceError as e:
                         msg = str(e).removeprefix(f"{key}: ")
                         raise SpaceError(f"{where}: grid {gi + 1}: {key} = {probe[key]!r}: {msg}") from None
-        self._compiled = [_compile_constraint(c, where) for c in self.constraints]
+        self._names = tuple(sorted(all_names))
+        self._compiled = [_compile_constraint(c, where, self._names) for c in self.constraints]
 
     @property
-    def configs(self) -> list[Config]:
+    def configs(self) -> list[Any]:
         """All configs, enumerated on first use."""
         if self._configs is None:
             self._configs = self._enumerate()
         return self._configs
 
-    def _enumerate(self) -> list[Config]:
-        seen: set[Config] = set()
-        out: list[Config] = []
+    def _enumerate(self) -> list[Any]:
+        seen: set[Any] = set()
+        out: list[Any] = []
         for gi, grid in enumerate(self.grids):
             keys = list(grid)
             for values in itertools.product(*(grid[k] for k in keys)):
                 d = dict(zip(keys, values))
                 try:
-                    cfg = Config.from_dict(d)
+                    cfg = Config.from_dict(d) if d.get("family", "cifar") in FAMILIES \
+                        else families.config_from_row(d)
                 except SpaceError as e:
                     raise SpaceError(f"{self.source}: grid {gi + 1}: {e}") from None
                 if cfg in seen:
                     continue
-                env = cfg.to_dict()
+                env = families.to_row(cfg)
                 if all(_eval(c, env) for c in self._compiled):
                     seen.add(cfg)
                     out.append(cfg)
@@ -366,31 +226,35 @@ class Space:
     def __len__(self) -> int:
         return len(self.configs)
 
-    def __iter__(self) -> Iterator[Config]:
+    def __iter__(self) -> Iterator[Any]:
         return iter(self.configs)
 
-    def __getitem__(self, i: int) -> Config:
+    def __getitem__(self, i: int) -> Any:
         return self.configs[i]
 
     def __repr__(self) -> str:
         return f"Space({self.name!r}, {len(self)} configs)"
 
-    def to_frame(self, configs: Iterable[Config] | None = None) -> pd.DataFrame:
-        """DataFrame with one row per config: ``config_id`` and the parameter columns."""
+    def to_frame(self, configs: Iterable[Any] | None = None) -> pd.DataFrame:
+        """DataFrame with one row per config: ``config_id`` and the parameter columns (the
+        ResNet columns of :data:`PARAMETERS` first; other families' parameters after them)."""
         cs = self.configs if configs is None else list(configs)
-        df = pd.DataFrame([c.to_dict() for c in cs], columns=list(PARAMETERS))
+        if all(isinstance(c, Config) for c in cs):
+            df = pd.DataFrame([c.to_dict() for c in cs], columns=list(PARAMETERS))
+        else:
+            df = pd.DataFrame([families.to_row(c) for c in cs])
         df.insert(0, "config_id", [c.config_id for c in cs])
         return df
 
     def values(self) -> dict[str, list[Any]]:
         """Distinct values of each parameter over the space, sorted."""
-        out: dict[str, set] = {p: set() for p in PARAMETERS}
+        out: dict[str, set] = {}
         for c in self.configs:
-            for k, v in c.to_dict().items():
-                out[k].add(v)
+            for k, v in families.to_row(c).items():
+                out.setdefault(k, set()).add(tuple(v) if isinstance(v, list) else v)
         return {k: sorted(v, key=lambda x: (str(type(x)), x)) for k, v in out.items()}
 
-    def sample(self, n: int, seed: int = 0, method: str = "uniform") -> list[Config]:
+    def sample(self, n: int, seed: int = 0, method: str = "uniform") -> list[Any]:
         """Draw ``n`` distinct configs (all of them when ``n >= len(self)``).
 
         Args:
@@ -416,12 +280,18 @@ class Space:
     def _level_matrix(self) -> np.ndarray:
         """Each config as a vector of its parameters' level ranks scaled to [0, 1]."""
         vals = self.values()
+        rows = [families.to_row(c) for c in self.configs]
         cols = []
-        for p in PARAMETERS:
+        for p in vals:  # PARAMETERS order for ResNets: the same samples as before
             levels = {v: i for i, v in enumerate(vals[p])}
             k = max(len(levels) - 1, 1)
-            cols.append([levels[getattr(c, p)] / k for c in self.configs])
+            # a parameter a config's family lacks sits at level -1 (apart from every value)
+            cols.append([levels.get(_hashable(r.get(p)), -1) / k for r in rows])
         return np.asarray(cols, dtype=np.float64).T
+
+
+def _hashable(v: Any) -> Any:
+    return tuple(v) if isinstance(v, list) else v
 
 
 def _farthest_point(X: np.ndarray, n: int, rng: np.random.Generator) -> list[int]:

@@ -436,11 +436,11 @@ def fewshot_help_fbnet(measured: pd.DataFrame, *, sources: Sequence[str] | None 
 
     Args:
         measured: the K measurements: ``arch_id`` (0..4999) and ``latency_ms`` (ms, > 0).
-        sources: source devices (default: HELP's :data:`carb.help_fbnet.SOURCE_DEVICES`);
+        sources: source devices (default: HELP's :data:`carb.datasets.help_fbnet.SOURCE_DEVICES`);
             their models learn from architectures 0..3999 (HELP's training side), per-block
             operation counts in, latency out (ridge).
         method: the map (``auto``, ``nnls``, ``single``; see :class:`FewShotModel`).
-        table: the wide help-fbnet table (default :func:`carb.help_fbnet.load` ``(wide=True)``).
+        table: the wide help-fbnet table (default :func:`carb.datasets.help_fbnet.load` ``(wide=True)``).
 
     Returns:
         ``(predictions, model)``: one row per architecture (``arch_id``, ``latency_ms``
@@ -450,7 +450,7 @@ def fewshot_help_fbnet(measured: pd.DataFrame, *, sources: Sequence[str] | None 
         ValueError: (one line) unknown architectures or devices, missing columns, fewer
             than 2 or non-positive measurements.
     """
-    from carb import help_fbnet as hf
+    from carb.datasets import help_fbnet as hf
 
     wide = hf.load(wide=True) if table is None else table
     for col in ("arch_id", "latency_ms"):

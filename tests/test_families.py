@@ -14,7 +14,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from carb import arch, families, features, space
 from carb.campaign import run_campaign
-from carb.fbnet import FBNetConfig
+from carb.families.fbnet import FBNetConfig
 from carb.measure import get_backend
 from carb.measure.base import Measurement, Protocol
 from carb.space import SpaceError

@@ -27,9 +27,9 @@ from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import FlopCounterMode
 
 from carb import fbnet
-from carb import help_fbnet as hf
+from carb.datasets import help_fbnet as hf
 from carb.arch import dtype_of
-from carb.fbnet import FBNetConfig
+from carb.families.fbnet import FBNetConfig
 from carb.space import Config, SpaceError
 
 torch.set_num_threads(1)

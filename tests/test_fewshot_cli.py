@@ -7,7 +7,7 @@ import sys
 import pandas as pd
 import pytest
 
-from carb import help_fbnet as hf
+from carb.datasets import help_fbnet as hf
 from carb.transfer import fewshot_help_fbnet
 
 CARB = [sys.executable, "-m", "carb.cli", "fewshot"]

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from scipy.stats import spearmanr
 
-from carb import help_fbnet as hf
+from carb.datasets import help_fbnet as hf
 from carb.transfer import FewShotModel, SourceModels, fit_fewshot
 
 PASSTHROUGH = ["macs_m", "pw_macs_m", "dw_macs_m", "params_m", "activations_m", "convs"]

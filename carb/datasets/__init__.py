@@ -11,7 +11,7 @@ Columns of a CARB dataset: ``config_id``, ``device`` (the platform label, e.g.
 
 Shipped datasets (``carb/data/<name>.parquet`` with a card ``<name>.md`` beside it) are
 real measurements made with CARB's own pipeline; ``help-fbnet`` is public data of HELP
-(Lee et al. 2021, MIT License), see :mod:`carb.help_fbnet`.
+(Lee et al. 2021, MIT License), see :mod:`carb.datasets.help_fbnet`.
 """
 
 from __future__ import annotations
@@ -141,7 +141,7 @@ def load(name: str, features: bool = True) -> pd.DataFrame:
         DatasetError: unknown name, unreadable file or a schema problem (one line).
     """
     if name == "help-fbnet":
-        from carb import help_fbnet
+        from . import help_fbnet
 
         return help_fbnet.load()
     path = _data_dir() / f"{name}.parquet"

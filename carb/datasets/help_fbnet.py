@@ -12,7 +12,7 @@ operations, :func:`load` gives numeric config columns derived from them and from
 fixed macro-architecture (channels, strides, resolutions as in HW-NAS-Bench's FBNet
 space): per-operation counts, per-layer kernel/expansion/group codes and analytic totals
 (multiply-accumulates, parameters, activations, convolutions), and the exact static
-features of the networks as :mod:`carb.fbnet` builds them (:data:`FEATURE_COLUMNS`:
+features of the networks as :mod:`carb.families.fbnet` builds them (:data:`FEATURE_COLUMNS`:
 FLOPs, parameters, activation bytes, operator counts; see :func:`features`).
 
 The two agree where they overlap: ``2 * macs_m * 1e6 == flops`` for every architecture
@@ -63,42 +63,12 @@ __all__ = [
 
 # --- the search space --------------------------------------------------------------
 
-#: The 9 candidate operations of a searchable layer, in HW-NAS-Bench's index order:
-#: inverted-residual block with kernel k, expansion e, optional 2-group 1x1 convs; or skip.
-OPS: tuple[str, ...] = (
-    "k3_e1", "k3_e1_g2", "k3_e3", "k3_e6", "k5_e1", "k5_e1_g2", "k5_e3", "k5_e6", "skip",
+from carb.families.fbnet import (  # the macro-architecture is the family's; re-exported here
+    CLASSES, HEAD_CHANNELS, INPUT_SIZE, LAYER_COLUMNS, N_LAYERS, OP_SPECS, OPS, STAGE_CHANNELS, STAGE_LAYERS,
+    STAGE_STRIDES, STEM_CHANNELS, layer_plan, op_codes,
 )
-N_LAYERS = 22
-LAYER_COLUMNS: tuple[str, ...] = tuple(f"layer_{i:02d}" for i in range(N_LAYERS))
+
 _OPS_INDEX = pd.Index(OPS)
-
-#: (kernel, expansion, groups of the two 1x1 convolutions) of each op; skip is coded
-#: 0, 0, 0 (no convolution of its own, except a projection where the shape changes).
-OP_SPECS: dict[str, tuple[int, int, int]] = {
-    "k3_e1": (3, 1, 1), "k3_e1_g2": (3, 1, 2), "k3_e3": (3, 3, 1), "k3_e6": (3, 6, 1),
-    "k5_e1": (5, 1, 1), "k5_e1_g2": (5, 1, 2), "k5_e3": (5, 3, 1), "k5_e6": (5, 6, 1),
-    "skip": (0, 0, 0),
-}
-
-# FBNet macro-architecture, CIFAR-100 variant (HW-NAS-Bench, hw_nas_bench_api's
-# fbnet_get_metrics for "cifar100"): a 3x3 stem to 16 channels at stride 1 on 32x32, then
-# 7 stages of searchable layers (the first of a stage carries its stride), then a 1x1 head
-# conv to 1504 channels, global average pooling and a 100-way classifier.
-# carb.fbnet builds and counts the same network from these tables.
-#: Input height = width of the published data. Units: px.
-INPUT_SIZE = 32
-#: Output channels of the 3x3, stride-1 stem convolution. Units: channels.
-STEM_CHANNELS = 16
-#: Searchable layers per stage (22 in all).
-STAGE_LAYERS: tuple[int, ...] = (1, 4, 4, 4, 4, 4, 1)
-#: Output channels of each stage. Units: channels.
-STAGE_CHANNELS: tuple[int, ...] = (16, 24, 32, 64, 112, 184, 352)
-#: Stride of the first layer of each stage (the others have stride 1).
-STAGE_STRIDES: tuple[int, ...] = (1, 1, 2, 2, 1, 2, 1)
-#: Output channels of the 1x1 head convolution (FBNet v1's 1504). Units: channels.
-HEAD_CHANNELS = 1504
-#: Classifier outputs (CIFAR-100).
-CLASSES = 100
 
 # --- the published protocol (HELP, Table 2, FBNet space) ---------------------------
 
@@ -122,19 +92,6 @@ _FILES = ("archs.parquet", "latency.parquet", "reference_archs.parquet")
 
 
 # --- layer geometry and analytic costs ----------------------------------------------
-
-
-@functools.cache
-def layer_plan() -> tuple[tuple[int, int, int, int, bool], ...]:
-    """(stage, in channels, out channels, stride, first of its stage) of each of the 22
-    searchable layers, whatever the input size. Units: channels."""
-    out = []
-    cin = STEM_CHANNELS
-    for stage, (n, cout, stride) in enumerate(zip(STAGE_LAYERS, STAGE_CHANNELS, STAGE_STRIDES)):
-        for i in range(n):
-            out.append((stage, cin, cout, stride if i == 0 else 1, i == 0))
-            cin = cout
-    return tuple(out)
 
 
 @functools.cache
@@ -188,25 +145,6 @@ def _fixed_costs() -> tuple[float, float, float, float, float]:
     acts = (INPUT_SIZE**2 * (3 + STEM_CHANNELS) + hw_end**2 * (STAGE_CHANNELS[-1] + HEAD_CHANNELS)
             + HEAD_CHANNELS + CLASSES)
     return float(stem + head + fc), 0.0, float(params), float(acts), 3.0
-
-
-def op_codes(archs: pd.DataFrame) -> np.ndarray:
-    """Operation index (into :data:`OPS`) per layer, shape (n, 22), int8.
-
-    ``archs`` needs the columns ``layer_00`` .. ``layer_21`` (operation names).
-
-    Raises:
-        ValueError: an unknown operation (one line naming the column and the value).
-    """
-    cols = []
-    for c in LAYER_COLUMNS:
-        values = np.asarray(archs[c], dtype=object)
-        codes = _OPS_INDEX.get_indexer(values)
-        if (codes < 0).any():
-            bad = values[codes < 0][0]
-            raise ValueError(f"{c}: unknown operation {bad!r} (expected one of {', '.join(OPS)})")
-        cols.append(codes)
-    return np.stack(cols, axis=1).astype(np.int8)
 
 
 def layer_onehot(archs: pd.DataFrame) -> np.ndarray:
@@ -279,7 +217,7 @@ def config_columns(archs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out, index=archs.index)
 
 
-#: The :mod:`carb.fbnet` feature columns :func:`load` adds per architecture, at batch 1
+#: The :mod:`carb.families.fbnet` feature columns :func:`load` adds per architecture, at batch 1
 #: and fp32 (HELP's devices ran single images; bytes assume 4-byte elements): those that
 #: vary across the space and are not already config columns (the per-op counts are).
 FEATURE_COLUMNS: tuple[str, ...] = (
@@ -291,14 +229,14 @@ FEATURE_COLUMNS: tuple[str, ...] = (
 
 
 def features(archs: pd.DataFrame, *, batch: int = 1, precision: str = "fp32") -> pd.DataFrame:
-    """:func:`carb.fbnet.features` of architectures (``layer_00`` .. ``layer_21`` needed) at
-    HELP's 32x32 input and 100 classes: every column of :data:`carb.fbnet.FEATURE_COLUMNS`,
+    """:func:`carb.families.fbnet.features` of architectures (``layer_00`` .. ``layer_21`` needed) at
+    HELP's 32x32 input and 100 classes: every column of :data:`carb.families.fbnet.FEATURE_COLUMNS`,
     index kept. Units as there (FLOP, B, counts).
 
     Raises:
         ValueError: a missing layer column or an unknown operation (one line).
     """
-    from . import fbnet  # here, not at the top: carb.fbnet imports this module's tables
+    from carb.families import fbnet
 
     table = archs[list(LAYER_COLUMNS)].assign(batch=batch, precision=precision)
     return fbnet.features(table)[fbnet.FEATURE_COLUMNS]

@@ -1,0 +1,109 @@
+"""Network families, pluggable: a family is one module that says how to read its configs
+from a table row, build the network, and compute its closed-form features; registering it
+here makes every part of CARB that handles configs handle it (config files and tables,
+:func:`carb.arch.build`, :func:`carb.features.compute`, the measurement backends and the
+campaign store).
+
+Built in: ``cifar`` and ``imagenet`` (:mod:`carb.families.resnet`) and ``fbnet``
+(:mod:`carb.families.fbnet`). The record and the primitives every family shares (the
+one-line :class:`SpaceError`, value coercion, the config-id hash) are in
+:mod:`carb.families._base`; a family module imports only that, so that families sit at the
+bottom of CARB's import layers (no family imports the space, the features or the builder). Another package adds one with an entry point in the
+group ``carb.families`` that names a :class:`Family` object::
+
+    [project.entry-points."carb.families"]
+    mobilenet = "my_pkg.mobilenet:FAMILY"
+
+or, in a running program, with :func:`register`. The contracts a family's tests must
+check (as ``tests/test_fbnet.py`` does for FBNet): ``features`` gives the same FLOPs as
+``torch.utils.flop_counter.FlopCounterMode`` on the built module and the module's exact
+parameter count; ``config_id`` is stable and includes the family's name, so that no two
+families share an id.
+
+In a table, every row names its family in the ``family`` column; a family's own
+parameters are columns of their own (FBNet: ``layer_00`` .. ``layer_21``), empty on the
+other families' rows.
+"""
+
+from __future__ import annotations
+
+from importlib import metadata
+from typing import Any, Mapping
+
+from . import fbnet, resnet
+from ._base import PRECISIONS, Family, SpaceError, missing, stable_id
+
+__all__ = ["Family", "SpaceError", "PRECISIONS", "register", "get", "names", "of", "config_from_row",
+           "to_row", "stable_id"]
+
+_REGISTRY: dict[str, Family] = {}
+_LOADED = False
+
+
+def register(family: Family, *, replace: bool = False) -> Family:
+    """Add a family; refuses to shadow another one of the same name unless ``replace``."""
+    if not isinstance(family, Family):
+        raise TypeError(f"register: expected a carb.families.Family, got a {type(family).__name__}")
+    _load()
+    if family.name in _REGISTRY and not replace:
+        raise ValueError(f"family {family.name!r} is already registered")
+    _REGISTRY[family.name] = family
+    return family
+
+
+def get(name: str) -> Family:
+    """The family of this name. Raises :class:`SpaceError` (one line) if unknown."""
+    _load()
+    try:
+        return _REGISTRY[name]
+    except (KeyError, TypeError):
+        raise SpaceError(f"family: unknown value {name!r} (known: {', '.join(names())})") from None
+
+
+def names() -> list[str]:
+    """Names of the registered families."""
+    _load()
+    return sorted(_REGISTRY)
+
+
+def of(config: Any) -> Family:
+    """The family of a config object."""
+    _load()
+    for f in _REGISTRY.values():
+        if isinstance(config, f.config_type):
+            if f.config_type is resnet.Config:
+                return _REGISTRY[config.family]
+            return f
+    raise SpaceError(f"not a config of a registered family: a {type(config).__name__}")
+
+
+def config_from_row(row: Mapping[str, Any]) -> Any:
+    """A config of any family from a flat row (``family`` missing means a ResNet)."""
+    name = row.get("family")
+    if missing(name) or name in resnet.FAMILIES:
+        return resnet.CIFAR.from_row(row)
+    return get(name).from_row(row)
+
+
+def to_row(config: Any) -> dict[str, Any]:
+    """The flat row of a config of any family (``family`` included)."""
+    return config.to_dict() if isinstance(config, resnet.Config) else of(config).to_row(config)
+
+
+def _load() -> None:
+    global _LOADED
+    if _LOADED:
+        return
+    _LOADED = True
+    for fam in (resnet.CIFAR, resnet.IMAGENET, fbnet.FBNET):
+        _REGISTRY[fam.name] = fam
+    for ep in metadata.entry_points(group="carb.families"):
+        try:
+            fam = ep.load()
+        except Exception as e:  # a broken plug-in must not take CARB down; say which
+            import warnings
+
+            warnings.warn(f"carb.families entry point {ep.name!r} failed to load: {e}", stacklevel=2)
+            continue
+        if isinstance(fam, Family) and fam.name not in _REGISTRY:
+            _REGISTRY[fam.name] = fam

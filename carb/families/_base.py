@@ -1,0 +1,109 @@
+"""Primitives every family shares: the one-line error type, value coercion, precisions,
+the stable config-id hash, He/BN initialisation, and the :class:`Family` record itself.
+
+This module is the bottom of CARB's import layers: it imports nothing of CARB.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["SpaceError", "Family", "PRECISIONS", "BYTES_PER_ELEMENT", "stable_id", "missing"]
+
+#: Numeric precisions of weights and activations.
+PRECISIONS: tuple[str, ...] = ("fp32", "fp16", "bf16")
+#: Bytes of one element at each precision. Units: B.
+BYTES_PER_ELEMENT: dict[str, int] = {"fp32": 4, "fp16": 2, "bf16": 2}
+
+
+class SpaceError(ValueError):
+    """A space file or a config is invalid; the message is one line naming where and what."""
+
+
+def stable_id(canonical: Mapping[str, Any] | str) -> str:
+    """Stable 16-hex-digit id: SHA-256 of a config's canonical JSON text (sorted keys, no
+    spaces). A mapping is serialised first."""
+    text = canonical if isinstance(canonical, str) else json.dumps(canonical, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def missing(v: Any) -> bool:
+    """``None`` or a float NaN (an empty cell of a table)."""
+    return v is None or (isinstance(v, float) and v != v)
+
+
+def _py(v: Any) -> Any:
+    if isinstance(v, np.generic):
+        return v.item()
+    return v
+
+
+def _as_int(name: str, v: Any) -> int:
+    v = _py(v)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(v, float) and not v.is_integer()):
+        raise SpaceError(f"{name}: {v!r} is not an integer")
+    return int(v)
+
+
+def _as_float(name: str, v: Any) -> float:
+    v = _py(v)
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise SpaceError(f"{name}: {v!r} is not a number")
+    return float(v)
+
+
+def _as_bool(name: str, v: Any) -> bool:
+    v = _py(v)
+    if isinstance(v, bool):
+        return v
+    raise SpaceError(f"{name}: {v!r} is not true/false")
+
+
+def init_weights(model: Any) -> None:
+    """torchvision's initialisation: He normal (fan_out) for convolutions, BN at identity;
+    Linear keeps PyTorch's default. Shared by the built-in families."""
+    from torch import nn  # here: importing a family must not import torch
+
+    for m in model.modules():
+        if isinstance(m, nn.Conv2d):
+            nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+        elif isinstance(m, nn.BatchNorm2d):
+            nn.init.ones_(m.weight)
+            nn.init.zeros_(m.bias)
+
+
+@dataclass(frozen=True)
+class Family:
+    """How CARB handles one family of networks.
+
+    Attributes:
+        name: the family's value in the ``family`` column and in its configs' canonical form.
+        config_type: the class of its configs: frozen, hashable, with ``config_id``,
+            ``label()``, ``to_dict()``, and ``input_size``, ``batch``, ``precision`` (the
+            measurement backends feed ``(batch, 3, input_size, input_size)`` inputs).
+        from_row: a config from a flat table row (a mapping; other families' columns may
+            be present and empty).
+        to_row: the flat row of a config, ``family`` included.
+        build: the network of a config (a ``torch.nn.Module`` in eval mode, fp32 weights).
+        features: a table of this family's rows -> the same rows with the feature columns
+            of :data:`carb.features.FEATURE_COLUMNS` that apply (same names, same units).
+        description: one line for listings.
+        parameters: the family's parameter names (the keys of its space grids).
+    """
+
+    name: str
+    config_type: type
+    from_row: Callable[[Mapping[str, Any]], Any]
+    to_row: Callable[[Any], dict[str, Any]]
+    build: Callable[[Any], Any]
+    features: Callable[[pd.DataFrame], pd.DataFrame]
+    description: str = ""
+    #: the names of the family's parameters (the keys a space grid of this family may set,
+    #: ``family`` excluded)
+    parameters: tuple[str, ...] = ()

@@ -1,0 +1,816 @@
+"""The FBNet family: HW-NAS-Bench's FBNet space as PyTorch networks, with closed-form features.
+
+One :class:`FBNetConfig` is the FBNet macro-architecture (CIFAR-100 variant, the one of
+HW-NAS-Bench and of HELP's public data, :mod:`carb.datasets.help_fbnet`) with one of 9 operations
+chosen for each of its 22 searchable layers, run at an input size, batch and precision.
+The channel, stride and layer tables are this module's (``STEM_CHANNELS``,
+``STAGE_LAYERS``, ``STAGE_CHANNELS``, ``STAGE_STRIDES``, ``HEAD_CHANNELS``, ``OP_SPECS``).
+
+The network (:func:`build`), operator by operator:
+
+- stem: 3x3 convolution, 3 -> 16 channels, stride 1, padding 1, + BN + ReLU;
+- 22 searchable layers in 7 stages of 1, 4, 4, 4, 4, 4, 1 layers with 16, 24, 32, 64, 112,
+  184, 352 output channels; the first layer of a stage has the stage's stride
+  (1, 1, 2, 2, 1, 2, 1), the others stride 1. A layer is one of
+  ``k{3,5}_e{1,3,6}`` / ``k{3,5}_e1_g2``: FBNet's inverted-residual block (``IRFBlock``):
+  1x1 expansion to ``e * cin`` channels (2 groups for ``_g2``) + BN + ReLU, for ``_g2`` a
+  channel shuffle of 2 groups, a k x k depthwise convolution (padding k // 2) with the
+  layer's stride + BN + ReLU, a 1x1 projection to ``cout`` (2 groups for ``_g2``) + BN,
+  and the residual addition (no ReLU after it) when the stride is 1 and ``cin == cout``;
+  or ``skip``: the identity where the shape is kept, otherwise a 1x1 convolution with the
+  layer's stride + BN + ReLU;
+- head: 1x1 convolution to 1504 channels + BN + ReLU, global average pooling, a linear
+  classifier (with bias) to ``classes`` outputs.
+
+Choices, and where they come from. HW-NAS-Bench's published API
+(``hw_nas_bench_api``, ``fbnet_get_metrics``) gives the macro-architecture above and the
+op list, and prices each layer from a look-up table keyed by shapes
+(``ConvBlock_H_W_Cin_Cout_exp_kernel_stride_group``, ``Skip_H_W_Cin_Cout_stride``); it
+does not ship the modules. The op definitions are therefore FBNet's own: the original
+FBNet v1 builder (``fbnet_builder.py``, as vendored in maskrcnn-benchmark: ``PRIMITIVES``,
+``IRFBlock``, ``Identity``, ``ChannelShuffle``), which this module follows:
+
+- ``skip`` is FBNet v1's ``Identity`` primitive: the input itself when ``cin == cout``
+  and the stride is 1, otherwise ``ConvBNRelu(cin, cout, kernel=1, stride=stride)`` -- a
+  1x1 convolution, BN *and ReLU*. Here that is the first layer of stages 2 to 7, whose
+  channels all change; HW-NAS-Bench's table keys the skip cost by shapes and stride,
+  consistent with a projection there.
+- ``_g2`` ops are FBNet's ``ir_k3_s2`` / ``ir_k5_s2``: ``IRFBlock(expansion=1,
+  pw_group=2, shuffle_type="mid")``: both 1x1 convolutions have 2 groups and the channels
+  are shuffled (view, transpose, contiguous copy) between the expansion and the depthwise
+  convolution. The shuffle does no arithmetic (FlopCounterMode counts nothing for it) but
+  writes a copy of the expanded tensor, which the activation columns count.
+- the expansion convolution is always there, also for ``e1`` (FBNet v1 builds it
+  unconditionally; mobile-vision's later FBNet v2 drops it when ``e * cin == cin``).
+- the expanded width is ``e * cin`` exactly: FBNet rounds it to a multiple of its width
+  divisor, which changes nothing here (every channel count of the space is a multiple of 8).
+- convolutions have no bias (each is followed by BN); the classifier has one.
+- ``input_size`` other than 32 runs the same network (no resolution-dependent choices);
+  a k x k convolution with padding ``k // 2`` and stride s maps a side h to
+  ``(h - 1) // s + 1``.
+
+:func:`features` computes the static figures of many configs at once without building a
+module, with the same column names and meanings as :mod:`carb.features` where they apply;
+the tests check them against ``torch.utils.flop_counter.FlopCounterMode``, the module's
+parameters and a tracker of the tensors a forward allocates, exactly.
+
+This module imports torch only when a network is built, so that :mod:`carb.datasets.help_fbnet`
+can use :func:`features` without it.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
+
+import numpy as np
+import pandas as pd
+
+from ._base import PRECISIONS, Family, SpaceError, _as_int, _py, init_weights, missing
+
+if TYPE_CHECKING:  # pragma: no cover - types only; torch is imported lazily
+    from torch import nn
+
+__all__ = [
+    "FAMILY",
+    "OPS",
+    "N_LAYERS",
+    "PARAMETERS",
+    "FEATURE_COLUMNS",
+    "OP_COUNT_COLUMNS",
+    "MIN_INPUT_SIZE",
+    "FBNetConfig",
+    "build",
+    "features",
+    "from_help",
+    "to_frame",
+]
+
+#: The ``family`` key of a config's canonical form.
+FAMILY = "fbnet"
+
+# --- the macro-architecture (HW-NAS-Bench's FBNet space, CIFAR-100 variant) ------------
+
+#: The 9 candidate operations of a searchable layer, in HW-NAS-Bench's index order:
+#: inverted-residual block with kernel k, expansion e, optional 2-group 1x1 convs; or skip.
+OPS: tuple[str, ...] = (
+    "k3_e1", "k3_e1_g2", "k3_e3", "k3_e6", "k5_e1", "k5_e1_g2", "k5_e3", "k5_e6", "skip",
+)
+N_LAYERS = 22
+LAYER_COLUMNS: tuple[str, ...] = tuple(f"layer_{i:02d}" for i in range(N_LAYERS))
+_OPS_INDEX = pd.Index(OPS)
+
+#: (kernel, expansion, groups of the two 1x1 convolutions) of each op; skip is coded
+#: 0, 0, 0 (no convolution of its own, except a projection where the shape changes).
+OP_SPECS: dict[str, tuple[int, int, int]] = {
+    "k3_e1": (3, 1, 1), "k3_e1_g2": (3, 1, 2), "k3_e3": (3, 3, 1), "k3_e6": (3, 6, 1),
+    "k5_e1": (5, 1, 1), "k5_e1_g2": (5, 1, 2), "k5_e3": (5, 3, 1), "k5_e6": (5, 6, 1),
+    "skip": (0, 0, 0),
+}
+
+# FBNet macro-architecture, CIFAR-100 variant (HW-NAS-Bench, hw_nas_bench_api's
+# fbnet_get_metrics for "cifar100"): a 3x3 stem to 16 channels at stride 1 on 32x32, then
+# 7 stages of searchable layers (the first of a stage carries its stride), then a 1x1 head
+# conv to 1504 channels, global average pooling and a 100-way classifier.
+# this module builds and counts the network from these tables.
+#: Input height = width of the published data. Units: px.
+INPUT_SIZE = 32
+#: Output channels of the 3x3, stride-1 stem convolution. Units: channels.
+STEM_CHANNELS = 16
+#: Searchable layers per stage (22 in all).
+STAGE_LAYERS: tuple[int, ...] = (1, 4, 4, 4, 4, 4, 1)
+#: Output channels of each stage. Units: channels.
+STAGE_CHANNELS: tuple[int, ...] = (16, 24, 32, 64, 112, 184, 352)
+#: Stride of the first layer of each stage (the others have stride 1).
+STAGE_STRIDES: tuple[int, ...] = (1, 1, 2, 2, 1, 2, 1)
+#: Output channels of the 1x1 head convolution (FBNet v1's 1504). Units: channels.
+HEAD_CHANNELS = 1504
+#: Classifier outputs (CIFAR-100).
+CLASSES = 100
+
+
+@functools.cache
+def layer_plan() -> tuple[tuple[int, int, int, int, bool], ...]:
+    """(stage, in channels, out channels, stride, first of its stage) of each of the 22
+    searchable layers, whatever the input size. Units: channels."""
+    out = []
+    cin = STEM_CHANNELS
+    for stage, (n, cout, stride) in enumerate(zip(STAGE_LAYERS, STAGE_CHANNELS, STAGE_STRIDES)):
+        for i in range(n):
+            out.append((stage, cin, cout, stride if i == 0 else 1, i == 0))
+            cin = cout
+    return tuple(out)
+
+
+
+def op_codes(archs: pd.DataFrame) -> np.ndarray:
+    """Operation index (into :data:`OPS`) per layer, shape (n, 22), int8.
+
+    ``archs`` needs the columns ``layer_00`` .. ``layer_21`` (operation names).
+
+    Raises:
+        ValueError: an unknown operation (one line naming the column and the value).
+    """
+    cols = []
+    for c in LAYER_COLUMNS:
+        values = np.asarray(archs[c], dtype=object)
+        codes = _OPS_INDEX.get_indexer(values)
+        if (codes < 0).any():
+            bad = values[codes < 0][0]
+            raise ValueError(f"{c}: unknown operation {bad!r} (expected one of {', '.join(OPS)})")
+        cols.append(codes)
+    return np.stack(cols, axis=1).astype(np.int8)
+
+
+#: The parameters of a config (the fields of :class:`FBNetConfig`).
+PARAMETERS: tuple[str, ...] = ("ops", "input_size", "batch", "precision", "classes")
+#: Smallest input side accepted: the three stride-2 stages take 8 px to 1 px. Units: px.
+MIN_INPUT_SIZE = 8
+_OP_INDEX = {op: i for i, op in enumerate(OPS)}
+_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
+
+
+# --- configs -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FBNetConfig:
+    """One FBNet-space network and how it is run.
+
+    Attributes:
+        ops: 22 operation names of :data:`OPS`, one per searchable layer, in order.
+        input_size: input height = width. Units: px.
+        batch: images per forward pass.
+        precision: ``fp32``, ``fp16`` or ``bf16`` (weights and activations).
+        classes: classifier outputs (100: CIFAR-100, as in HW-NAS-Bench and HELP).
+
+    Raises:
+        carb.space.SpaceError: (a ``ValueError``, one line) an invalid value.
+    """
+
+    ops: tuple[str, ...]
+    input_size: int = INPUT_SIZE
+    batch: int = 1
+    precision: str = "fp32"
+    classes: int = CLASSES
+
+    def __post_init__(self) -> None:
+        # Normalise types so that equal configs hash equally whatever their source (lists,
+        # numpy strings and integers from a DataFrame, ...).
+        ops = self.ops
+        if isinstance(ops, (str, bytes)) or not isinstance(ops, Iterable):
+            raise SpaceError(f"ops: expected a sequence of {N_LAYERS} operation names, got a {type(ops).__name__}")
+        object.__setattr__(self, "ops", tuple(_py(o) for o in ops))
+        for name in ("input_size", "batch", "classes"):
+            object.__setattr__(self, name, _as_int(name, getattr(self, name)))
+        problem = self.problem()
+        if problem:
+            raise SpaceError(problem)
+
+    def problem(self) -> str | None:
+        """Why this config is invalid (one line), or ``None`` when it is valid."""
+        if len(self.ops) != N_LAYERS:
+            return f"ops: expected {N_LAYERS} operations (one per searchable layer), got {len(self.ops)}"
+        for i, op in enumerate(self.ops):
+            if not isinstance(op, str) or op not in _OP_INDEX:
+                return f"ops[{i}]: unknown operation {op!r} (expected one of {', '.join(OPS)})"
+        if self.precision not in PRECISIONS:
+            return f"precision: unknown value {self.precision!r} (expected one of {', '.join(PRECISIONS)})"
+        if self.input_size < MIN_INPUT_SIZE:
+            return f"input_size: {self.input_size} too small for the fbnet family (>= {MIN_INPUT_SIZE})"
+        if self.batch < 1:
+            return f"batch: {self.batch!r} must be >= 1"
+        if self.classes < 1:
+            return f"classes: {self.classes!r} must be >= 1"
+        return None
+
+    @property
+    def codes(self) -> tuple[int, ...]:
+        """Index into :data:`OPS` of each layer's operation."""
+        return tuple(_OP_INDEX[op] for op in self.ops)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-serialisable dict: ``family`` (``"fbnet"``) and the parameters
+        (``ops`` as a list)."""
+        return {"family": FAMILY, "ops": list(self.ops), "input_size": self.input_size,
+                "batch": self.batch, "precision": self.precision, "classes": self.classes}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "FBNetConfig":
+        """A config from a mapping of its parameters (``family``, if present, must be
+        ``"fbnet"``); unknown keys raise :class:`~carb.space.SpaceError`."""
+        d = dict(d)
+        family = d.pop("family", FAMILY)
+        if family != FAMILY:
+            raise SpaceError(f"family: {family!r} is not {FAMILY!r}")
+        unknown = set(d) - set(PARAMETERS)
+        if unknown:
+            raise SpaceError(f"unknown parameter {sorted(unknown)[0]!r} (known: {', '.join(PARAMETERS)})")
+        if "ops" not in d:
+            raise SpaceError("ops: missing")
+        return cls(**d)
+
+    def canonical(self) -> str:
+        """Canonical JSON text of the config (sorted keys, no spaces); its hash is the id."""
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+
+    @property
+    def config_id(self) -> str:
+        """Stable 16-hex-digit id: SHA-256 of :meth:`canonical`. The ``family`` key keeps
+        it apart from every :class:`carb.space.Config` id."""
+        return hashlib.sha256(self.canonical().encode()).hexdigest()[:16]
+
+    @property
+    def arch_key(self) -> tuple:
+        """The parameters that define the network's shapes (not batch or precision)."""
+        return (self.ops, self.input_size, self.classes)
+
+    def label(self) -> str:
+        """Short label: op indices (0..8, :data:`OPS` order) then size, batch, precision,
+        e.g. ``fbnet-0000000000000000000008-i32-b1-fp32``."""
+        return f"fbnet-{''.join(map(str, self.codes))}-i{self.input_size}-b{self.batch}-{self.precision}"
+
+
+def from_help(archs: pd.DataFrame, *, batch: int = 1, precision: str = "fp32") -> list[FBNetConfig]:
+    """Configs of HELP's architectures (rows with ``layer_00`` .. ``layer_21``), at HELP's
+    32x32 input and 100 classes, in row order.
+
+    Raises:
+        ValueError: a layer column is missing or holds an unknown operation (one line).
+    """
+    missing = [c for c in LAYER_COLUMNS if c not in archs.columns]
+    if missing:
+        raise ValueError(f"fbnet.from_help: missing column {missing[0]} (need {LAYER_COLUMNS[0]} .. "
+                         f"{LAYER_COLUMNS[-1]})")
+    codes = op_codes(archs)
+    return [FBNetConfig(tuple(OPS[j] for j in row), batch=batch, precision=precision) for row in codes.tolist()]
+
+
+def to_frame(configs: FBNetConfig | Iterable[FBNetConfig]) -> pd.DataFrame:
+    """The parameter table of configs: ``config_id``, ``layer_00`` .. ``layer_21``
+    (categorical, categories :data:`OPS`), ``input_size``, ``batch``, ``precision``, ``classes``."""
+    cs = [configs] if isinstance(configs, FBNetConfig) else list(configs)
+    bad = next((c for c in cs if not isinstance(c, FBNetConfig)), None)
+    if bad is not None:
+        raise TypeError(f"fbnet: expected FBNetConfigs, got a {type(bad).__name__}")
+    codes = np.array([c.codes for c in cs], dtype=np.int8).reshape(len(cs), N_LAYERS)
+    out: dict[str, Any] = {"config_id": [c.config_id for c in cs]}
+    for k, col in enumerate(LAYER_COLUMNS):
+        out[col] = pd.Categorical.from_codes(codes[:, k], categories=OPS)
+    out["input_size"] = np.array([c.input_size for c in cs], dtype=np.int64)
+    out["batch"] = np.array([c.batch for c in cs], dtype=np.int64)
+    out["precision"] = [c.precision for c in cs]
+    out["classes"] = np.array([c.classes for c in cs], dtype=np.int64)
+    return pd.DataFrame(out)
+
+
+# --- the network ---------------------------------------------------------------------
+
+
+@functools.cache
+def _torch_modules() -> Any:
+    """The nn.Module classes, defined on first use so that importing this module (and
+    :mod:`carb.datasets.help_fbnet`) does not import torch."""
+    from types import SimpleNamespace
+
+    import torch
+    from torch import Tensor, nn
+
+    def channel_shuffle(x: Tensor, groups: int) -> Tensor:
+        # FBNet's ChannelShuffle: [N, g, C/g, H, W] -> [N, C/g, g, H, W]; one copy
+        n, c, h, w = x.shape
+        return x.view(n, groups, c // groups, h, w).transpose(1, 2).contiguous().view(n, c, h, w)
+
+    class IRBlock(nn.Module):
+        """FBNet's inverted-residual block (see the module docstring).
+
+        Args:
+            cin, cout: input and output channels.
+            kernel: side of the depthwise convolution (3 or 5).
+            expansion: the expanded width is ``expansion * cin``.
+            groups: groups of both 1x1 convolutions (2 adds a channel shuffle).
+            stride: stride of the depthwise convolution.
+        """
+
+        def __init__(self, cin: int, cout: int, kernel: int, expansion: int, groups: int, stride: int) -> None:
+            super().__init__()
+            mid = cin * expansion
+            self.groups = groups
+            self.residual = stride == 1 and cin == cout
+            self.conv_pw = nn.Conv2d(cin, mid, 1, groups=groups, bias=False)
+            self.bn_pw = nn.BatchNorm2d(mid)
+            self.conv_dw = nn.Conv2d(mid, mid, kernel, stride=stride, padding=kernel // 2, groups=mid, bias=False)
+            self.bn_dw = nn.BatchNorm2d(mid)
+            self.conv_pwl = nn.Conv2d(mid, cout, 1, groups=groups, bias=False)
+            self.bn_pwl = nn.BatchNorm2d(cout)
+            self.relu = nn.ReLU(inplace=True)
+
+        def forward(self, x: Tensor) -> Tensor:
+            # one statement per operator, as carb.arch, so that eager PyTorch frees each
+            # intermediate tensor where features() assumes it does
+            out = self.conv_pw(x)
+            out = self.bn_pw(out)
+            out = self.relu(out)
+            if self.groups > 1:  # structural (fixed at construction), not data-dependent
+                out = channel_shuffle(out, self.groups)
+            out = self.conv_dw(out)
+            out = self.bn_dw(out)
+            out = self.relu(out)
+            out = self.conv_pwl(out)
+            out = self.bn_pwl(out)
+            if self.residual:
+                out += x
+            return out
+
+    class SkipProjection(nn.Module):
+        """FBNet v1's ``Identity`` where the shape changes: 1x1 conv (stride) + BN + ReLU."""
+
+        def __init__(self, cin: int, cout: int, stride: int) -> None:
+            super().__init__()
+            self.conv = nn.Conv2d(cin, cout, 1, stride=stride, bias=False)
+            self.bn = nn.BatchNorm2d(cout)
+            self.relu = nn.ReLU(inplace=True)
+
+        def forward(self, x: Tensor) -> Tensor:
+            out = self.conv(x)
+            out = self.bn(out)
+            return self.relu(out)
+
+    class FBNet(nn.Module):
+        """The FBNet macro-architecture with the given 22 operations.
+
+        Args:
+            ops: 22 names of :data:`OPS`.
+            classes: classifier outputs.
+        """
+
+        def __init__(self, ops: tuple[str, ...], classes: int = CLASSES) -> None:
+            super().__init__()
+            self.conv_stem = nn.Conv2d(3, STEM_CHANNELS, 3, padding=1, bias=False)
+            self.bn_stem = nn.BatchNorm2d(STEM_CHANNELS)
+            self.relu = nn.ReLU(inplace=True)
+            layers: list[nn.Module] = []
+            for op, (_, cin, cout, stride, _) in zip(ops, layer_plan()):
+                kernel, expansion, groups = OP_SPECS[op]
+                if op != "skip":
+                    layers.append(IRBlock(cin, cout, kernel, expansion, groups, stride))
+                elif stride == 1 and cin == cout:
+                    layers.append(nn.Identity())
+                else:
+                    layers.append(SkipProjection(cin, cout, stride))
+            self.layers = nn.ModuleList(layers)
+            last = STAGE_CHANNELS[-1]
+            self.conv_head = nn.Conv2d(last, HEAD_CHANNELS, 1, bias=False)
+            self.bn_head = nn.BatchNorm2d(HEAD_CHANNELS)
+            self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
+            self.fc = nn.Linear(HEAD_CHANNELS, classes)
+
+        def forward(self, x: Tensor) -> Tensor:
+            x = self.conv_stem(x)
+            x = self.bn_stem(x)
+            x = self.relu(x)
+            # a loop, not one nn.Sequential call, so that no variable keeps the stem's
+            # output alive while the 22 layers run (each layer's input is freed when the
+            # next one starts)
+            for layer in self.layers:
+                x = layer(x)
+            x = self.conv_head(x)
+            x = self.bn_head(x)
+            x = self.relu(x)
+            x = self.avgpool(x)
+            x = torch.flatten(x, 1)
+            return self.fc(x)
+
+    return SimpleNamespace(IRBlock=IRBlock, SkipProjection=SkipProjection, FBNet=FBNet,
+                           channel_shuffle=channel_shuffle)
+
+
+def __getattr__(name: str) -> Any:
+    # carb.families.fbnet.FBNet, .IRBlock, .SkipProjection: the module classes, torch imported on use
+    if name in ("FBNet", "IRBlock", "SkipProjection"):
+        return getattr(_torch_modules(), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def build(config: FBNetConfig | Mapping[str, Any]) -> "nn.Module":
+    """The network of a config, in eval mode, with fp32 weights.
+
+    Batch, precision and input size do not change the module; cast it yourself, e.g.
+    ``build(cfg).to(carb.arch.dtype_of(cfg.precision))``, and feed inputs of shape
+    ``(batch, 3, input_size, input_size)``; the output has shape ``(batch, classes)``.
+    The module is created on torch's current default device, so
+    ``with torch.device("meta"): build(cfg)`` allocates nothing.
+
+    Initialisation: FBNet's (He normal, fan_out, for convolutions; BN at identity);
+    the classifier keeps PyTorch's default.
+
+    Raises:
+        carb.space.SpaceError: (a ``ValueError``, one line) the config is invalid.
+    """
+    cfg = config if isinstance(config, FBNetConfig) else FBNetConfig.from_dict(config)
+
+    model = _torch_modules().FBNet(cfg.ops, cfg.classes)
+    init_weights(model)  # the same He (fan_out) / BN-identity initialisation as the ResNets
+    return model.eval()
+
+
+# --- closed-form features ------------------------------------------------------------
+
+#: Per-op layer counts :func:`features` adds (``n_<op>``, as :func:`carb.datasets.help_fbnet.config_columns`).
+OP_COUNT_COLUMNS: list[str] = [f"n_{op}" for op in OPS]
+
+#: The numeric columns :func:`features` adds, in order. Units and meanings are those of
+#: :mod:`carb.features` (all figures for one forward of the whole batch unless the name
+#: says per image; "activation": a tensor the forward produces, not the input or weights):
+#:
+#: - ``bytes_per_element`` (B), ``flops`` (FLOP, 2 x multiply-accumulates of convolutions
+#:   and the classifier, as FlopCounterMode counts), ``flops_per_image`` (FLOP),
+#:   ``params`` (count: convolution weights, BN weight and bias, classifier weight and
+#:   bias), ``weight_bytes`` (B), ``model_bytes`` (B: parameters, BN running statistics
+#:   and each BN's 8-byte ``num_batches_tracked``), ``input_bytes``, ``output_bytes`` (B);
+#: - ``activation_bytes`` (B: outputs of every operator, in-place ReLUs and residual
+#:   additions and the channel shuffles' copies included), ``peak_activation_bytes`` (B:
+#:   largest input + output of an allocating operator), ``live_activation_bytes`` (B:
+#:   peak of the activations alive at once in an eager forward under
+#:   ``torch.inference_mode()``, the input batch and kernel workspaces not counted; a
+#:   memory-peak estimate is ``model_bytes + input_bytes + live_activation_bytes``),
+#:   ``largest_activation_bytes`` (B);
+#: - ``n_conv``, ``n_bn``, ``n_linear``, ``n_layers`` (``n_conv + n_linear``), ``n_ops``
+#:   (operator calls: convolutions, BNs, ReLUs, channel-shuffle copies, residual
+#:   additions, pooling, linear), ``n_stages`` (7), ``n_blocks`` (inverted-residual
+#:   blocks: the layers that are not ``skip``), ``n_projections`` (``skip`` layers that
+#:   are a 1x1 conv + BN + ReLU), ``n_residual`` (blocks with a residual addition)
+#:   (counts);
+#: - ``min_channels``, ``max_channels`` (of any convolution's output), ``final_channels``
+#:   (entering the classifier) (channels); ``stem_output_size``, ``final_feature_size`` (px);
+#: - ``n_k3_e1`` .. ``n_skip`` (searchable layers per op, count);
+#: - ``arithmetic_intensity`` (FLOP/B, ``flops / (weight_bytes + activation_bytes)``),
+#:   ``conv1x1_flop_fraction`` and ``depthwise_flop_fraction`` (shares of ``flops`` in
+#:   1x1 and in k x k depthwise convolutions, in [0, 1]).
+FEATURE_COLUMNS: list[str] = [
+    "bytes_per_element", "flops", "flops_per_image", "params", "weight_bytes", "model_bytes",
+    "input_bytes", "output_bytes", "activation_bytes", "peak_activation_bytes",
+    "live_activation_bytes", "largest_activation_bytes",
+    "n_conv", "n_bn", "n_linear", "n_layers", "n_ops", "n_stages", "n_blocks", "n_projections",
+    "n_residual", "min_channels", "max_channels", "final_channels", "stem_output_size",
+    "final_feature_size", *OP_COUNT_COLUMNS,
+    "arithmetic_intensity", "conv1x1_flop_fraction", "depthwise_flop_fraction",
+]
+_FLOAT_COLUMNS = ("arithmetic_intensity", "conv1x1_flop_fraction", "depthwise_flop_fraction")
+
+# per-image figures in elements or counts: those that add up over layers, those that are
+# maxima over operators, and the one minimum
+_ADD = ("flops", "flops_1x1", "flops_dw", "params", "bn_channels", "n_bn", "n_conv", "n_linear",
+        "activation", "n_ops", "n_blocks", "n_projections", "n_residual")
+_MAX = ("peak_io", "live", "largest", "max_channels")
+_NO_MIN = np.iinfo(np.int64).max  # the minimum of a layer without convolutions (identity)
+
+
+class _Walk:
+    """Walks one piece of a forward for one image (a layer, or the stem and head),
+    accumulating its figures in elements and counts; mirrors :func:`build`'s forwards
+    operator by operator. ``live_before``: elements alive when an operator starts (its
+    input included when counted)."""
+
+    def __init__(self) -> None:
+        self.v = dict.fromkeys(_ADD + _MAX, 0)
+        self.min_channels = _NO_MIN
+
+    def out(self, elems: int, inp: int | None = None, live: int | None = None) -> None:
+        """An operator's output; ``inp`` and ``live`` for the operators that allocate it."""
+        v = self.v
+        v["activation"] += elems
+        v["n_ops"] += 1
+        v["largest"] = max(v["largest"], elems)
+        if inp is not None:
+            v["peak_io"] = max(v["peak_io"], inp + elems)
+        if live is not None:
+            v["live"] = max(v["live"], live)
+
+    def conv(self, cin: int, cout: int, k: int, stride: int, groups: int, h: int,
+             live_before: int) -> tuple[int, int]:
+        """A bias-free k x k convolution, padding k // 2; returns (output side, elements)."""
+        ho = (h - 1) // stride + 1
+        o = cout * ho * ho
+        flops = 2 * (cin // groups) * cout * k * k * ho * ho  # FlopCounterMode's conv count
+        v = self.v
+        v["flops"] += flops
+        if k == 1:
+            v["flops_1x1"] += flops
+        elif groups == cin == cout:
+            v["flops_dw"] += flops
+        v["params"] += cout * (cin // groups) * k * k
+        v["n_conv"] += 1
+        v["max_channels"] = max(v["max_channels"], cout)
+        self.min_channels = min(self.min_channels, cout)
+        self.out(o, inp=cin * h * h, live=live_before + o)
+        return ho, o
+
+    def bn(self, c: int, elems: int, live_before: int) -> None:
+        self.v["params"] += 2 * c
+        self.v["bn_channels"] += c
+        self.v["n_bn"] += 1
+        self.out(elems, inp=elems, live=live_before + elems)
+
+    def block(self, cin: int, cout: int, k: int, e: int, g: int, stride: int, h: int) -> None:
+        """IRBlock.forward; its input x stays alive throughout (the caller holds it)."""
+        x, mid = cin * h * h, cin * e
+        _, m = self.conv(cin, mid, 1, 1, g, h, x)
+        self.bn(mid, m, x + m)                    # the conv output is alive until bn returns
+        self.out(m)                               # relu, in place
+        if g > 1:
+            self.out(m, inp=m, live=x + 2 * m)    # channel shuffle: a contiguous copy
+        ho, m2 = self.conv(mid, mid, k, stride, mid, h, x + m)
+        self.bn(mid, m2, x + m2)
+        self.out(m2)                              # relu
+        _, o = self.conv(mid, cout, 1, 1, g, ho, x + m2)
+        self.bn(cout, o, x + o)
+        self.v["n_blocks"] += 1
+        if stride == 1 and cin == cout:
+            self.out(o)                           # out += x, in place
+            self.v["n_residual"] += 1
+
+    def skip(self, cin: int, cout: int, stride: int, h: int) -> None:
+        """Identity (nothing runs), or SkipProjection.forward."""
+        if stride == 1 and cin == cout:
+            return
+        x = cin * h * h
+        _, o = self.conv(cin, cout, 1, stride, 1, h, x)
+        self.bn(cout, o, x + o)
+        self.out(o)                               # relu
+        self.v["n_projections"] += 1
+
+
+@functools.lru_cache(maxsize=512)
+def _layer_tables(input_size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per (layer, op) figures at one input size: additive (22, 9, len(_ADD)), maxima
+    (22, 9, len(_MAX)) and minimum channels (22, 9); int64, read-only."""
+    add = np.zeros((N_LAYERS, len(OPS), len(_ADD)), dtype=np.int64)
+    mx = np.zeros((N_LAYERS, len(OPS), len(_MAX)), dtype=np.int64)
+    mn = np.full((N_LAYERS, len(OPS)), _NO_MIN, dtype=np.int64)
+    h = input_size
+    for layer, (_, cin, cout, stride, _) in enumerate(layer_plan()):
+        for j, op in enumerate(OPS):
+            w = _Walk()
+            if op == "skip":
+                w.skip(cin, cout, stride, h)
+            else:
+                k, e, g = OP_SPECS[op]
+                w.block(cin, cout, k, e, g, stride, h)
+            add[layer, j] = [w.v[f] for f in _ADD]
+            mx[layer, j] = [w.v[f] for f in _MAX]
+            mn[layer, j] = w.min_channels
+        h = (h - 1) // stride + 1  # every op of a layer gives the same output side
+    for a in (add, mx, mn):
+        a.setflags(write=False)
+    return add, mx, mn
+
+
+@functools.lru_cache(maxsize=512)
+def _fixed(input_size: int, classes: int) -> tuple[np.ndarray, np.ndarray, int, int, int]:
+    """Stem and head (the same in every network of a size and class count): additive and
+    maxima vectors, minimum channels, stem output side, final feature side."""
+    w = _Walk()
+    h, s = w.conv(3, STEM_CHANNELS, 3, 1, 1, input_size, 0)  # the input batch is not counted
+    w.bn(STEM_CHANNELS, s, s)
+    w.out(s)                                                     # relu
+    stem_side = hf = h
+    for _, _, _, stride, _ in layer_plan():
+        hf = (hf - 1) // stride + 1
+    last, head = STAGE_CHANNELS[-1], HEAD_CHANNELS
+    x = last * hf * hf
+    _, o = w.conv(last, head, 1, 1, 1, hf, x)
+    w.bn(head, o, o)                 # the last layer's output is freed when the conv returns
+    w.out(o)                         # relu
+    w.out(head, inp=o, live=o + head)                            # global average pooling
+    w.v["flops"] += 2 * head * classes                           # linear (flatten is a view)
+    w.v["params"] += head * classes + classes
+    w.v["n_linear"] += 1
+    w.out(classes, inp=head, live=head + classes)
+    return (np.array([w.v[f] for f in _ADD], dtype=np.int64), np.array([w.v[f] for f in _MAX], dtype=np.int64),
+            w.min_channels, stem_side, hf)
+
+
+def _int_values(df: pd.DataFrame, name: str, default: int) -> np.ndarray:
+    if name not in df.columns:
+        return np.full(len(df), default, dtype=np.int64)
+    col = df[name]
+    try:
+        values = col.to_numpy(dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"fbnet.features: {name}: not numeric") from None
+    bad = np.isnan(values) | (values != np.round(values))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"fbnet.features: row {i}: {name}: {col.iloc[i]!r} is not an integer")
+    return values.astype(np.int64)
+
+
+def _check_min(values: np.ndarray, name: str, low: int, why: str = "") -> None:
+    if len(values) and (values < low).any():
+        i = int(np.flatnonzero(values < low)[0])
+        raise ValueError(f"fbnet.features: row {i}: {name}: {values[i]} must be >= {low}{why}")
+
+
+def features(configs: FBNetConfig | Iterable[FBNetConfig] | pd.DataFrame) -> pd.DataFrame:
+    """Closed-form static features of FBNet configs, vectorized: :data:`FEATURE_COLUMNS`.
+
+    Each distinct network (operations, input size, classes) is counted once, by summing and
+    maximising per-(layer, op) tables with numpy; batch and precision then scale its
+    per-image figures for every row. No torch module is built.
+
+    Args:
+        configs: :class:`FBNetConfig` (one or many: the result starts with
+            :func:`to_frame`'s columns), or a DataFrame with the columns ``layer_00`` ..
+            ``layer_21`` (operation names, as HELP's) and optionally ``input_size`` (default
+            32), ``batch`` (1), ``precision`` (``fp32``), ``classes`` (100): the result is a
+            copy with the feature columns added (recomputed if present), index kept.
+
+    Raises:
+        ValueError: a missing layer column or an invalid value (one line naming the row
+            and column).
+    """
+    if isinstance(configs, pd.DataFrame):
+        df = configs
+        missing = [c for c in LAYER_COLUMNS if c not in df.columns]
+        if missing:
+            raise ValueError(f"fbnet.features: missing column {missing[0]} (need {LAYER_COLUMNS[0]} .. "
+                             f"{LAYER_COLUMNS[-1]})")
+        try:
+            codes = op_codes(df).astype(np.int64)
+        except ValueError as e:
+            raise ValueError(f"fbnet.features: {e}") from None
+    else:
+        df = to_frame(configs)
+        codes = np.stack([df[c].cat.codes.to_numpy() for c in LAYER_COLUMNS], axis=1).astype(np.int64) \
+            if len(df) else np.zeros((0, N_LAYERS), np.int64)
+    df = df.drop(columns=[c for c in FEATURE_COLUMNS if c in df.columns])
+    n = len(df)
+    size = _int_values(df, "input_size", INPUT_SIZE)
+    batch = _int_values(df, "batch", 1)
+    classes = _int_values(df, "classes", CLASSES)
+    _check_min(size, "input_size", MIN_INPUT_SIZE, " for the fbnet family")
+    _check_min(batch, "batch", 1)
+    _check_min(classes, "classes", 1)
+    if "precision" in df.columns:
+        prec = df["precision"]
+        pcodes, puniq = pd.factorize(prec, use_na_sentinel=True)
+        pbytes = np.array([_BYTES.get(p, 0) if isinstance(p, str) else 0 for p in puniq], dtype=np.int64)
+        bpe = pbytes[pcodes] if len(puniq) else np.zeros(n, np.int64)
+        bad = (pcodes < 0) | (bpe == 0)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise ValueError(f"fbnet.features: row {i}: precision: unknown value {prec.iloc[i]!r} "
+                             f"(expected one of {', '.join(_BYTES)})")
+    else:
+        bpe = np.full(n, _BYTES["fp32"], dtype=np.int64)
+
+    # distinct networks: unique rows of (22 op codes, input size, classes)
+    key = np.column_stack([codes, size, classes]) if n else np.zeros((0, N_LAYERS + 2), np.int64)
+    nets, group = np.unique(key, axis=0, return_inverse=True)
+    group = group.reshape(-1)
+    g = len(nets)
+    add = np.zeros((g, len(_ADD)), np.int64)
+    mx = np.zeros((g, len(_MAX)), np.int64)
+    mn = np.zeros(g, np.int64)
+    stem_side = np.zeros(g, np.int64)
+    final_side = np.zeros(g, np.int64)
+    layers = np.arange(N_LAYERS)
+    for s in np.unique(nets[:, N_LAYERS]) if g else []:
+        rows = np.flatnonzero(nets[:, N_LAYERS] == s)
+        t_add, t_max, t_min = _layer_tables(int(s))
+        c = nets[rows, :N_LAYERS]
+        add[rows] = t_add[layers, c].sum(axis=1)
+        mx[rows] = t_max[layers, c].max(axis=1)
+        mn[rows] = t_min[layers, c].min(axis=1)
+        for cl in np.unique(nets[rows, N_LAYERS + 1]):
+            sub = rows[nets[rows, N_LAYERS + 1] == cl]
+            f_add, f_max, f_min, ss, fs = _fixed(int(s), int(cl))
+            add[sub] += f_add
+            mx[sub] = np.maximum(mx[sub], f_max)
+            mn[sub] = np.minimum(mn[sub], f_min)
+            stem_side[sub], final_side[sub] = ss, fs
+    a = {f: add[:, k] for k, f in enumerate(_ADD)}
+    m = {f: mx[:, k] for k, f in enumerate(_MAX)}
+    op_counts = (nets[:, :N_LAYERS, None] == np.arange(len(OPS))).sum(axis=1) if g else \
+        np.zeros((0, len(OPS)), np.int64)
+
+    per_net = {  # column: (value per network, scaled by batch?, scaled by bytes per element?)
+        "bytes_per_element": (np.ones(g, np.int64), False, True),
+        "flops": (a["flops"], True, False),
+        "flops_per_image": (a["flops"], False, False),
+        "params": (a["params"], False, False),
+        "weight_bytes": (a["params"], False, True),
+        "model_bytes": (a["params"] + 2 * a["bn_channels"], False, True),  # + 8 B per BN below
+        "input_bytes": (3 * nets[:, N_LAYERS] ** 2, True, True),
+        "output_bytes": (nets[:, N_LAYERS + 1].copy(), True, True),
+        "activation_bytes": (a["activation"], True, True),
+        "peak_activation_bytes": (m["peak_io"], True, True),
+        "live_activation_bytes": (m["live"], True, True),
+        "largest_activation_bytes": (m["largest"], True, True),
+        "n_conv": (a["n_conv"], False, False),
+        "n_bn": (a["n_bn"], False, False),
+        "n_linear": (a["n_linear"], False, False),
+        "n_layers": (a["n_conv"] + a["n_linear"], False, False),
+        "n_ops": (a["n_ops"], False, False),
+        "n_stages": (np.full(g, len(STAGE_LAYERS), np.int64), False, False),
+        "n_blocks": (a["n_blocks"], False, False),
+        "n_projections": (a["n_projections"], False, False),
+        "n_residual": (a["n_residual"], False, False),
+        "min_channels": (mn, False, False),
+        "max_channels": (m["max_channels"], False, False),
+        "final_channels": (np.full(g, HEAD_CHANNELS, np.int64), False, False),
+        "stem_output_size": (stem_side, False, False),
+        "final_feature_size": (final_side, False, False),
+        **{c: (op_counts[:, j].astype(np.int64), False, False) for j, c in enumerate(OP_COUNT_COLUMNS)},
+    }
+    int_cols = [c for c in FEATURE_COLUMNS if c not in _FLOAT_COLUMNS]
+    assert list(per_net) == int_cols
+    rows = np.stack([v for v, _, _ in per_net.values()], axis=1)[group] if g else np.zeros((0, len(int_cols)), np.int64)
+    for k, (_, by_batch, by_bpe) in enumerate(per_net.values()):
+        if by_batch:
+            rows[:, k] *= batch
+        if by_bpe:
+            rows[:, k] *= bpe
+    rows[:, int_cols.index("model_bytes")] += 8 * a["n_bn"][group]
+    col = {c: rows[:, k] for k, c in enumerate(int_cols)}
+    feats = pd.DataFrame(rows, columns=int_cols, index=df.index, copy=False)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        moved = (col["weight_bytes"] + col["activation_bytes"]).astype(np.float64)
+        feats["arithmetic_intensity"] = col["flops"] / moved
+        flops = a["flops"].astype(np.float64)
+        feats["conv1x1_flop_fraction"] = (a["flops_1x1"] / flops)[group]
+        feats["depthwise_flop_fraction"] = (a["flops_dw"] / flops)[group]
+    return pd.concat([df, feats[FEATURE_COLUMNS]], axis=1)
+
+
+# --- the family record ---------------------------------------------------------------
+
+
+def _from_row(row: Mapping[str, Any]) -> Any:
+    d = {k: v for k, v in row.items() if not missing(v)}
+    if "ops" not in d:  # a table row (the store expands its arch JSON into these columns)
+        absent = [c for c in LAYER_COLUMNS if c not in d]
+        if absent:
+            raise SpaceError(f"fbnet: missing column {absent[0]} (needs {LAYER_COLUMNS[0]} .. "
+                             f"{LAYER_COLUMNS[-1]} or ops)")
+        d["ops"] = [str(d[c]) for c in LAYER_COLUMNS]
+    keep = {k: d[k] for k in PARAMETERS if k in d}
+    return FBNetConfig.from_dict(keep)
+
+
+def _to_row(config: Any) -> dict[str, Any]:
+    row: dict[str, Any] = {"family": FAMILY}
+    row.update(zip(LAYER_COLUMNS, config.ops))
+    row.update(input_size=config.input_size, batch=config.batch, precision=config.precision,
+               classes=config.classes)
+    return row
+
+
+FBNET = Family(name=FAMILY, config_type=FBNetConfig, from_row=_from_row, to_row=_to_row, build=build,
+               features=lambda df: features(df),
+               description="FBNet v1 macro-architecture, 22 searchable layers x 9 operations (HW-NAS-Bench, HELP)",
+               parameters=(*LAYER_COLUMNS, "input_size", "batch", "precision", "classes"))

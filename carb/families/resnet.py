@@ -1,0 +1,609 @@
+"""The ResNet families ``cifar`` and ``imagenet``: their config, their network (built on
+first use, :mod:`carb.families._resnet_nets`), and their closed-form static features.
+
+A :class:`Config` is one point of a ResNet deployment space: the network (family, block,
+depth, width multiplier, stem) and how it is run (input size, batch, precision). It is a
+plain, frozen, hashable record; :attr:`Config.config_id` is a stable hash of its canonical
+form and is the key everywhere (store, datasets, predictions).
+
+Features (:func:`features`)
+---------------------------
+
+:func:`compute` adds the columns below to a table of configs without building a single
+torch module: each distinct network (family, block, depth, width, early_downsample,
+input_size, classes) is walked once, in Python, through a layer table that mirrors
+:mod:`carb.arch` operator by operator; batch and precision then scale those per-image
+figures for every row with numpy. The tests check the results against the built modules
+(``params``, ``model_bytes``, layer counts), against ``torch.utils.flop_counter`` (``flops``)
+and against a tracker of the tensors a forward allocates and frees (the activation
+columns, ``n_ops``), exactly.
+
+All figures are for one forward pass of the whole batch unless the name says per image.
+"Activation" means a tensor that the forward produces (not the input batch, not weights).
+
+Columns (:data:`FEATURE_COLUMNS`, in this order):
+
+``bytes_per_element``
+    Bytes of one weight or activation element at the row's precision: 4 (fp32), 2 (fp16,
+    bf16). Units: B.
+``flops``
+    Floating-point operations of the forward, counted as ``torch.utils.flop_counter``
+    counts them: 2 x multiply-accumulates of convolutions and of the classifier's matrix
+    product; BN, ReLU, additions, pooling and biases count zero. Units: FLOP.
+``flops_per_image``
+    ``flops / batch``. Units: FLOP.
+``params``
+    Trainable parameters (convolution weights, BN weight and bias, classifier weight and
+    bias) = ``sum(p.numel() for p in build(cfg).parameters())``. Units: count.
+``weight_bytes``
+    ``params * bytes_per_element``. Units: B.
+``model_bytes``
+    Bytes of the module's whole state once cast to the precision: parameters plus BN
+    running mean and variance (``bytes_per_element`` each) plus each BN's int64
+    ``num_batches_tracked`` (8 B). Resident for the whole run. Units: B.
+``input_bytes``
+    The input batch, ``batch * 3 * input_size**2 * bytes_per_element``. Units: B.
+``output_bytes``
+    The logits, ``batch * classes * bytes_per_element``. Units: B.
+``activation_bytes``
+    Sum over every operator of the forward (convolution, BN, ReLU, residual addition,
+    max/average pooling, linear) of the bytes of its output, in-place ones included:
+    the activation bytes written by an unfused eager forward. Units: B.
+``peak_activation_bytes``
+    Largest, over the operators that allocate their output (convolution, BN, pooling,
+    linear), of input bytes + output bytes; the stem's input is the input batch.
+    Units: B.
+``live_activation_bytes``
+    Peak of the bytes of activations alive at the same time during an eager PyTorch
+    forward under ``torch.inference_mode()``, given the way
+    :mod:`carb.arch` writes its forwards: a block's input stays alive while its branch
+    runs, a stage's input stays alive for the whole stage (the caller's variable holds
+    it), ``out = f(out)`` frees the old tensor only after ``f`` returns, ReLU and the
+    residual addition are in place. The input batch is not counted (add
+    ``input_bytes``); nor are what kernels allocate inside themselves (cuDNN/oneDNN
+    workspaces, the int64 indices CUDA's max-pool makes; under plain ``no_grad`` with
+    parameters that require grad, the CPU max-pool makes them too), nor allocator
+    rounding. A memory-peak estimate is ``model_bytes + input_bytes +
+    live_activation_bytes``. Units: B.
+``largest_activation_bytes``
+    The largest single activation tensor. Units: B.
+``n_conv``, ``n_bn``, ``n_linear``
+    Convolution, BatchNorm and Linear modules (projection shortcuts included). Units: count.
+``n_layers``
+    Weighted layers, ``n_conv + n_linear`` (unlike ``depth``, this counts the projection
+    shortcuts). Units: count.
+``n_ops``
+    Operator calls of the forward: convolutions, BNs, ReLUs, residual additions, poolings
+    and the linear layer (the flatten view excluded): a proxy for kernel launches and
+    per-operator framework overhead. Units: count.
+``n_stages``, ``n_blocks``, ``n_projections``
+    Residual stages (3 or 4), residual blocks, and projection (1x1 conv + BN) shortcuts.
+    Units: count.
+``min_channels``, ``max_channels``
+    Fewest and most output channels of any convolution. Units: channels.
+``final_channels``
+    Channels entering the classifier (the pooled feature size). Units: channels.
+``stem_output_size``
+    Side of the feature map that enters the first stage (after the stem's stride and,
+    for imagenet, the max-pool). Units: px.
+``final_feature_size``
+    Side of the last stage's feature map, before global pooling. Units: px.
+``arithmetic_intensity``
+    ``flops / (weight_bytes + activation_bytes)``. Units: FLOP/B.
+``conv1x1_flop_fraction``
+    Share of ``flops`` in 1x1 convolutions (bottleneck reductions, expansions and
+    projections), which map to plain matrix products. Units: fraction in [0, 1].
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, fields
+from functools import lru_cache
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+import pandas as pd
+
+from ._base import PRECISIONS, Family, SpaceError, _as_bool, _as_float, _as_int, _py, init_weights, stable_id
+
+__all__ = ["Config", "FAMILIES", "BLOCKS", "IMAGENET_LAYERS", "DEFAULT_CLASSES", "PARAMETERS",
+           "FEATURE_COLUMNS", "REQUIRED_COLUMNS", "ARCH_KEYS", "arch_features", "features", "build",
+           "config_id", "CIFAR", "IMAGENET"]
+
+FAMILIES = ("cifar", "imagenet")
+BLOCKS = ("basic", "bottleneck")
+#: torchvision's layer table for the imagenet family: depth -> (block, blocks per stage).
+IMAGENET_LAYERS: dict[int, tuple[str, tuple[int, int, int, int]]] = {
+    18: ("basic", (2, 2, 2, 2)),
+    34: ("basic", (3, 4, 6, 3)),
+    50: ("bottleneck", (3, 4, 6, 3)),
+    101: ("bottleneck", (3, 4, 23, 3)),
+    152: ("bottleneck", (3, 8, 36, 3)),
+}
+DEFAULT_CLASSES = {"cifar": 10, "imagenet": 1000}
+
+
+
+@dataclass(frozen=True)
+class Config:
+    """One CNN inference configuration.
+
+    Attributes:
+        family: ``cifar`` (3-stage ResNet of He et al. 2016, 16/32/64 base channels) or
+            ``imagenet`` (4-stage ResNet with 7x7/2 stem and max-pool, 64..512 channels).
+        block: ``basic`` or ``bottleneck`` (for imagenet, fixed by the depth).
+        depth: number of weighted layers; cifar: 6n+2 (basic) or 9n+2 (bottleneck);
+            imagenet: 18, 34, 50, 101 or 152.
+        width: channel multiplier applied to the base channels (> 0).
+        early_downsample: cifar only: a stride-2 stem, halving every feature map.
+        input_size: input height = width, pixels.
+        batch: images per forward pass.
+        precision: ``fp32``, ``fp16`` or ``bf16`` (weights and activations).
+        classes: classifier outputs; ``None`` means the family's default (10 or 1000).
+    """
+
+    family: str = "cifar"
+    block: str = "basic"
+    depth: int = 20
+    width: float = 1.0
+    early_downsample: bool = False
+    input_size: int = 32
+    batch: int = 1
+    precision: str = "fp32"
+    classes: int | None = None
+
+    def __post_init__(self) -> None:
+        # Normalise types so that equal configs hash equally whatever their source
+        # (TOML ints for widths, numpy scalars from a DataFrame, ...).
+        object.__setattr__(self, "depth", _as_int("depth", self.depth))
+        object.__setattr__(self, "width", _as_float("width", self.width))
+        object.__setattr__(self, "input_size", _as_int("input_size", self.input_size))
+        object.__setattr__(self, "batch", _as_int("batch", self.batch))
+        object.__setattr__(self, "early_downsample", _as_bool("early_downsample", self.early_downsample))
+        if self.classes is None or (isinstance(self.classes, float) and np.isnan(self.classes)):
+            object.__setattr__(self, "classes", DEFAULT_CLASSES.get(self.family, 10))
+        else:
+            object.__setattr__(self, "classes", _as_int("classes", self.classes))
+        problem = self.problem()
+        if problem:
+            raise SpaceError(problem)
+
+    def problem(self) -> str | None:
+        """Return why this config is invalid, or ``None`` when it is valid."""
+        if self.family not in FAMILIES:
+            return f"family: unknown value {self.family!r} (expected one of {', '.join(FAMILIES)})"
+        if self.block not in BLOCKS:
+            return f"block: unknown value {self.block!r} (expected one of {', '.join(BLOCKS)})"
+        if self.precision not in PRECISIONS:
+            return f"precision: unknown value {self.precision!r} (expected one of {', '.join(PRECISIONS)})"
+        if not self.width > 0:
+            return f"width: {self.width!r} must be > 0"
+        if self.batch < 1:
+            return f"batch: {self.batch!r} must be >= 1"
+        if self.classes < 1:
+            return f"classes: {self.classes!r} must be >= 1"
+        if self.family == "cifar":
+            step = 6 if self.block == "basic" else 9
+            if self.depth < step + 2 or (self.depth - 2) % step:
+                form = "6n+2" if self.block == "basic" else "9n+2"
+                return f"depth: {self.depth} is not {form} (n >= 1) for cifar {self.block} blocks"
+            if self.input_size < 8:
+                return f"input_size: {self.input_size} too small for the cifar family (>= 8)"
+        else:
+            if self.depth not in IMAGENET_LAYERS:
+                return f"depth: {self.depth} not an imagenet ResNet depth (18, 34, 50, 101, 152)"
+            want = IMAGENET_LAYERS[self.depth][0]
+            if self.block != want:
+                return f"block: imagenet ResNet-{self.depth} uses {want} blocks, not {self.block!r}"
+            if self.early_downsample:
+                return "early_downsample: only the cifar family has it (the imagenet stem already downsamples)"
+            if self.input_size < 32:
+                return f"input_size: {self.input_size} too small for the imagenet family (>= 32)"
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict of the parameters (JSON-serialisable)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Config":
+        """Build a config from a mapping; unknown keys raise :class:`SpaceError`."""
+        unknown = set(d) - set(PARAMETERS)
+        if unknown:
+            raise SpaceError(f"unknown parameter {sorted(unknown)[0]!r} (known: {', '.join(PARAMETERS)})")
+        return cls(**{k: _py(v) for k, v in d.items()})
+
+    def canonical(self) -> str:
+        """Canonical JSON text of the config; its hash is the config id."""
+        d = self.to_dict()
+        d["width"] = float(f"{self.width:.6g}")
+        return json.dumps(d, sort_keys=True, separators=(",", ":"))
+
+    @property
+    def config_id(self) -> str:
+        """Stable 16-hex-digit id: SHA-256 of :meth:`canonical`."""
+        return stable_id(self.canonical())
+
+    @property
+    def arch_key(self) -> tuple:
+        """The parameters that define the network alone (not batch or precision)."""
+        return (self.family, self.block, self.depth, self.width, self.early_downsample,
+                self.input_size, self.classes)
+
+    def label(self) -> str:
+        """Short human-readable label, e.g. ``cifar-basic20-w1-i32-b8-fp32``."""
+        ed = "-ed" if self.early_downsample else ""
+        return (f"{self.family}-{self.block}{self.depth}-w{self.width:g}{ed}-i{self.input_size}"
+                f"-b{self.batch}-{self.precision}")
+
+
+PARAMETERS: tuple[str, ...] = tuple(f.name for f in fields(Config))
+
+
+def config_id(config: Config | Mapping[str, Any]) -> str:
+    """Config id of a ResNet config or a plain dict of its parameters."""
+    if not isinstance(config, Config):
+        config = Config.from_dict(config)
+    return config.config_id
+
+
+
+# --- closed-form features ------------------------------------------------------------
+
+#: The parameters that define the network (not batch, not precision).
+ARCH_KEYS: tuple[str, ...] = ("family", "block", "depth", "width", "early_downsample", "input_size", "classes")
+#: Columns a table must have (``classes`` may be absent or missing: the family's default).
+REQUIRED_COLUMNS: tuple[str, ...] = ("family", "block", "depth", "width", "early_downsample",
+                                     "input_size", "batch", "precision")
+_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
+
+# per-image, per-architecture quantities, in elements (or counts); see _Walk
+_ARCH_FIELDS = ("flops", "params", "bn_channels", "n_bn", "activation", "peak_io", "live",
+                "largest", "n_conv", "n_linear", "n_ops", "n_stages", "n_blocks", "n_projections",
+                "min_channels", "max_channels", "final_channels", "stem_output_size",
+                "final_feature_size", "flops_1x1")
+# the _Walk fields that add up over blocks (the others are maxima or set once)
+_ADDITIVE = ("flops", "params", "bn_channels", "n_bn", "activation", "n_conv", "n_linear", "n_ops",
+             "n_blocks", "n_projections", "flops_1x1")
+
+#: The numeric columns :func:`compute` adds, in order.
+FEATURE_COLUMNS: list[str] = [
+    "bytes_per_element", "flops", "flops_per_image", "params", "weight_bytes", "model_bytes",
+    "input_bytes", "output_bytes", "activation_bytes", "peak_activation_bytes",
+    "live_activation_bytes", "largest_activation_bytes",
+    "n_conv", "n_bn", "n_linear", "n_layers", "n_ops", "n_stages", "n_blocks", "n_projections",
+    "min_channels", "max_channels", "final_channels", "stem_output_size", "final_feature_size",
+    "arithmetic_intensity", "conv1x1_flop_fraction",
+]
+_INT_COLUMNS = FEATURE_COLUMNS[:-2]  # int64; the last two are float64
+
+
+def _channels(base: int, width: float) -> int:
+    # same rule as the builder's channels() (kept here so that this module never imports torch)
+    return max(1, round(base * width))
+
+
+class _Walk:
+    """Walks one network's forward for one image, accumulating counts in elements.
+
+    ``held`` arguments are the activation elements that enclosing frames keep alive (other
+    than the block's input); ``live_before`` ones, those alive when an operator starts.
+    """
+
+    def __init__(self) -> None:
+        self.flops = self.params = self.bn_channels = self.n_bn = 0
+        self.activation = self.peak_io = self.live = self.largest = 0
+        self.n_conv = self.n_linear = self.n_ops = 0
+        self.n_stages = self.n_blocks = self.n_projections = 0
+        self.min_channels = 1 << 62
+        self.max_channels = 0
+        self.final_channels = self.stem_output_size = self.final_feature_size = 0
+        self.flops_1x1 = 0
+
+    def _out(self, elems: int, inp: int | None = None, live: int | None = None) -> None:
+        """Book an operator's output; ``inp`` for the peak-io figure (allocating ops only),
+        ``live`` the live elements while it runs (allocating ops only)."""
+        self.activation += elems
+        self.n_ops += 1
+        self.largest = max(self.largest, elems)
+        if inp is not None:
+            self.peak_io = max(self.peak_io, inp + elems)
+        if live is not None:
+            self.live = max(self.live, live)
+
+    def conv(self, cin: int, cout: int, k: int, stride: int, h: int, live_before: int) -> tuple[int, int]:
+        """A bias-free k x k convolution, padding k // 2; returns (output side, output elements).
+        ``live_before``: live elements when it starts (its input included when counted)."""
+        ho = (h - 1) // stride + 1
+        out = cout * ho * ho
+        flops = 2 * cin * cout * k * k * ho * ho
+        self.flops += flops
+        if k == 1:
+            self.flops_1x1 += flops
+        self.params += cin * cout * k * k
+        self.n_conv += 1
+        self.min_channels = min(self.min_channels, cout)
+        self.max_channels = max(self.max_channels, cout)
+        self._out(out, inp=cin * h * h, live=live_before + out)
+        return ho, out
+
+    def bn(self, c: int, elems: int, live_before: int) -> int:
+        self.params += 2 * c
+        self.bn_channels += c
+        self.n_bn += 1
+        self._out(elems, inp=elems, live=live_before + elems)
+        return elems
+
+    def inplace(self, elems: int) -> None:  # ReLU or residual addition
+        self._out(elems)
+
+    def basic(self, cin: int, planes: int, stride: int, h: int, held: int) -> tuple[int, int, int]:
+        """BasicBlock of carb.arch; returns (output channels, output side, output elements)."""
+        x = cin * h * h
+        ho, a = self.conv(cin, planes, 3, stride, h, held + x)
+        self.bn(planes, a, held + x + a)
+        self.inplace(a)                                   # relu
+        _, a2 = self.conv(planes, planes, 3, 1, ho, held + x + a)
+        self.bn(planes, a2, held + x + a2)                # conv1 output freed by out = conv2(out)
+        out = self._shortcut(cin, planes, stride, h, held + x + a2, a2)
+        self.inplace(a2)                                  # out += identity
+        self.inplace(a2)                                  # relu
+        self.n_blocks += 1
+        return planes, ho, out
+
+    def bottleneck(self, cin: int, planes: int, stride: int, h: int, held: int) -> tuple[int, int, int]:
+        """Bottleneck of carb.arch (stride on the 3x3); returns (channels, side, elements)."""
+        x = cin * h * h
+        cout = 4 * planes
+        _, p1 = self.conv(cin, planes, 1, 1, h, held + x)
+        self.bn(planes, p1, held + x + p1)
+        self.inplace(p1)
+        ho, p2 = self.conv(planes, planes, 3, stride, h, held + x + p1)
+        self.bn(planes, p2, held + x + p2)
+        self.inplace(p2)
+        _, o = self.conv(planes, cout, 1, 1, ho, held + x + p2)
+        self.bn(cout, o, held + x + o)
+        out = self._shortcut(cin, cout, stride, h, held + x + o, o)
+        self.inplace(o)
+        self.inplace(o)
+        self.n_blocks += 1
+        return cout, ho, out
+
+    def _shortcut(self, cin: int, cout: int, stride: int, h: int, live: int, out: int) -> int:
+        # identity, or 1x1 conv + BN on the block input while the branch's output is alive
+        if stride == 1 and cin == cout:
+            return out
+        self.n_projections += 1
+        _, d = self.conv(cin, cout, 1, stride, h, live)
+        self.bn(cout, d, live + d)
+        return out
+
+    def stage(self, block: str, cin: int, planes: int, n: int, stride: int, h: int) -> tuple[int, int, int]:
+        """``n`` blocks; the stage's input stays alive for the whole stage (held by the caller)."""
+        step = self.basic if block == "basic" else self.bottleneck
+        x0 = cin * h * h
+        c, side, elems = step(cin, planes, stride, h, 0)
+        if n > 1:
+            # blocks 2..n are identical (same shapes, same stage input held): walk one and
+            # add the others' sums; maxima (peaks, channels) do not change
+            before = [getattr(self, f) for f in _ADDITIVE]
+            c, side, elems = step(c, planes, 1, side, x0)
+            for f, b in zip(_ADDITIVE, before):
+                setattr(self, f, getattr(self, f) + (n - 2) * (getattr(self, f) - b))
+        self.n_stages += 1
+        return c, side, elems
+
+    def head(self, c: int, h: int, classes: int) -> None:
+        x = c * h * h
+        self._out(c, inp=x, live=x + c)                        # global average pooling
+        self.flops += 2 * c * classes
+        self.params += c * classes + classes
+        self.n_linear += 1
+        self._out(classes, inp=c, live=c + classes)            # linear (flatten is a view)
+        self.final_channels = c
+        self.final_feature_size = h
+
+
+@lru_cache(maxsize=4096)
+def arch_features(family: str, block: str, depth: int, width: float, early_downsample: bool,
+                  input_size: int, classes: int) -> tuple[int, ...]:
+    """Per-image figures of one network, in the order of ``_ARCH_FIELDS`` (elements, counts).
+
+    Assumes a valid config (see :meth:`carb.space.Config.problem`).
+    """
+    w = _Walk()
+    h = input_size
+    if family == "cifar":
+        per = 6 if block == "basic" else 9
+        n = (depth - 2) // per
+        c = _channels(16, width)
+        h, s = w.conv(3, c, 3, 2 if early_downsample else 1, h, 0)
+        w.bn(c, s, s)
+        w.inplace(s)
+        plan = [(_channels(16, width), n, 1), (_channels(32, width), n, 2), (_channels(64, width), n, 2)]
+    else:
+        block, counts = IMAGENET_LAYERS[depth]
+        c = _channels(64, width)
+        h, s = w.conv(3, c, 7, 2, h, 0)
+        w.bn(c, s, s)
+        w.inplace(s)
+        h = (h - 1) // 2 + 1                                      # max-pool 3x3/2, padding 1
+        m = c * h * h
+        w._out(m, inp=s, live=s + m)
+        plan = [(_channels(b, width), k, 1 if i == 0 else 2)
+                for i, (b, k) in enumerate(zip((64, 128, 256, 512), counts))]
+    w.stem_output_size = h
+    for planes, n, stride in plan:
+        c, h, _ = w.stage(block, c, planes, n, stride, h)
+    w.head(c, h, classes)
+    return tuple(int(getattr(w, f)) for f in _ARCH_FIELDS)
+
+
+def features(df: pd.DataFrame) -> pd.DataFrame:
+    """A copy of the configs table with the feature columns :data:`FEATURE_COLUMNS` added.
+
+    Closed form, vectorized: each distinct network is walked once, then batch and precision
+    scale its figures per row with numpy. See the module docstring for every column and
+    its unit (FLOP, B, count, channels, px).
+
+    Args:
+        df: a DataFrame of ResNet rows with the columns :data:`REQUIRED_COLUMNS` (others are
+            kept; ``classes`` may be absent or missing, meaning the family's default).
+
+    Raises:
+        ValueError: a required column is missing, or a row is not a valid config (the
+            message names the column or the first bad row).
+    """
+    missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
+    if missing:
+        raise ValueError(f"features: missing column{'s' if len(missing) > 1 else ''} "
+                         f"{', '.join(missing)} (required: {', '.join(REQUIRED_COLUMNS)})")
+    clash = [c for c in FEATURE_COLUMNS if c in df.columns]
+    if clash:
+        df = df.drop(columns=clash)  # recompute rather than keep stale figures
+    n = len(df)
+
+    # precision -> bytes per element, vectorized over the few distinct values
+    pcodes, puniq = pd.factorize(df["precision"], use_na_sentinel=True)
+    pbytes = np.array([_BYTES.get(p, 0) if isinstance(p, str) else 0 for p in puniq], dtype=np.int64)
+    bpe = pbytes[pcodes] if len(puniq) else np.zeros(n, dtype=np.int64)
+    if n and ((pcodes < 0).any() or (bpe == 0).any()):
+        i = int(np.flatnonzero((pcodes < 0) | (bpe == 0))[0])
+        raise ValueError(f"features: row {i}: precision: unknown value {df['precision'].iloc[i]!r} "
+                         f"(expected one of {', '.join(_BYTES)})")
+    batch = _int_column(df, "batch")
+    if n and (batch < 1).any():
+        i = int(np.flatnonzero(batch < 1)[0])
+        raise ValueError(f"features: row {i}: batch: {batch[i]} must be >= 1")
+
+    # distinct networks: factorize each key column, combine the codes, factorize again
+    if "classes" in df.columns:
+        classes = df["classes"]
+        if classes.isna().any():
+            classes = classes.fillna(df["family"].map(DEFAULT_CLASSES))
+    else:
+        classes = df["family"].map(DEFAULT_CLASSES)
+    cols = {k: (classes if k == "classes" else df[k]) for k in ARCH_KEYS}
+    combined = np.zeros(n, dtype=np.int64)
+    radix = 1
+    for k in ARCH_KEYS:
+        codes, uniq = pd.factorize(cols[k], use_na_sentinel=False)
+        if radix * (len(uniq) + 1) >= 2**62:  # keep the mixed-radix code inside int64
+            combined, seen = pd.factorize(combined)
+            radix = len(seen)
+        combined = combined * (len(uniq) + 1) + codes
+        radix *= len(uniq) + 1
+    group, _ = pd.factorize(combined)
+    ngroups = int(group.max()) + 1 if n else 0
+    # factorize numbers networks by first appearance: a row starts a network when its
+    # code exceeds every earlier code
+    first = np.flatnonzero(np.r_[True, group[1:] > np.maximum.accumulate(group)[:-1]]) if n else group
+
+    table = np.empty((ngroups, len(_ARCH_FIELDS)), dtype=np.int64)
+    key_values = {k: cols[k].iloc[first].to_numpy() for k in ARCH_KEYS}
+    for g in range(ngroups):
+        raw = {k: key_values[k][g] for k in ARCH_KEYS}
+        try:
+            cfg = Config.from_dict(raw)
+        except SpaceError as e:
+            raise ValueError(f"features: row {int(first[g])}: {e}") from None
+        table[g] = arch_features(*cfg.arch_key)
+
+    # per network, then one gather to the rows and in-place scaling by batch and precision
+    a = {f: table[:, k] for k, f in enumerate(_ARCH_FIELDS)}
+    cls = np.asarray([int(v) for v in key_values["classes"]], dtype=np.int64)
+    side = np.asarray([int(v) for v in key_values["input_size"]], dtype=np.int64)
+    per_net = {  # column: (value per network, scaled by batch?, scaled by bytes per element?)
+        "bytes_per_element": (np.ones(ngroups, np.int64), False, True),
+        "flops": (a["flops"], True, False),
+        "flops_per_image": (a["flops"], False, False),
+        "params": (a["params"], False, False),
+        "weight_bytes": (a["params"], False, True),
+        "model_bytes": (a["params"] + 2 * a["bn_channels"], False, True),  # + 8 B per BN below
+        "input_bytes": (3 * side * side, True, True),
+        "output_bytes": (cls, True, True),
+        "activation_bytes": (a["activation"], True, True),
+        "peak_activation_bytes": (a["peak_io"], True, True),
+        "live_activation_bytes": (a["live"], True, True),
+        "largest_activation_bytes": (a["largest"], True, True),
+        "n_conv": (a["n_conv"], False, False),
+        "n_bn": (a["n_bn"], False, False),
+        "n_linear": (a["n_linear"], False, False),
+        "n_layers": (a["n_conv"] + a["n_linear"], False, False),
+        "n_ops": (a["n_ops"], False, False),
+        "n_stages": (a["n_stages"], False, False),
+        "n_blocks": (a["n_blocks"], False, False),
+        "n_projections": (a["n_projections"], False, False),
+        "min_channels": (a["min_channels"], False, False),
+        "max_channels": (a["max_channels"], False, False),
+        "final_channels": (a["final_channels"], False, False),
+        "stem_output_size": (a["stem_output_size"], False, False),
+        "final_feature_size": (a["final_feature_size"], False, False),
+    }
+    assert list(per_net) == _INT_COLUMNS
+    rows = np.stack([v for v, _, _ in per_net.values()], axis=1)[group] if ngroups else \
+        np.zeros((0, len(_INT_COLUMNS)), np.int64)
+    for k, (_, by_batch, by_bpe) in enumerate(per_net.values()):
+        if by_batch:
+            rows[:, k] *= batch
+        if by_bpe:
+            rows[:, k] *= bpe
+    rows[:, _INT_COLUMNS.index("model_bytes")] += 8 * a["n_bn"][group]
+    col = {c: rows[:, k] for k, c in enumerate(_INT_COLUMNS)}
+    with np.errstate(invalid="ignore", divide="ignore"):
+        intensity = col["flops"] / (col["weight_bytes"] + col["activation_bytes"]).astype(np.float64)
+        frac_1x1 = (a["flops_1x1"] / a["flops"].astype(np.float64))[group]
+    feats = pd.DataFrame(rows, columns=_INT_COLUMNS, index=df.index, copy=False)
+    feats["arithmetic_intensity"] = intensity
+    feats["conv1x1_flop_fraction"] = frac_1x1
+    return pd.concat([df, feats], axis=1)
+
+
+def _int_column(df: pd.DataFrame, name: str) -> np.ndarray:
+    col = df[name]
+    try:
+        values = col.to_numpy(dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"features: {name}: not numeric") from None
+    if np.isnan(values).any() or (values != np.round(values)).any():
+        i = int(np.flatnonzero(np.isnan(values) | (values != np.round(values)))[0])
+        raise ValueError(f"features: row {i}: {name}: {col.iloc[i]!r} is not an integer")
+    return values.astype(np.int64)
+
+
+# --- the network ---------------------------------------------------------------------
+
+
+def build(config: Config | Mapping[str, Any]) -> Any:
+    """The network of a ResNet config (a ``torch.nn.Module``), in eval mode, with fp32 weights.
+
+    Batch and precision do not change the module; cast it yourself, e.g.
+    ``build(cfg).to(carb.arch.dtype_of(cfg.precision))``, and feed inputs of shape
+    ``(batch, 3, input_size, input_size)``. The module is created on torch's current
+    default device, so ``with torch.device("meta"): build(cfg)`` allocates nothing.
+
+    Raises:
+        SpaceError: (a ``ValueError``) the config is invalid.
+    """
+    from ._resnet_nets import CifarResNet, ImageNetResNet  # torch is imported here, on use
+
+    cfg = config if isinstance(config, Config) else Config.from_dict(config)
+    if cfg.family == "cifar":
+        model = CifarResNet(cfg.block, cfg.depth, cfg.width, cfg.early_downsample, cfg.classes)
+    else:
+        model = ImageNetResNet(cfg.depth, cfg.width, cfg.classes)
+    init_weights(model)
+    return model.eval()
+
+
+def _from_row(row: Mapping[str, Any]) -> Config:
+    return Config.from_dict({k: v for k, v in row.items() if k in PARAMETERS and not (v is None or (isinstance(v, float) and v != v))})
+
+
+CIFAR = Family(name="cifar", config_type=Config, from_row=_from_row, to_row=Config.to_dict, build=build,
+               features=features, description="3-stage ResNets of He et al. 2016 (CIFAR-style)",
+               parameters=tuple(p for p in PARAMETERS if p != "family"))
+IMAGENET = Family(name="imagenet", config_type=Config, from_row=_from_row, to_row=Config.to_dict, build=build,
+                  features=features, description="torchvision's 4-stage ResNet-18/34/50/101/152",
+                  parameters=tuple(p for p in PARAMETERS if p != "family"))
