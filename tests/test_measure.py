@@ -4,7 +4,7 @@ Samples, clocks, sysfs trees and NVML objects named ``synthetic``/``fake`` here 
 up for the tests; no figure from them is a measurement. The CPU backend tests run real
 (tiny) measurements in worker processes; the GPU tests need an NVIDIA GPU and skip
 elsewhere, while the GPU backend's pure parts and its whole worker plumbing (on a
-synthetic NVML counter, ``_fake=True``) are tested on the CPU.
+synthetic Zeus device, ``_fake=True``) are tested on the CPU (more in test_gpu_zeus.py).
 """
 
 from __future__ import annotations
@@ -19,12 +19,7 @@ import pytest
 from carb.measure import CpuBackend, CudaBackend, get_backend
 from carb.measure.base import Protocol
 from carb.measure.cpu import Rapl, rapl_delta_uj
-from carb.measure.cuda import (  # noqa: F401 - the NVML codes are also checked by name below
-    NVML_ERROR_FUNCTION_NOT_FOUND,
-    NVML_ERROR_NO_PERMISSION,
-    NVML_ERROR_NOT_SUPPORTED,
-    ClockLock,
-    default_lock_targets,
+from carb.measure.cuda import (
     energy_window_s,
     net_energy_j,
     power_between_ticks,
@@ -219,161 +214,7 @@ def test_throttle_reason_names():
     assert throttle_reason_names(0x1000) == ["0x1000"]
 
 
-class _NVMLError(Exception):
-    """Stands in for pynvml.NVMLError: carries the nvmlReturn_t in ``value``."""
-
-    def __init__(self, value):
-        super().__init__(f"fake NVML error {value}")
-        self.value = value
-
-
-class FakeNvml:
-    """A fake pynvml: records calls, optionally refuses some of them."""
-
-    NVML_CLOCK_GRAPHICS, NVML_CLOCK_SM, NVML_CLOCK_MEM = 0, 1, 2
-
-    def __init__(self, refuse=None):
-        self.calls = []
-        self.refuse = refuse or {}
-
-    def _call(self, name, *args):
-        self.calls.append((name, *args))
-        if name in self.refuse:
-            raise _NVMLError(self.refuse[name])
-
-    def nvmlDeviceSetGpuLockedClocks(self, h, lo, hi):
-        self._call("SetGpu", lo, hi)
-
-    def nvmlDeviceSetMemoryLockedClocks(self, h, lo, hi):
-        self._call("SetMem", lo, hi)
-
-    def nvmlDeviceResetGpuLockedClocks(self, h):
-        self._call("ResetGpu")
-
-    def nvmlDeviceResetMemoryLockedClocks(self, h):
-        self._call("ResetMem")
-
-    def nvmlDeviceGetDefaultApplicationsClock(self, h, kind):
-        raise _NVMLError(NVML_ERROR_NOT_SUPPORTED)
-
-    def nvmlDeviceGetMaxClockInfo(self, h, kind):
-        return {1: 1980, 2: 2619}[kind]
-
-
-def test_clock_lock_applies_and_restores_once():
-    nv = FakeNvml()
-    lock = ClockLock(nv, "h", 1500, 2619)
-    state = lock.apply()
-    assert state["applied"] and state["sm_locked_mhz"] == 1500 and state["mem_locked_mhz"] == 2619
-    assert lock.locked
-    lock.restore()
-    lock.restore()  # idempotent
-    assert [c[0] for c in nv.calls] == ["SetGpu", "SetMem", "ResetMem", "ResetGpu"]
-    assert lock.state["restored"] is True and not lock.locked
-
-
-def test_clock_lock_opts_out_without_permission():
-    for code, word in ((NVML_ERROR_NO_PERMISSION, "permitted"), (NVML_ERROR_NOT_SUPPORTED, "supported")):
-        nv = FakeNvml(refuse={"SetGpu": code})
-        before = signal.getsignal(signal.SIGTERM)
-        lock = ClockLock(nv, "h", 1500, 2619)
-        state = lock.apply()
-        assert not state["applied"] and word in state["reason"]
-        assert signal.getsignal(signal.SIGTERM) == before  # nothing to restore: no handlers
-        lock.restore()
-        assert [c[0] for c in nv.calls] == ["SetGpu"]
-
-
-def test_clock_lock_keeps_sm_lock_when_memory_lock_is_unsupported():
-    nv = FakeNvml(refuse={"SetMem": NVML_ERROR_NOT_SUPPORTED})
-    lock = ClockLock(nv, "h", 1500, 2619)
-    state = lock.apply()
-    assert state["applied"] and state["mem_locked_mhz"] is None and "supported" in state["mem_reason"]
-    lock.restore()
-    assert [c[0] for c in nv.calls] == ["SetGpu", "SetMem", "ResetGpu"]
-
-
-def test_clock_lock_falls_back_to_nvidia_smi():
-    nv = FakeNvml(refuse={"SetGpu": NVML_ERROR_FUNCTION_NOT_FOUND, "SetMem": NVML_ERROR_FUNCTION_NOT_FOUND})
-    cmds = []
-
-    class Done:
-        returncode, stdout, stderr = 0, "", ""
-
-    lock = ClockLock(nv, "h", 1500, None, smi_id="GPU-fake", run=lambda cmd: cmds.append(cmd) or Done())
-    assert lock.apply()["method"] == "smi"
-    lock.restore()
-    assert cmds == [["nvidia-smi", "-i", "GPU-fake", "-lgc", "1500,1500"], ["nvidia-smi", "-i", "GPU-fake", "-rgc"]]
-
-
-def test_clock_lock_restores_on_sigterm_then_hands_the_signal_on():
-    nv = FakeNvml()
-    seen = []
-    original = signal.getsignal(signal.SIGTERM)
-    signal.signal(signal.SIGTERM, lambda s, f: seen.append(s))  # stands in for the program's handler
-    try:
-        lock = ClockLock(nv, "h", 1500, None)
-        lock.apply()
-        assert signal.getsignal(signal.SIGTERM) == lock._on_signal
-        os.kill(os.getpid(), signal.SIGTERM)
-        assert seen == [signal.SIGTERM]  # the previous handler ran ...
-        assert [c[0] for c in nv.calls] == ["SetGpu", "ResetGpu"]  # ... after the clocks were reset
-        assert signal.getsignal(signal.SIGTERM) != lock._on_signal  # and ours is gone
-    finally:
-        signal.signal(signal.SIGTERM, original)
-
-
-def test_default_lock_targets_fall_back_to_max_clocks():
-    assert default_lock_targets(FakeNvml(), "h") == (1980, 2619)
-
-
-def test_every_nvml_name_the_gpu_code_uses_exists_in_pynvml():
-    """Guards the GPU paths that only a GPU machine runs against misspelt NVML calls."""
-    import re
-    from pathlib import Path
-
-    import pynvml
-
-    root = Path(__file__).resolve().parents[1]
-    text = (root / "carb/measure/cuda.py").read_text() + (root / "scripts/validate_gpu.py").read_text()
-    # attribute uses (nvml.X) and names given to getattr ("X"), not prose in docstrings
-    names = set(re.findall(r"(?:\.|\")(nvml[A-Z]\w+|NVML_[A-Z0-9_]+)\b", text))
-    ours = {"NVML_ERROR_NOT_SUPPORTED", "NVML_ERROR_NO_PERMISSION", "NVML_ERROR_FUNCTION_NOT_FOUND"}
-    missing = sorted(n for n in names - ours if not hasattr(pynvml, n))
-    assert not missing
-    for n in ours:
-        assert getattr(pynvml, n) == globals()[n]  # our copies of nvml.h codes are right
-    assert len(names) > 20
-
-
-def test_nvml_device_readings_with_a_fake_module():
-    from carb.measure.cuda import _NvmlDevice, _summarize_telemetry
-
-    class Fake:  # units as NVML gives them: mW, MHz, C, mJ
-        NVML_CLOCK_SM, NVML_CLOCK_MEM, NVML_TEMPERATURE_GPU = 1, 2, 0
-
-        def nvmlDeviceGetTotalEnergyConsumption(self, h):
-            return 123456
-
-        def nvmlDeviceGetPowerUsage(self, h):
-            return 250500
-
-        def nvmlDeviceGetClockInfo(self, h, kind):
-            return {1: 1980, 2: 3201}[kind]
-
-        def nvmlDeviceGetTemperature(self, h, sensor):
-            return 55
-
-        def nvmlDeviceGetCurrentClocksThrottleReasons(self, h):  # an older pynvml: no EventReasons
-            return 0x4
-
-    d = _NvmlDevice(Fake(), "h")
-    assert d.energy_mj() == 123456
-    t = d.telemetry()
-    assert t == {"power_w": 250.5, "sm_clock_mhz": 1980, "mem_clock_mhz": 3201, "temperature_c": 55,
-                 "throttle_mask": 4}
-    summary = _summarize_telemetry([t, dict(t, throttle_mask=0x40, power_w=None)])
-    assert summary["power_w"] == 250.5 and summary["throttle_reasons"] == ["SwPowerCap", "HwThermalSlowdown"]
+# The clock lock, the Zeus device readings and the NVML names: tests/test_gpu_zeus.py
 
 
 # --------------------------------------------------------------------------- get_backend
@@ -461,16 +302,18 @@ def test_cpu_backend_kills_a_worker_past_the_timeout(cpu_backend):
 @pytest.mark.slow
 def test_cuda_backend_plumbing_on_a_synthetic_counter():
     """The whole GPU path (spawned worker, calibration, tick-aligned energy windows, crash
-    restart, timeout) on the CPU against a fake NVML counter of a synthetic 100 W."""
+    restart, timeout) on the CPU against a fake Zeus device counting a synthetic 100 W."""
     p = Protocol(ci_target=0.01, max_time_s=0.5, warmup_s=0.02, timeout_s=30)
     with CudaBackend("cuda:0", _fake=True, calibration_s=0.3, min_window_s=0.1, protocol=p) as b:
         assert b.calibration["update_period_s"] == pytest.approx(0.02, rel=0.25)
         assert b.calibration["idle_power_w"] == pytest.approx(100.0, rel=0.1)
         m = b.measure(TINY)
         assert m.status == "ok", m.message
+        # medians of different windows (latency varies on a shared CPU), so loosely here;
+        # the per-window arithmetic is checked tightly in test_gpu_zeus.py
         implied_w = m.energy_gross_j.median / (m.latency_ms.median / 1e3)
-        assert implied_w == pytest.approx(100.0, rel=0.1)
-        assert abs(m.energy_j.median) < 0.1 * m.energy_gross_j.median  # busy == idle power here
+        assert implied_w == pytest.approx(100.0, rel=0.3)
+        assert abs(m.energy_j.median) < 0.3 * m.energy_gross_j.median  # busy == idle power here
         assert m.extra["window_s"] >= 0.15 and m.extra["energy_windows"] >= 1
         b._fault = "kill"
         assert b.measure(TINY).status == "crash"
@@ -479,7 +322,8 @@ def test_cuda_backend_plumbing_on_a_synthetic_counter():
         b._fault = None
         assert b.measure(TINY).status == "ok"  # a fresh worker took over
         assert b.worker_restarts == 2
-        assert b.provenance()["clock_lock"]["applied"] is False
+        assert b.provenance()["clock_lock"]["applied"] is True  # on the synthetic device
+    assert b.clock_state["restored"] is True
 
 
 # --------------------------------------------------------------------------- GPU backend (real GPU)

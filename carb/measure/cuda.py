@@ -1,8 +1,32 @@
-"""NVIDIA GPU backend: latency (CUDA events), energy (NVML counter), peak memory (allocator).
+"""GPU backend (NVIDIA; AMD through the same path): latency (CUDA events), energy (the
+driver's total-energy counter, read through Zeus), peak memory (allocator).
 
 Configs run in one persistent worker process (``spawn``; CUDA initialisation is slow, so
 it is paid once), restarted after a crash or a timeout. The parent holds the clock lock
 and restores it on every exit path; it never initialises CUDA itself.
+
+Whose is what
+-------------
+The device layer is Zeus (``zeus.device``, ML.ENERGY), imported lazily (only when a GPU
+backend starts), so CPU-only paths never need a GPU library to load:
+
+* **Zeus**: device discovery (``zeus.device.get_gpus()``: NVML on NVIDIA, amdsmi on AMD,
+  ``CUDA_VISIBLE_DEVICES``/``HIP_VISIBLE_DEVICES`` honoured), the total-energy counter
+  (``get_total_energy_consumption``, mJ) and whether the GPU has one, power
+  (``get_instant_power_usage``, mW), temperature, power limits, supported clocks, clock
+  lock and reset (``set_gpu_locked_clocks``/``set_memory_locked_clocks`` and their
+  resets, through the ``zeusd`` daemon when ``ZEUSD_SOCK_PATH`` is set, so that a
+  non-root user can lock), and the error types of a refusal
+  (``ZeusGPUNoPermissionError``, ``ZeusGPUNotSupportedError``).
+* **ours** (Zeus has none of it): the tick-aligned energy windows, the idle-power
+  subtraction, the counter's update period, the sampler thread, the clock lock's
+  exit-path guarantees (close, ``atexit``, SIGINT/SIGTERM) and its ``nvidia-smi``
+  fallback, and the throttle telemetry below.
+* **direct pynvml, on the handle Zeus opened** (NVIDIA only; :class:`NvmlExtras` is
+  the one place): Zeus has no getter for the *current* SM/memory clocks, the
+  clock-event (throttle) reasons, the GPU's UUID (to match the CUDA device to the NVML
+  device) or the driver/CUDA-driver versions for provenance. On AMD those fields are
+  ``None``.
 
 Definitions
 -----------
@@ -10,17 +34,19 @@ latency_ms
     Per-forward time of the whole batch: CUDA events around a window of ``k`` forwards,
     divided by ``k``, under ``torch.inference_mode()``.
 energy_gross_j / energy_j
-    NVML's total energy counter (``nvmlDeviceGetTotalEnergyConsumption``, mJ, Volta and
-    newer) only changes every *update period* ``P`` (measured at start-up and recorded).
-    A sampler thread polls it (1 ms) and timestamps each change ("tick"). A window of
-    ``k`` forwards lasts at least ``max(min_window_s, 10 P, Protocol.min_sample_s)``
-    seconds; its busy power is the counter's increase between the first and the last tick
-    inside the window (ignoring the first period after launch) divided by the time
-    between them, so both ends are aligned to counter updates and lie in busy time. Gross energy per forward = busy power x
-    latency; net = gross - idle power x latency, where idle power comes from the same
-    tick method on the idle GPU at start-up, at the same (locked or not) clocks.
-    Units: J. Windows with fewer than two ticks give no energy sample (counted in
-    ``extra["energy_windows_missed"]``). Without the counter (pre-Volta, some vGPUs),
+    The total energy counter (Zeus's ``get_total_energy_consumption``: NVML's
+    ``nvmlDeviceGetTotalEnergyConsumption`` on NVIDIA, Volta and newer; amdsmi's energy
+    accumulator on AMD) only changes every *update period* ``P`` (measured at start-up
+    and recorded). A sampler thread polls it (1 ms) and timestamps each change ("tick").
+    A window of ``k`` forwards lasts at least ``max(min_window_s, 10 P,
+    Protocol.min_sample_s)`` seconds; its busy power is the counter's increase between
+    the first and the last tick inside the window (ignoring the first period after
+    launch) divided by the time between them, so both ends are aligned to counter
+    updates and lie in busy time. Gross energy per forward = busy power x latency; net =
+    gross - idle power x latency, where idle power comes from the same tick method on the
+    idle GPU at start-up, at the same (locked or not) clocks. Units: J. Windows with fewer
+    than two ticks give no energy sample (counted in ``extra["energy_windows_missed"]``).
+    Without the counter (pre-Volta, some vGPUs, AMD parts whose counter Zeus distrusts),
     energy is ``None`` with ``energy_missing_reason``; nothing is estimated.
 memory_mb
     ``torch.cuda.max_memory_allocated`` after ``reset_peak_memory_stats`` taken before the
@@ -35,16 +61,22 @@ as are the TF32 switches.
 
 Clock locking
 -------------
-With ``lock_clocks=True`` the SM clock is locked (``nvmlDeviceSetGpuLockedClocks``) to
-``sm_clock_mhz`` (default: the default applications clock, else the max SM clock) and the
-memory clock (``nvmlDeviceSetMemoryLockedClocks``) to ``mem_clock_mhz`` (default: the
-max memory clock), falling back to ``nvidia-smi -lgc/-lmc`` when NVML lacks the calls.
-They are reset (``nvmlDeviceResetGpuLockedClocks``/``ResetMemoryLockedClocks``) by
+With ``lock_clocks=True`` the SM clock is locked through Zeus to ``sm_clock_mhz``
+(default: the highest supported graphics clock at the highest memory clock, Zeus's
+``get_supported_graphics_clocks``) and the memory clock to ``mem_clock_mhz`` (default:
+the highest supported memory clock); on NVIDIA, ``nvidia-smi -lgc/-lmc`` is the fallback
+when the driver lacks the calls (``ZeusGPUFunctionNotFoundError``). They are reset by
 :meth:`CudaBackend.close`, at exit (``atexit``) and on SIGINT/SIGTERM (handlers restore,
-then hand the signal on). Locking needs root: on ``NVML_ERROR_NO_PERMISSION`` or
-``NOT_SUPPORTED`` the backend carries on unlocked and records why (an automatic opt-out).
-NVML cannot report whether someone else had locked the clocks before, so "restore"
-means "reset to the driver's default".
+then hand the signal on). Locking needs root (or ``zeusd``): on a refusal
+(``ZeusGPUNoPermissionError``, ``ZeusGPUNotSupportedError``) the backend carries on
+unlocked and records why (an automatic opt-out). With ``lock_clocks=False``
+(``--no-lock-clocks``, e.g. on a lent machine) nothing is set, and every measurement
+records the clocks it ran at (``extra["sm_clock_mhz"]``, ``["mem_clock_mhz"]``, min and
+max) and the throttle reasons. NVML cannot report whether someone else had locked the
+clocks before, so "restore" means "reset to the driver's default".
+
+AMD (ROCm torch + amdsmi through Zeus) takes the same path; it has never run on an AMD
+GPU here: untested, as are the ``zeusd`` daemon path and multi-GPU UUID matching.
 """
 
 from __future__ import annotations
@@ -77,16 +109,13 @@ __all__ = [
     "net_energy_j",
     "throttle_reason_names",
     "default_lock_targets",
+    "zeus_refusal",
+    "NvmlExtras",
     "MEMORY_DEFINITION",
 ]
 
 MEMORY_DEFINITION = ("torch.cuda.max_memory_allocated after reset_peak_memory_stats before the model moves "
                      "to the GPU (weights, input, activations, workspaces; no CUDA context); MB = 1e6 bytes")
-
-# nvmlReturn_t codes (nvml.h; stable across versions)
-NVML_ERROR_NOT_SUPPORTED = 3
-NVML_ERROR_NO_PERMISSION = 4
-NVML_ERROR_FUNCTION_NOT_FOUND = 13
 
 #: nvmlClocksEventReason* bits (formerly ClocksThrottleReason*), nvml.h.
 _THROTTLE_BITS = {
@@ -170,33 +199,41 @@ def throttle_reason_names(mask: int) -> list[str]:
     return names
 
 
-def nvml_error_code(exc: BaseException) -> int | None:
-    """The ``nvmlReturn_t`` of a pynvml ``NVMLError`` (``None`` for other exceptions)."""
-    v = getattr(exc, "value", None)
-    return v if isinstance(v, int) else None
+def zeus_refusal(exc: BaseException) -> str | None:
+    """What kind of refusal a Zeus GPU error is: ``"no_permission"``, ``"not_supported"``,
+    ``"function_not_found"`` (the driver lacks the call), or ``None`` for anything else."""
+    try:
+        from zeus.device.gpu.common import (ZeusGPUFunctionNotFoundError, ZeusGPUNoPermissionError,
+                                            ZeusGPUNotSupportedError)
+    except ImportError:  # pragma: no cover - zeus is a dependency
+        return None
+    if isinstance(exc, ZeusGPUNoPermissionError):
+        return "no_permission"
+    if isinstance(exc, ZeusGPUNotSupportedError):
+        return "not_supported"
+    if isinstance(exc, ZeusGPUFunctionNotFoundError):
+        return "function_not_found"
+    return None
 
 
 # --------------------------------------------------------------------------- clock locking
 
 
-def default_lock_targets(nvml: Any, handle: Any) -> tuple[int | None, int | None]:
+def default_lock_targets(gpu: Any) -> tuple[int | None, int | None]:
     """Clocks to lock to by default: ``(sm_mhz, mem_mhz)``. Units: MHz.
 
-    SM: the default applications clock (the vendor's sustained clock), else the max SM
-    clock. Memory: the max memory clock. ``None`` where NVML cannot say.
+    ``gpu``: a Zeus GPU object (``zeus.device.gpu.common.GPU``). Memory: the highest
+    supported memory clock; SM: the highest supported graphics clock at that memory
+    clock. ``None`` where the device cannot say.
     """
-    sm = mem = None
     try:
-        sm = int(nvml.nvmlDeviceGetDefaultApplicationsClock(handle, nvml.NVML_CLOCK_GRAPHICS))
-    except Exception:
-        try:
-            sm = int(nvml.nvmlDeviceGetMaxClockInfo(handle, nvml.NVML_CLOCK_SM))
-        except Exception:
-            sm = None
-    try:
-        mem = int(nvml.nvmlDeviceGetMaxClockInfo(handle, nvml.NVML_CLOCK_MEM))
-    except Exception:
+        mem = max(int(c) for c in gpu.get_supported_memory_clocks())
+    except Exception:  # noqa: BLE001 - not supported / empty list: no memory target
         mem = None
+    try:
+        sm = max(int(c) for c in gpu.get_supported_graphics_clocks(mem))
+    except Exception:  # noqa: BLE001
+        sm = None
     return sm or None, mem or None
 
 
@@ -204,39 +241,39 @@ class ClockLock:
     """Locks a GPU's SM/memory clocks and guarantees they are reset on every exit path.
 
     Args:
-        nvml: the ``pynvml`` module (or a stand-in with the same functions, for tests).
-        handle: the NVML device handle.
+        gpu: a Zeus GPU object (``zeus.device.gpu.common.GPU``; a synthetic stand-in in
+            tests): its ``set_gpu_locked_clocks``/``set_memory_locked_clocks`` lock and
+            its ``reset_*`` methods restore.
         sm_mhz, mem_mhz: clocks to lock to (``None``: leave that domain alone). Units: MHz.
-        smi_id: ``nvidia-smi -i`` id (UUID) for the fallback when NVML lacks the calls.
+        smi_id: ``nvidia-smi -i`` id (UUID) for the fallback when the driver lacks the
+            calls (NVIDIA only; ``None`` disables the fallback, e.g. on AMD).
         run: how to run the fallback command (for tests); default ``subprocess.run``.
 
     :attr:`state` records what was requested, applied, and why not.
     """
 
-    def __init__(self, nvml: Any, handle: Any, sm_mhz: int | None, mem_mhz: int | None,
+    def __init__(self, gpu: Any, sm_mhz: int | None, mem_mhz: int | None,
                  smi_id: str | None = None, run: Callable[..., Any] | None = None) -> None:
-        self.nvml = nvml
-        self.handle = handle
+        self.gpu = gpu
         self.smi_id = smi_id
         self._run = run or (lambda cmd: subprocess.run(cmd, capture_output=True, text=True, timeout=30))
         self.state: dict[str, Any] = {"requested": True, "applied": False, "sm_locked_mhz": None,
                                       "mem_locked_mhz": None, "reason": None, "mem_reason": None,
                                       "method": None, "restored": None}
         self._want = (sm_mhz, mem_mhz)
-        self._locked = {"sm": None, "mem": None}  # method used per domain: "nvml" | "smi"
+        self._locked = {"sm": None, "mem": None}  # method used per domain: "zeus" | "smi"
         self._prev_handlers: dict[int, Any] = {}
         self._atexit = False
 
     # -- locking
     def _set(self, domain: str, mhz: int) -> str:
-        fn = "nvmlDeviceSetGpuLockedClocks" if domain == "sm" else "nvmlDeviceSetMemoryLockedClocks"
+        fn = self.gpu.set_gpu_locked_clocks if domain == "sm" else self.gpu.set_memory_locked_clocks
         try:
-            getattr(self.nvml, fn)(self.handle, mhz, mhz)
-            return "nvml"
-        except AttributeError:
-            pass  # an old pynvml without the call
+            fn(mhz, mhz)
+            return "zeus"
         except Exception as e:
-            if nvml_error_code(e) != NVML_ERROR_FUNCTION_NOT_FOUND:
+            # only a driver without the call falls back to nvidia-smi; a refusal is final
+            if zeus_refusal(e) != "function_not_found" or self.smi_id is None:
                 raise
         return self._smi(["-lgc" if domain == "sm" else "-lmc", f"{mhz},{mhz}"])
 
@@ -255,17 +292,17 @@ class ClockLock:
         """Lock the clocks. Never raises: a refusal becomes a recorded opt-out."""
         sm, mem = self._want
         if sm is None:
-            self.state["reason"] = "no SM clock to lock to (NVML reported none)"
+            self.state["reason"] = "clock locking skipped: no SM clock to lock to (the device reported none)"
             return self.state
         try:
             self._locked["sm"] = self._set("sm", sm)
             self.state.update(applied=True, sm_locked_mhz=sm, method=self._locked["sm"])
         except Exception as e:
-            code = nvml_error_code(e)
-            if code == NVML_ERROR_NO_PERMISSION:
-                why = "not permitted (NVML_ERROR_NO_PERMISSION: needs root)"
-            elif code == NVML_ERROR_NOT_SUPPORTED:
-                why = "not supported on this GPU (NVML_ERROR_NOT_SUPPORTED)"
+            kind = zeus_refusal(e)
+            if kind == "no_permission":
+                why = "not permitted (ZeusGPUNoPermissionError: needs root/SYS_ADMIN or a zeusd daemon)"
+            elif kind == "not_supported":
+                why = "not supported on this GPU (ZeusGPUNotSupportedError)"
             else:
                 why = one_line(e)
             self.state["reason"] = f"clock locking skipped: {why}"
@@ -277,9 +314,8 @@ class ClockLock:
                 self._locked["mem"] = self._set("mem", mem)
                 self.state["mem_locked_mhz"] = mem
             except Exception as e:  # e.g. HBM parts: memory clock not lockable
-                code = nvml_error_code(e)
-                self.state["mem_reason"] = ("not supported (NVML_ERROR_NOT_SUPPORTED)"
-                                            if code == NVML_ERROR_NOT_SUPPORTED else one_line(e))
+                self.state["mem_reason"] = ("not supported (ZeusGPUNotSupportedError)"
+                                            if zeus_refusal(e) == "not_supported" else one_line(e))
         return self.state
 
     def restore(self) -> None:
@@ -291,9 +327,8 @@ class ClockLock:
                 continue
             self._locked[domain] = None  # once, even if the reset fails: never loop on it
             try:
-                if how == "nvml":
-                    fn = "nvmlDeviceResetGpuLockedClocks" if domain == "sm" else "nvmlDeviceResetMemoryLockedClocks"
-                    getattr(self.nvml, fn)(self.handle)
+                if how == "zeus":
+                    (self.gpu.reset_gpu_locked_clocks if domain == "sm" else self.gpu.reset_memory_locked_clocks)()
                 else:
                     self._smi(["-rgc" if domain == "sm" else "-rmc"])
             except Exception as e:  # noqa: BLE001 - restoring must not raise on an exit path
@@ -353,49 +388,188 @@ class ClockLock:
 # --------------------------------------------------------------------------- worker side
 
 
-class _NvmlDevice:
-    """One GPU's NVML readings (worker side). Getter units are in the names."""
+class NvmlExtras:
+    """The only direct pynvml calls of carb, on the NVML handle Zeus opened (NVIDIA only).
+
+    Zeus (0.16) has no getter for these, so they stay ours: the current SM/memory clocks
+    and the clock-event (throttle) reasons (per-measurement telemetry), the UUID (to match
+    the CUDA device torch uses to the NVML device), and driver/CUDA-driver/NVML versions
+    and applications clocks (provenance). Every getter returns ``None`` for what the GPU
+    does not report.
+
+    Args:
+        nvml: the ``pynvml`` module (a synthetic stand-in in tests).
+        handle: the NVML device handle (Zeus's ``NVIDIAGPU.handle``).
+    """
 
     def __init__(self, nvml: Any, handle: Any) -> None:
         self.nvml, self.handle = nvml, handle
         self._reasons_fn = (getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
                             or getattr(nvml, "nvmlDeviceGetCurrentClocksThrottleReasons", None))
 
+    @classmethod
+    def of(cls, gpu: Any) -> "NvmlExtras | None":
+        """The extras of a Zeus GPU object: an instance for an NVIDIA GPU, ``None`` otherwise."""
+        try:
+            from zeus.device.gpu.nvidia import NVIDIAGPU
+        except ImportError:  # pragma: no cover - zeus is a dependency
+            return None
+        if not isinstance(gpu, NVIDIAGPU):
+            return None
+        import pynvml
+
+        return cls(pynvml, gpu.handle)
+
+    def _q(self, fn: Callable[[], Any]) -> Any:
+        try:
+            v = fn()
+            return v.decode() if isinstance(v, bytes) else v
+        except Exception:  # noqa: BLE001 - a reading this GPU lacks: missing, not fatal
+            return None
+
+    def clocks(self) -> dict[str, int | None]:
+        """Current SM and memory clocks (MHz) and the clock-event (throttle) reasons mask."""
+        n, h = self.nvml, self.handle
+        return {"sm_clock_mhz": self._q(lambda: n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM)),
+                "mem_clock_mhz": self._q(lambda: n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_MEM)),
+                "throttle_mask": self._q(lambda: self._reasons_fn(h)) if self._reasons_fn else None}
+
+    def uuid(self) -> str | None:
+        """The GPU's UUID (``GPU-...``)."""
+        return self._q(lambda: self.nvml.nvmlDeviceGetUUID(self.handle))
+
+    def facts(self) -> dict[str, Any]:
+        """Driver, CUDA driver and NVML versions; applications clocks (MHz)."""
+        n, h = self.nvml, self.handle
+        return {"driver": self._q(lambda: n.nvmlSystemGetDriverVersion()),
+                "cuda_driver": self._q(lambda: n.nvmlSystemGetCudaDriverVersion()),
+                "nvml": self._q(lambda: n.nvmlSystemGetNVMLVersion()),
+                "app_sm_clock_mhz": self._q(lambda: n.nvmlDeviceGetApplicationsClock(h, n.NVML_CLOCK_GRAPHICS)),
+                "app_mem_clock_mhz": self._q(lambda: n.nvmlDeviceGetApplicationsClock(h, n.NVML_CLOCK_MEM))}
+
+
+class GpuReadings:
+    """One GPU's readings (worker side): energy and power through Zeus, clocks and
+    throttle reasons through :class:`NvmlExtras` where the GPU is NVIDIA's.
+
+    Args:
+        gpu: a Zeus GPU object (``zeus.device.gpu.common.GPU``).
+        extras: its :class:`NvmlExtras`, or ``None`` (AMD: clocks read as missing).
+    """
+
+    def __init__(self, gpu: Any, extras: NvmlExtras | None = None) -> None:
+        self.gpu, self.extras = gpu, extras
+
     def energy_mj(self) -> int:
-        """Total energy since the driver loaded. Units: mJ."""
-        return int(self.nvml.nvmlDeviceGetTotalEnergyConsumption(self.handle))
+        """Total energy since the driver loaded (Zeus ``get_total_energy_consumption``). Units: mJ."""
+        return int(self.gpu.get_total_energy_consumption())
+
+    def power_w(self) -> float:
+        """Current power draw: Zeus's instant power, else its average power. Units: W."""
+        try:
+            return self.gpu.get_instant_power_usage() / 1e3
+        except Exception:  # noqa: BLE001 - older GPUs report only the averaged reading
+            return self.gpu.get_average_power_usage() / 1e3
 
     def telemetry(self) -> dict[str, float | int | None]:
         """Power (W), SM and memory clocks (MHz), temperature (C), throttle-reasons mask."""
-        n, h = self.nvml, self.handle
         out: dict[str, float | int | None] = {}
-        for key, fn in (("power_w", lambda: n.nvmlDeviceGetPowerUsage(h) / 1e3),
-                        ("sm_clock_mhz", lambda: n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM)),
-                        ("mem_clock_mhz", lambda: n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_MEM)),
-                        ("temperature_c", lambda: n.nvmlDeviceGetTemperature(h, n.NVML_TEMPERATURE_GPU)),
-                        ("throttle_mask", lambda: self._reasons_fn(h) if self._reasons_fn else None)):
+        for key, fn in (("power_w", self.power_w), ("temperature_c", self.gpu.get_gpu_temperature)):
             try:
                 out[key] = fn()
-            except Exception:  # a sensor this GPU lacks: missing, not fatal
+            except Exception:  # noqa: BLE001 - a sensor this GPU lacks: missing, not fatal
                 out[key] = None
+        clocks = self.extras.clocks() if self.extras is not None else {}
+        for key in ("sm_clock_mhz", "mem_clock_mhz", "throttle_mask"):
+            out[key] = clocks.get(key)
         return out
 
 
-class _FakeNvmlDevice:
-    """TEST-ONLY synthetic NVML device: a counter that advances at a constant
-    ``power_w`` and updates every ``period_s`` seconds. Its readings are synthetic."""
+class _FakeZeusGPU:
+    """TEST-ONLY synthetic Zeus GPU object (the methods of ``zeus.device.gpu.common.GPU``
+    that carb calls): an energy counter that advances at a constant ``power_w`` and
+    updates every ``period_s`` seconds, clock setters that record their calls and can be
+    made to refuse (``refuse``: method name -> exception to raise). Every reading is
+    synthetic."""
 
-    def __init__(self, power_w: float = 100.0, period_s: float = 0.02) -> None:
+    def __init__(self, power_w: float = 100.0, period_s: float = 0.02,
+                 refuse: dict[str, BaseException] | None = None) -> None:
         self.power_w, self.period_s = power_w, period_s
+        self.refuse = dict(refuse or {})
+        self.calls: list[tuple[Any, ...]] = []
         self.t0 = time.perf_counter()
 
-    def energy_mj(self) -> int:
+    def _call(self, name: str, *args: Any) -> None:
+        self.calls.append((name, *args))
+        if name in self.refuse:
+            raise self.refuse[name]
+
+    def get_name(self) -> str:
+        return "fake GPU (synthetic, test-only)"
+
+    def supports_get_total_energy_consumption(self) -> bool:
+        return True
+
+    def get_total_energy_consumption(self) -> int:  # mJ
         steps = math.floor((time.perf_counter() - self.t0) / self.period_s)
         return int(steps * self.period_s * self.power_w * 1e3)
 
-    def telemetry(self) -> dict[str, float | int | None]:
-        return {"power_w": self.power_w, "sm_clock_mhz": 1000, "mem_clock_mhz": 2000,
-                "temperature_c": 40, "throttle_mask": 0}
+    def get_instant_power_usage(self) -> int:  # mW
+        return int(self.power_w * 1e3)
+
+    def get_average_power_usage(self) -> int:  # mW
+        return int(self.power_w * 1e3)
+
+    def get_gpu_temperature(self) -> int:  # C
+        return 40
+
+    def get_power_management_limit(self) -> int:  # mW
+        return 700_000
+
+    def get_power_management_limit_constraints(self) -> tuple[int, int]:  # mW
+        return 200_000, 700_000
+
+    def get_persistence_mode(self) -> bool:
+        return True
+
+    def get_supported_memory_clocks(self) -> list[int]:  # MHz
+        return [2619, 1593]
+
+    def get_supported_graphics_clocks(self, memory_clock_mhz: int | None = None) -> list[int]:  # MHz
+        return [1980, 1500, 1005]
+
+    def set_gpu_locked_clocks(self, min_clock_mhz: int, max_clock_mhz: int, block: bool = True) -> None:
+        self._call("set_gpu_locked_clocks", min_clock_mhz, max_clock_mhz)
+
+    def set_memory_locked_clocks(self, min_clock_mhz: int, max_clock_mhz: int, block: bool = True) -> None:
+        self._call("set_memory_locked_clocks", min_clock_mhz, max_clock_mhz)
+
+    def reset_gpu_locked_clocks(self, block: bool = True) -> None:
+        self._call("reset_gpu_locked_clocks")
+
+    def reset_memory_locked_clocks(self, block: bool = True) -> None:
+        self._call("reset_memory_locked_clocks")
+
+    def set_power_management_limit(self, power_limit_mw: int, block: bool = True) -> None:
+        self._call("set_power_management_limit", power_limit_mw)
+
+
+class _FakeNvmlClocks:
+    """TEST-ONLY synthetic stand-in for the pynvml calls of :class:`NvmlExtras`."""
+
+    NVML_CLOCK_GRAPHICS, NVML_CLOCK_SM, NVML_CLOCK_MEM = 0, 1, 2
+
+    def nvmlDeviceGetClockInfo(self, handle: Any, kind: int) -> int:
+        return {1: 1000, 2: 2000}[kind]
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, handle: Any) -> int:
+        return 0
+
+    def nvmlDeviceGetUUID(self, handle: Any) -> str:
+        return "GPU-00000000-fake-synthetic"
+
+    def nvmlSystemGetDriverVersion(self) -> str:
+        return "fake (synthetic)"
 
 
 class _Sampler:
@@ -580,7 +754,7 @@ def _calibrate(dev: Any, energy_ok: bool, seconds: float) -> dict[str, Any]:
     if pw is not None:
         out["idle_power_w"], out["idle_power_source"] = pw[0], "energy counter ticks"
     elif tel.get("power_w") is not None:
-        out["idle_power_w"], out["idle_power_source"] = tel["power_w"], "nvmlDeviceGetPowerUsage"
+        out["idle_power_w"], out["idle_power_source"] = tel["power_w"], "zeus get_instant_power_usage"
     else:
         out["idle_power_w"], out["idle_power_source"] = None, None
     out["idle_telemetry"] = tel
@@ -703,46 +877,81 @@ def _measure_job(job: dict[str, Any], ops: Any, dev: Any, calib: dict[str, Any])
     return result
 
 
-def _open_nvml_device(index: int) -> tuple[Any, Any, dict[str, Any]]:
-    """pynvml, the NVML handle of CUDA device ``index`` (matched by UUID, then PCI bus id),
-    and facts about it."""
-    import pynvml
-    import torch
+def match_gpu(uuids: Sequence[str | None], torch_uuid: str | None, index: int) -> tuple[int, str]:
+    """Which of Zeus's GPUs is CUDA device ``index``: ``(position, how)``.
 
-    pynvml.nvmlInit()
+    ``uuids``: the UUID of each GPU Zeus tracks (``None`` where unknown, e.g. AMD);
+    ``torch_uuid``: torch's UUID of the CUDA device. Matched by UUID (``GPU-``/``MIG-``
+    prefixes ignored), else by position (Zeus lists the visible devices in the order
+    CUDA/HIP number them unless ``CUDA_DEVICE_ORDER`` differs), flagged unverified.
+
+    Raises:
+        RuntimeError: no GPU at that position.
+    """
+    def bare(u: str) -> str:
+        return u.removeprefix("GPU-").removeprefix("MIG-").lower()
+
+    if torch_uuid:
+        for i, u in enumerate(uuids):
+            if u and bare(u) == bare(torch_uuid):
+                return i, "uuid"
+    if 0 <= index < len(uuids):
+        return index, "index (unverified)"
+    raise RuntimeError(f"cuda:{index}: Zeus sees {len(uuids)} GPU(s); none matches")
+
+
+def _open_zeus_gpu(index: int) -> tuple[Any, NvmlExtras | None, dict[str, Any]]:
+    """The Zeus GPU object of CUDA device ``index``, its :class:`NvmlExtras` (NVIDIA) and
+    facts about the match."""
+    import torch
+    from zeus.device import get_gpus
+
+    gpus = get_gpus()  # NVML, else amdsmi; raises ZeusGPUInitError when neither works
+    extras = [NvmlExtras.of(g) for g in gpus.gpus]
+    uuids = [e.uuid() if e is not None else None for e in extras]
     props = torch.cuda.get_device_properties(index)
-    uuid = str(getattr(props, "uuid", "") or "")
-    facts: dict[str, Any] = {}
-    handle = None
-    for i in range(pynvml.nvmlDeviceGetCount()):
-        h = pynvml.nvmlDeviceGetHandleByIndex(i)
-        if uuid and pynvml.nvmlDeviceGetUUID(h).removeprefix("GPU-").removeprefix("MIG-") == uuid:
-            handle, facts["nvml_match"] = h, "uuid"
-            break
-    if handle is None and hasattr(props, "pci_bus_id"):
-        bus = f"{getattr(props, 'pci_domain_id', 0):08x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
-        try:
-            handle, facts["nvml_match"] = pynvml.nvmlDeviceGetHandleByPciBusId(bus), "pci_bus_id"
-        except Exception:
-            handle = None
-    if handle is None:  # CUDA_VISIBLE_DEVICES/ordering unknown: the best guess, flagged
-        handle, facts["nvml_match"] = pynvml.nvmlDeviceGetHandleByIndex(index), "index (unverified)"
-    facts["uuid"] = pynvml.nvmlDeviceGetUUID(handle)
-    return pynvml, handle, facts
+    i, how = match_gpu(uuids, str(getattr(props, "uuid", "") or "") or None, index)
+    vendor = "nvidia" if extras[i] is not None else type(gpus.gpus[i]).__name__.removesuffix("GPU").lower()
+    return gpus.gpus[i], extras[i], {"zeus_index": i, "nvml_match": how, "uuid": uuids[i], "vendor": vendor}
+
+
+def _energy_check(dev: GpuReadings) -> tuple[bool, str | None]:
+    """Whether the total-energy counter is readable, and why not."""
+    try:
+        if not dev.gpu.supports_get_total_energy_consumption():
+            return False, ("total energy counter not supported on this GPU (Zeus: needs NVIDIA Volta or newer, "
+                           "or an AMD GPU whose counter Zeus trusts)")
+        dev.energy_mj()
+        return True, None
+    except Exception as e:  # noqa: BLE001
+        if zeus_refusal(e) == "not_supported":
+            return False, f"total energy counter not supported on this GPU ({one_line(e)})"
+        return False, f"energy counter unreadable through Zeus: {one_line(e)}"
+
+
+def _zeus_version() -> str | None:
+    try:
+        from importlib.metadata import version
+
+        return version("zeus")
+    except Exception:  # noqa: BLE001 - not installed as a distribution
+        return None
 
 
 def _worker_main(conn: Any, opts: dict[str, Any]) -> None:
-    """The persistent worker: set up CUDA and NVML, then serve requests until told to stop."""
+    """The persistent worker: set up CUDA and the Zeus device, then serve requests until told to stop."""
     sys.setswitchinterval(0.0005)  # so the sampler thread gets the GIL promptly (tick timing)
     try:
         import torch
 
         if opts["fake"]:
             ops: Any = _HostOps()
-            dev: Any = _FakeNvmlDevice(period_s=opts.get("fake_period_s", 0.02))
+            dev = GpuReadings(_FakeZeusGPU(period_s=opts.get("fake_period_s", 0.02)),
+                              NvmlExtras(_FakeNvmlClocks(), None))
             hello = {"name": "fake GPU (synthetic, test-only)", "uuid": None, "nvml_match": None,
+                     "zeus_index": 0, "vendor": "fake",
                      "torch_cuda": None, "cudnn": None, "capability": None, "total_memory_mb": None}
-            energy_ok, energy_reason = True, None
+            energy_ok, energy_reason = _energy_check(dev)
         else:
             index = opts["index"]
             torch.cuda.set_device(index)
@@ -750,22 +959,16 @@ def _worker_main(conn: Any, opts: dict[str, Any]) -> None:
             torch.backends.cudnn.benchmark = bool(opts["cudnn_benchmark"])
             ops = _CudaOps(index)
             props = torch.cuda.get_device_properties(index)
-            pynvml, handle, facts = _open_nvml_device(index)
-            dev = _NvmlDevice(pynvml, handle)
+            gpu, extras, facts = _open_zeus_gpu(index)
+            dev = GpuReadings(gpu, extras)
             hello = dict(facts, name=props.name, capability=f"{props.major}.{props.minor}",
                          total_memory_mb=props.total_memory / 1e6, torch_cuda=torch.version.cuda,
+                         torch_hip=getattr(torch.version, "hip", None),
                          cudnn=torch.backends.cudnn.version(),
                          cudnn_benchmark=torch.backends.cudnn.benchmark,
                          allow_tf32_matmul=torch.backends.cuda.matmul.allow_tf32,
                          allow_tf32_cudnn=torch.backends.cudnn.allow_tf32)
-            try:
-                dev.energy_mj()
-                energy_ok, energy_reason = True, None
-            except Exception as e:
-                energy_ok = False
-                energy_reason = ("NVML total energy counter not supported on this GPU (needs Volta or newer)"
-                                 if nvml_error_code(e) == NVML_ERROR_NOT_SUPPORTED
-                                 else f"NVML energy counter unreadable: {one_line(e)}")
+            energy_ok, energy_reason = _energy_check(dev)
         hello.update(status="ready", pid=os.getpid(), energy_ok=energy_ok, energy_reason=energy_reason)
         conn.send(hello)
     except BaseException as e:  # noqa: BLE001
@@ -793,7 +996,8 @@ def _worker_main(conn: Any, opts: dict[str, Any]) -> None:
 
 
 class CudaBackend(Backend):
-    """Measures configs on one NVIDIA GPU (see the module docstring for definitions).
+    """Measures configs on one GPU: NVIDIA, or AMD through the same Zeus path (untested);
+    see the module docstring for definitions and for which part is Zeus's.
 
     Args:
         device: ``cuda`` or ``cuda:<index>``.
@@ -810,8 +1014,11 @@ class CudaBackend(Backend):
             the idle power. Units: s.
         start_timeout_s: how long the worker may take to start (CUDA init). Units: s.
         _fault: TEST-ONLY: makes the worker fail (see :class:`~carb.measure.cpu.CpuBackend`).
-        _fake: TEST-ONLY: run the whole path on the CPU against a synthetic NVML counter,
-            so the plumbing is testable without a GPU. Its figures are synthetic.
+        _fake: TEST-ONLY: run the whole path on the CPU against a synthetic Zeus device
+            (an energy counter of a constant synthetic power), so the plumbing is testable
+            without a GPU. Its figures are synthetic.
+        _gpu: TEST-ONLY: the Zeus-like GPU object the parent locks clocks on and reads
+            provenance from when ``_fake`` (default: a fresh synthetic one).
         _arch: TEST-ONLY: module providing ``build`` and ``dtype_of``.
     """
 
@@ -819,7 +1026,7 @@ class CudaBackend(Backend):
                  mem_clock_mhz: int | None = None, protocol: Protocol | None = None,
                  cudnn_benchmark: bool = False, min_window_s: float = 0.5, calibration_s: float = 2.0,
                  start_timeout_s: float = 180.0, _fault: str | None = None, _fake: bool = False,
-                 _arch: str = "carb.arch") -> None:
+                 _gpu: Any = None, _arch: str = "carb.arch") -> None:
         m = re.fullmatch(r"cuda(?::(\d+))?", device.strip().lower())
         if not m:
             raise ValueError(f"device {device!r}: expected 'cuda' or 'cuda:<index>'")
@@ -848,15 +1055,15 @@ class CudaBackend(Backend):
         self.hello: dict[str, Any] = {}
         self.calibration: dict[str, Any] = {}
         self.worker_restarts = 0
-        self._nvml: Any = None
-        self._handle: Any = None
+        self._gpu: Any = _gpu  # Zeus GPU object of the parent (clock lock, provenance)
+        self._extras: NvmlExtras | None = None
         self.clock_lock: ClockLock | None = None
         self.clock_state: dict[str, Any] = {"requested": self.lock_clocks, "applied": False,
                                             "reason": None if self.lock_clocks else "lock_clocks=False (opt-out)"}
         self._closed = False
         try:
             self._start_worker()
-            self._open_parent_nvml()
+            self._open_parent_gpu()
             if self.lock_clocks:
                 self._lock(sm_clock_mhz, mem_clock_mhz)
             reply, failure = self._request(("calibrate", {"seconds": self.calibration_s}),
@@ -911,22 +1118,21 @@ class CudaBackend(Backend):
             return None, ("crash", f"worker unreachable ({one_line(e)})")
         return wait_reply(self._proc, self._conn, time.perf_counter() + timeout_s)
 
-    # -- NVML in the parent: clock lock and provenance
-    def _open_parent_nvml(self) -> None:
+    # -- Zeus in the parent: clock lock and provenance
+    def _open_parent_gpu(self) -> None:
         if self._fake:
+            self._gpu = self._gpu if self._gpu is not None else _FakeZeusGPU()
             return
-        import pynvml
+        from zeus.device import get_gpus
 
-        pynvml.nvmlInit()
-        self._nvml = pynvml
-        self._handle = pynvml.nvmlDeviceGetHandleByUUID(self.hello["uuid"])
+        # same environment as the worker, so Zeus lists the same GPUs in the same order
+        self._gpu = get_gpus().gpus[self.hello["zeus_index"]]
+        self._extras = NvmlExtras.of(self._gpu)
 
     def _lock(self, sm: int | None, mem: int | None) -> None:
-        if self._fake:
-            self.clock_state = {"requested": True, "applied": False, "reason": "fake device (test-only)"}
-            return
-        dsm, dmem = default_lock_targets(self._nvml, self._handle)
-        self.clock_lock = ClockLock(self._nvml, self._handle, sm or dsm, mem or dmem, smi_id=self.hello["uuid"])
+        dsm, dmem = default_lock_targets(self._gpu)
+        smi_id = self.hello.get("uuid") if self.hello.get("vendor") == "nvidia" else None
+        self.clock_lock = ClockLock(self._gpu, sm or dsm, mem or dmem, smi_id=smi_id)
         self.clock_state = self.clock_lock.apply()
 
     def provenance(self) -> dict[str, Any]:
@@ -934,12 +1140,13 @@ class CudaBackend(Backend):
         facts = host_facts()
         h = self.hello
         facts.update(device=self.device, device_name=h.get("name"), gpu_name=h.get("name"), gpu_uuid=h.get("uuid"),
-                     nvml_match=h.get("nvml_match"), compute_capability=h.get("capability"),
+                     nvml_match=h.get("nvml_match"), zeus_index=h.get("zeus_index"), gpu_vendor=h.get("vendor"),
+                     compute_capability=h.get("capability"), torch_hip=h.get("torch_hip"),
                      total_memory_mb=h.get("total_memory_mb"), cuda_torch=h.get("torch_cuda"),
                      cudnn=h.get("cudnn"), cudnn_benchmark=self.cudnn_benchmark,
                      allow_tf32_matmul=h.get("allow_tf32_matmul"), allow_tf32_cudnn=h.get("allow_tf32_cudnn"),
                      clock_lock=dict(self.clock_state),
-                     energy_sensor={"kind": "nvml_total_energy", "available": bool(h.get("energy_ok")),
+                     energy_sensor={"kind": "zeus get_total_energy_consumption", "available": bool(h.get("energy_ok")),
                                     "reason": h.get("energy_reason")},
                      update_period_s=self.calibration.get("update_period_s"),
                      energy_read_ms=self.calibration.get("energy_read_ms"),
@@ -949,28 +1156,28 @@ class CudaBackend(Backend):
                      min_window_s=self.min_window_s, memory_definition=MEMORY_DEFINITION,
                      protocol=self.protocol.to_dict(), ci_method="distribution-free binomial order statistics, 95%",
                      worker_restarts=self.worker_restarts, fake=self._fake or None)
-        if self._nvml is not None:
-            n, hd = self._nvml, self._handle
+        facts["zeus"] = _zeus_version()
+        if self._gpu is not None:
+            g = self._gpu
 
             def q(fn: Callable[[], Any]) -> Any:
                 try:
-                    v = fn()
-                    return v.decode() if isinstance(v, bytes) else v
-                except Exception:
+                    return fn()
+                except Exception:  # noqa: BLE001 - a fact this GPU does not report
                     return None
 
+            graphics = q(lambda: g.get_supported_graphics_clocks(max(g.get_supported_memory_clocks())))
+            mems = q(g.get_supported_memory_clocks)
+            limits = q(g.get_power_management_limit_constraints)
             facts.update(
-                driver=q(n.nvmlSystemGetDriverVersion),
-                cuda_driver=q(n.nvmlSystemGetCudaDriverVersion),
-                nvml=q(n.nvmlSystemGetNVMLVersion),
-                power_limit_w=q(lambda: n.nvmlDeviceGetEnforcedPowerLimit(hd) / 1e3),
-                power_limit_default_w=q(lambda: n.nvmlDeviceGetPowerManagementDefaultLimit(hd) / 1e3),
-                max_sm_clock_mhz=q(lambda: n.nvmlDeviceGetMaxClockInfo(hd, n.NVML_CLOCK_SM)),
-                max_mem_clock_mhz=q(lambda: n.nvmlDeviceGetMaxClockInfo(hd, n.NVML_CLOCK_MEM)),
-                app_sm_clock_mhz=q(lambda: n.nvmlDeviceGetApplicationsClock(hd, n.NVML_CLOCK_GRAPHICS)),
-                app_mem_clock_mhz=q(lambda: n.nvmlDeviceGetApplicationsClock(hd, n.NVML_CLOCK_MEM)),
-                persistence_mode=q(lambda: n.nvmlDeviceGetPersistenceMode(hd)),
+                power_limit_w=q(lambda: g.get_power_management_limit() / 1e3),
+                power_limit_range_w=[v / 1e3 for v in limits] if limits else None,
+                max_sm_clock_mhz=max(graphics) if graphics else None,
+                max_mem_clock_mhz=max(mems) if mems else None,
+                persistence_mode=q(g.get_persistence_mode),
             )
+        if self._extras is not None:
+            facts.update(self._extras.facts())
         return facts
 
     # -- measuring
@@ -1024,8 +1231,4 @@ class CudaBackend(Backend):
             if self.clock_lock is not None:
                 self.clock_lock.restore()
                 self.clock_state = dict(self.clock_lock.state)
-            if self._nvml is not None:
-                try:
-                    self._nvml.nvmlShutdown()
-                except Exception:
-                    pass
+            # Zeus's GPUs object is a process-wide singleton that owns NVML: not shut down here
