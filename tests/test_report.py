@@ -184,7 +184,7 @@ def test_report_errors(tmp_path, data_file):
 
 
 def _app():
-    from carb.cli_report import register
+    from carb.cli.report import register
 
     app = typer.Typer()
     register(app)

@@ -9,7 +9,7 @@ from typing import List, Optional
 
 import typer
 
-from carb.cli_report import _usage  # one UsageError maker for the sub-command modules
+from .report import _usage  # one UsageError maker for the sub-command modules
 
 
 def fewshot(

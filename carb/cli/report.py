@@ -12,12 +12,12 @@ from typing import List, Optional
 
 import typer
 
+from ._app import UsageError
+
 __all__ = ["register", "report"]
 
 
 def _usage(msg: str) -> Exception:
-    from carb.cli import UsageError  # lazily: carb.cli imports this module
-
     return UsageError(msg)
 
 

@@ -15,14 +15,14 @@ from typing import Any, List, Optional
 
 import typer
 
+from ._app import UsageError
+
 __all__ = ["register", "load_data", "parse_budgets"]
 
 DEFAULT_EVAL_PRESETS = ["default", "paper", "flops-linear", "lgbm"]
 
 
 def _usage(msg: str) -> Exception:
-    from carb.cli import UsageError  # lazily: carb.cli imports this module
-
     return UsageError(msg)
 
 

@@ -1,0 +1,55 @@
+"""The ``carb`` command: thin Typer commands over the library, one module per command group
+(:mod:`.spaces`, :mod:`.campaign`, :mod:`.screening`, :mod:`.model`, :mod:`.report`,
+:mod:`.fewshot`); the app, the error type and shared helpers are in :mod:`._app`, which the
+command modules import (never the other way round).
+
+Bad input (unknown space, bad value, unreadable file, store in use) prints one line
+``error: ...`` on stderr and exits with code 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from carb.space import SpaceError
+
+from . import campaign, fewshot, model, report, screening, spaces  # noqa: F401 - importing registers the commands
+from ._app import UsageError, app, err, fail
+
+__all__ = ["app", "main", "UsageError", "fail"]
+
+_COMMAND_MODULES = (campaign, screening, spaces)  # registered by their decorators on import
+model.register(app)
+report.register(app)
+fewshot.register(app)
+
+
+def _error_exit(msg: str) -> None:
+    # plain print: rich would wrap a long message over several lines
+    print("error: " + " ".join(msg.split()), file=sys.stderr)
+    sys.exit(2)
+
+
+def main() -> None:
+    """Console-script entry point: runs the app and turns bad input into exit code 2."""
+    from carb.datasets import DatasetError
+    from carb.store import StoreError
+
+    try:
+        rc = app(standalone_mode=False)
+    except (UsageError, SpaceError, StoreError, DatasetError, FileNotFoundError) as e:
+        _error_exit(str(e))
+    except typer.Exit as e:
+        sys.exit(e.exit_code)
+    except typer.Abort:
+        err.print("aborted")
+        sys.exit(130)
+    except Exception as e:
+        # click's usage errors (typer vendors click, so match the interface, not the class)
+        if hasattr(e, "show") and isinstance(getattr(e, "exit_code", None), int):
+            e.show()
+            sys.exit(e.exit_code)
+        raise
+    sys.exit(rc if isinstance(rc, int) else 0)

@@ -1,0 +1,51 @@
+"""The Typer app, the one-line error type and what every command module shares (consoles,
+model and budget loading). Command modules import this module; nothing here imports them.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+__all__ = ["app", "space_app", "dataset_app", "console", "err", "UsageError", "fail", "load_model", "parse_budget_options"]
+
+app = typer.Typer(no_args_is_help=True, add_completion=False,
+                  help="CARB: energy, latency and peak memory of CNN inference, per device, before you profile.")
+space_app = typer.Typer(no_args_is_help=True, help="Configuration spaces: list and inspect.")
+dataset_app = typer.Typer(no_args_is_help=True, help="Measured datasets: summarize and export a store.")
+app.add_typer(space_app, name="space")
+app.add_typer(dataset_app, name="dataset")
+
+# 120 columns when piped (rich would use 80), so tables of configs stay readable in logs
+console = Console(width=None if sys.stdout.isatty() else 120)
+err = Console(stderr=True)
+
+
+class UsageError(Exception):
+    """Bad input from the user: reported as one line with exit code 2."""
+
+
+def fail(msg: str) -> None:
+    raise UsageError(msg)
+
+
+def load_model(path: Path):
+    from carb.calibrate import load_predictor
+
+    try:
+        return load_predictor(path)
+    except (ValueError, OSError) as e:  # BundleError is a ValueError
+        fail(str(e))
+
+
+def parse_budget_options(items: Optional[list[str]]) -> dict[str, float]:
+    from carb.screen import parse_budgets
+
+    try:
+        return parse_budgets(items or [])
+    except ValueError as e:
+        fail(str(e))

@@ -1,0 +1,256 @@
+"""`carb characterize` and `carb dataset list|check|info|export`: measuring into a store and
+reading it back."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from ._app import app, console, dataset_app, err, fail
+
+
+# -- characterize -------------------------------------------------------------------------
+
+
+@app.command()
+def characterize(
+    space_name: Optional[str] = typer.Option(None, "--space", help="Built-in space name or TOML file."),
+    sample: Optional[int] = typer.Option(None, "--sample", min=1, help="Measure a sample of N configs of the space."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the sample."),
+    method: str = typer.Option("stratified", "--method", help="Sampling: stratified (space-filling) or uniform."),
+    configs_file: Optional[Path] = typer.Option(None, "--configs", help="Parquet/CSV/JSONL file of configs to measure."),
+    device: str = typer.Option("cpu", "--device", help="cpu, cuda or cuda:i."),
+    threads: Optional[int] = typer.Option(None, "--threads", min=1, help="CPU threads to pin (default: 1)."),
+    store_path: Path = typer.Option(..., "--store", help="DuckDB campaign store; re-running resumes."),
+    platform: Optional[str] = typer.Option(None, "--platform", help="Label rows are stored under (default: cpu-<T>t or the GPU's name)."),
+    lock_clocks: bool = typer.Option(True, "--lock-clocks/--no-lock-clocks", help="GPU: lock graphics/memory clocks (DVFS lockdown) and restore them after."),
+    ci_target: Optional[float] = typer.Option(None, "--ci-target", min=0.0, help="Stop repeating at this relative 95%% CI of the median (default 0.02 CPU, 0.01 GPU)."),
+    max_time: Optional[float] = typer.Option(None, "--max-time", min=0.0, help="Cap on sampling seconds per config."),
+    timeout: Optional[float] = typer.Option(None, "--timeout", min=1.0, help="Wall-clock limit per config, seconds."),
+    rounds: Optional[int] = typer.Option(None, "--rounds", min=1, help="Visits per config at different moments, pooled (default: 3 on CPU, 1 on GPU)."),
+    chunk: int = typer.Option(16, "--chunk", min=1, help="Configs visited round-robin together when --rounds > 1."),
+    retry_failed: bool = typer.Option(False, "--retry-failed", help="Measure again the configs stored with a failure status."),
+    remeasure: bool = typer.Option(False, "--remeasure", help="Measure again into the remeasurements table (drift check)."),
+    executor: str = typer.Option("local", "--executor", help="local (this machine) or ray (every worker slot of a Ray cluster; pip install 'carb[ray]')."),
+    address: Optional[str] = typer.Option(None, "--address", help="Ray cluster: auto, HOST:PORT or ray://HOST:PORT (default: RAY_ADDRESS, else a local cluster)."),
+    workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Ray: use at most this many worker slots (default: all)."),
+    json_out: bool = typer.Option(False, "--json", help="Print the result as JSON at the end."),
+) -> None:
+    """Measure configs into a campaign store, on this machine or a Ray cluster (resumable; Ctrl-C keeps what is done)."""
+    from dataclasses import replace
+
+    from carb import space
+    from carb.campaign import read_config_file, run_campaign
+    from carb.measure import get_backend
+    from carb.measure.base import Protocol
+    from carb.store import Store
+
+    if (space_name is None) == (configs_file is None):
+        fail("give exactly one of --space or --configs")
+    if method not in ("stratified", "uniform"):
+        fail(f"--method: unknown value {method!r} (expected stratified or uniform)")
+    if configs_file is not None:
+        configs = read_config_file(str(configs_file))
+        if sample is not None:
+            fail("--sample works with --space, not --configs")
+    else:
+        sp = space.load(space_name)
+        configs = sp.sample(sample, seed=seed, method=method) if sample else list(sp)
+    protocol = Protocol.default_for(device)
+    overrides = {k: v for k, v in (("ci_target", ci_target), ("max_time_s", max_time), ("timeout_s", timeout))
+                 if v is not None}
+    protocol = replace(protocol, **overrides)
+    if device != "cpu" and threads is not None:
+        fail("--threads applies to --device cpu only")
+    if executor not in ("local", "ray"):
+        fail(f"--executor: unknown value {executor!r} (expected local or ray)")
+    if executor == "local" and (address is not None or workers is not None):
+        fail("--address and --workers apply to --executor ray only")
+    opts = {"threads": threads or 1} if device == "cpu" else {"lock_clocks": lock_clocks}
+    try:
+        if executor == "ray":
+            from carb.ray_executor import RayExecutor
+
+            with err.status("starting Ray worker slots..."):
+                backend = RayExecutor(device, address=address, workers=workers, protocol=protocol,
+                                      threads=threads or 1, lock_clocks=lock_clocks)
+            err.print(f"ray: {backend.workers} worker slot(s) of {backend.slots_total} in the cluster")
+        else:
+            backend = get_backend(device, protocol=protocol, **opts)
+    except (ValueError, RuntimeError) as e:  # unknown device, no GPU here, no Ray cluster, ...
+        fail(str(e))
+
+    failures = 0
+    with backend, Store(store_path) as store:
+        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                      TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+                      TextColumn("{task.fields[current]}"), TextColumn("[red]{task.fields[failed]}"),
+                      console=err, transient=False, disable=json_out and not sys.stderr.isatty()) as progress:
+            task = progress.add_task("measuring", total=None, current="", failed="")
+
+            def on_start(todo: int, skipped: int) -> None:
+                progress.update(task, total=todo)
+                if skipped:
+                    progress.console.print(f"resuming: {skipped} of {todo + skipped} configs already in {store_path}")
+
+            def on_config(cfg) -> None:
+                progress.update(task, current=cfg.label())
+
+            def on_result(cfg, m) -> None:
+                nonlocal failures
+                if m.status != "ok":
+                    failures += 1
+                    progress.console.print(f"[red]{m.status}[/red] {cfg.label()}: {m.message}")
+                progress.update(task, advance=1, failed=f"{failures} failed" if failures else "")
+
+            try:
+                result = run_campaign(configs, backend, store, platform=platform,
+                                      command=shlex.join(["carb", *sys.argv[1:]]), retry_failed=retry_failed,
+                                      remeasure=remeasure, rounds=rounds or (3 if device == "cpu" else 1),
+                                      chunk=chunk, on_start=on_start, on_config=on_config,
+                                      on_result=on_result)
+            except RuntimeError as e:  # e.g. every Ray worker slot lost; what is stored stays
+                fail(str(e))
+        summary = store.summary()
+        rows = store.measurements(result.platform)
+        rows = rows[rows.run_id == result.run_id]
+    if json_out:
+        print(json.dumps({**result.to_dict(), "store": str(store_path),
+                          "summary": json.loads(summary.to_json(orient="records"))}, indent=2))
+    else:
+        _print_configs(rows)
+        _print_summary(result, summary, store_path)
+    if result.interrupted:
+        raise typer.Exit(130)
+
+
+def _print_configs(rows, limit: int = 30) -> None:
+    """Per-config table of what this run measured (the slowest ``limit`` configs)."""
+    if rows.empty:
+        return
+    from carb.space import configs_from_frame
+
+    rows = rows.sort_values("latency_ms", ascending=False, na_position="first")
+    title = f"measured now ({len(rows)} configs" + (f", slowest {limit} shown)" if len(rows) > limit else ")")
+    t = Table("config", "status", "latency (ms)", "± 95% CI", "memory (MB)", "energy (J)", title=title)
+    for cfg, r in zip(configs_from_frame(rows.head(limit)), rows.head(limit).itertuples(index=False)):
+        ok = r.status == "ok"
+        t.add_row(cfg.label(), r.status, f"{r.latency_ms:.3f}" if ok else "—",
+                  f"{100 * r.latency_ms_ci_rel:.1f}%" if ok and r.latency_ms_ci_rel == r.latency_ms_ci_rel else "—",
+                  f"{r.memory_mb:.1f}" if ok else "—",
+                  f"{r.energy_j:.4f}" if ok and r.energy_j == r.energy_j and r.energy_j is not None else "—")
+    console.print(t)
+
+
+def _print_summary(result, summary, store_path: Path) -> None:
+    console.print(f"\n[bold]{result.platform}[/bold]: measured {result.measured} now, "
+                  f"{result.skipped} already stored; "
+                  f"{result.wall_s:.1f} s wall, {result.timed_s:.1f} s in timed inference"
+                  + (f" (overhead {result.overhead:.1f}x)" if result.timed_s else ""))
+    _print_store_summary(summary)
+    console.print(f"store: {store_path}  (export: carb dataset export --store {store_path} --out data.parquet)")
+
+
+def _print_store_summary(summary) -> None:
+    t = Table("platform", "status", "configs", "median latency (ms)", "median energy (J)",
+              "median memory (MB)", "median latency CoV", title="store summary")
+
+    def f(v, spec):
+        return "—" if v is None or v != v else format(v, spec)
+
+    for r in summary.itertuples(index=False):
+        t.add_row(r.platform, r.status, str(r.configs), f(r.latency_ms, ".3f"), f(r.energy_j, ".4f"),
+                  f(r.memory_mb, ".1f"), f(r.latency_cov, ".3f"))
+    console.print(t)
+
+
+# -- dataset ------------------------------------------------------------------------------
+
+
+@dataset_app.command("list")
+def dataset_list(json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """List the datasets shipped with CARB (load one with carb.datasets.load(name))."""
+    from dataclasses import asdict
+
+    from carb import datasets
+
+    infos = datasets.list()
+    if json_out:
+        print(json.dumps([asdict(d) for d in infos], indent=2))
+        return
+    t = Table("dataset", "rows", "description")
+    for d in infos:
+        t.add_row(d.name, f"{d.rows:,}" if d.rows is not None else "?", d.description)
+    console.print(t)
+
+
+@dataset_app.command("check")
+def dataset_check(file: str = typer.Argument(..., help="Dataset file (.parquet/.csv) or shipped dataset name."),
+                  max_cov: float = typer.Option(0.25, "--max-cov", help="Latency CoV above this is noisy."),
+                  max_ci: float = typer.Option(0.05, "--max-ci", help="Relative 95%% CI of the median latency above this is noisy."),
+                  json_out: bool = typer.Option(False, "--json", help="Print the problems as JSON.")) -> None:
+    """Check a dataset: duplicates, failed configs, missing targets, noisy rows. Exit 1 on problems."""
+    from carb import datasets
+
+    df = datasets.load(file, features=False)
+    problems = datasets.check(df, max_cov=max_cov, max_ci_rel=max_ci)
+    if json_out:
+        print(json.dumps({"rows": len(df), "problems": json.loads(problems.to_json(orient="records"))}, indent=2))
+    else:
+        counts = problems.problem.value_counts()
+        t = Table("check", "rows with a problem", title=f"{file}: {len(df):,} rows")
+        for name in ("duplicate", "failed", "missing target", "noisy"):
+            t.add_row(name, str(int(counts.get(name, 0))))
+        console.print(t)
+        if len(problems):
+            d = Table("problem", "config_id", "device", "detail", title=f"first {min(len(problems), 20)} problems")
+            for r in problems.head(20).itertuples(index=False):
+                d.add_row(r.problem, r.config_id, r.device, r.detail)
+            console.print(d)
+    if len(problems):
+        raise typer.Exit(1)
+
+
+@dataset_app.command("info")
+def dataset_info(store_path: Path = typer.Option(..., "--store", help="DuckDB campaign store."),
+                 json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """Summarize a store: runs, counts by status, medians of the targets."""
+    from carb.store import Store
+
+    with Store(store_path, read_only=True) as store:
+        summary = store.summary()
+        runs = store.runs()
+    if json_out:
+        print(json.dumps({"store": str(store_path), "runs": len(runs),
+                          "summary": json.loads(summary.to_json(orient="records"))}, indent=2))
+        return
+    console.print(f"{store_path}: {len(runs)} run(s)")
+    for r in runs.itertuples(index=False):
+        console.print(f"  {r.run_id}  {r.started_at:%Y-%m-%d %H:%M}  {r.platform}  {r.command}")
+    _print_store_summary(summary)
+
+
+@dataset_app.command("export")
+def dataset_export(store_path: Path = typer.Option(..., "--store", help="DuckDB campaign store."),
+                   out: Path = typer.Option(..., "--out", help="Output .parquet or .csv file."),
+                   platform: Optional[str] = typer.Option(None, "--platform", help="Only this platform's rows."),
+                   features: bool = typer.Option(True, "--features/--no-features", help="Add the static features.")) -> None:
+    """Export a store as a dataset: one row per config and device, with the static features."""
+    from carb import datasets
+    from carb.store import Store
+
+    if out.suffix not in (".parquet", ".csv"):
+        fail(f"--out {out}: unknown output type (expected .parquet or .csv)")
+    with Store(store_path, read_only=True) as store:
+        df = datasets.from_store(store, platform, with_features=features)
+    if df.empty:
+        fail(f"{store_path}: no measurements{' for platform ' + platform if platform else ''}")
+    datasets.write(df, out)
+    console.print(f"wrote {len(df)} rows x {df.shape[1]} columns to {out}")

@@ -1,0 +1,255 @@
+"""`carb screen`, `calibrate`, `validate` and `demo`: two-stage screening and its checks on
+hardware."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from ._app import app, console, err, fail, load_model, parse_budget_options
+
+
+@app.command()
+def screen(
+    space_name: str = typer.Option(..., "--space", help="Built-in space name or TOML file to screen."),
+    target: Path = typer.Option(..., "--target", help="Model directory of the target device (a bundle or a calibrated model)."),
+    source: Optional[Path] = typer.Option(None, "--source", help="Model directory of a source device for Stage 1."),
+    budget: Optional[list[str]] = typer.Option(None, "--budget", help="TARGET=VALUE per forward of the batch, e.g. latency_ms=20 (repeat)."),
+    objective: Optional[list[str]] = typer.Option(None, "--objective", help="min:COLUMN or max:COLUMN (repeat); default energy per image, latency, memory, capacity."),
+    risk: str = typer.Option("safe", "--risk", help="safe (interval upper bound within budget), point, or optimistic."),
+    z: float = typer.Option(2.0, "--margin", help="Stage 1 margin, in residual standard deviations of the source-to-target map."),
+    out: Path = typer.Option(..., "--out", help="Output directory: shortlist.parquet/.csv, feasible.parquet, summary.json."),
+    json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+) -> None:
+    """Two-stage screening: rank the space with a source model, re-score survivors with the target model, keep the Pareto front."""
+    from carb import space
+    from carb.pareto import parse_objectives
+    from carb.screen import screen as run_screen
+
+    budgets = parse_budget_options(budget)
+    try:
+        objs = parse_objectives(objective) if objective else None
+    except ValueError as e:
+        fail(str(e))
+    sp = space.load(space_name)
+    tgt = load_model(target)
+    src = load_model(source) if source else None
+    try:
+        res = run_screen(sp.to_frame(), tgt, budgets, source=src, objectives=objs, risk=risk, z=z)
+    except ValueError as e:
+        fail(str(e))
+    res.summary.update(space=sp.name, space_source=sp.source, target_model=str(target),
+                       source_model=str(source) if source else None)
+    _write_screen(res, out)
+    if json_out:
+        print(json.dumps(res.summary, indent=2, default=float))
+        return
+    s = res.summary
+    console.print(f"[bold]{sp.name}[/bold]: {s['candidates']:,} candidates -> Stage 1 {s['after_stage1']:,} "
+                  f"-> feasible {s['feasible']:,} -> shortlist {s['shortlist']:,} "
+                  f"(pruned {100 * s['pruning_ratio']:.1f}%)")
+    _print_shortlist(res.shortlist)
+    console.print(f"wrote {out}/shortlist.parquet, shortlist.csv, feasible.parquet, summary.json")
+
+
+def _write_screen(res, out: Path) -> None:
+    from carb.datasets import write
+
+    out.mkdir(parents=True, exist_ok=True)
+    write(res.shortlist, out / "shortlist.parquet")
+    write(res.shortlist, out / "shortlist.csv")
+    write(res.feasible, out / "feasible.parquet")
+    (out / "summary.json").write_text(json.dumps(res.summary, indent=2, default=float))
+
+
+def _print_shortlist(df, limit: int = 15) -> None:
+    from carb.space import configs_from_frame
+
+    if df.empty:
+        console.print("no config meets the budgets")
+        return
+    cols = [c for c in ("energy_j", "latency_ms", "memory_mb") if c in df.columns and df[c].notna().any()]
+    t = Table("rank", "config", *[f"{c} [lo, hi]" for c in cols], "GFLOP/img",
+              title=f"shortlist ({len(df)} configs{', first %d' % limit if len(df) > limit else ''})")
+    for cfg, r in zip(configs_from_frame(df.head(limit)), df.head(limit).to_dict("records")):
+        t.add_row(str(r["rank"]), cfg.label(),
+                  *[f"{r[c]:.3g} [{r[c + '_lo']:.3g}, {r[c + '_hi']:.3g}]" for c in cols],
+                  f"{r['flops_per_image'] / 1e9:.3g}")
+    console.print(t)
+
+
+@app.command()
+def calibrate(
+    source: Path = typer.Option(..., "--source", help="Model directory of the source device."),
+    device: str = typer.Option("cpu", "--device", help="The new device: cpu, cuda or cuda:i."),
+    threads: Optional[int] = typer.Option(None, "--threads", min=1, help="CPU threads (default 1)."),
+    samples: int = typer.Option(10, "--samples", min=2, help="How many configs to measure (K)."),
+    space_name: str = typer.Option("cpu", "--space", help="Space to choose the K configs from."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the sampler."),
+    max_time: float = typer.Option(2.0, "--max-time", min=0.1, help="Sampling seconds per config."),
+    out: Path = typer.Option(..., "--out", help="Directory of the calibrated model."),
+    method: str = typer.Option("log", "--method", help="Map: log (log-space map of the source prediction) or nnls (HELP-style, with cost features; carb.transfer)."),
+) -> None:
+    """Measure K well-spread configs on a new device and map the source model to it."""
+    from carb import space
+    from carb.calibrate import NnlsMap, choose_samples, fit_calibrated
+
+    if method not in ("log", "nnls"):
+        fail(f"--method: unknown value {method!r} (expected log or nnls)")
+
+    src = load_model(source)
+    sp = space.load(space_name)
+    pick = choose_samples(sp.to_frame(), src, samples, seed=seed)
+    measured = _measure_frame(pick, device, threads, max_time, out / "calibration.duckdb", "calibrating")
+    model = fit_calibrated(src, measured, meta={"device": device, "samples": samples, "space": sp.name,
+                                                "seed": seed, "source": str(source)}, method=method)
+    model.save(out, source_dir=source if not (Path(source) / "calibration.json").exists() else None)
+    t = Table("target", "K", "map", "interval widening (x)", title=f"calibrated to {device}")
+    for name, m in model.maps_.items():
+        if isinstance(m, NnlsMap):
+            terms = ["%.3g" % m.intercept] + [f"{w:.3g}·{f}" for w, f in zip(m.coef, [*m.features, "s"]) if w]
+            t.add_row(name, str(m.n), "y = " + " + ".join(terms), f"{np.exp(m.q):.2f}")
+            continue
+        terms = ["%.3g" % m.coef[0], "%.3g·log s" % m.coef[1]] + (["%.3g·log batch" % m.coef[2]] if len(m.coef) == 3 else [])
+        t.add_row(name, str(m.n), "log y = " + " + ".join(terms), f"{np.exp(m.q):.2f}")
+    console.print(t)
+    console.print(f"wrote {out} (use it as --target of carb screen)")
+
+
+def _measure_frame(df, device: str, threads: Optional[int], max_time: float, store_path: Path, what: str):
+    """Measure the configs of a frame into a store; returns the measured rows."""
+    from dataclasses import replace
+
+    from carb.campaign import run_campaign
+    from carb.measure import get_backend
+    from carb.measure.base import Protocol
+    from carb.space import configs_from_frame
+    from carb.store import Store
+
+    configs = configs_from_frame(df)
+    protocol = replace(Protocol.default_for(device), max_time_s=max_time)
+    opts = {"threads": threads or 1} if device == "cpu" else {"lock_clocks": False}
+    try:
+        backend = get_backend(device, protocol=protocol, **opts)
+    except (ValueError, RuntimeError) as e:
+        fail(str(e))
+    store_path.parent.mkdir(parents=True, exist_ok=True)
+    with backend, Store(store_path) as store:
+        with Progress(TextColumn(f"[bold]{what}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      TextColumn("ETA"), TimeRemainingColumn(), TextColumn("{task.fields[current]}"),
+                      console=err) as progress:
+            task = progress.add_task(what, total=len(configs), current="")
+            result = run_campaign(configs, backend, store, rounds=1,
+                                  on_start=lambda todo, skipped: progress.update(task, completed=skipped),
+                                  on_config=lambda c: progress.update(task, current=c.label()),
+                                  on_result=lambda c, m: progress.update(task, advance=1))
+        if result.interrupted:
+            raise typer.Exit(130)
+        rows = store.measurements(result.platform)
+    return rows[rows.config_id.isin(set(df.config_id))].reset_index(drop=True)
+
+
+@app.command()
+def validate(
+    screen_dir: Path = typer.Option(..., "--screen", help="Output directory of carb screen."),
+    device: Optional[str] = typer.Option(None, "--device", help="Measure on this device (cpu, cuda[:i])."),
+    truth: Optional[str] = typer.Option(None, "--truth", help="Instead of measuring: a dataset (name or file) that measured the whole space on the target."),
+    threads: Optional[int] = typer.Option(None, "--threads", min=1, help="CPU threads (default 1)."),
+    control: int = typer.Option(10, "--control", min=0, help="Random configs of the space measured besides the shortlist."),
+    limit: int = typer.Option(20, "--limit", min=1, help="Measure at most this many shortlisted configs (best ranked first)."),
+    max_time: float = typer.Option(2.0, "--max-time", min=0.1, help="Sampling seconds per config."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the control sample."),
+    json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+) -> None:
+    """Check a screening on hardware (or against a dataset of the whole space): budget accuracy, false accepts/rejects, Pareto recall."""
+    import pandas as pd
+
+    from carb import space
+    from carb.validate import budget_metrics, truly_feasible, validate_against_truth
+
+    if (device is None) == (truth is None):
+        fail("give exactly one of --device or --truth")
+    try:
+        summary = json.loads((screen_dir / "summary.json").read_text())
+        shortlist = pd.read_parquet(screen_dir / "shortlist.parquet")
+        feasible = pd.read_parquet(screen_dir / "feasible.parquet")
+    except (OSError, ValueError) as e:
+        fail(f"{screen_dir}: not a carb screen output ({' '.join(str(e).split())[:160]})")
+    budgets = summary["budgets"]
+    objs = [(o.split(":", 1)[1], o.split(":", 1)[0]) for o in summary["objectives"]]
+    accepted = set(feasible.config_id)
+    if truth is not None:
+        from carb import datasets
+
+        res = validate_against_truth(list(accepted), list(shortlist.config_id),
+                                     datasets.load(truth), budgets, objs)
+        res["mode"] = f"truth: {truth}"
+    else:
+        sp = space.load(summary.get("space_source") or summary["space"])
+        frame = sp.to_frame()
+        rest = frame[~frame.config_id.isin(set(shortlist.config_id.head(limit)))]
+        ctrl = rest.sample(min(control, len(rest)), random_state=seed)
+        todo = pd.concat([shortlist.head(limit)[frame.columns], ctrl], ignore_index=True)
+        measured = _measure_frame(todo, device, threads, max_time, screen_dir / "validation.duckdb", "validating")
+        measured = measured[measured.status == "ok"]
+        res = budget_metrics(measured.config_id.isin(accepted).to_numpy(), truly_feasible(measured, budgets))
+        res.update(mode=f"measured on {device}", shortlist_measured=int(measured.config_id.isin(set(shortlist.config_id)).sum()),
+                   control_measured=int(measured.config_id.isin(set(ctrl.config_id)).sum()))
+    (screen_dir / "validation.json").write_text(json.dumps(res, indent=2, default=float))
+    if json_out:
+        print(json.dumps(res, indent=2, default=float))
+        return
+    t = Table("metric", "value", title=f"validation ({res['mode']})")
+    for k in ("n", "accuracy", "false_accept_rate", "false_reject_rate", "pareto_recall", "hypervolume_ratio"):
+        if k in res:
+            v = res[k]
+            t.add_row(k, f"{v:.3f}" if isinstance(v, float) else str(v))
+    console.print(t)
+
+
+@app.command()
+def demo(
+    out: Path = typer.Option(Path("carb-demo"), "--out", help="Output folder (tables, summary.json, PNG figures)."),
+    device: str = typer.Option("cpu", "--device", help="cpu, cuda or cuda:i."),
+    threads: Optional[int] = typer.Option(None, "--threads", min=1, help="CPU threads (default: cores available, at most 4)."),
+    samples: int = typer.Option(12, "--samples", min=2, help="Configs measured to calibrate (K)."),
+    validate_n: int = typer.Option(8, "--validate", min=1, help="Shortlisted configs measured to validate."),
+    control: int = typer.Option(8, "--control", min=0, help="Random configs measured to validate."),
+    max_time: float = typer.Option(1.0, "--max-time", min=0.1, help="Sampling seconds per config."),
+    budget: Optional[list[str]] = typer.Option(None, "--budget", help="TARGET=VALUE (repeat); default: the space's median prediction."),
+    seed: int = typer.Option(0, "--seed"),
+) -> None:
+    """The whole product on this machine in minutes: train, characterize, calibrate, screen, validate, report."""
+    from carb.demo import DemoSettings, default_threads, run_demo
+
+    if device != "cpu" and threads is not None:
+        fail("--threads applies to --device cpu only")
+    threads = threads or (default_threads() if device == "cpu" else None)
+    settings = DemoSettings(out=out, device=device, threads=threads, samples=samples, validate=validate_n,
+                            control=control, max_time=max_time, budgets=parse_budget_options(budget), seed=seed)
+    console.print(f"[bold]carb demo[/bold] on {device}" + (f" with {threads} thread(s)" if threads else "")
+                  + f", writing {out}/")
+    summary = run_demo(settings, lambda df, what: _measure_frame(df, device, threads, max_time,
+                                                                  out / "demo.duckdb", what),
+                       say=lambda m: console.print("• " + m))
+    t = Table("", "value", title="demo summary (every number measured or predicted on this machine)")
+    sc, v = summary["screening"], summary["validation"]
+    t.add_row("candidates -> shortlist", f"{sc['candidates']:,} -> {sc['shortlist']:,} ({100 * sc['pruning_ratio']:.1f}% pruned)")
+    t.add_row("budgets", ", ".join(f"{k} <= {b:g}" for k, b in summary["budgets"].items()))
+    t.add_row("budget accuracy (measured)", f"{v['accuracy']:.3f} on {v['n']} configs")
+    t.add_row("false accepts / rejects", f"{v['false_accepts']} / {v['false_rejects']}")
+    for k, e in summary["validation_median_abs_error"].items():
+        t.add_row(f"{k}: median |error|, interval coverage",
+                  f"{100 * e:.1f}%, {100 * summary['validation_interval_coverage'][k]:.0f}%")
+    t.add_row("wall time", f"{summary['timings']['total_s']:.0f} s")
+    console.print(t)
+    console.print(f"files: {out}/summary.json, shortlist.csv, validation.csv, measured_vs_predicted.png, pareto.png, report/report.html")
+
+
+# -- model commands (train, evaluate, predict) live in carb.cli_model ------------------------
