@@ -26,12 +26,26 @@ memory_mb
     allocator and kernel-library pages), not the fp32 build of an fp16 model. Units: MB (10**6 bytes). Where ``clear_refs`` is unavailable
     it falls back to ``ru_maxrss`` (which cannot be reset, so it includes the build and
     is an upper bound); ``extra["memory_method"]`` says which.
-energy_j
-    From RAPL powercap package domains (``/sys/class/powercap/intel-rapl:N/energy_uj``,
-    wrap-around handled with ``max_energy_range_uj``) read around each timed sample:
-    gross = delta / k; net = gross - idle package power (measured at start-up) x latency.
-    Units: J. Where RAPL is absent or unreadable (non-root since Linux 5.10), energy is
-    ``None`` and ``energy_missing_reason`` says why; nothing is estimated.
+energy_j, energy_gross_j, energy_pkg_j, energy_dram_j
+    From RAPL (Intel, and AMD Zen through the same ``intel-rapl`` powercap driver): the
+    zones are found through Zeus (``zeus.device.cpu``: the package zone of each socket
+    and its ``dram`` sub-zone where the platform has one), and their ``energy_uj``
+    counters are read around each timed sample, wrap-around handled with
+    ``max_energy_range_uj`` (:func:`rapl_delta_uj`). Per forward: ``energy_pkg_j`` =
+    package delta / k, ``energy_dram_j`` = DRAM delta / k (``None`` without a DRAM zone),
+    both gross and kept in ``extra`` (the store makes columns of them); ``energy_gross_j``
+    = package + DRAM (what inference costs the CPU side, memory traffic included);
+    ``energy_j`` = gross - idle power (package + DRAM, measured at start-up) x latency.
+    Units: J. Where RAPL is absent or unreadable (VMs, non-root since Linux 5.10), energy
+    is ``None`` and ``energy_missing_reason`` says why; nothing is estimated.
+
+    Whose is what: Zeus finds the zones, their names, ranges and permission errors
+    (``RAPLCPU``/``get_cpus``, incl. the container mount ``/zeus_sys``); the reads are
+    ours, because Zeus's ``RAPLFile.read`` starts a spawned wrap-around polling process
+    per counter on first use, which would run on the CPU being measured and once in every
+    fresh worker. Our windows (seconds) are far shorter than a counter's wrap period
+    (minutes at hundreds of watts), so one wrap at most happens and is handled
+    arithmetically. The ``zeusd`` daemon path (RAPL without root) is not supported here.
 """
 
 from __future__ import annotations
@@ -75,56 +89,94 @@ def rapl_delta_uj(before: int, after: int, max_range_uj: int) -> int:
 
 @dataclass
 class Rapl:
-    """The RAPL package domains of this machine (absent hardware is an object too).
+    """The RAPL energy zones of this machine (absent hardware is an object too).
 
     Attributes:
-        domains: sysfs directories of the top-level package zones (``intel-rapl:N``; the
-            sub-zones ``intel-rapl:N:M`` are parts of them and would double-count).
-        max_range_uj: each domain's ``max_energy_range_uj``. Units: uJ.
+        domains: sysfs directories of the package zones, one per socket (Zeus's
+            ``RAPLCPU``; a ``psys`` platform zone is left out: it contains the packages).
+        max_range_uj: each package zone's ``max_energy_range_uj``. Units: uJ.
+        dram: each package's ``dram`` sub-zone directory, or ``None`` where it has none.
+        dram_max_range_uj: the DRAM zones' ranges (``None`` where absent). Units: uJ.
         reason: why energy is unavailable (``None`` when readable).
     """
 
     domains: tuple[str, ...] = ()
     max_range_uj: tuple[int, ...] = ()
+    dram: tuple[str | None, ...] = ()
+    dram_max_range_uj: tuple[int | None, ...] = ()
     reason: str | None = None
 
     @property
     def available(self) -> bool:
         return bool(self.domains) and self.reason is None
 
+    @property
+    def has_dram(self) -> bool:
+        return any(d is not None for d in self.dram)
+
     @classmethod
-    def discover(cls, root: str = "/sys/class/powercap") -> "Rapl":
-        """Find readable package domains under ``root``."""
-        if not os.path.isdir(root):
-            return cls(reason=f"no {root} (RAPL powercap driver absent)")
-        zones = sorted(d for d in glob.glob(os.path.join(root, "intel-rapl:*"))
-                       if os.path.basename(d).count(":") == 1)
-        if not zones:
-            return cls(reason=f"no intel-rapl package zone under {root}")
-        ranges = []
-        for z in zones:
-            try:
-                with open(os.path.join(z, "energy_uj")) as f:
-                    int(f.read())
-                with open(os.path.join(z, "max_energy_range_uj")) as f:
-                    ranges.append(int(f.read()))
-            except PermissionError:
-                return cls(reason=f"{z}/energy_uj not readable (root only since Linux 5.10)")
-            except (OSError, ValueError) as e:
-                return cls(reason=f"{z}/energy_uj unreadable ({one_line(e)})")
-        return cls(domains=tuple(zones), max_range_uj=tuple(ranges))
+    def discover(cls, root: str | None = None) -> "Rapl":
+        """Find the readable zones through Zeus.
+
+        Args:
+            root: a powercap ``intel-rapl`` directory to read instead of the machine's
+                (tests use a fake tree); ``None``: ``zeus.device.cpu.get_cpus()``.
+        """
+        try:
+            from zeus.device.cpu.common import ZeusCPUInitError, ZeusCPUNoPermissionError
+            from zeus.device.cpu.rapl import RAPLCPU
+        except ImportError as e:  # pragma: no cover - zeus is a dependency
+            return cls(reason=f"zeus not importable ({one_line(e)})")
+        try:
+            if root is None:
+                from zeus.device.cpu import get_cpus
+
+                cpus = list(get_cpus().cpus)
+            else:
+                if not os.path.isdir(root):
+                    return cls(reason=f"no {root} (RAPL powercap driver absent)")
+                idx = sorted(int(os.path.basename(d).split(":")[1]) for d in glob.glob(os.path.join(root, "intel-rapl:*"))
+                             if os.path.basename(d).count(":") == 1)
+                cpus = [RAPLCPU(i, root) for i in idx]
+        except ZeusCPUNoPermissionError:
+            return cls(reason="RAPL energy_uj not readable (root only since Linux 5.10)")
+        except ZeusCPUInitError:
+            return cls(reason="no RAPL powercap zones (/sys/class/powercap/intel-rapl absent: "
+                              "a VM, a non-Linux host, or the driver is not loaded)")
+        except Exception as e:  # noqa: BLE001 - a malformed zone: unreadable, never fatal
+            return cls(reason=f"RAPL zones unreadable ({one_line(e)})")
+        pkgs = [c for c in cpus if getattr(c, "rapl_file", None) is not None
+                and not c.rapl_file.name.startswith("psys")]
+        if not pkgs:
+            why = ("RAPL through the zeusd daemon is not supported by carb's per-sample reads"
+                   if cpus else "no RAPL package zone")
+            return cls(reason=why)
+        return cls(domains=tuple(c.rapl_file.path for c in pkgs),
+                   max_range_uj=tuple(int(c.rapl_file.max_energy_range_uj) for c in pkgs),
+                   dram=tuple(c.dram.path if c.dram is not None else None for c in pkgs),
+                   dram_max_range_uj=tuple(int(c.dram.max_energy_range_uj) if c.dram is not None else None
+                                           for c in pkgs))
+
+    def _zones(self) -> list[tuple[str, int]]:
+        zones = list(zip(self.domains, self.max_range_uj))
+        zones += [(d, int(m)) for d, m in zip(self.dram, self.dram_max_range_uj) if d is not None and m is not None]
+        return zones
 
     def read_uj(self) -> list[int]:
-        """Current counter of each domain. Units: uJ."""
+        """Current counter of each package zone, then of each DRAM zone. Units: uJ."""
         out = []
-        for z in self.domains:
+        for z, _ in self._zones():
             with open(os.path.join(z, "energy_uj")) as f:
                 out.append(int(f.read()))
         return out
 
-    def delta_j(self, before: Sequence[int], after: Sequence[int]) -> float:
-        """Energy of all package domains between two :meth:`read_uj` readings. Units: J."""
-        return sum(rapl_delta_uj(b, a, m) for b, a, m in zip(before, after, self.max_range_uj)) / 1e6
+    def delta_j(self, before: Sequence[int], after: Sequence[int]) -> tuple[float, float | None]:
+        """Energy between two :meth:`read_uj` readings: ``(package_j, dram_j)``, summed over
+        sockets; ``dram_j`` is ``None`` without DRAM zones. Units: J."""
+        ranges = [m for _, m in self._zones()]
+        d = [rapl_delta_uj(b, a, m) / 1e6 for b, a, m in zip(before, after, ranges)]
+        n = len(self.domains)
+        return sum(d[:n]), (sum(d[n:]) if len(d) > n else None)
 
 
 # --------------------------------------------------------------------------- process facts
@@ -254,7 +306,7 @@ def _cpu_child(conn: Any, job: dict[str, Any]) -> None:
             _reset_hwm()  # peak from here on: the ready model plus inference
         extra["build_s"] = round(time.perf_counter() - t_build, 4)
 
-        rapl = Rapl(tuple(job["rapl_domains"]), tuple(job["rapl_ranges"])) if job["rapl_domains"] else None
+        rapl = job["rapl"]  # a readable Rapl, or None
         idle_w = job["idle_power_w"]
 
         with torch.inference_mode():
@@ -270,8 +322,12 @@ def _cpu_child(conn: Any, job: dict[str, Any]) -> None:
                 lat_s = (t1 - t0) / 1e9 / k
                 out = {"latency_ms": lat_s * 1e3}
                 if rapl is not None and e0 is not None:
-                    gross = rapl.delta_j(e0, rapl.read_uj()) / k
+                    pkg_j, dram_j = rapl.delta_j(e0, rapl.read_uj())
+                    gross = (pkg_j + (dram_j or 0.0)) / k
                     out["energy_gross_j"] = gross
+                    out["energy_pkg_j"] = pkg_j / k
+                    if dram_j is not None:
+                        out["energy_dram_j"] = dram_j / k
                     if idle_w is not None:
                         out["energy_j"] = gross - idle_w * lat_s
                 return out
@@ -293,6 +349,8 @@ def _cpu_child(conn: Any, job: dict[str, Any]) -> None:
                      iters_per_sample=k, stop_reason=run.stop_reason,
                      latency_samples_ms=[round(v, 6) for v in run.samples["latency_ms"]])
         stats = run.stats()
+        for key in ("energy_pkg_j", "energy_dram_j"):  # gross per domain, medians; columns in the store
+            extra[key] = stats[key].median if key in stats else None
         timed_s = sum(run.samples["latency_ms"]) * k / 1e3
         conn.send({
             "status": "ok",
@@ -352,6 +410,7 @@ class CpuBackend(Backend):
         self._arch = _arch
         self.rapl = Rapl.discover()
         self.idle_power_w: float | None = None
+        self.idle_power_by_domain_w: dict[str, float | None] = {}
         if self.rapl.available:
             self.idle_power_w = self._idle_power(idle_s)
         self._ctx = multiprocessing.get_context("forkserver")
@@ -368,12 +427,15 @@ class CpuBackend(Backend):
         p.join(120)
 
     def _idle_power(self, seconds: float) -> float | None:
-        """Package power with nothing of ours running. Units: W."""
+        """Package + DRAM power with nothing of ours running. Units: W."""
         try:
             e0, t0 = self.rapl.read_uj(), time.perf_counter()
             time.sleep(max(seconds, 0.1))
             e1, t1 = self.rapl.read_uj(), time.perf_counter()
-            return self.rapl.delta_j(e0, e1) / (t1 - t0)
+            pkg_j, dram_j = self.rapl.delta_j(e0, e1)
+            self.idle_power_by_domain_w = {"package": pkg_j / (t1 - t0),
+                                           "dram": None if dram_j is None else dram_j / (t1 - t0)}
+            return (pkg_j + (dram_j or 0.0)) / (t1 - t0)
         except OSError as e:
             self.rapl = Rapl(reason=f"RAPL read failed ({one_line(e)})")
             return None
@@ -393,9 +455,12 @@ class CpuBackend(Backend):
             torch_parallel=[ln.strip() for ln in torch.__config__.parallel_info().splitlines()
                             if ln.strip() and "get_num" not in ln and "get_max_threads" not in ln][:6],
             mkldnn=bool(torch.backends.mkldnn.is_available()),
-            energy_sensor={"kind": "rapl", "available": self.rapl.available, "reason": self.rapl.reason,
-                           "domains": list(self.rapl.domains)},
+            energy_sensor={"kind": "rapl (zones found through zeus.device.cpu)", "available": self.rapl.available,
+                           "reason": self.rapl.reason, "domains": list(self.rapl.domains),
+                           "dram_domains": [d for d in self.rapl.dram if d is not None],
+                           "energy_j": "package + dram (where a dram zone exists), net of idle"},
             idle_power_w=self.idle_power_w,
+            idle_power_by_domain_w=self.idle_power_by_domain_w or None,
             memory_definition=MEMORY_DEFINITION,
             memory_method=("clear_refs" if os.path.exists("/proc/self/clear_refs") else "ru_maxrss"),
             protocol=self.protocol.to_dict(),
@@ -417,8 +482,7 @@ class CpuBackend(Backend):
             "config": config, "build": builder_of(config), "protocol": protocol, "threads": self.threads,
             "affinity": self.affinity,
             "arch": self._arch, "fault": self._fault,
-            "rapl_domains": list(self.rapl.domains) if self.rapl.available else [],
-            "rapl_ranges": list(self.rapl.max_range_uj), "idle_power_w": self.idle_power_w,
+            "rapl": self.rapl if self.rapl.available else None, "idle_power_w": self.idle_power_w,
         }
         recv, send = self._ctx.Pipe(duplex=False)
         proc = self._ctx.Process(target=_cpu_child, args=(send, job), daemon=True,
