@@ -18,7 +18,7 @@ from sklearn.base import clone
 
 from carb import features, space
 from carb.evaluate import GROUP_KEYS, metrics, split
-from carb.model import CARB, PRESETS, TARGETS, BundleError, load
+from carb.model import CARB, PRESETS, TARGETS, BundleError, load, save
 from carb.model._forest import ArrayForest
 
 # tiny learners, so that the study's recipe runs in about a second
@@ -168,7 +168,7 @@ def test_default_beats_flops_only_baseline(data):
 def paper_bundle(tmp_path_factory, data):
     m = CARB(preset="paper", learner_params=TINY_PAPER).fit(data[0])
     d = tmp_path_factory.mktemp("bundle") / "paper"
-    m.save(d)
+    save(m, d)
     return m, d
 
 
@@ -217,7 +217,7 @@ def test_bundle_refuses_tampered_or_incompatible(paper_bundle, tmp_path):
     with pytest.raises(BundleError, match="no manifest"):
         load(tmp_path)
     with pytest.raises(BundleError, match="not a CARB model bundle"):
-        CARB(preset="fast").fit(synthetic(60, 2)).save(tmp_path)  # holds other things
+        save(CARB(preset="fast").fit(synthetic(60, 2)), tmp_path)  # holds other things
 
 
 def test_forest_arrays_are_checked_and_both_paths_agree(data):

@@ -139,7 +139,7 @@ def register(app: typer.Typer) -> None:
         import numpy as np
 
         from carb.evaluate import metrics
-        from carb.model import CARB, BundleError
+        from carb.model import CARB, BundleError, save
 
         _check_preset([preset])
         if not 0 < coverage < 1:
@@ -170,7 +170,7 @@ def register(app: typer.Typer) -> None:
                     "metrics": {t: metrics(test[t].to_numpy(), pred[t].to_numpy(), pred[f"{t}_lo"].to_numpy(),
                                            pred[f"{t}_hi"].to_numpy()) for t in model.targets_}}
         try:
-            model.save(str(out), holdout=hold)
+            save(model, str(out), holdout=hold)
         except BundleError as e:
             raise _usage(str(e)) from None
         cv = ", ".join(f"{t} R² log {m['r2_log']:.3f} / MAPE {100 * m['mape']:.1f}%" for t, m in model.cv_metrics_.items())

@@ -17,7 +17,7 @@ Two families, both plain ``nn.Module`` trees with no data-dependent Python contr
 ``imagenet``
     torchvision's ``ResNet`` (``resnet18`` ... ``resnet152``), rebuilt here: 7x7/2 stem,
     BN, ReLU, 3x3/2 max-pool, 4 stages of 64/128/256/512 times ``width`` channels with the
-    block counts of :data:`carb.space.IMAGENET_LAYERS`, v1.5 bottlenecks (stride on the
+    block counts of :data:`carb.families.resnet.IMAGENET_LAYERS`, v1.5 bottlenecks (stride on the
     3x3 convolution), 1x1 conv + BN downsample shortcuts, adaptive average pooling and a
     linear classifier. At ``width = 1`` and 1000 classes the parameter counts equal
     torchvision's (ResNet-18: 11,689,512; ResNet-50: 25,557,032).
@@ -40,7 +40,7 @@ from typing import Any, Mapping
 import torch
 from torch import Tensor, nn
 
-from .resnet import IMAGENET_LAYERS
+from ._resnet_tables import IMAGENET_LAYERS
 
 __all__ = ["dtype_of", "channels", "BasicBlock", "Bottleneck", "CifarResNet", "ImageNetResNet"]
 

@@ -111,17 +111,7 @@ __all__ = ["Config", "FAMILIES", "BLOCKS", "IMAGENET_LAYERS", "DEFAULT_CLASSES",
            "FEATURE_COLUMNS", "REQUIRED_COLUMNS", "ARCH_KEYS", "arch_features", "features", "build",
            "config_id", "CIFAR", "IMAGENET"]
 
-FAMILIES = ("cifar", "imagenet")
-BLOCKS = ("basic", "bottleneck")
-#: torchvision's layer table for the imagenet family: depth -> (block, blocks per stage).
-IMAGENET_LAYERS: dict[int, tuple[str, tuple[int, int, int, int]]] = {
-    18: ("basic", (2, 2, 2, 2)),
-    34: ("basic", (3, 4, 6, 3)),
-    50: ("bottleneck", (3, 4, 6, 3)),
-    101: ("bottleneck", (3, 4, 23, 3)),
-    152: ("bottleneck", (3, 8, 36, 3)),
-}
-DEFAULT_CLASSES = {"cifar": 10, "imagenet": 1000}
+from ._resnet_tables import BLOCKS, DEFAULT_CLASSES, FAMILIES, IMAGENET_LAYERS
 
 
 

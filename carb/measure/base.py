@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from carb.space import Config
+from carb.families.resnet import Config
 
 __all__ = ["Stats", "Protocol", "Measurement", "Backend", "STATUSES"]
 

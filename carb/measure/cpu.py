@@ -62,7 +62,7 @@ from typing import Any, Sequence
 from ._common import FAULTS, builder_of, classify, host_facts, inject_fault, one_line, read_text, wait_reply
 from .base import Backend, Measurement, Protocol
 from .protocol import check_protocol, iters_per_sample, run_samples, warm_up
-from carb.space import Config
+from carb.families.resnet import Config
 
 __all__ = ["CpuBackend", "Rapl", "rapl_delta_uj", "MEMORY_DEFINITION"]
 

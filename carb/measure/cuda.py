@@ -98,7 +98,7 @@ from typing import Any, Callable, Sequence
 from ._common import FAULTS, builder_of, classify, host_facts, inject_fault, one_line, wait_reply
 from .base import Backend, Measurement, Protocol
 from .protocol import check_protocol, iters_per_sample, run_samples, warm_up
-from carb.space import Config
+from carb.families.resnet import Config
 
 __all__ = [
     "CudaBackend",

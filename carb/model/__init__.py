@@ -4,7 +4,7 @@ configs on one device, with prediction intervals, and save them as safe bundles.
 >>> from carb.model import CARB
 >>> model = CARB(preset="default").fit(dataset)          # doctest: +SKIP
 >>> model.predict(space.load("paper"))                   # doctest: +SKIP
->>> model.save("my-model"); carb.model.load("my-model")  # doctest: +SKIP
+>>> carb.model.save(model, "my-model"); carb.model.load("my-model")  # doctest: +SKIP
 """
 
 from ._bundle import SCHEMA_VERSION, BundleError, load, save

@@ -14,6 +14,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 
 from carb.space import Config, Space
 
+from ._conformal import ConformalScale, aux_inputs, gaussian_rescale
 from ._inputs import config_frame, matrix, with_features
 from ._learners import Learner, fit_learner
 from ._presets import resolve
@@ -82,8 +83,12 @@ class TargetModel:
         weights: blend weight of each learner.
         corrector: residual corrector for rows with ``batch <= corrector_batch_max``, or ``None``.
         corrector_batch_max, corrector_scale: where the corrector applies, and its factor.
-        halfwidth: conformal half-width of the interval in log space (``inf`` when too few rows).
+        halfwidth: conformal half-width of the interval in log space (``inf`` when too few
+            rows): the plain, constant one; bundles written before ``interval`` existed have
+            only this.
         transform: ``log1p`` or ``log``.
+        interval: the locally adaptive (normalized, Mondrian-by-batch-regime) conformal
+            interval (:class:`carb.model._conformal.ConformalScale`), or ``None``.
     """
 
     target: str
@@ -97,6 +102,16 @@ class TargetModel:
     halfwidth: float = float("inf")
     transform: str = "log"
     info: dict[str, Any] = field(default_factory=dict)
+    interval: ConformalScale | None = None
+
+    def halfwidths(self, df: pd.DataFrame, pred_log: np.ndarray, coverage: float, nominal: float) -> np.ndarray:
+        """Half-width in log space of each row's ``coverage`` interval (``nominal``: the
+        coverage ``halfwidth`` was fitted at, for bundles without ``interval``)."""
+        if self.interval is not None:
+            batch, wide = aux_inputs(df)
+            return self.interval.halfwidth(batch, wide, pred_log, coverage)
+        hw = self.halfwidth if coverage == nominal else float(gaussian_rescale(self.halfwidth, nominal, coverage))
+        return np.full(len(pred_log), hw)
 
     def predict_log(self, Z: np.ndarray, batch: np.ndarray) -> np.ndarray:
         """Point prediction in log space for inputs ``Z`` (base inputs + upstream predictions)."""
@@ -131,8 +146,13 @@ class CARB(RegressorMixin, BaseEstimator):
     errs on the wide side for the final model. With random folds, coverage holds for
     configs exchangeable with the training rows; the ``default`` preset draws its folds by
     architecture, so its intervals are calibrated for architectures it has not seen (and
-    are a little wide for those it has). Nothing calibrates extrapolation along the batch
-    (``carb evaluate --split batch-tier`` reports the coverage actually reached).
+    are a little wide for those it has). The width is then made locally adaptive
+    (:mod:`carb.model._conformal`): the scores are the residuals divided by a fitted scale
+    (batch, precision, predicted size), with their quantile taken per batch regime, so the
+    intervals hold in each regime rather than only on average; ``predict(X, coverage=c)``
+    gives the intervals at any other coverage from the same kept scores. Nothing
+    calibrates extrapolation along the batch (``carb evaluate --split batch-tier`` reports
+    the coverage actually reached).
 
     Missing targets: a target with fewer than 20 labelled ``ok`` rows (e.g. ``energy_j`` on
     a CPU without an energy sensor, all NaN) is not trained: ``fit`` warns, lists it in
@@ -262,6 +282,12 @@ class CARB(RegressorMixin, BaseEstimator):
                     best = (cvres, ups, Z, zcols)
             cvres, ups, Z, zcols = best
             model, full_pred = self._fit_final(spec, t, ups, Z, zcols, ylog, cvres, batch)
+            # locally adaptive intervals from the same out-of-fold residuals (_conformal.py)
+            r = cvres["rows"]
+            bt, wide = aux_inputs(df.iloc[r])
+            model.interval = ConformalScale.fit(ylog[r] - cvres["pred_oof"], bt, wide, cvres["pred_oof"])
+            cvres["coverage"] = float(np.mean(np.abs(ylog[r] - cvres["pred_oof"]) <= model.interval.halfwidth(
+                bt, wide, cvres["pred_oof"], float(self.coverage))))
             model.info = {"cascade_options": [list(o) for o in options],
                           **{k: v for k, v in cvres.items() if not isinstance(v, np.ndarray)}}
             models[t] = model
@@ -385,9 +411,11 @@ class CARB(RegressorMixin, BaseEstimator):
 
     # -- prediction -----------------------------------------------------------------------
 
-    def predict(self, X: pd.DataFrame | Space | Config | Iterable[Config]) -> pd.DataFrame:
+    def predict(self, X: pd.DataFrame | Space | Config | Iterable[Config],
+                coverage: float | None = None) -> pd.DataFrame:
         """Predict every target with its interval for configs (a DataFrame of config
         parameters, a Space, a Config or Configs; features are computed when absent).
+        ``coverage``: of the intervals, in (0, 1); default the model's :attr:`coverage`.
 
         Returns:
             A DataFrame with the input's index (a fresh one for non-DataFrame input) and
@@ -396,6 +424,9 @@ class CARB(RegressorMixin, BaseEstimator):
             Targets that were not trained (:attr:`missing_targets_`) are NaN.
         """
         self._check_fitted()
+        cov = float(self.coverage if coverage is None else coverage)
+        if not 0 < cov < 1:
+            raise ValueError(f"coverage: {coverage!r} must be in (0, 1)")
         df = with_features(config_frame(X))
         n = len(df)
         logs = {t: np.empty(n) for t in self.targets_}
@@ -413,8 +444,9 @@ class CARB(RegressorMixin, BaseEstimator):
             if t in logs:
                 m = self.models_[t]
                 out[t] = _inverse(m.transform, logs[t])
-                out[f"{t}_lo"] = _inverse(m.transform, logs[t] - m.halfwidth)
-                out[f"{t}_hi"] = _inverse(m.transform, logs[t] + m.halfwidth)
+                hw = m.halfwidths(df, logs[t], cov, float(self.coverage))
+                out[f"{t}_lo"] = _inverse(m.transform, logs[t] - hw)
+                out[f"{t}_hi"] = _inverse(m.transform, logs[t] + hw)
             else:
                 out[t] = out[f"{t}_lo"] = out[f"{t}_hi"] = np.nan
         return out
@@ -434,12 +466,6 @@ class CARB(RegressorMixin, BaseEstimator):
             b = np.log(np.maximum(pred[t].to_numpy()[ok], 1e-12))
             scores.append(1 - np.sum((a - b) ** 2) / max(np.sum((a - a.mean()) ** 2), 1e-300))
         return float(np.mean(scores))
-
-    def save(self, directory: str, **kwargs: Any) -> None:
-        """Write a model bundle (see :func:`carb.model.save`)."""
-        from ._bundle import save
-
-        save(self, directory, **kwargs)
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "models_"):
