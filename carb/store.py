@@ -13,7 +13,8 @@ Tables (open the file with ``duckdb`` and ask SQL questions):
     ``message``, per target (``latency_ms``, ``energy_j``, ``energy_gross_j``) the median
     and its spread (``_mean``, ``_p5``, ``_p95``, ``_cov``, ``_n``, ``_ci_rel``),
     ``memory_mb``, ``energy_missing_reason``, ``timed_s``, ``wall_s``, ``extra`` (JSON
-    telemetry), ``run_id`` and ``measured_at``.
+    telemetry), ``run_id`` and ``measured_at``; ``energy_pkg_j`` and ``energy_dram_j``
+    (CPU RAPL, gross J per forward of packages and DRAM; NULL elsewhere).
 ``remeasurements``
     the same columns without the key constraint: later re-measurements of configs already
     in ``measurements`` (drift checks), never used for resume.
@@ -74,8 +75,14 @@ def _measurement_columns() -> list[tuple[str, str]]:
              # the parameters of a family other than the ResNets (carb.families), as JSON;
              # NULL for ResNets, whose parameters are the columns above
              ("arch", "JSON")]
+    cols += ENERGY_DOMAIN_COLUMNS
     return cols
 
+
+#: CPU energy per RAPL domain (issue 17; carb.measure.cpu): gross energy per forward of the
+#: CPU packages and of DRAM (J, medians over the samples; ``energy_gross_j`` is their sum).
+#: NULL where not measured (GPUs, no RAPL, no DRAM zone; added on open for writing).
+ENERGY_DOMAIN_COLUMNS: list[tuple[str, str]] = [("energy_pkg_j", "DOUBLE"), ("energy_dram_j", "DOUBLE")]
 
 MEASUREMENT_COLUMNS = _measurement_columns()
 _COLNAMES = [c for c, _ in MEASUREMENT_COLUMNS]
@@ -134,6 +141,9 @@ class Store:
             for table in ("measurements", "remeasurements", "rounds"):
                 self.con.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS arch JSON")
             self.con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)])
+        for table in ("measurements", "remeasurements", "rounds"):  # stores from before issue 17
+            for c, t in ENERGY_DOMAIN_COLUMNS:
+                self.con.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {c} {t}")
         self.con.execute("INSERT INTO meta VALUES ('created_at', ?) ON CONFLICT DO NOTHING",
                          [datetime.now(timezone.utc).isoformat()])
         self.con.execute("COMMIT")
@@ -223,6 +233,7 @@ class Store:
         d.update(memory_mb=m.memory_mb, energy_missing_reason=m.energy_missing_reason,
                  timed_s=m.timed_s, wall_s=m.wall_s, extra=json.dumps(m.extra, default=str),
                  run_id=run_id, measured_at=datetime.now(timezone.utc))
+        d.update({c: m.extra.get(c) for c, _ in ENERGY_DOMAIN_COLUMNS})  # the CPU backend puts them there
         return [_finite_or_none(d[c]) for c in _COLNAMES]
 
     @staticmethod

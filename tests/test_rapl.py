@@ -148,3 +148,44 @@ def test_cpu_backend_here_reports_energy_missing_with_a_reason():
         assert m.energy_j is None and m.energy_missing_reason == b.rapl.reason
         assert m.extra["energy_pkg_j"] is None and m.extra["energy_dram_j"] is None
         assert b.provenance()["energy_sensor"]["available"] is False
+
+
+def test_store_keeps_package_and_dram_columns_and_migrates_old_stores(tmp_path, monkeypatch):
+    """Synthetic measurements (made-up figures) through the store and the dataset export."""
+    from carb import datasets
+    from carb.measure.base import Measurement, Stats
+    from carb.store import Store
+
+    st = Stats(median=2.0, mean=2.0, p5=1.9, p95=2.1, cov=0.01, n=5, ci_rel=0.01)
+    m = Measurement(status="ok", latency_ms=st, energy_j=st, energy_gross_j=st, memory_mb=3.0,
+                    extra={"energy_pkg_j": 1.5, "energy_dram_j": 0.5, "latency_samples_ms": [2.0] * 5})
+    path = tmp_path / "s.duckdb"
+    with Store(path) as s:
+        run = s.begin_run("cpu-synthetic", "cpu", {}, {})
+        s.add(TINY, "cpu-synthetic", m, run)
+        s.add(Config(depth=8, width=0.25, early_downsample=True, batch=4), "cpu-synthetic",
+              Measurement(status="ok", latency_ms=st, memory_mb=3.0, energy_missing_reason="no RAPL"), run)
+        df = s.measurements()
+    row = df.set_index("batch")
+    assert row.loc[1, "energy_pkg_j"] == 1.5 and row.loc[1, "energy_dram_j"] == 0.5
+    assert row[["energy_pkg_j", "energy_dram_j"]].loc[4].isna().all()  # not measured: NULL
+    # an old store (written before the columns existed) gets them when opened for writing
+    import carb.store as store_module
+
+    old_cols = [c for c in store_module.MEASUREMENT_COLUMNS if c[0] not in ("energy_pkg_j", "energy_dram_j")]
+    path = tmp_path / "old.duckdb"
+    with monkeypatch.context() as mp:
+        mp.setattr(store_module, "MEASUREMENT_COLUMNS", old_cols)
+        mp.setattr(store_module, "_COLNAMES", [c for c, _ in old_cols])
+        mp.setattr(store_module, "ENERGY_DOMAIN_COLUMNS", [])
+        with Store(path) as s:
+            run = s.begin_run("cpu-synthetic", "cpu", {}, {})
+            s.add(TINY, "cpu-synthetic", m, run)
+    with Store(path, read_only=True) as s:
+        assert "energy_pkg_j" not in s.measurements().columns  # read-only: left as it is
+    with Store(path) as s:
+        df = s.measurements()
+        assert "energy_pkg_j" in df.columns and df["energy_pkg_j"].isna().all()
+        s.add(Config(depth=8, width=0.5, early_downsample=True, batch=1), "cpu-synthetic", m, run)
+        out = datasets.from_store(s, "cpu-synthetic", with_features=False)
+    assert sorted(out["energy_pkg_j"].dropna()) == [1.5] and sorted(out["energy_dram_j"].dropna()) == [0.5]
