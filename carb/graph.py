@@ -1,0 +1,535 @@
+"""Graph capture: any ``torch.nn.Module`` -> a table of its layers, on the meta device.
+
+:func:`capture` traces a module with ``torch.fx.symbolic_trace`` (standard ``torch.nn``
+modules are leaves: a ``Conv2d`` is one layer, a user's ``Block`` is traced through), then
+runs the traced graph node by node on **meta** tensors, so no weight or activation is ever
+allocated: a module whose parameters are real is first copied with every parameter and
+buffer replaced by a meta tensor of the same shape and dtype (the user's module is not
+touched). Each node that produces a tensor becomes a row of :class:`LayerTable`:
+
+- ``op``: the operator type the cost model knows (:data:`KNOWN_OPS`: ``conv``, ``linear``,
+  ``matmul``, ``bn``, ``relu``, ... ``view``), or ``unknown`` (then ``kind`` says what it was);
+- ``kind``: the module class, function or method name as traced (``Conv2d``, ``add``, ...);
+- shapes: ``in_shape``/``out_shape`` (tuples) and the NCHW reading of them: ``batch``,
+  ``cin``, ``h``, ``w`` (input), ``cout``, ``ho``, ``wo`` (output);
+- ``kernel`` (kh), ``kernel_w``, ``stride``, ``padding``, ``dilation``, ``groups`` (convolutions
+  and pooling; 1/0 elsewhere), ``dtype``, ``bytes_per_element`` (B);
+- ``flops``: FLOP of the node, counted by the formulas of
+  ``torch.utils.flop_counter`` (the ones ``FlopCounterMode`` uses) on the aten operators the
+  node dispatches, so the per-layer figures add up to ``FlopCounterMode``'s total exactly;
+  0 where it has no formula (element-wise operators, pooling, BN);
+- ``params`` (count), ``weight_bytes`` (B: parameters and buffers the node reads);
+- ``in_bytes`` (B: all tensor inputs), ``out_bytes`` (B), ``bytes`` (B: ``in_bytes +
+  weight_bytes + out_bytes``, the traffic of an unfused kernel);
+- ``alloc_bytes`` (B: memory the node allocates: 0 for views and in-place operators),
+  ``inplace``, ``alias`` (the output shares its input's storage);
+- ``live_bytes`` (B: activations alive while the node runs, from the liveness simulation).
+
+Fused patterns. CARB's devices run PyTorch **eager** inference, which does not fuse: a
+``Conv2d`` -> ``BatchNorm2d`` -> ``ReLU`` sequence is three kernels (oneDNN convolution,
+the native BN kernel, ReLU, the last in place when ``inplace=True``), each reading and
+writing its tensors, and the table keeps them as three rows. Runtimes that fold BN into the
+convolution (``torch.jit.freeze``, ONNX Runtime, ``torch.ao`` fusion) are a different
+execution: ``capture(..., fold_bn=True)`` drops each BN that directly follows a
+convolution (its only user) and marks the convolution ``fused="bn"``; costs then come from
+a device model measured that way. Activations are not merged either way (eager runs them).
+
+Liveness (peak activation memory): a tensor is allocated by the node that creates it and
+freed after the last node that reads it or any of its views (eager PyTorch frees a
+temporary when its last reference goes); the graph's inputs stay alive throughout and are
+not counted in ``live_bytes`` (the input batch is counted apart, ``input_bytes``).
+
+This module imports torch only inside its functions (``import carb.graph`` is light) and
+never imports torchvision.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import operator
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["capture", "LayerTable", "CaptureError", "KNOWN_OPS", "parse_shape", "DTYPES", "dtype_of"]
+
+
+class CaptureError(ValueError):
+    """A module cannot be captured (does not trace, bad example input); one line."""
+
+
+#: Operator types the layer model knows (``view``: zero-cost aliasing such as flatten,
+#: reshape of a contiguous tensor, dropout in eval, identity).
+KNOWN_OPS: tuple[str, ...] = (
+    "conv", "linear", "matmul", "bn", "layernorm", "relu", "relu6", "hardswish", "hardsigmoid",
+    "sigmoid", "silu", "gelu", "tanh", "maxpool", "avgpool", "gap", "add", "mul", "cat", "copy",
+    "softmax", "view",
+)
+
+#: Precision names and their torch dtypes (names, resolved lazily).
+DTYPES: dict[str, str] = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+
+_MODULE_OPS = {
+    "Conv1d": "conv", "Conv2d": "conv", "Conv3d": "conv", "Linear": "linear", "LazyLinear": "linear",
+    "BatchNorm1d": "bn", "BatchNorm2d": "bn", "BatchNorm3d": "bn", "LayerNorm": "layernorm",
+    "ReLU": "relu", "ReLU6": "relu6", "Hardtanh": "relu6", "LeakyReLU": "relu", "Hardswish": "hardswish",
+    "Hardsigmoid": "hardsigmoid", "Sigmoid": "sigmoid", "SiLU": "silu", "GELU": "gelu", "Tanh": "tanh",
+    "MaxPool2d": "maxpool", "AvgPool2d": "avgpool", "AdaptiveAvgPool2d": "gap", "AdaptiveAvgPool1d": "gap",
+    "Softmax": "softmax", "Dropout": "view", "Dropout2d": "view", "Identity": "view", "Flatten": "view",
+    "Unflatten": "view",
+}
+_FUNCTION_OPS = {
+    "relu": "relu", "relu_": "relu", "relu6": "relu6", "hardtanh": "relu6", "hardtanh_": "relu6",
+    "leaky_relu": "relu", "hardswish": "hardswish", "hardsigmoid": "hardsigmoid", "sigmoid": "sigmoid",
+    "sigmoid_": "sigmoid", "silu": "silu", "gelu": "gelu", "tanh": "tanh", "conv2d": "conv", "conv1d": "conv",
+    "linear": "linear", "matmul": "matmul", "bmm": "matmul", "mm": "matmul", "batch_norm": "bn",
+    "layer_norm": "layernorm", "max_pool2d": "maxpool", "avg_pool2d": "avgpool", "adaptive_avg_pool2d": "gap",
+    "add": "add", "iadd": "add", "add_": "add", "sub": "add", "mul": "mul", "imul": "mul", "mul_": "mul",
+    "truediv": "mul", "div": "mul", "cat": "cat", "concat": "cat", "contiguous": "copy", "clone": "copy",
+    "softmax": "softmax", "mean": "gap", "dropout": "view", "flatten": "view", "view": "view",
+    "reshape": "view", "transpose": "view", "permute": "view", "squeeze": "view", "unsqueeze": "view",
+    "getitem": "view", "chunk": "view", "split": "view", "expand": "view", "identity": "view",
+}
+_ACT_FUNCS = ("relu", "relu6", "hardswish", "hardsigmoid", "sigmoid", "silu", "gelu", "tanh")
+
+
+def dtype_of(precision: str) -> Any:
+    """The torch dtype of a precision name (``fp32``, ``fp16``, ``bf16``).
+
+    Raises:
+        CaptureError: an unknown name (one line, naming the known ones).
+    """
+    import torch
+
+    if precision not in DTYPES:
+        raise CaptureError(f"unknown dtype {precision!r} (expected one of {', '.join(DTYPES)})")
+    return getattr(torch, DTYPES[precision])
+
+
+def parse_shape(text: str) -> tuple[int, ...]:
+    """``"1x3x224x224"`` -> ``(1, 3, 224, 224)``.
+
+    Raises:
+        CaptureError: not positive integers separated by ``x`` (one line).
+    """
+    parts = str(text).strip().lower().replace("*", "x").split("x")
+    try:
+        dims = tuple(int(p) for p in parts)
+    except ValueError:
+        raise CaptureError(f"malformed input shape {text!r} (expected e.g. 1x3x224x224)") from None
+    if not dims or any(d < 1 for d in dims):
+        raise CaptureError(f"malformed input shape {text!r} (every dimension must be a positive integer)")
+    return dims
+
+
+@dataclass
+class LayerTable:
+    """The captured layers of one network and its totals.
+
+    Attributes:
+        layers: one row per tensor-producing node (see the module docstring for columns).
+        input_shape: the example input's shape.
+        precision: ``fp32``, ``fp16`` or ``bf16``.
+        input_bytes: bytes of the example input(s). Units: B.
+        model_bytes: parameters and buffers of the whole module. Units: B.
+        params: parameter count of the whole module.
+        peak_live_bytes: peak of ``live_bytes`` (activations alive at once). Units: B.
+    """
+
+    layers: pd.DataFrame
+    input_shape: tuple[int, ...]
+    precision: str
+    input_bytes: int
+    model_bytes: int
+    params: int
+    peak_live_bytes: int
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def flops(self) -> int:
+        """FLOP of one forward of the whole batch (FlopCounterMode's count). Units: FLOP."""
+        return int(self.layers["flops"].sum())
+
+    @property
+    def unknown(self) -> list[str]:
+        """Kinds of the nodes whose operator type is not known, distinct, in order."""
+        kinds = self.layers.loc[self.layers["op"] == "unknown", "kind"]
+        return list(dict.fromkeys(kinds))
+
+    def summary(self) -> dict[str, Any]:
+        """Totals as a plain dict (JSON-serialisable)."""
+        return {"input_shape": list(self.input_shape), "precision": self.precision, "n_layers": int(len(self.layers)),
+                "flops": self.flops, "params": self.params, "model_bytes": self.model_bytes,
+                "input_bytes": self.input_bytes, "peak_live_bytes": self.peak_live_bytes, "unknown_ops": self.unknown}
+
+
+# --------------------------------------------------------------------------- capture
+
+
+_SHAPE_KEEPING = frozenset({"bn", "relu", "relu6", "hardswish", "hardsigmoid", "sigmoid", "silu", "gelu", "tanh",
+                            "view"}) - {"view"}
+
+
+def _meta(t: Any, dtype: Any) -> Any:
+    """A meta tensor like ``t`` (floating ones cast to ``dtype`` when given); other
+    objects as they are."""
+    import torch
+
+    if not isinstance(t, torch.Tensor):
+        return t
+    dt = dtype if dtype is not None and t.is_floating_point() else t.dtype
+    if t.is_meta and t.dtype == dt:
+        return t
+    return torch.empty(t.shape, dtype=dt, device="meta")
+
+
+def _meta_module(mod: Any, dtype: Any, shims: dict[int, Any]) -> Any:
+    """A shallow copy of a leaf module whose own parameters and buffers are meta tensors
+    (the user's module is never modified and no weight is copied)."""
+    import torch
+
+    got = shims.get(id(mod))
+    if got is not None:
+        return got
+    own = list(mod._parameters.values()) + list(mod._buffers.values())
+    if all(t is None or (t.is_meta and (dtype is None or not t.is_floating_point() or t.dtype == dtype))
+           for t in own) and not list(mod.children()):
+        shim = mod
+    else:
+        shim = copy.copy(mod)  # leaves are called whole: a leaf with children is copied deeply
+        if list(mod.children()):
+            shim = copy.deepcopy(mod, {id(t): (torch.nn.Parameter(_meta(t, dtype), requires_grad=False)
+                                               if isinstance(t, torch.nn.Parameter) else _meta(t, dtype))
+                                       for t in list(mod.parameters()) + list(mod.buffers())})
+        else:
+            shim._parameters = {k: (None if v is None else torch.nn.Parameter(_meta(v, dtype), requires_grad=False))
+                                for k, v in mod._parameters.items()}
+            shim._buffers = {k: (None if v is None else _meta(v, dtype)) for k, v in mod._buffers.items()}
+    shim.eval()
+    shims[id(mod)] = shim
+    return shim
+
+
+def _flop_mode() -> Any:
+    """A dispatch mode that adds up FlopCounterMode's formulas over the aten ops it sees."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils.flop_counter import flop_registry
+
+    class _Flops(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.flops = 0
+
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            kwargs = kwargs or {}
+            out = func(*args, **kwargs)
+            f = flop_registry.get(func._overloadpacket)
+            if f is not None:
+                self.flops += int(f(*args, **kwargs, out_val=out))
+            return out
+
+    del torch
+    return _Flops()
+
+
+def _tensors(x: Any) -> list[Any]:
+    import torch
+
+    out: list[Any] = []
+
+    def walk(v: Any) -> None:
+        if isinstance(v, torch.Tensor):
+            out.append(v)
+        elif isinstance(v, (list, tuple)):
+            for e in v:
+                walk(e)
+        elif isinstance(v, dict):
+            for e in v.values():
+                walk(e)
+
+    walk(x)
+    return out
+
+
+def _pair(v: Any) -> tuple[int, int]:
+    if isinstance(v, (tuple, list)):
+        return (int(v[0]), int(v[-1])) if v else (1, 1)
+    return (int(v), int(v)) if v is not None else (1, 1)
+
+
+def _root(t: Any) -> Any:
+    return t._base if getattr(t, "_base", None) is not None else t
+
+
+def capture(module: Any, example_input: Any, precision: str | None = None, *, fold_bn: bool = False) -> LayerTable:
+    """Trace ``module`` on the meta device into a :class:`LayerTable`.
+
+    Args:
+        module: any ``torch.nn.Module`` (in eval mode or not: it is captured as in eval).
+        example_input: a tensor (any device: only its shape and dtype are used), a tuple of
+            tensors, or a shape (tuple of ints: an fp32/``precision`` tensor of that shape).
+        precision: ``fp32``, ``fp16`` or ``bf16``: weights and inputs are cast to it; ``None``
+            keeps the example input's dtype.
+        fold_bn: fold each BN that directly follows a convolution into it (runtimes that
+            fold; eager PyTorch does not).
+
+    Raises:
+        CaptureError: the module does not trace with ``torch.fx``, or running its graph on
+            the example input fails (one line naming the cause), or an unknown precision.
+    """
+    import torch
+    import torch.fx as fx
+
+    if not isinstance(module, torch.nn.Module):
+        raise CaptureError(f"expected a torch.nn.Module, got a {type(module).__name__}")
+    dtype = dtype_of(precision) if precision is not None else None
+    if isinstance(example_input, (tuple, list)) and example_input and all(isinstance(d, int) for d in example_input):
+        example_input = torch.empty(tuple(example_input), device="meta", dtype=dtype or torch.float32)
+    inputs = tuple(example_input) if isinstance(example_input, (tuple, list)) else (example_input,)
+    if not inputs or not all(isinstance(t, torch.Tensor) for t in inputs):
+        raise CaptureError("example input: expected a tensor, a tuple of tensors or a shape")
+    inputs = tuple(torch.empty(t.shape, device="meta",
+                               dtype=(dtype if dtype is not None and t.is_floating_point() else t.dtype))
+                   for t in inputs)
+    if precision is None:
+        precision = {v: k for k, v in DTYPES.items()}.get(str(inputs[0].dtype).removeprefix("torch."), "fp32")
+    work = module
+    try:
+        gm = fx.symbolic_trace(work)
+    except Exception as e:  # noqa: BLE001 - whatever fx raises, the user gets one line
+        msg = " ".join(str(e).split())[:300]
+        raise CaptureError(f"module does not trace with torch.fx ({type(e).__name__}: {msg})") from None
+
+    modules = dict(gm.named_modules())
+    env: dict[Any, Any] = {}
+    rows: list[dict[str, Any]] = []
+    owner: dict[int, int] = {}        # id(storage root tensor) -> row index that allocated it
+    node_row: dict[Any, int] = {}
+    reads: dict[int, list[int]] = {}  # row -> allocating rows of the tensors it reads
+    placeholders = iter(inputs)
+    shims: dict[int, Any] = {}
+    keep: list[Any] = []              # keeps every meta tensor alive, so ids stay unique
+    mode = _flop_mode()
+
+    def load(a: Any) -> Any:
+        return fx.node.map_arg(a, lambda n: env[n])
+
+    try:
+        for node in gm.graph.nodes:
+            if node.op == "placeholder":
+                try:
+                    env[node] = next(placeholders)
+                except StopIteration:
+                    env[node] = node.args[0] if node.args else None  # a default value
+                continue
+            if node.op == "output":
+                break
+            args, kwargs = load(node.args), load(node.kwargs)
+            if node.op == "get_attr":
+                obj: Any = gm
+                for part in str(node.target).split("."):
+                    obj = getattr(obj, part)
+                env[node] = _meta(obj, dtype)
+                continue
+            mode.flops = 0
+            if node.op == "call_module":
+                mod = _meta_module(modules[node.target], dtype, shims)
+                op0 = _MODULE_OPS.get(type(mod).__name__)
+                if op0 in _SHAPE_KEEPING and len(args) == 1 and not kwargs and isinstance(args[0], torch.Tensor):
+                    # BN and activations keep the shape and have no FLOP formula: no need to
+                    # run them (BN on meta tensors goes through slow Python decompositions)
+                    out = args[0] if getattr(mod, "inplace", False) else torch.empty_like(args[0])
+                else:
+                    with mode:
+                        out = mod(*args, **kwargs)
+            elif node.op == "call_function":
+                mod = None
+                with mode:
+                    out = node.target(*args, **kwargs)
+            else:  # call_method
+                mod = None
+                self_obj, *rest = args
+                with mode:
+                    out = getattr(self_obj, node.target)(*rest, **kwargs)
+            env[node] = out
+            outs = _tensors(out)
+            if not outs:
+                continue
+            keep.append(out)
+            ins = _tensors(args) + _tensors(kwargs)
+            row = _row(node, mod, ins, outs, mode.flops)
+            i = len(rows)
+            in_roots = {id(_root(t)) for t in ins}
+            alloc = 0
+            for t in outs:
+                r = _root(t)
+                if id(r) in in_roots or id(t) in {id(x) for x in ins}:
+                    continue
+                if id(r) in owner:  # a view of something allocated earlier (e.g. getitem of chunk)
+                    continue
+                owner[id(r)] = i
+                alloc += r.numel() * r.element_size() if r is t else t.numel() * t.element_size()
+            row["alloc_bytes"] = int(alloc)
+            row["inplace"] = any(t is x for t in outs for x in ins)
+            row["alias"] = alloc == 0
+            if row["alias"] and row["flops"] == 0 and row["op"] == "unknown" and not row["inplace"]:
+                row["op"] = "view"
+            if row["op"] == "copy" and alloc == 0:
+                row["op"] = "view"  # .contiguous() of a contiguous tensor returns it as is
+            # an out-of-place node whose output merely aliases a fresh tensor still counts
+            reads[i] = sorted({owner[id(_root(t))] for t in ins if id(_root(t)) in owner})
+            for t in outs:  # an alias reads its base (keeps it alive)
+                if id(_root(t)) in owner and owner[id(_root(t))] != i:
+                    reads[i] = sorted(set(reads[i]) | {owner[id(_root(t))]})
+            rows.append(row)
+            node_row[node] = i
+    except CaptureError:
+        raise
+    except Exception as e:  # noqa: BLE001
+        msg = " ".join(str(e).split())[:300]
+        raise CaptureError(f"running the traced graph on the example input failed at node "
+                           f"{node.name!r} ({type(e).__name__}: {msg})") from None
+
+    # graph outputs stay alive to the end
+    n = len(rows)
+    out_node = next(nd for nd in gm.graph.nodes if nd.op == "output")
+    final = [owner.get(id(_root(t))) for t in _tensors(load(out_node.args))]
+    last = np.arange(n)
+    for i, rd in reads.items():
+        for j in rd:
+            last[j] = max(last[j], i)
+    for j in final:
+        if j is not None:
+            last[j] = n
+    alloc = np.array([r["alloc_bytes"] for r in rows], dtype=np.int64)
+    delta = np.zeros(n + 2, dtype=np.int64)
+    delta[:n] += alloc
+    np.add.at(delta, np.minimum(last, n) + 1, -alloc)
+    live = np.cumsum(delta)[:n]
+    # freeing happens after a node returns, so what it frees is still alive while it runs
+    for i, r in enumerate(rows):
+        r["live_bytes"] = int(live[i])
+    df = pd.DataFrame(rows, columns=_COLUMNS)
+    if fold_bn:
+        df = _fold_bn(df, gm, node_row)
+    esize = torch.empty((), dtype=dtype).element_size() if dtype is not None else None
+
+    def nbytes(t: Any) -> int:
+        return t.numel() * (esize if esize is not None and t.is_floating_point() else t.element_size())
+
+    model_bytes = sum(nbytes(p) for p in work.parameters()) + sum(nbytes(b) for b in work.buffers())
+    params = sum(p.numel() for p in work.parameters())
+    return LayerTable(layers=df.reset_index(drop=True), input_shape=tuple(inputs[0].shape), precision=precision,
+                      input_bytes=int(sum(t.numel() * t.element_size() for t in inputs)),
+                      model_bytes=int(model_bytes), params=int(params),
+                      peak_live_bytes=int(live.max()) if n else 0, meta={"fold_bn": fold_bn})
+
+
+_COLUMNS = ["name", "target", "kind", "op", "in_shape", "out_shape", "batch", "cin", "h", "w", "cout", "ho", "wo",
+            "kernel", "kernel_w", "stride", "padding", "dilation", "groups", "dtype", "bytes_per_element",
+            "flops", "params", "weight_bytes", "in_bytes", "out_bytes", "bytes", "n_inputs", "broadcast",
+            "alloc_bytes", "inplace", "alias", "live_bytes", "fused"]
+
+
+def _nchw(shape: Sequence[int]) -> tuple[int, int, int, int]:
+    """(N, C, H, W) reading of a shape: 4-D as is, 3-D (N, L, C) tokens as N, C, L, 1,
+    2-D (N, C) as N, C, 1, 1."""
+    s = tuple(int(d) for d in shape)
+    if len(s) == 4:
+        return s
+    if len(s) == 3:
+        return s[0], s[2], s[1], 1
+    if len(s) == 2:
+        return s[0], s[1], 1, 1
+    if len(s) == 1:
+        return 1, s[0], 1, 1
+    if len(s) == 0:
+        return 1, 1, 1, 1
+    return s[0], s[1], int(math.prod(s[2:])), 1
+
+
+def _name(target: Any) -> str:
+    if isinstance(target, str):
+        return target
+    return getattr(target, "__name__", type(target).__name__)
+
+
+def _row(node: Any, mod: Any, ins: list[Any], outs: list[Any], flops: int) -> dict[str, Any]:
+    if mod is not None:
+        kind = type(mod).__name__
+        op = _MODULE_OPS.get(kind, "unknown")
+    else:
+        kind = _name(node.target)
+        op = _FUNCTION_OPS.get(kind.removeprefix("__").removesuffix("__"), "unknown")
+    x = ins[0] if ins else outs[0]
+    y = outs[0]
+    n, cin, h, w = _nchw(x.shape)
+    _, cout, ho, wo = _nchw(y.shape)
+    kernel = kernel_w = stride = dilation = groups = 1
+    padding = 0
+    params = weight = 0
+    if mod is not None:
+        for p in list(mod.parameters(recurse=False)) + list(mod.buffers(recurse=False)):
+            weight += p.numel() * p.element_size()
+        params = sum(p.numel() for p in mod.parameters(recurse=False))
+        if op == "conv":
+            kernel, kernel_w = _pair(mod.kernel_size)
+            stride, padding, dilation = _pair(mod.stride)[0], _pair(mod.padding if not isinstance(mod.padding, str) else 0)[0], _pair(mod.dilation)[0]
+            groups = int(mod.groups)
+        elif op in ("maxpool", "avgpool"):
+            kernel, kernel_w = _pair(mod.kernel_size)
+            stride = _pair(mod.stride if mod.stride is not None else mod.kernel_size)[0]
+            padding = _pair(mod.padding)[0]
+    elif op == "conv" and len(ins) >= 2:  # F.conv2d(x, weight, bias, stride, padding, dilation, groups)
+        wt = ins[1]
+        kernel, kernel_w = int(wt.shape[2]), int(wt.shape[-1]) if wt.dim() > 3 else 1
+        a = list(node.args) + [None] * 7
+        kw = node.kwargs
+        stride = _pair(kw.get("stride", a[3] if a[3] is not None else 1))[0]
+        pad = kw.get("padding", a[4] if a[4] is not None else 0)
+        padding = _pair(pad if not isinstance(pad, str) else 0)[0]
+        dilation = _pair(kw.get("dilation", a[5] if a[5] is not None else 1))[0]
+        groups = int(kw.get("groups", a[6] if a[6] is not None else 1))
+        weight = sum(t.numel() * t.element_size() for t in ins[1:])
+        ins = ins[:1]
+    elif op in ("linear", "bn", "layernorm") and len(ins) >= 2:  # functional forms: weights are inputs
+        weight = sum(t.numel() * t.element_size() for t in ins[1:])
+        ins = ins[:1]
+    elif op == "gap" and kind == "mean" and (ho, wo) != (1, 1) and y.dim() != 2:
+        op = "unknown"  # a mean over something else than the spatial dimensions
+    if op == "gap" and mod is not None and (ho, wo) != (1, 1):
+        op = "avgpool"  # an adaptive pool to more than 1x1 is a pooling
+    if op == "conv":
+        n, cin, h, w = _nchw(x.shape)
+    in_bytes = sum(t.numel() * t.element_size() for t in ins)
+    out_bytes = sum(t.numel() * t.element_size() for t in outs)
+    broadcast = len(ins) >= 2 and any(t.numel() < y.numel() for t in ins)
+    return {"name": node.name, "target": node.target if isinstance(node.target, str) else kind, "kind": kind,
+            "op": op, "in_shape": tuple(int(d) for d in x.shape), "out_shape": tuple(int(d) for d in y.shape),
+            "batch": int(n), "cin": int(cin), "h": int(h), "w": int(w), "cout": int(cout), "ho": int(ho),
+            "wo": int(wo), "kernel": int(kernel), "kernel_w": int(kernel_w), "stride": int(stride),
+            "padding": int(padding), "dilation": int(dilation), "groups": int(groups),
+            "dtype": str(y.dtype).removeprefix("torch."), "bytes_per_element": int(y.element_size()),
+            "flops": int(flops), "params": int(params), "weight_bytes": int(weight), "in_bytes": int(in_bytes),
+            "out_bytes": int(out_bytes), "bytes": int(in_bytes + weight + out_bytes), "n_inputs": len(ins),
+            "broadcast": bool(broadcast), "fused": ""}
+
+
+def _fold_bn(df: pd.DataFrame, gm: Any, node_row: dict[Any, int]) -> pd.DataFrame:
+    """Drop each BN row whose input is a convolution's output used only by that BN."""
+    drop = []
+    for node, i in node_row.items():
+        if df.at[i, "op"] != "bn" or not node.args:
+            continue
+        src = node.args[0]
+        j = node_row.get(src)
+        if j is not None and df.at[j, "op"] == "conv" and len(src.users) == 1:
+            df.at[j, "fused"] = "bn"
+            df.at[j, "weight_bytes"] += df.at[i, "weight_bytes"]
+            df.at[j, "params"] += df.at[i, "params"]
+            drop.append(i)
+    return df.drop(index=drop)
