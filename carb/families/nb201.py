@@ -1,0 +1,751 @@
+"""The NAS-Bench-201 family: the 15,625 cell-based CNNs of NAS-Bench-201 (Dong & Yang, ICLR
+2020) as PyTorch networks, with closed-form features.
+
+One :class:`NB201Config` is the NAS-Bench-201 macro skeleton with one operation chosen for
+each of the six edges of its cell, run at an input size, class count, batch and precision.
+The public measurements of these networks (HW-NAS-Bench, HELP) are the ``nb201`` dataset
+(:mod:`carb.datasets.nb201`).
+
+The network (:func:`build`), operator by operator, as NAS-Bench-201's inference model
+(``TinyNetwork`` with ``InferCell``, ``cell_operations.py`` of D-X-Y/AutoDL-Projects, read
+as reference; C = 16, N = 5):
+
+- stem: 3x3 convolution, 3 -> 16 channels, padding 1, + BN (no ReLU);
+- three stages of 5 cells at 16, 32, 64 channels; between stages a residual reduction
+  block (``ResNetBasicblock``, stride 2): ``conv_a`` = ReLU + 3x3 convolution (stride 2)
+  + BN, ``conv_b`` = ReLU + 3x3 convolution + BN, shortcut = 2x2 average pooling
+  (stride 2) + 1x1 convolution (no BN, no ReLU), output = shortcut + ``conv_b``;
+- the cell: 4 nodes; node 0 is the cell's input, node j the sum of an operation on each
+  earlier node. Edges in the order of ``arch_str`` (:data:`EDGES`): node 1 <- 0 |
+  node 2 <- 0, 1 | node 3 <- 0, 1, 2; node 3 is the output. Operations (:data:`OPS`):
+  ``none`` (no edge), ``skip_connect`` (identity), ``nor_conv_1x1`` / ``nor_conv_3x3``
+  (ReLU, not in place, + convolution, padding k // 2 + BN), ``avg_pool_3x3`` (3x3
+  average pooling, stride 1, padding 1, ``count_include_pad=False``); every edge of a
+  cell keeps the shape (the cell never reduces), so skip is always the identity and
+  pooling never has a 1x1 preprocessing convolution;
+- head (``lastact``): BN + ReLU, global average pooling, a linear classifier (with bias).
+
+Every BN has ``affine=True`` and tracks running statistics (the inference model's
+settings); convolutions have no bias. HW-NAS-Bench measured ``classes = 10`` / ``100`` at
+32x32 (CIFAR-10/100) and ``120`` at 16x16 (ImageNet16-120).
+
+Choices, and why:
+
+- ``none`` contributes nothing: the reference adds ``x.mul(0.)`` for it; adding zero
+  changes no value, so the edge is dropped. A node whose incoming edges are all ``none``
+  is a tensor of zeros (``torch.zeros_like``), as in the reference; the operations on the
+  edges leaving such a node still run (on zeros), as they do in the reference, and
+  every figure counts them.
+- ``skip_connect`` is the identity: no operator runs, nothing is allocated, nothing counts
+  (no FLOPs, no parameters, no activation); a node fed by one skip edge alone *is* its
+  source tensor.
+- a node fed by several edges sums them with out-of-place additions, in edge order (the
+  additions do no FLOPs for FlopCounterMode but each writes a tensor: ``n_ops`` and the
+  activation columns count them).
+- the model returns the logits only (the reference returns ``(features, logits)``).
+- ``input_size`` must be a multiple of 4 (each reduction's shortcut pools 2x2 while its
+  convolution strides with padding; the two sides agree on even sides only).
+
+:func:`features` computes the static figures of many configs at once without building a
+module, vectorized over the edge operations with numpy, with the same column names and
+meanings as :mod:`carb.features` where they apply; the tests check them against
+``torch.utils.flop_counter.FlopCounterMode``, the module's parameters and a tracker of
+the tensors a forward allocates, exactly. This module imports torch only when a network
+is built.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
+
+import numpy as np
+import pandas as pd
+
+from ._base import BYTES_PER_ELEMENT, PRECISIONS, Family, SpaceError, _as_int, _py, init_weights, missing, stable_id
+
+if TYPE_CHECKING:  # pragma: no cover - types only; torch is imported lazily
+    from torch import nn
+
+__all__ = [
+    "FAMILY", "OPS", "EDGES", "EDGE_COLUMNS", "PARAMETERS", "FEATURE_COLUMNS", "OP_COUNT_COLUMNS",
+    "INPUT_VARIANTS", "NB201Config", "build", "features", "to_frame", "parse_arch_str", "arch_str",
+]
+
+#: The ``family`` key of a config's canonical form.
+FAMILY = "nb201"
+#: The 5 candidate operations of a cell edge, in NAS-Bench-201's order (index = code).
+OPS: tuple[str, ...] = ("none", "skip_connect", "nor_conv_1x1", "nor_conv_3x3", "avg_pool_3x3")
+#: (target node, source node) of each of the 6 edges, in ``arch_str`` order.
+EDGES: tuple[tuple[int, int], ...] = ((1, 0), (2, 0), (2, 1), (3, 0), (3, 1), (3, 2))
+EDGE_COLUMNS: tuple[str, ...] = tuple(f"edge_{i}" for i in range(6))
+#: Channels of the stem and of the three stages (C = 16). Units: channels.
+STEM_CHANNELS = 16
+STAGE_CHANNELS: tuple[int, ...] = (16, 32, 64)
+#: Cells per stage (N = 5).
+CELLS_PER_STAGE = 5
+#: HW-NAS-Bench's three input variants: dataset name -> (input side px, classes).
+INPUT_VARIANTS: dict[str, tuple[int, int]] = {"cifar10": (32, 10), "cifar100": (32, 100),
+                                              "ImageNet16-120": (16, 120)}
+#: The parameters of a config (the fields of :class:`NB201Config`).
+PARAMETERS: tuple[str, ...] = ("edges", "input_size", "classes", "batch", "precision")
+_OP_INDEX = {op: i for i, op in enumerate(OPS)}
+_OPS_INDEX = pd.Index(OPS)
+NONE, SKIP, CONV1, CONV3, POOL = range(5)
+
+
+def parse_arch_str(text: str) -> tuple[str, ...]:
+    """The 6 edge operations of a NAS-Bench-201 ``arch_str``
+    (``|op~0|+|op~0|op~1|+|op~0|op~1|op~2|``), in edge order.
+
+    Raises:
+        SpaceError: (one line) not an arch string of this space.
+    """
+    nodes = str(text).split("+")
+    ops: list[str] = []
+    try:
+        for j, node in enumerate(nodes, start=1):
+            parts = [p for p in node.strip().strip("|").split("|")]
+            if len(parts) != j:
+                raise ValueError
+            for i, p in enumerate(parts):
+                op, src = p.split("~")
+                if int(src) != i or op not in _OP_INDEX:
+                    raise ValueError
+                ops.append(op)
+    except ValueError:
+        raise SpaceError(f"arch_str: {text!r} is not a NAS-Bench-201 cell (|op~0|+|op~0|op~1|+|op~0|op~1|op~2|)") from None
+    if len(ops) != 6:
+        raise SpaceError(f"arch_str: {text!r} is not a NAS-Bench-201 cell (6 edges)")
+    return tuple(ops)
+
+
+def arch_str(edges: Iterable[str]) -> str:
+    """NAS-Bench-201's ``arch_str`` of 6 edge operations."""
+    e = list(edges)
+    return f"|{e[0]}~0|+|{e[1]}~0|{e[2]}~1|+|{e[3]}~0|{e[4]}~1|{e[5]}~2|"
+
+
+# --- configs -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NB201Config:
+    """One NAS-Bench-201 network and how it is run.
+
+    Attributes:
+        edges: 6 operation names of :data:`OPS`, one per cell edge, in ``arch_str`` order.
+        input_size: input height = width, a multiple of 4. Units: px.
+        classes: classifier outputs (CIFAR-10: 10, CIFAR-100: 100, ImageNet16-120: 120).
+        batch: images per forward pass.
+        precision: ``fp32``, ``fp16`` or ``bf16`` (weights and activations).
+
+    Raises:
+        carb.space.SpaceError: (a ``ValueError``, one line) an invalid value.
+    """
+
+    edges: tuple[str, ...]
+    input_size: int = 32
+    classes: int = 10
+    batch: int = 1
+    precision: str = "fp32"
+
+    def __post_init__(self) -> None:
+        edges = self.edges
+        if isinstance(edges, str) and "~" in edges:
+            edges = parse_arch_str(edges)
+        if isinstance(edges, (str, bytes)) or not isinstance(edges, Iterable):
+            raise SpaceError(f"edges: expected 6 operation names, got a {type(edges).__name__}")
+        object.__setattr__(self, "edges", tuple(_py(o) for o in edges))
+        for name in ("input_size", "classes", "batch"):
+            object.__setattr__(self, name, _as_int(name, getattr(self, name)))
+        problem = self.problem()
+        if problem:
+            raise SpaceError(problem)
+
+    def problem(self) -> str | None:
+        """Why this config is invalid (one line), or ``None`` when it is valid."""
+        if len(self.edges) != 6:
+            return f"edges: expected 6 operations (one per cell edge), got {len(self.edges)}"
+        for i, op in enumerate(self.edges):
+            if not isinstance(op, str) or op not in _OP_INDEX:
+                return f"edges[{i}]: unknown operation {op!r} (expected one of {', '.join(OPS)})"
+        if self.precision not in PRECISIONS:
+            return f"precision: unknown value {self.precision!r} (expected one of {', '.join(PRECISIONS)})"
+        if self.input_size < 4 or self.input_size % 4:
+            return f"input_size: {self.input_size} must be a positive multiple of 4 for the nb201 family"
+        if self.batch < 1:
+            return f"batch: {self.batch!r} must be >= 1"
+        if self.classes < 1:
+            return f"classes: {self.classes!r} must be >= 1"
+        return None
+
+    @property
+    def codes(self) -> tuple[int, ...]:
+        """Index into :data:`OPS` of each edge's operation."""
+        return tuple(_OP_INDEX[op] for op in self.edges)
+
+    @property
+    def arch_str(self) -> str:
+        """NAS-Bench-201's string of the cell."""
+        return arch_str(self.edges)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-serialisable dict: ``family`` (``"nb201"``) and the parameters
+        (``edges`` as a list)."""
+        return {"family": FAMILY, "edges": list(self.edges), "input_size": self.input_size,
+                "classes": self.classes, "batch": self.batch, "precision": self.precision}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "NB201Config":
+        """A config from a mapping of its parameters (``family``, if present, must be
+        ``"nb201"``); unknown keys raise :class:`~carb.space.SpaceError`."""
+        d = dict(d)
+        family = d.pop("family", FAMILY)
+        if family != FAMILY:
+            raise SpaceError(f"family: {family!r} is not {FAMILY!r}")
+        unknown = set(d) - set(PARAMETERS)
+        if unknown:
+            raise SpaceError(f"unknown parameter {sorted(unknown)[0]!r} (known: {', '.join(PARAMETERS)})")
+        if "edges" not in d:
+            raise SpaceError("edges: missing")
+        return cls(**d)
+
+    def canonical(self) -> str:
+        """Canonical JSON text of the config (sorted keys, no spaces); its hash is the id."""
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+
+    @property
+    def config_id(self) -> str:
+        """Stable 16-hex-digit id: SHA-256 of :meth:`canonical`; the ``family`` key keeps it
+        apart from every other family's ids."""
+        return stable_id(self.canonical())
+
+    @property
+    def arch_key(self) -> tuple:
+        """The parameters that define the network's shapes (not batch or precision)."""
+        return (self.edges, self.input_size, self.classes)
+
+    def label(self) -> str:
+        """Short label: edge op codes (0..4, :data:`OPS` order), size, classes, batch,
+        precision, e.g. ``nb201-412313-i32-c10-b1-fp32``."""
+        return (f"nb201-{''.join(map(str, self.codes))}-i{self.input_size}-c{self.classes}-b{self.batch}-"
+                f"{self.precision}")
+
+
+def edge_codes(df: pd.DataFrame) -> np.ndarray:
+    """Operation index (into :data:`OPS`) of each edge, shape (n, 6), int64, from the
+    columns ``edge_0`` .. ``edge_5`` (operation names).
+
+    Raises:
+        ValueError: a missing column or an unknown operation (one line).
+    """
+    cols = []
+    for c in EDGE_COLUMNS:
+        if c not in df.columns:
+            raise ValueError(f"missing column {c} (need {EDGE_COLUMNS[0]} .. {EDGE_COLUMNS[-1]})")
+        values = np.asarray(df[c], dtype=object)
+        codes = _OPS_INDEX.get_indexer(values)
+        if (codes < 0).any():
+            raise ValueError(f"{c}: unknown operation {values[codes < 0][0]!r} (expected one of {', '.join(OPS)})")
+        cols.append(codes)
+    return np.stack(cols, axis=1).astype(np.int64) if cols else np.zeros((len(df), 6), np.int64)
+
+
+def to_frame(configs: NB201Config | Iterable[NB201Config]) -> pd.DataFrame:
+    """The parameter table of configs: ``config_id``, ``family``, ``edge_0`` .. ``edge_5``,
+    ``input_size``, ``classes``, ``batch``, ``precision``."""
+    cs = [configs] if isinstance(configs, NB201Config) else list(configs)
+    bad = next((c for c in cs if not isinstance(c, NB201Config)), None)
+    if bad is not None:
+        raise TypeError(f"nb201: expected NB201Configs, got a {type(bad).__name__}")
+    out: dict[str, Any] = {"config_id": [c.config_id for c in cs], "family": [FAMILY] * len(cs)}
+    for k, col in enumerate(EDGE_COLUMNS):
+        out[col] = [c.edges[k] for c in cs]
+    for name in ("input_size", "classes", "batch"):
+        out[name] = np.array([getattr(c, name) for c in cs], dtype=np.int64)
+    out["precision"] = [c.precision for c in cs]
+    return pd.DataFrame(out)
+
+
+# --- the network ---------------------------------------------------------------------
+
+
+@functools.cache
+def _torch_modules() -> Any:
+    """The nn.Module classes, defined on first use (importing this module imports no torch)."""
+    from types import SimpleNamespace
+
+    import torch
+    from torch import Tensor, nn
+
+    class ReLUConvBN(nn.Module):
+        """ReLU (not in place: its input is a node other edges read) + k x k convolution
+        (padding k // 2, no bias) + BN."""
+
+        def __init__(self, cin: int, cout: int, kernel: int, stride: int) -> None:
+            super().__init__()
+            self.relu = nn.ReLU(inplace=False)
+            self.conv = nn.Conv2d(cin, cout, kernel, stride=stride, padding=kernel // 2, bias=False)
+            self.bn = nn.BatchNorm2d(cout)
+
+        def forward(self, x: Tensor) -> Tensor:
+            # one statement per operator: each intermediate is freed when the next returns,
+            # where features() assumes it is
+            out = self.relu(x)
+            out = self.conv(out)
+            out = self.bn(out)
+            return out
+
+    class Cell(nn.Module):
+        """NAS-Bench-201's cell (``InferCell``) with ``none`` edges dropped (see the module
+        docstring). ``ops[k]`` is edge k's module (``None`` for none and skip)."""
+
+        def __init__(self, edges: tuple[str, ...], channels: int) -> None:
+            super().__init__()
+            self.edges = tuple(edges)
+            mods: list[nn.Module] = []
+            for op in self.edges:
+                if op == "nor_conv_1x1":
+                    mods.append(ReLUConvBN(channels, channels, 1, 1))
+                elif op == "nor_conv_3x3":
+                    mods.append(ReLUConvBN(channels, channels, 3, 1))
+                elif op == "avg_pool_3x3":
+                    mods.append(nn.AvgPool2d(3, stride=1, padding=1, count_include_pad=False))
+                else:
+                    mods.append(nn.Identity())  # skip_connect, and a placeholder for none
+            self.ops = nn.ModuleList(mods)
+            # per node: the (edge, source node) pairs that contribute (structural, fixed here)
+            self.inputs = tuple(tuple((k, src) for k, (dst, src) in enumerate(EDGES)
+                                      if dst == j and self.edges[k] != "none") for j in (1, 2, 3))
+
+        def forward(self, x: Tensor) -> Tensor:
+            nodes = [x]
+            for inputs in self.inputs:
+                acc = None
+                for k, src in inputs:
+                    # the edge's output is a temporary freed by the addition (no name keeps it)
+                    acc = self.ops[k](nodes[src]) if acc is None else acc + self.ops[k](nodes[src])
+                if acc is None:  # every incoming edge is none: the node is zero
+                    acc = torch.zeros_like(x)
+                nodes.append(acc)
+            return nodes[3]
+
+    class ReductionBlock(nn.Module):
+        """NAS-Bench-201's ``ResNetBasicblock`` at stride 2."""
+
+        def __init__(self, cin: int, cout: int) -> None:
+            super().__init__()
+            self.conv_a = ReLUConvBN(cin, cout, 3, 2)
+            self.conv_b = ReLUConvBN(cout, cout, 3, 1)
+            self.pool = nn.AvgPool2d(kernel_size=2, stride=2, padding=0)
+            self.shortcut = nn.Conv2d(cin, cout, 1, bias=False)
+
+        def forward(self, x: Tensor) -> Tensor:
+            out = self.conv_a(x)
+            out = self.conv_b(out)
+            res = self.pool(x)
+            res = self.shortcut(res)
+            return res + out
+
+    class NB201Net(nn.Module):
+        """The NAS-Bench-201 skeleton around one cell (``TinyNetwork``, C = 16, N = 5)."""
+
+        def __init__(self, edges: tuple[str, ...], classes: int = 10) -> None:
+            super().__init__()
+            self.stem_conv = nn.Conv2d(3, STEM_CHANNELS, 3, padding=1, bias=False)
+            self.stem_bn = nn.BatchNorm2d(STEM_CHANNELS)
+            cells: list[nn.Module] = []
+            cin = STEM_CHANNELS
+            for s, c in enumerate(STAGE_CHANNELS):
+                if s:
+                    cells.append(ReductionBlock(cin, c))
+                cells += [Cell(edges, c) for _ in range(CELLS_PER_STAGE)]
+                cin = c
+            self.cells = nn.ModuleList(cells)
+            self.last_bn = nn.BatchNorm2d(cin)
+            self.last_relu = nn.ReLU(inplace=True)
+            self.pool = nn.AdaptiveAvgPool2d(1)
+            self.classifier = nn.Linear(cin, classes)
+
+        def forward(self, x: Tensor) -> Tensor:
+            x = self.stem_conv(x)
+            x = self.stem_bn(x)
+            # a loop, not nn.Sequential: each cell's input is freed when the next starts
+            for cell in self.cells:
+                x = cell(x)
+            x = self.last_bn(x)
+            x = self.last_relu(x)
+            x = self.pool(x)
+            x = torch.flatten(x, 1)
+            return self.classifier(x)
+
+    return SimpleNamespace(ReLUConvBN=ReLUConvBN, Cell=Cell, ReductionBlock=ReductionBlock, NB201Net=NB201Net)
+
+
+def __getattr__(name: str) -> Any:
+    # carb.families.nb201.NB201Net, .Cell, ...: the module classes, torch imported on use
+    if name in ("NB201Net", "Cell", "ReductionBlock", "ReLUConvBN"):
+        return getattr(_torch_modules(), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def build(config: NB201Config | Mapping[str, Any]) -> "nn.Module":
+    """The network of a config, in eval mode, with fp32 weights. Feed inputs of shape
+    ``(batch, 3, input_size, input_size)``; the output (logits) has shape
+    ``(batch, classes)``. Cast it yourself for other precisions; built on torch's current
+    default device (``with torch.device("meta")`` allocates nothing).
+
+    Initialisation: He normal (fan_out) for convolutions, BN at identity (the family
+    record's shared :func:`~carb.families._base.init_weights`); the classifier keeps
+    PyTorch's default.
+
+    Raises:
+        carb.space.SpaceError: (a ``ValueError``, one line) the config is invalid.
+    """
+    cfg = config if isinstance(config, NB201Config) else NB201Config.from_dict(config)
+    model = _torch_modules().NB201Net(cfg.edges, cfg.classes)
+    init_weights(model)
+    return model.eval()
+
+
+# --- closed-form features ------------------------------------------------------------
+
+#: Cell edges per operation (``n_<op>``, 0..6; the same cell is in all 15 places).
+OP_COUNT_COLUMNS: list[str] = [f"n_{op}" for op in OPS]
+
+#: The numeric columns :func:`features` adds, in order. Units and meanings are those of
+#: :mod:`carb.features` (figures for one forward of the whole batch unless the name says
+#: per image; "activation": a tensor the forward produces, not the input or weights):
+#:
+#: - ``bytes_per_element`` (B), ``flops`` (FLOP: 2 x multiply-accumulates of convolutions
+#:   and the classifier, as FlopCounterMode counts; pooling, BN, additions count 0),
+#:   ``flops_per_image``, ``params`` (count: conv weights, BN weight and bias, classifier
+#:   weight and bias), ``weight_bytes``, ``model_bytes`` (B: parameters, BN running
+#:   statistics and each BN's 8-byte ``num_batches_tracked``), ``input_bytes``,
+#:   ``output_bytes`` (B);
+#: - ``activation_bytes`` (B: outputs of every operator: ReLUs, convolutions, BNs, pools,
+#:   node sums, zero nodes, in-place ReLU), ``peak_activation_bytes`` (B: largest input +
+#:   output of an allocating operator), ``live_activation_bytes`` (B: peak of the
+#:   activations alive at once in an eager forward under ``torch.inference_mode()``,
+#:   the input batch not counted), ``largest_activation_bytes`` (B);
+#: - ``n_conv``, ``n_bn``, ``n_linear``, ``n_layers`` (``n_conv + n_linear``), ``n_ops``
+#:   (operator calls), ``n_stages`` (3), ``n_blocks`` (17: 15 cells + 2 reduction
+#:   blocks), ``n_projections`` (2: the reductions' 1x1 shortcut convolutions),
+#:   ``n_residual`` (2: the reductions' additions) (counts);
+#: - ``min_channels``, ``max_channels`` (of any convolution's output), ``final_channels``
+#:   (64, entering the classifier) (channels); ``stem_output_size``,
+#:   ``final_feature_size`` (px);
+#: - ``n_none`` .. ``n_avg_pool_3x3`` (cell edges per op), ``n_zero_nodes`` (cell nodes
+#:   whose incoming edges are all ``none``), ``n_node_adds`` (additions per cell);
+#: - ``arithmetic_intensity`` (FLOP/B), ``conv1x1_flop_fraction``,
+#:   ``depthwise_flop_fraction`` (0: no depthwise convolution in this space).
+FEATURE_COLUMNS: list[str] = [
+    "bytes_per_element", "flops", "flops_per_image", "params", "weight_bytes", "model_bytes",
+    "input_bytes", "output_bytes", "activation_bytes", "peak_activation_bytes",
+    "live_activation_bytes", "largest_activation_bytes",
+    "n_conv", "n_bn", "n_linear", "n_layers", "n_ops", "n_stages", "n_blocks", "n_projections",
+    "n_residual", "min_channels", "max_channels", "final_channels", "stem_output_size",
+    "final_feature_size", *OP_COUNT_COLUMNS, "n_zero_nodes", "n_node_adds",
+    "arithmetic_intensity", "conv1x1_flop_fraction", "depthwise_flop_fraction",
+]
+_FLOAT_COLUMNS = ("arithmetic_intensity", "conv1x1_flop_fraction", "depthwise_flop_fraction")
+
+
+class _Acc:
+    """Per-image figures of many networks at once (numpy arrays of length n; elements or
+    counts), accumulated operator by operator in the order :func:`build`'s forward runs
+    them. ``live``: elements alive now (held by callers) besides the new output."""
+
+    def __init__(self, n: int) -> None:
+        z = lambda: np.zeros(n, np.int64)  # noqa: E731
+        self.flops, self.flops_1x1, self.params, self.bn_channels = z(), z(), z(), z()
+        self.n_conv, self.n_bn, self.n_ops, self.activation = z(), z(), z(), z()
+        self.peak_io, self.live_peak, self.largest = z(), z(), z()
+
+    def out(self, elems: Any, mask: Any = True, inp: Any = None, live: Any = None) -> None:
+        """An operator's output of ``elems`` elements, where ``mask``; ``inp`` (its first
+        input) and ``live`` (elements alive once it is allocated) for allocating ones."""
+        m = np.asarray(mask, dtype=bool)
+        e = np.where(m, elems, 0)
+        self.activation += e
+        self.n_ops += m
+        self.largest = np.maximum(self.largest, e)
+        if inp is not None:
+            self.peak_io = np.maximum(self.peak_io, np.where(m, inp + elems, 0))
+        if live is not None:
+            self.live_peak = np.maximum(self.live_peak, np.where(m, live, 0))
+
+    def conv(self, cin: int, cout: int, k: int, h: int, stride: int, live: Any, mask: Any = True,
+             inp: int | None = None) -> int:
+        """A bias-free k x k convolution, padding k // 2; returns its output's elements."""
+        ho = (h - 1) // stride + 1
+        o = cout * ho * ho
+        m = np.asarray(mask, dtype=bool)
+        f = 2 * cin * cout * k * k * ho * ho
+        self.flops += np.where(m, f, 0)
+        if k == 1:
+            self.flops_1x1 += np.where(m, f, 0)
+        self.params += np.where(m, cout * cin * k * k, 0)
+        self.n_conv += m
+        self.out(o, m, inp=cin * h * h if inp is None else inp, live=live + o)
+        return o
+
+    def bn(self, c: int, elems: int, live: Any, mask: Any = True) -> None:
+        m = np.asarray(mask, dtype=bool)
+        self.params += np.where(m, 2 * c, 0)
+        self.bn_channels += np.where(m, c, 0)
+        self.n_bn += m
+        self.out(elems, m, inp=elems, live=live + elems)
+
+    def relu_conv_bn(self, cin: int, cout: int, k: int, h: int, stride: int, live: Any, mask: Any = True) -> int:
+        """ReLUConvBN on an input of ``cin x h x h`` held by the caller (counted in
+        ``live``); returns the output's elements (alive after it returns)."""
+        x = cin * h * h
+        self.out(x, mask, inp=x, live=live + x)                 # relu, not in place
+        o = self.conv(cin, cout, k, h, stride, live + x, mask)  # relu output alive until conv returns
+        self.bn(cout, o, live + o, mask)                        # conv output alive until bn returns
+        return o
+
+
+def _cells(acc: _Acc, codes: np.ndarray, c: int, h: int, live_out: int) -> None:
+    """The 5 cells of a stage (identical, so the same figures five times; maxima once).
+    ``live_out``: elements held outside the cell (none: the caller holds only the input)."""
+    e = c * h * h
+    before = {k: getattr(acc, k).copy() for k in ("flops", "flops_1x1", "params", "bn_channels", "n_conv",
+                                                 "n_bn", "n_ops", "activation")}
+    n = len(codes)
+    # elements held: the cell input (node 0) and every node that is a fresh tensor
+    held = np.full(n, live_out + e, np.int64)
+    fresh_node = {0: np.zeros(n, bool)}  # node 0 is the input, held by the caller
+    for j in (1, 2, 3):
+        acc_alive = np.zeros(n, bool)    # an accumulator exists
+        acc_fresh = np.zeros(n, bool)    # ... and is a temporary (not an existing node)
+        for k, (dst, src) in enumerate(EDGES):
+            if dst != j:
+                continue
+            op = codes[:, k]
+            cur = held + np.where(acc_fresh, e, 0)
+            conv1, conv3, pool = op == CONV1, op == CONV3, op == POOL
+            acc.relu_conv_bn(c, c, 1, h, 1, cur, conv1)
+            acc.relu_conv_bn(c, c, 3, h, 1, cur, conv3)
+            acc.out(e, pool, inp=e, live=cur + e)
+            computed = conv1 | conv3 | pool      # a fresh tensor y (skip: y is the source node)
+            present = op != NONE
+            add = present & acc_alive
+            # acc + y: a new tensor while acc and y are alive
+            acc.out(e, add, inp=e, live=cur + np.where(computed, e, 0) + e)
+            acc_fresh = np.where(add, True, np.where(present & ~acc_alive, computed, acc_fresh))
+            acc_alive = acc_alive | present
+        zero = ~acc_alive
+        acc.out(e, zero, inp=e, live=held + e)   # torch.zeros_like(x)
+        fresh_node[j] = zero | acc_fresh
+        held = held + np.where(fresh_node[j], e, 0)
+    for k, v in before.items():                 # the other four cells add the same again
+        setattr(acc, k, v + 5 * (getattr(acc, k) - v))
+
+
+def _reduction(acc: _Acc, cin: int, cout: int, h: int) -> None:
+    """ResNetBasicblock at stride 2 on a ``cin x h x h`` input held by the caller."""
+    x = cin * h * h
+    ho = h // 2
+    o = acc.relu_conv_bn(cin, cout, 3, h, 2, x)        # conv_a
+    acc.relu_conv_bn(cout, cout, 3, ho, 1, x + o)      # conv_b (conv_a's output held meanwhile)
+    cur = x + o                                        # conv_a's output freed, conv_b's kept
+    p = cin * ho * ho
+    acc.out(p, True, inp=x, live=cur + p)              # 2x2 average pooling
+    acc.conv(cin, cout, 1, ho, 1, cur + p)             # shortcut conv (pool output alive until it returns)
+    acc.out(o, True, inp=o, live=cur + 2 * o)          # res + out
+
+
+def _network_table(codes: np.ndarray, size: int, classes: int) -> dict[str, np.ndarray]:
+    """Per-image figures (elements, counts) of the networks of the unique edge-code rows
+    ``codes`` at one input size and class count."""
+    n = len(codes)
+    acc = _Acc(n)
+    s = STEM_CHANNELS * size * size
+    acc.conv(3, STEM_CHANNELS, 3, size, 1, np.zeros(n, np.int64))   # the input batch is not counted
+    acc.bn(STEM_CHANNELS, s, s)
+    h, cin = size, STEM_CHANNELS
+    for i, c in enumerate(STAGE_CHANNELS):
+        if i:
+            _reduction(acc, cin, c, h)
+            h //= 2
+        _cells(acc, codes, c, h, 0)
+        cin = c
+    e = cin * h * h
+    acc.bn(cin, e, e)                                   # last BN (the last cell's output alive)
+    acc.out(e)                                          # ReLU, in place
+    acc.out(cin, True, inp=e, live=e + cin)             # global average pooling
+    acc.flops += 2 * cin * classes                      # linear (flatten is a view)
+    acc.params += cin * classes + classes
+    acc.out(classes, True, inp=cin, live=cin + classes)
+    present = codes != NONE
+    in_deg = np.stack([present[:, [k for k, (d, _) in enumerate(EDGES) if d == j]].sum(axis=1)
+                       for j in (1, 2, 3)], axis=1)
+    return {"flops": acc.flops, "flops_1x1": acc.flops_1x1, "params": acc.params, "bn_channels": acc.bn_channels,
+            "n_conv": acc.n_conv, "n_bn": acc.n_bn, "n_ops": acc.n_ops, "activation": acc.activation,
+            "peak_io": acc.peak_io, "live": acc.live_peak, "largest": acc.largest,
+            "final_side": np.full(n, h, np.int64),
+            "max_channels": np.full(n, STAGE_CHANNELS[-1], np.int64),
+            "zero_nodes": (in_deg == 0).sum(axis=1), "node_adds": np.maximum(in_deg - 1, 0).sum(axis=1)}
+
+
+def _int_values(df: pd.DataFrame, name: str, default: int) -> np.ndarray:
+    if name not in df.columns:
+        return np.full(len(df), default, dtype=np.int64)
+    col = df[name]
+    try:
+        values = col.to_numpy(dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"nb201.features: {name}: not numeric") from None
+    bad = np.isnan(values) | (values != np.round(values))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"nb201.features: row {i}: {name}: {col.iloc[i]!r} is not an integer")
+    return values.astype(np.int64)
+
+
+def features(configs: NB201Config | Iterable[NB201Config] | pd.DataFrame) -> pd.DataFrame:
+    """Closed-form static features of NAS-Bench-201 configs, vectorized: :data:`FEATURE_COLUMNS`.
+
+    Each distinct network (edges, input size, classes) is counted once, by a walk over
+    the forward whose values are numpy arrays over all networks at once; batch and
+    precision then scale its per-image figures for every row. No torch module is built.
+
+    Args:
+        configs: :class:`NB201Config` (one or many: the result starts with :func:`to_frame`'s
+            columns), or a DataFrame with ``edge_0`` .. ``edge_5`` (operation names) and
+            optionally ``input_size`` (default 32), ``classes`` (10), ``batch`` (1),
+            ``precision`` (``fp32``): the result is a copy with the feature columns added
+            (recomputed if present), index kept.
+
+    Raises:
+        ValueError: a missing edge column or an invalid value (one line naming the row and
+            column).
+    """
+    df = configs if isinstance(configs, pd.DataFrame) else to_frame(configs)
+    try:
+        codes = edge_codes(df)
+    except ValueError as e:
+        raise ValueError(f"nb201.features: {e}") from None
+    df = df.drop(columns=[c for c in FEATURE_COLUMNS if c in df.columns])
+    n = len(df)
+    size = _int_values(df, "input_size", 32)
+    batch = _int_values(df, "batch", 1)
+    classes = _int_values(df, "classes", 10)
+    for name, v, ok, why in (("input_size", size, (size >= 4) & (size % 4 == 0), "must be a positive multiple of 4"),
+                             ("batch", batch, batch >= 1, "must be >= 1"),
+                             ("classes", classes, classes >= 1, "must be >= 1")):
+        if not ok.all():
+            i = int(np.flatnonzero(~ok)[0])
+            raise ValueError(f"nb201.features: row {i}: {name}: {v[i]} {why}")
+    if "precision" in df.columns:
+        prec = df["precision"]
+        pcodes, puniq = pd.factorize(prec, use_na_sentinel=True)
+        pbytes = np.array([BYTES_PER_ELEMENT.get(p, 0) if isinstance(p, str) else 0 for p in puniq], np.int64)
+        bpe = pbytes[pcodes] if len(puniq) else np.zeros(n, np.int64)
+        bad = (pcodes < 0) | (bpe == 0)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise ValueError(f"nb201.features: row {i}: precision: unknown value {prec.iloc[i]!r} "
+                             f"(expected one of {', '.join(PRECISIONS)})")
+    else:
+        bpe = np.full(n, BYTES_PER_ELEMENT["fp32"], np.int64)
+
+    # distinct networks, then per (size, classes) one vectorized walk over their edge codes
+    key = np.column_stack([codes, size, classes]) if n else np.zeros((0, 8), np.int64)
+    nets, group = np.unique(key, axis=0, return_inverse=True)
+    group = group.reshape(-1)
+    g = len(nets)
+    names = ("flops", "flops_1x1", "params", "bn_channels", "n_conv", "n_bn", "n_ops", "activation", "peak_io",
+             "live", "largest", "final_side", "max_channels", "zero_nodes", "node_adds")
+    t = {k: np.zeros(g, np.int64) for k in names}
+    for s, cl in {(int(a), int(b)) for a, b in nets[:, 6:8]} if g else ():
+        rows = np.flatnonzero((nets[:, 6] == s) & (nets[:, 7] == cl))
+        part = _network_table(nets[rows, :6], s, cl)
+        for k in names:
+            t[k][rows] = part[k]
+    op_counts = (nets[:, :6, None] == np.arange(len(OPS))).sum(axis=1) if g else np.zeros((0, len(OPS)), np.int64)
+    ones = np.ones(g, np.int64)
+    per_net = {  # column: (value per network, scaled by batch?, scaled by bytes per element?)
+        "bytes_per_element": (ones, False, True),
+        "flops": (t["flops"], True, False),
+        "flops_per_image": (t["flops"], False, False),
+        "params": (t["params"], False, False),
+        "weight_bytes": (t["params"], False, True),
+        "model_bytes": (t["params"] + 2 * t["bn_channels"], False, True),  # + 8 B per BN below
+        "input_bytes": (3 * nets[:, 6] ** 2, True, True),
+        "output_bytes": (nets[:, 7].copy(), True, True),
+        "activation_bytes": (t["activation"], True, True),
+        "peak_activation_bytes": (t["peak_io"], True, True),
+        "live_activation_bytes": (t["live"], True, True),
+        "largest_activation_bytes": (t["largest"], True, True),
+        "n_conv": (t["n_conv"], False, False),
+        "n_bn": (t["n_bn"], False, False),
+        "n_linear": (ones, False, False),
+        "n_layers": (t["n_conv"] + 1, False, False),
+        "n_ops": (t["n_ops"], False, False),
+        "n_stages": (3 * ones, False, False),
+        "n_blocks": ((3 * CELLS_PER_STAGE + 2) * ones, False, False),
+        "n_projections": (2 * ones, False, False),
+        "n_residual": (2 * ones, False, False),
+        "min_channels": (STEM_CHANNELS * ones, False, False),
+        "max_channels": (t["max_channels"], False, False),
+        "final_channels": (STAGE_CHANNELS[-1] * ones, False, False),
+        "stem_output_size": (nets[:, 6].copy(), False, False),
+        "final_feature_size": (t["final_side"], False, False),
+        **{c: (op_counts[:, j].astype(np.int64), False, False) for j, c in enumerate(OP_COUNT_COLUMNS)},
+        "n_zero_nodes": (t["zero_nodes"], False, False),
+        "n_node_adds": (t["node_adds"], False, False),
+    }
+    int_cols = [c for c in FEATURE_COLUMNS if c not in _FLOAT_COLUMNS]
+    assert list(per_net) == int_cols
+    rows = np.stack([v for v, _, _ in per_net.values()], axis=1)[group] if g else np.zeros((0, len(int_cols)), np.int64)
+    for k, (_, by_batch, by_bpe) in enumerate(per_net.values()):
+        if by_batch:
+            rows[:, k] *= batch
+        if by_bpe:
+            rows[:, k] *= bpe
+    rows[:, int_cols.index("model_bytes")] += 8 * t["n_bn"][group]
+    col = {c: rows[:, k] for k, c in enumerate(int_cols)}
+    feats = pd.DataFrame(rows, columns=int_cols, index=df.index, copy=False)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        moved = (col["weight_bytes"] + col["activation_bytes"]).astype(np.float64)
+        feats["arithmetic_intensity"] = col["flops"] / moved
+        feats["conv1x1_flop_fraction"] = (t["flops_1x1"] / t["flops"].astype(np.float64))[group]
+        feats["depthwise_flop_fraction"] = 0.0
+    return pd.concat([df, feats[FEATURE_COLUMNS]], axis=1)
+
+
+# --- the family record ---------------------------------------------------------------
+
+
+def _from_row(row: Mapping[str, Any]) -> NB201Config:
+    d = {k: v for k, v in row.items() if not missing(v)}
+    if "edges" not in d:  # a table row (edge_0 .. edge_5, or NAS-Bench-201's arch_str)
+        if all(c in d for c in EDGE_COLUMNS):
+            d["edges"] = [str(d[c]) for c in EDGE_COLUMNS]
+        elif "arch_str" in d:
+            d["edges"] = parse_arch_str(d["arch_str"])
+        else:
+            absent = next(c for c in EDGE_COLUMNS if c not in d)
+            raise SpaceError(f"nb201: missing column {absent} (needs {EDGE_COLUMNS[0]} .. {EDGE_COLUMNS[-1]}, "
+                             "arch_str or edges)")
+    return NB201Config.from_dict({k: d[k] for k in PARAMETERS if k in d})
+
+
+def _to_row(config: NB201Config) -> dict[str, Any]:
+    row: dict[str, Any] = {"family": FAMILY}
+    row.update(zip(EDGE_COLUMNS, config.edges))
+    row.update(input_size=config.input_size, classes=config.classes, batch=config.batch,
+               precision=config.precision)
+    return row
+
+
+NB201 = Family(name=FAMILY, config_type=NB201Config, from_row=_from_row, to_row=_to_row, build=build,
+               features=lambda df: features(df),
+               description="NAS-Bench-201: 6 cell edges x 5 operations, 15,625 cells in a fixed 3-stage skeleton",
+               parameters=(*EDGE_COLUMNS, "input_size", "classes", "batch", "precision"))

@@ -1,0 +1,268 @@
+"""carb.families.nb201: the NAS-Bench-201 family's networks, configs and closed-form features.
+
+The features must equal what torch counts on the built modules, exactly: FLOPs
+(FlopCounterMode on the meta device), parameters and state bytes, module counts, and the
+activation figures of a tracker of the tensors an eager forward allocates.
+
+The network follows NAS-Bench-201's inference model (D-X-Y/AutoDL-Projects
+``cell_operations.py`` / ``TinyNetwork`` / ``InferCell``, read as reference): stem 3x3 conv
++ BN; 3 x 5 cells at 16/32/64 channels; ``ResNetBasicblock`` reductions (ReLUConvBN x 2,
+shortcut AvgPool2d(2) + 1x1 conv); ``lastact`` BN + ReLU, global pooling, linear.
+"""
+
+from __future__ import annotations
+
+import itertools
+import weakref
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+from torch.utils.flop_counter import FlopCounterMode
+
+from carb import families
+from carb.arch import dtype_of
+from carb.families import nb201
+from carb.families.nb201 import OPS, NB201Config
+from carb.space import SpaceError
+
+torch.set_num_threads(1)
+
+
+def _sample() -> list[NB201Config]:
+    """Seeded random cells, hand-made extremes (all none, all skip, all conv, a dead node),
+    the three input variants, other batches and precisions."""
+    rng = np.random.default_rng(0)
+    out = [NB201Config(tuple(OPS[i] for i in rng.integers(0, 5, 6))) for _ in range(16)]
+    out += [NB201Config(("none",) * 6),
+            NB201Config(("skip_connect",) * 6, classes=100),
+            NB201Config(("nor_conv_3x3",) * 6, precision="fp16", batch=2),
+            NB201Config(("avg_pool_3x3",) * 6, input_size=16, classes=120),
+            NB201Config(("none", "none", "nor_conv_1x1", "skip_connect", "none", "avg_pool_3x3")),  # node 1 zero
+            NB201Config(("nor_conv_1x1", "none", "none", "none", "none", "nor_conv_3x3"), precision="bf16"),
+            NB201Config(("skip_connect", "none", "skip_connect", "none", "none", "skip_connect"), batch=3),
+            NB201Config(tuple(OPS[i] for i in (4, 3, 2, 1, 0, 3)), input_size=20, classes=7, batch=2)]
+    return out
+
+
+SAMPLE = _sample()
+
+
+def _module(cfg: NB201Config) -> nn.Module:
+    with torch.device("meta"):
+        return nb201.build(cfg).to(dtype_of(cfg.precision))
+
+
+def _input(cfg: NB201Config) -> torch.Tensor:
+    return torch.empty(cfg.batch, 3, cfg.input_size, cfg.input_size, device="meta", dtype=dtype_of(cfg.precision))
+
+
+@pytest.fixture(scope="module")
+def table() -> pd.DataFrame:
+    return nb201.features(SAMPLE)
+
+
+def test_flops_and_output_shape_equal_torch(table: pd.DataFrame) -> None:
+    bad = []
+    for cfg, row in zip(SAMPLE, table.itertuples()):
+        with FlopCounterMode(display=False) as counter, torch.inference_mode():
+            y = _module(cfg)(_input(cfg))
+        assert tuple(y.shape) == (cfg.batch, cfg.classes)
+        if row.flops != counter.get_total_flops():
+            bad.append((cfg.label(), row.flops, counter.get_total_flops()))
+    assert not bad, bad[:5]
+    assert (table["flops"] == table["flops_per_image"] * table["batch"]).all()
+
+
+def test_params_and_module_counts_equal_the_module(table: pd.DataFrame) -> None:
+    for cfg, row in zip(SAMPLE, table.itertuples()):
+        model = _module(cfg)
+        mods = list(model.modules())
+        convs = [m for m in mods if isinstance(m, nn.Conv2d)]
+        assert row.params == sum(p.numel() for p in model.parameters()), cfg.label()
+        assert row.weight_bytes == sum(p.numel() * p.element_size() for p in model.parameters())
+        assert row.model_bytes == sum(t.numel() * t.element_size() for t in model.state_dict().values())
+        assert row.n_conv == len(convs)
+        assert row.n_bn == sum(isinstance(m, nn.BatchNorm2d) for m in mods)
+        assert row.n_linear == sum(isinstance(m, nn.Linear) for m in mods) == 1
+        assert row.n_blocks == sum(isinstance(m, (nb201.Cell, nb201.ReductionBlock)) for m in mods) == 17
+        assert (row.min_channels, row.max_channels) == (min(c.out_channels for c in convs),
+                                                        max(c.out_channels for c in convs))
+        assert row.final_channels == model.classifier.in_features == 64
+        assert [getattr(row, f"n_{op}") for op in OPS] == [cfg.edges.count(op) for op in OPS]
+        # every BN is affine and tracks running statistics, as NAS-Bench-201's inference model
+        assert all(m.affine and m.track_running_stats for m in mods if isinstance(m, nn.BatchNorm2d))
+
+
+def _hand_params(edges: tuple[str, ...], classes: int) -> int:
+    """Parameters of NAS-Bench-201's inference network, by hand from cell_operations.py:
+    stem conv + BN; per cell edge ReLUConvBN = conv + affine BN (none, skip, pool: 0);
+    ResNetBasicblock = two 3x3 ReLUConvBN + a 1x1 shortcut conv; lastact BN; linear."""
+    total = 3 * 16 * 9 + 2 * 16
+    for c in (16, 32, 64):
+        k = {"nor_conv_1x1": 1, "nor_conv_3x3": 9}
+        total += 5 * sum(k[op] * c * c + 2 * c for op in edges if op in k)
+    for cin, cout in ((16, 32), (32, 64)):
+        total += 9 * cin * cout + 2 * cout + 9 * cout * cout + 2 * cout + cin * cout
+    return total + 2 * 64 + 64 * classes + classes
+
+
+def test_param_counts_follow_the_reference_by_hand() -> None:
+    cfgs = SAMPLE + [NB201Config(nb201.parse_arch_str(
+        "|avg_pool_3x3~0|+|nor_conv_1x1~0|skip_connect~1|+|nor_conv_1x1~0|skip_connect~1|skip_connect~2|"))]
+    got = nb201.features(cfgs)
+    assert got["params"].tolist() == [_hand_params(c.edges, c.classes) for c in cfgs]
+    # NAS-Bench-201 architecture 0 on CIFAR-10, pinned (the hand count above gives the same)
+    assert got["params"].iloc[-1] == 129306
+    # none and skip edges count nothing at all: no FLOPs, parameters, operators or tensors
+    two = nb201.features([NB201Config(("none",) * 6), NB201Config(("skip_connect",) * 6)])
+    for c in ("params", "flops", "n_conv", "n_bn"):
+        assert two[c].iloc[0] == two[c].iloc[1], c
+    assert (two["n_conv"].iloc[0], two["n_bn"].iloc[0]) == (1 + 2 * 3, 1 + 2 * 2 + 1)
+
+
+class _Tensors(TorchDispatchMode):
+    """Tracks the tensors a forward allocates (as tests/test_fbnet.py)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.alive: dict[int, int] = {}
+        self.live_peak = self.written = self.largest = self.io_peak = self.ops = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        outs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
+        assert len(outs) == 1, func
+        t = outs[0]
+        key = t.untyped_storage()._cdata
+        inplace = str(func).split(".")[1].endswith("_")
+        if key in self.alive and not inplace:
+            return out  # a view (flatten): no new tensor
+        nbytes = t.numel() * t.element_size()
+        self.ops += 1
+        self.written += nbytes
+        self.largest = max(self.largest, nbytes)
+        if key not in self.alive:
+            x = args[0]
+            self.io_peak = max(self.io_peak, x.numel() * x.element_size() + nbytes)
+            self.alive[key] = nbytes
+            self.live_peak = max(self.live_peak, sum(self.alive.values()))
+            weakref.finalize(t, self.alive.pop, key, None)
+        return out
+
+
+@pytest.mark.parametrize("cfg", SAMPLE[::2] + SAMPLE[-8:], ids=lambda c: c.label())
+def test_activation_figures_equal_a_tensor_tracker(cfg: NB201Config) -> None:
+    row = nb201.features(cfg).iloc[0]
+    model = _module(cfg)
+    x = _input(cfg)
+    tracker = _Tensors()
+    tracker.alive[x.untyped_storage()._cdata] = 0  # the input batch is not counted
+    with torch.inference_mode(), tracker:
+        y = model(x)
+    assert row.live_activation_bytes == tracker.live_peak
+    assert row.activation_bytes == tracker.written
+    assert row.largest_activation_bytes == tracker.largest
+    assert row.n_ops == tracker.ops
+    assert row.peak_activation_bytes == tracker.io_peak
+    assert row.output_bytes == y.numel() * y.element_size()
+    assert row.input_bytes == x.numel() * x.element_size()
+
+
+def test_every_cell_of_the_space_counts_like_the_module() -> None:
+    # all 15,625 cells at once (vectorized), spot-checked against modules for 40 of them
+    cells = list(itertools.product(OPS, repeat=6))
+    frame = pd.DataFrame(cells, columns=list(nb201.EDGE_COLUMNS))
+    got = nb201.features(frame)
+    assert len(got) == 15625 and got["flops"].min() > 0
+    for i in np.random.default_rng(1).choice(len(cells), 40, replace=False):
+        cfg = NB201Config(cells[i])
+        with FlopCounterMode(display=False) as counter, torch.inference_mode():
+            _module(cfg)(_input(cfg))
+        assert got["flops"].iloc[i] == counter.get_total_flops()
+        assert got["params"].iloc[i] == sum(p.numel() for p in _module(cfg).parameters())
+
+
+def test_none_edges_contribute_nothing_and_dead_nodes_are_zero() -> None:
+    torch.manual_seed(0)
+    full = NB201Config(("nor_conv_3x3", "skip_connect", "nor_conv_1x1", "avg_pool_3x3", "none", "nor_conv_3x3"))
+    model = nb201.build(full)
+    cell = model.cells[0]
+    assert cell.inputs == (((0, 0),), ((1, 0), (2, 1)), ((3, 0), (5, 2)))
+    x = torch.randn(1, 16, 8, 8)
+    with torch.inference_mode():
+        n1 = cell.ops[0](x)
+        n2 = x + cell.ops[2](n1)
+        want = cell.ops[3](x) + cell.ops[5](n2)
+        assert torch.allclose(cell(x), want)
+    dead = nb201.build(NB201Config(("none",) * 6)).cells[0]
+    with torch.inference_mode():
+        assert dead(x).abs().sum() == 0 and dead(x).shape == x.shape
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_real_forward(precision: str) -> None:
+    cfg = NB201Config(("nor_conv_3x3", "avg_pool_3x3", "skip_connect", "nor_conv_1x1", "none", "nor_conv_3x3"),
+                      input_size=16, batch=2, precision=precision, classes=120)
+    torch.manual_seed(0)
+    model = nb201.build(cfg).to(dtype_of(precision))
+    with torch.inference_mode():
+        y = model(torch.randn(2, 3, 16, 16).to(dtype_of(precision)))
+    assert y.shape == (2, 120) and y.dtype == dtype_of(precision)
+    assert torch.isfinite(y.float()).all() and y.float().abs().sum() > 0
+    assert not model.training
+
+
+def test_config_id_is_stable_and_round_trips() -> None:
+    cfg = NB201Config(("avg_pool_3x3", "nor_conv_1x1", "skip_connect", "nor_conv_1x1", "skip_connect", "skip_connect"))
+    assert cfg.config_id == "b1ad9ab54df945a2"  # pinned: ids are keys in stores and datasets
+    assert cfg.canonical().startswith('{"batch":1,"classes":10,"edges":["avg_pool_3x3"')
+    assert '"family":"nb201"' in cfg.canonical()
+    assert NB201Config.from_dict(cfg.to_dict()) == cfg
+    same = NB201Config(list(np.array(cfg.edges)), input_size=np.int64(32), batch=1.0)
+    assert same == cfg and same.config_id == cfg.config_id and hash(same) == hash(cfg)
+    assert NB201Config(cfg.arch_str) == cfg
+    assert NB201Config(cfg.edges, classes=100).config_id != cfg.config_id
+    assert cfg.label() == "nb201-421211-i32-c10-b1-fp32"
+    # the family record: rows in and out, registry dispatch, features through carb.features
+    row = families.to_row(cfg)
+    assert row["family"] == "nb201" and row["edge_0"] == "avg_pool_3x3"
+    assert families.config_from_row(row) == cfg
+    assert families.config_from_row({"family": "nb201", "arch_str": cfg.arch_str}) == cfg
+    assert families.of(cfg).name == "nb201"
+    from carb.arch import build
+    from carb.features import compute
+
+    assert isinstance(build(cfg), nb201.NB201Net)
+    assert compute([cfg])["flops"].iloc[0] == nb201.features(cfg)["flops"].iloc[0]
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"edges": ("none",) * 5}, "edges: expected 6 operations"),
+    ({"edges": ("none",) * 5 + ("max_pool_3x3",)}, r"edges\[5\]: unknown operation 'max_pool_3x3'"),
+    ({"edges": "|none~0|+|none~0|"}, "arch_str: .* is not a NAS-Bench-201 cell"),
+    ({"edges": ("none",) * 6, "precision": "int8"}, "precision: unknown value 'int8'"),
+    ({"edges": ("none",) * 6, "input_size": 30}, "input_size: 30 must be a positive multiple of 4"),
+    ({"edges": ("none",) * 6, "batch": 0}, "batch: 0 must be >= 1"),
+    ({"edges": ("none",) * 6, "classes": 0}, "classes: 0 must be >= 1"),
+])
+def test_validation_errors_are_one_line(kwargs: dict, match: str) -> None:
+    with pytest.raises(ValueError, match=match) as info:
+        NB201Config(**kwargs)
+    assert "\n" not in str(info.value) and isinstance(info.value, SpaceError)
+
+
+def test_features_errors_are_one_line_and_frames_agree(table: pd.DataFrame) -> None:
+    frame = nb201.to_frame(SAMPLE)
+    pd.testing.assert_frame_equal(nb201.features(frame), table)
+    for bad, match in [(frame.drop(columns="edge_3"), "missing column edge_3"),
+                       (frame.assign(edge_1=["conv"] + list(frame.edge_1[1:])), "edge_1: unknown operation 'conv'"),
+                       (frame.assign(batch=[1, 0] + [1] * (len(frame) - 2)), "row 1: batch: 0 must be >= 1"),
+                       (frame.assign(input_size=[32, 32, 18] + [32] * (len(frame) - 3)), "row 2: input_size: 18")]:
+        with pytest.raises(ValueError, match=match) as info:
+            nb201.features(bad)
+        assert "\n" not in str(info.value)
