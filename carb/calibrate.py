@@ -37,8 +37,8 @@ import pandas as pd
 
 from carb.transfer import MIN_K_BATCH_TERM, LogMap
 
-__all__ = ["choose_samples", "CalibratedModel", "fit_calibrated", "load_predictor", "MIN_K_BATCH_TERM",
-           "NNLS_FEATURES"]
+__all__ = ["choose_samples", "CalibratedModel", "fit_calibrated", "load_predictor", "check_model_out", "model_checksum", "MIN_K_BATCH_TERM",
+           "NNLS_FEATURES", "calibration_speed", "calibration_drift"]
 
 CALIBRATION_FILE = "calibration.json"
 
@@ -157,16 +157,23 @@ class CalibratedModel:
             out[f"{t}_lo"], out[f"{t}_hi"] = np.minimum(lo, hi), np.maximum(lo, hi)
         return out
 
-    def save(self, directory: str | Path, source_dir: str | Path | None = None) -> Path:
-        """Write ``calibration.json`` (maps, meta) beside a copy of the source bundle in
-        ``source/``; ``source_dir`` is the source bundle's directory."""
+    def save(self, directory: str | Path, source_dir: str | Path) -> Path:
+        """Write a self-contained calibrated model: ``calibration.json`` (maps, meta, and the
+        checksum of the source) beside a copy of the source model directory in ``source/``.
+
+        ``source_dir`` is the source model's directory: a CARB bundle or itself a calibrated
+        model (copied whole, so a chain of calibrations stays loadable).
+
+        Raises:
+            ValueError: (one line) ``directory`` is not empty, or is the source or inside it.
+        """
         d = Path(directory)
+        src = Path(source_dir)
+        check_model_out(d, src)
         d.mkdir(parents=True, exist_ok=True)
-        if source_dir is not None and Path(source_dir).resolve() != (d / "source").resolve():
-            if (d / "source").exists():
-                shutil.rmtree(d / "source")
-            shutil.copytree(source_dir, d / "source")
+        shutil.copytree(src, d / "source")
         doc = {"format": "carb-calibration", "version": 1, "coverage": self.coverage, "meta": self.meta,
+               "source_sha256": model_checksum(d / "source"),
                "maps": {t: {"coef": m.coef, "q": m.q, "n": m.n} if isinstance(m, LogMap) else
                         {"kind": "nnls", "coef": m.coef, "intercept": m.intercept, "features": m.features,
                          "q": m.q, "n": m.n} for t, m in self.maps_.items()}}
@@ -222,17 +229,76 @@ def fit_calibrated(source: Any, measured: pd.DataFrame, coverage: float = 0.9,
                           q=_nnls_interval(fit, rows, y[ok], coverage), n=int(ok.sum()))
     if not maps:
         raise ValueError("no target has measurements to calibrate on")
-    return CalibratedModel(source, maps, coverage, {**(meta or {}), "method": method})
+    return CalibratedModel(source, maps, coverage, {**(meta or {}), "method": method,
+                                                    **calibration_speed(measured)})
+
+
+def calibration_speed(measured: pd.DataFrame) -> dict[str, Any]:
+    """The speed sentinel while the K configs were measured (``sentinel_ms`` of their rows,
+    ms; :mod:`carb.measure.sentinel`), kept in the calibration's meta so that a later
+    validation can say how much the machine's speed moved since (:func:`calibration_drift`).
+    Empty when the rows have no sentinel."""
+    if "sentinel_ms" not in measured.columns:
+        return {}
+    s = pd.to_numeric(measured["sentinel_ms"], errors="coerce").dropna()
+    return {"sentinel_ms": [round(float(v), 6) for v in s]} if len(s) else {}
+
+
+def calibration_drift(model: Any, validation: pd.DataFrame) -> dict[str, Any]:
+    """How much the machine's speed moved between a calibration (its meta's sentinel
+    readings) and the validation rows (their ``sentinel_ms``): :func:`carb.drift.phase_drift`,
+    ``{"note": "no speed index"}`` when either side has none."""
+    from carb.drift import phase_drift
+
+    cal = (getattr(model, "meta", None) or {}).get("sentinel_ms") or []
+    return phase_drift(pd.DataFrame({"sentinel_ms": cal}), validation)
+
+
+def check_model_out(out: str | Path, source: str | Path | None = None) -> None:
+    """Refuse to write a model into ``out`` when it is a file, a non-empty directory, or the
+    source model's directory (or inside it). Raises a one-line ``ValueError``."""
+    o = Path(out)
+    if o.exists() and not o.is_dir():
+        raise ValueError(f"{o}: exists and is not a directory")
+    if o.is_dir() and any(o.iterdir()):
+        raise ValueError(f"{o}: directory is not empty (choose a new directory for the model)")
+    if source is not None:
+        so, ss = o.resolve(), Path(source).resolve()
+        if so == ss or ss in so.parents:
+            raise ValueError(f"{o}: is the source model's directory or inside it")
+
+
+def model_checksum(directory: str | Path) -> str:
+    """SHA-256 over a model directory's defining file: the bundle's ``manifest.json`` (which
+    itself holds the checksums of every learner file) or a calibrated model's
+    ``calibration.json`` (which holds its source's checksum)."""
+    import hashlib
+
+    d = Path(directory)
+    f = d / CALIBRATION_FILE if (d / CALIBRATION_FILE).exists() else d / "manifest.json"
+    return hashlib.sha256(f.read_bytes()).hexdigest()
 
 
 def load_predictor(directory: str | Path) -> Any:
-    """Load a model directory: a CARB bundle, or a calibrated model (``calibration.json``
-    beside the source bundle in ``source/``). Never runs code from the files."""
-    from carb.model import load
+    """Load a model directory: one written by ``carb train`` (a CARB bundle) or by ``carb
+    calibrate`` (``calibration.json`` beside a copy of its source model in ``source/``,
+    itself a bundle or a calibrated model). Every command that takes a model takes either.
+    Never runs code from the files.
+
+    Raises:
+        ValueError: (one line; :class:`carb.model.BundleError` is one) not a model directory,
+            a broken or edited file, or a source that does not match its recorded checksum.
+    """
+    from carb.model import BundleError, load
 
     d = Path(directory)
     cal = d / CALIBRATION_FILE
+    if not d.is_dir():
+        raise BundleError(f"{d}: no such model directory")
     if not cal.exists():
+        if not (d / "manifest.json").exists():
+            raise BundleError(f"{d}: not a model directory (no manifest.json from carb train, "
+                              f"no {CALIBRATION_FILE} from carb calibrate)")
         return load(d)
     try:
         doc = json.loads(cal.read_text())
@@ -245,4 +311,10 @@ def load_predictor(directory: str | Path) -> Any:
                 for t, m in doc["maps"].items()}
     except (ValueError, KeyError, TypeError) as e:
         raise ValueError(f"{cal}: broken calibration file ({e})") from None
-    return CalibratedModel(load(d / "source"), maps, float(doc.get("coverage", 0.9)), doc.get("meta"))
+    if not (d / "source").is_dir():
+        raise BundleError(f"{cal}: its source model is missing ({d / 'source'}); calibrate again")
+    want = doc.get("source_sha256")
+    if want is not None and want != model_checksum(d / "source"):
+        raise BundleError(f"{cal}: the source model in {d / 'source'} changed since calibration "
+                          "(checksum mismatch); calibrate again")
+    return CalibratedModel(load_predictor(d / "source"), maps, float(doc.get("coverage", 0.9)), doc.get("meta"))

@@ -12,10 +12,22 @@ and pools the visits: latency from all samples of all visits, memory as the medi
 visits' peaks. On our 2-core machines this cut the test-retest difference of latency from
 6.8% (one burst) to 2.1% (3 rounds) (../shared/DESIGN.md). Every visit is committed to the
 store's ``rounds`` table, so a kill loses at most the visit in flight.
+
+By default (``chunk=None``) the rounds span the whole campaign: round 1 visits every
+config, then round 2 every config in the reverse order, and so on, so that a config's
+visits lie far apart and, with an even number of rounds, every config's visits have the
+same mean moment: every pooled value averages over the same drift of the machine.
+
+Speed sentinel (issue 16, :mod:`carb.measure.sentinel`): at the start, every
+``sentinel.every_s`` seconds and at the end, the campaign measures a fixed workload with
+the same backend, stores the reading in the store's ``speed_index`` table, and records in
+every row the sentinel at its measurement time (readings interpolated in time; for pooled
+rounds, per visit) and its latency at the platform's median speed (``latency_ms_norm``).
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 import time
 from abc import ABC, abstractmethod
@@ -26,6 +38,7 @@ import numpy as np
 
 from carb.measure.base import Backend, Measurement, Protocol, Stats
 from carb.measure.protocol import summarize
+from carb.measure.sentinel import CPU_SENTINEL, Sentinel, effective_sentinel_ms
 from carb.space import Config
 from carb.store import Store
 
@@ -46,6 +59,8 @@ class CampaignResult:
         timed_s: seconds spent inside timed inference. Units: s.
         interrupted: True when stopped by Ctrl-C / SIGTERM before the end.
         run_id: id of the run in the store's ``runs`` table.
+        readings: speed sentinel readings stored (0 without a sentinel).
+        sentinel_s: wall-clock seconds spent measuring the sentinel. Units: s.
     """
 
     platform: str
@@ -57,6 +72,8 @@ class CampaignResult:
     timed_s: float = 0.0
     interrupted: bool = False
     run_id: str = ""
+    readings: int = 0
+    sentinel_s: float = 0.0
 
     @property
     def overhead(self) -> float:
@@ -66,7 +83,13 @@ class CampaignResult:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["overhead"] = self.overhead
+        d["sentinel_share"] = self.sentinel_share
         return d
+
+    @property
+    def sentinel_share(self) -> float:
+        """Share of the campaign's wall time spent on the speed sentinel (0..1)."""
+        return self.sentinel_s / self.wall_s if self.wall_s > 0 else float("nan")
 
 
 def platform_label(backend: Backend) -> str:
@@ -119,11 +142,13 @@ class Executor(ABC):
 @dataclass(frozen=True)
 class Job:
     """One visit of one config: ``round_`` is its round (0 when rounds are not pooled) and
-    ``protocol`` the visit's protocol (``None``: the backend's own)."""
+    ``protocol`` the visit's protocol (``None``: the backend's own). ``kind`` is ``visit``,
+    or ``sentinel`` for a speed sentinel reading (measured like a config, never stored as one)."""
 
     config: Config
     round_: int = 0
     protocol: Protocol | None = None
+    kind: str = "visit"
 
 
 class LocalExecutor(Executor):
@@ -146,7 +171,8 @@ class LocalExecutor(Executor):
 
 def run_campaign(configs: Sequence[Config], backend: Backend | Executor, store: Store, *,
                  platform: str | None = None, command: str = "", retry_failed: bool = False,
-                 remeasure: bool = False, rounds: int = 1, chunk: int = 16,
+                 remeasure: bool = False, rounds: int = 1, chunk: int | None = None,
+                 sentinel: Sentinel | str | None = "auto",
                  on_start: Callable[[int, int], None] | None = None,
                  on_config: Callable[[Config], None] | None = None,
                  on_result: Callable[[Config, Measurement], None] | None = None) -> CampaignResult:
@@ -164,7 +190,11 @@ def run_campaign(configs: Sequence[Config], backend: Backend | Executor, store: 
         remeasure: measure every config again into the ``remeasurements`` table (drift
             checks) instead of resuming.
         rounds: visits per config, pooled (see the module docstring); 1 = one burst.
-        chunk: configs visited round-robin together when ``rounds > 1``.
+        chunk: configs visited round-robin together when ``rounds > 1``; ``None`` (the
+            default): all of them, so each config's visits spread over the whole campaign.
+        sentinel: the speed sentinel timed at regular moments (:mod:`carb.measure.sentinel`);
+            ``"auto"``: :data:`~carb.measure.sentinel.CPU_SENTINEL` for the CPU backend or a
+            CPU cluster, none otherwise; ``None``: no sentinel.
         on_start(todo, skipped): called once before measuring.
         on_config(config): called when a config's visit starts (is submitted).
         on_result(config, measurement): called after each config is stored.
@@ -181,17 +211,40 @@ def run_campaign(configs: Sequence[Config], backend: Backend | Executor, store: 
         on_start(len(todo), result.skipped)
     if not todo:
         return result
-    if rounds < 1 or chunk < 1:
+    if rounds < 1 or (chunk is not None and chunk < 1):
         raise ValueError(f"rounds ({rounds}) and chunk ({chunk}) must be >= 1")
+    chunk = chunk or len(todo)
+    sent = _auto_sentinel(executor) if sentinel == "auto" else sentinel
+    if isinstance(sent, str):
+        raise ValueError(f"sentinel: {sent!r} (expected a Sentinel, 'auto' or None)")
     protocol = executor.protocol
     if rounds > 1 and protocol is None:
         raise ValueError("rounds > 1 needs a backend with a protocol")
     prot = protocol.to_dict() if protocol is not None else {}
     result.run_id = store.begin_run(platform, executor.device, executor.provenance(),
-                                    {**prot, "rounds": rounds, "chunk": chunk}, command)
+                                    {**prot, "rounds": rounds, "chunk": chunk,
+                                     "sentinel": _sentinel_doc(sent)}, command)
+    # the platform's sentinel readings so far (earlier runs included): unix time, ms
+    known = store.speed_readings(platform) if sent is not None else None
+    read_t = [] if known is None else [x.timestamp() for x in known["t"]]
+    read_ms = [] if known is None else [float(v) for v in known["sentinel_ms"]]
 
-    def finish(cfg: Config, m: Measurement) -> None:
+    def sentinel_at(t: float | None) -> float | None:
+        if not read_t or t is None:
+            return None
+        return float(np.interp(t, read_t, read_ms))
+
+    # rows stored since the last reading, with their visits' samples and moments: once the
+    # next reading is in, their sentinel is interpolated instead of held from the last one
+    unrefined: list[tuple[Config, list[tuple[list[float], float]]]] = []
+
+    def finish(cfg: Config, m: Measurement, parts: list[Measurement] | None = None) -> None:
         store.add(cfg, platform, m, result.run_id, remeasure=remeasure)
+        if sent is not None and m.status == "ok":
+            visits_ = [(list(v.extra.get("latency_samples_ms") or [1.0]), v.extra.get("visit_t"))
+                       for v in (parts or [m])]
+            if all(isinstance(t, float) for _, t in visits_):
+                unrefined.append((cfg, visits_))  # type: ignore[arg-type]
         result.measured += 1
         result.by_status[m.status] = result.by_status.get(m.status, 0) + 1
         result.timed_s += m.timed_s
@@ -211,13 +264,32 @@ def run_campaign(configs: Sequence[Config], backend: Backend | Executor, store: 
     def pool(cfg: Config) -> None:
         v = visits.pop(cfg)
         in_flight.pop(cfg)
-        finish(cfg, pool_rounds([v[r] for r in sorted(v)]))
+        ordered = [v[r] for r in sorted(v)]
+        if sent is not None:
+            # each visit at the sentinel of its own moment, with every reading known by now
+            ordered = [_with_sentinel(x, sentinel_at(x.extra.get("visit_t"))) for x in ordered]
+        finish(cfg, pool_rounds(ordered), ordered)
+
+    last_reading = [-math.inf]  # monotonic time of the last reading's start
+
+    def readings(force: bool = False) -> Iterator[Job]:
+        if sent is None or not (force or time.monotonic() - last_reading[0] >= sent.every_s):
+            return
+        last_reading[0] = time.monotonic()
+        for c in sent.configs:
+            yield Job(c, -1, sent.protocol, kind="sentinel")
 
     def jobs() -> Iterator[Job]:
+        yield from readings(force=True)
+        yield from visit_jobs()
+        yield from readings(force=True)
+
+    def visit_jobs() -> Iterator[Job]:
         # A generator, pulled by the executor when it has a free slot: so a visit is only
         # submitted if no earlier visit of its config failed by then.
         if rounds == 1:
             for cfg in todo:
+                yield from readings()
                 if on_config:
                     on_config(cfg)
                 yield Job(cfg)
@@ -235,18 +307,54 @@ def run_campaign(configs: Sequence[Config], backend: Backend | Executor, store: 
                 if complete(c):  # every visit stored before a kill, only the pooling was lost
                     pool(c)
             for r in range(rounds):
-                for cfg in part:
+                # odd rounds run backwards: with an even number of rounds every config's
+                # visits have the same mean moment, so each pooled value sees the same drift
+                for cfg in (part if r % 2 == 0 else part[::-1]):
                     if cfg not in visits or r in visits[cfg] or failed(cfg):
                         continue  # pooled, stored already, or failed in an earlier round
+                    yield from readings()
+                    if cfg not in visits or failed(cfg):
+                        continue  # pooled or failed while the sentinel was measured
                     in_flight[cfg] += 1
                     if on_config:
                         on_config(cfg)
                     yield Job(cfg, r, visit)
 
+    pending: dict[Config, Measurement] = {}  # the sentinel configs of the reading in progress
+
+    def reading_done(cfg: Config, m: Measurement) -> None:
+        result.sentinel_s += m.wall_s
+        pending[cfg] = m
+        if len(pending) < len(sent.configs):  # type: ignore[union-attr]
+            return
+        r = sent.reading([pending.pop(c) for c in sent.configs])  # type: ignore[union-attr]
+        pending.clear()
+        if r is None:  # a failed sentinel leaves a gap in the index, never a wrong value
+            return
+        # the reading's moment: the middle of the sentinel's visits, like a config visit's
+        t_read = time.time() - r.wall_s / 2
+        store.add_speed_reading(result.run_id, platform, r.sentinel_ms, r.ci_rel, r.wall_s, r.detail, t=t_read)
+        i = bisect.bisect(read_t, t_read)  # in time order, for the interpolation
+        read_t.insert(i, t_read)
+        read_ms.insert(i, r.sentinel_ms)
+        result.readings += 1
+        for c, parts in unrefined:
+            eff = effective_sentinel_ms([x for x, _ in parts], [sentinel_at(t) for _, t in parts])  # type: ignore[misc]
+            store.set_sentinel(c.config_id, platform, result.run_id, eff, remeasure=remeasure)
+        unrefined.clear()
+
     t0 = time.monotonic()
     try:
         for job, m in executor.run(jobs()):
             cfg = job.config
+            if job.kind == "sentinel":
+                reading_done(cfg, m)
+                continue
+            if sent is not None:
+                # the visit's middle moment; its sentinel: the readings known now
+                t_visit = time.time() - m.wall_s / 2
+                m = _with_sentinel(replace(m, extra={**m.extra, "visit_t": round(t_visit, 3)}),
+                                   sentinel_at(t_visit))
             if rounds == 1:
                 finish(cfg, m)
                 continue
@@ -262,6 +370,27 @@ def run_campaign(configs: Sequence[Config], backend: Backend | Executor, store: 
     finally:
         result.wall_s = time.monotonic() - t0
     return result
+
+
+def _auto_sentinel(executor: Executor) -> Sentinel | None:
+    """The default sentinel: the CPU one for the CPU backend or any CPU cluster executor."""
+    from carb.measure.cpu import CpuBackend
+
+    if isinstance(executor, LocalExecutor):
+        return CPU_SENTINEL if isinstance(executor.backend, CpuBackend) else None
+    return CPU_SENTINEL if executor.device == "cpu" else None
+
+
+def _sentinel_doc(sent: Sentinel | None) -> dict[str, Any] | None:
+    if sent is None:
+        return None
+    return {"name": sent.name, "configs": [c.label() for c in sent.configs], "every_s": sent.every_s,
+            "protocol": sent.protocol.to_dict()}
+
+
+def _with_sentinel(m: Measurement, sentinel_ms: float | None) -> Measurement:
+    """``m`` with the sentinel of its moment in ``extra["sentinel_ms"]`` (ms)."""
+    return replace(m, extra={**m.extra, "sentinel_ms": sentinel_ms})
 
 
 def pool_rounds(visits: Sequence[Measurement]) -> Measurement:
@@ -292,6 +421,13 @@ def pool_rounds(visits: Sequence[Measurement]) -> Measurement:
     extra = {**visits[0].extra, "rounds": len(visits), "latency_samples_ms": samples,
              "round_latency_ms": [v.latency_ms.median if v.latency_ms else None for v in visits],
              "round_memory_mb": [v.memory_mb for v in visits]}
+    if any("sentinel_ms" in v.extra for v in visits):
+        # drift: every sample at the sentinel of its own visit (carb.measure.sentinel)
+        sent = [v.extra.get("sentinel_ms") for v in visits]
+        extra.update(round_sentinel_ms=sent, round_visit_t=[v.extra.get("visit_t") for v in visits],
+                     sentinel_ms=(effective_sentinel_ms([v.extra["latency_samples_ms"] for v in visits], sent)
+                                  if all(isinstance(x, (int, float)) and x > 0 for x in sent) else None))
+        extra.pop("visit_t", None)
     return Measurement(status="ok", latency_ms=summarize(samples), energy_j=_pool_stats([v.energy_j for v in visits]),
                        energy_gross_j=_pool_stats([v.energy_gross_j for v in visits]),
                        memory_mb=float(np.median(memory)) if memory else None,

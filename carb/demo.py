@@ -9,7 +9,11 @@
    model) under budgets set from the calibrated predictions (the space's median latency
    and memory unless given).
 5. **Validate**: the best-ranked shortlisted configs and a random control sample are
-   measured, and the budget decisions are scored against those measurements.
+   measured, and the budget decisions are scored against those measurements. The speed
+   sentinel (:mod:`carb.measure.sentinel`) is read while both calibration and validation
+   are measured: the demo says how much the machine's speed moved between the two (first,
+   when that exceeds the sentinel's noise) and scores the predictions against the raw
+   validation latencies and against them corrected to the calibration's speed.
 6. **Report**: tables, a summary and PNG figures in the output folder.
 """
 
@@ -64,7 +68,7 @@ def run_demo(s: DemoSettings, measure: Callable[[pd.DataFrame, str], pd.DataFram
              say: Callable[[str], None] = print) -> dict[str, Any]:
     """Run the demo. ``measure(frame, what)`` measures the configs of a frame on the device
     and returns their stored rows (the CLI passes one with a progress bar)."""
-    from carb import datasets, space
+    from carb import datasets, drift, space
     from carb.calibrate import choose_samples, fit_calibrated
     from carb.model import CARB
     from carb.screen import screen
@@ -126,8 +130,23 @@ def run_demo(s: DemoSettings, measure: Callable[[pd.DataFrame, str], pd.DataFram
     vpred = model.predict(val)
     err = {t: float(np.median(np.abs(vpred[t] / val[t] - 1))) for t in model.targets_}
     cover = {t: float(np.mean((val[t] >= vpred[f"{t}_lo"]) & (val[t] <= vpred[f"{t}_hi"]))) for t in model.targets_}
+    # drift: the machine's speed while validating against while calibrating (speed sentinel)
+    moved = drift.phase_drift(ok, val)
+    corr_val = val.copy()
+    if "speed_change" in moved:
+        # validation latencies at the calibration's median speed, the one the map was fitted at
+        corr_val["latency_ms"] = drift.normalize(val, ref_ms=moved["sentinel_ms_before"])
+    err_corr = {t: float(np.nanmedian(np.abs(vpred[t] / corr_val[t] - 1))) for t in model.targets_}
+    if moved.get("exceeds"):
+        say(drift.drift_line(moved))
     say(f"validated on {len(val)} measured configs: budget accuracy {metrics['accuracy']:.3f}, "
         f"false accepts {metrics['false_accepts']}, false rejects {metrics['false_rejects']}")
+    if "latency_ms" in err:
+        say(f"median latency error {100 * err['latency_ms']:.1f}% raw, "
+            f"{100 * err_corr['latency_ms']:.1f}% drift-corrected" if "speed_change" in moved else
+            f"median latency error {100 * err['latency_ms']:.1f}% ({drift.NO_INDEX}: no drift correction)")
+    if not moved.get("exceeds"):
+        say(drift.drift_line(moved))
 
     timings["total_s"] = time.perf_counter() - t_all
     summary = {
@@ -137,11 +156,14 @@ def run_demo(s: DemoSettings, measure: Callable[[pd.DataFrame, str], pd.DataFram
         "budgets": budgets, "screening": {k: sm[k] for k in ("candidates", "after_stage1", "feasible",
                                                               "shortlist", "pruning_ratio")},
         "validation": metrics, "validation_median_abs_error": err, "validation_interval_coverage": cover,
+        "validation_median_abs_error_corrected": err_corr if "speed_change" in moved else None,
+        "drift": {**moved, "line": drift.drift_line(moved)},
         "timings": timings,
     }
     datasets.write(measured, out / "characterized.csv")
     datasets.write(res.shortlist, out / "shortlist.csv")
-    val_out = val.join(vpred.add_prefix("pred_")).assign(accepted=accepted)
+    val_out = val.join(vpred.add_prefix("pred_")).assign(accepted=accepted,
+                                                         latency_ms_corrected=corr_val["latency_ms"])
     datasets.write(val_out, out / "validation.csv")
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=float))
     # screen() adds flops_per_image to the feasible table: capacity is an objective

@@ -23,6 +23,15 @@ Tables (open the file with ``duckdb`` and ask SQL questions):
     the partial measurements of a campaign that visits each config in several rounds at
     different moments; a config's pooled row goes to ``measurements`` when its last round
     is done, and a resumed campaign reuses the rounds already stored.
+``speed_index``
+    the speed sentinel's readings (:mod:`carb.measure.sentinel`), timed at regular moments
+    of every campaign: ``run_id``, ``seq``, ``platform``, ``t``, ``sentinel_ms``,
+    ``sentinel_ci_rel``, ``wall_s``, ``speed_index`` (the platform's median reading over
+    this one), ``detail``. Every row of the three tables above carries ``sentinel_ms``
+    (the sentinel at its measurement time), ``speed_index`` and ``latency_ms_norm`` (its
+    latency at the platform's median speed); all of a platform's rows are normalized to
+    the same median, re-computed with each reading. A store written before the sentinel
+    existed has none of this (read-only) or NULLs there (opened for writing).
 
 Crash safety: each measured config is committed in its own transaction, so a ``kill -9``
 at any moment loses at most the config in flight; the primary key makes a duplicate
@@ -39,13 +48,14 @@ from pathlib import Path
 from typing import Any, Iterable
 
 import duckdb
+import numpy as np
 import pandas as pd
 
 from carb import families
 from carb.measure.base import Measurement, Stats
 from carb.space import PARAMETERS, Config
 
-__all__ = ["Store", "StoreError", "SCHEMA_VERSION", "TARGETS", "SPREAD"]
+__all__ = ["Store", "StoreError", "SCHEMA_VERSION", "TARGETS", "SPREAD", "DRIFT_COLUMNS", "SPEED_COLUMNS"]
 
 SCHEMA_VERSION = 2
 #: schema versions this carb opens (version 1 lacks ``arch``; opening it for writing adds it)
@@ -62,6 +72,16 @@ _PARAM_SQL = {
 }
 
 
+#: drift columns (issue 16; carb.measure.sentinel): ``sentinel_ms`` the speed sentinel's
+#: latency at the row's measurement time (ms; pooled rounds: the effective value, such that
+#: ``latency_ms_norm = latency_ms * ref / sentinel_ms``), ``speed_index`` the machine's speed
+#: then relative to the platform's median sentinel reading in this store (``ref / sentinel_ms``:
+#: 1 = median speed, > 1 faster), ``latency_ms_norm`` the latency at that median speed (ms).
+#: NULL where no sentinel ran (stores written before it existed: added on open for writing).
+DRIFT_COLUMNS: list[tuple[str, str]] = [("sentinel_ms", "DOUBLE"), ("speed_index", "DOUBLE"),
+                                        ("latency_ms_norm", "DOUBLE")]
+
+
 def _measurement_columns() -> list[tuple[str, str]]:
     cols: list[tuple[str, str]] = [("config_id", "VARCHAR"), ("platform", "VARCHAR")]
     cols += [(p, _PARAM_SQL[p]) for p in PARAMETERS]
@@ -76,8 +96,19 @@ def _measurement_columns() -> list[tuple[str, str]]:
              # NULL for ResNets, whose parameters are the columns above
              ("arch", "JSON")]
     cols += ENERGY_DOMAIN_COLUMNS
+    cols += DRIFT_COLUMNS
     return cols
 
+
+#: the ``speed_index`` table: one row per sentinel reading of a campaign run. ``t`` when it
+#: was taken, ``sentinel_ms`` the sentinel's latency (ms, geometric mean over its configs),
+#: ``sentinel_ci_rel`` its largest relative 95% CI, ``wall_s`` what the reading cost (s),
+#: ``speed_index`` the platform's median reading over this one (1 = median speed, > 1 faster),
+#: ``detail`` JSON (sentinel name, per-config medians).
+SPEED_COLUMNS: list[tuple[str, str]] = [
+    ("run_id", "VARCHAR"), ("seq", "INTEGER"), ("platform", "VARCHAR"), ("t", "TIMESTAMPTZ"),
+    ("sentinel_ms", "DOUBLE"), ("sentinel_ci_rel", "DOUBLE"), ("wall_s", "DOUBLE"), ("speed_index", "DOUBLE"),
+    ("detail", "JSON")]
 
 #: CPU energy per RAPL domain (issue 17; carb.measure.cpu): gross energy per forward of the
 #: CPU packages and of DRAM (J, medians over the samples; ``energy_gross_j`` is their sum).
@@ -103,6 +134,7 @@ class Store:
 
     def __init__(self, path: str | Path, read_only: bool = False) -> None:
         self.path = Path(path)
+        self._ref: dict[str, float | None] = {}  # platform -> median sentinel reading (ms)
         if read_only and not self.path.exists():
             raise StoreError(f"{self.path}: no such store")
         if not read_only:
@@ -141,6 +173,13 @@ class Store:
             for table in ("measurements", "remeasurements", "rounds"):
                 self.con.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS arch JSON")
             self.con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)])
+        # the speed sentinel's readings and the drift columns (issue 16): added to a store
+        # written before they existed; its old rows keep NULL there ("no speed index")
+        self.con.execute(f"CREATE TABLE IF NOT EXISTS speed_index ({', '.join(f'{c} {t}' for c, t in SPEED_COLUMNS)}, "
+                         "PRIMARY KEY (run_id, seq))")
+        for table in ("measurements", "remeasurements", "rounds"):
+            for c, t in DRIFT_COLUMNS:
+                self.con.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {c} {t}")
         for table in ("measurements", "remeasurements", "rounds"):  # stores from before issue 17
             for c, t in ENERGY_DOMAIN_COLUMNS:
                 self.con.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {c} {t}")
@@ -178,7 +217,7 @@ class Store:
         Returns False when (config, platform) was already stored (the row is then left as
         it was), True otherwise. With ``remeasure``, the row goes to ``remeasurements``.
         """
-        row = self._row(config, platform, m, run_id)
+        row = self._row(config, platform, m, run_id, self.speed_ref_ms(platform))
         table = "remeasurements" if remeasure else "measurements"
         marks = ", ".join("?" * len(_COLNAMES))
         conflict = "" if remeasure else " ON CONFLICT DO NOTHING"
@@ -188,7 +227,7 @@ class Store:
 
     def add_round(self, config: Config, platform: str, m: Measurement, run_id: str, round_: int) -> None:
         """Store one round of a multi-round campaign (its own transaction; a stored round is kept)."""
-        row = self._row(config, platform, m, run_id) + [round_]
+        row = self._row(config, platform, m, run_id, self.speed_ref_ms(platform)) + [round_]
         marks = ", ".join("?" * len(row))
         self.con.execute(f"INSERT INTO rounds ({', '.join(_COLNAMES)}, round) VALUES ({marks}) "
                          "ON CONFLICT DO NOTHING", row)
@@ -202,6 +241,81 @@ class Store:
         df = self.con.execute(f"SELECT * FROM rounds WHERE platform = ? AND config_id IN ({marks})",
                               [platform, *ids]).df()
         return {(r["config_id"], int(r["round"])): r for r in df.to_dict("records")}
+
+    # -- speed index (issue 16) ----------------------------------------------------------
+    def add_speed_reading(self, run_id: str, platform: str, sentinel_ms: float, sentinel_ci_rel: float,
+                          wall_s: float, detail: dict[str, Any] | None = None, t: float | None = None) -> None:
+        """Store one reading of the speed sentinel (``sentinel_ms``: its latency, ms, at unix
+        time ``t``, default now) and, in the same transaction, re-normalize every row of
+        ``platform`` to the new median reading, so that all of the platform's rows share
+        one reference at any moment."""
+        when = datetime.fromtimestamp(t, timezone.utc) if t is not None else datetime.now(timezone.utc)
+        self.con.execute("BEGIN")
+        seq = self.con.execute("SELECT count(*) FROM speed_index WHERE run_id = ?", [run_id]).fetchone()[0]
+        self.con.execute("INSERT INTO speed_index VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?)",
+                         [run_id, seq, platform, when, float(sentinel_ms),
+                          _finite_or_none(float(sentinel_ci_rel)), float(wall_s), json.dumps(detail or {}, default=str)])
+        self._ref.pop(platform, None)
+        self._renormalize(platform)
+        self.con.execute("COMMIT")
+
+    def set_sentinel(self, config_id: str, platform: str, run_id: str, sentinel_ms: float,
+                     remeasure: bool = False) -> None:
+        """Set a stored row's sentinel (ms) and its drift columns (the reading after its
+        visits came in, so the sentinel is interpolated rather than held)."""
+        ref = self.speed_ref_ms(platform)
+        table = "remeasurements" if remeasure else "measurements"
+        self.con.execute(f"UPDATE {table} SET sentinel_ms = ?, speed_index = ? / ?, latency_ms_norm = latency_ms * ? / ? "
+                         "WHERE config_id = ? AND platform = ? AND run_id = ?",
+                         [sentinel_ms, ref, sentinel_ms, ref, sentinel_ms, config_id, platform, run_id])
+
+    def has_speed_index(self) -> bool:
+        """True when the store has a ``speed_index`` table (stores written before the
+        sentinel existed have none until opened for writing)."""
+        return bool(self.con.execute("SELECT count(*) FROM information_schema.tables "
+                                     "WHERE table_name = 'speed_index'").fetchone()[0])
+
+    def speed_readings(self, platform: str | None = None) -> pd.DataFrame:
+        """The sentinel's readings (of one platform if given), in time order; empty for a
+        store without a speed index. Columns: see :data:`SPEED_COLUMNS`."""
+        if not self.has_speed_index():
+            return pd.DataFrame(columns=[c for c, _ in SPEED_COLUMNS])
+        q, args = "SELECT * FROM speed_index", []
+        if platform:
+            q += " WHERE platform = ?"
+            args.append(platform)
+        return self.con.execute(q + " ORDER BY t", args).df()
+
+    def speed_ref_ms(self, platform: str) -> float | None:
+        """The platform's median sentinel reading (ms): the speed every ``latency_ms_norm``
+        of the platform is normalized to; ``None`` without readings."""
+        if platform not in self._ref:
+            if not self.has_speed_index():
+                return None
+            v = self.con.execute("SELECT median(sentinel_ms) FROM speed_index WHERE platform = ?",
+                                 [platform]).fetchone()[0]
+            self._ref[platform] = None if v is None else float(v)
+        return self._ref[platform]
+
+    def sentinel_at(self, platform: str, t: float) -> float | None:
+        """The sentinel's latency (ms) at unix time ``t``: the platform's readings (all runs)
+        interpolated linearly in time, held constant before the first and after the last;
+        ``None`` without readings."""
+        df = self.speed_readings(platform)
+        if df.empty:
+            return None
+        ts = df["t"].map(lambda x: x.timestamp()).to_numpy(float)
+        return float(np.interp(t, ts, df["sentinel_ms"].to_numpy(float)))
+
+    def _renormalize(self, platform: str) -> None:
+        ref = self.speed_ref_ms(platform)
+        if ref is None:
+            return
+        self.con.execute("UPDATE speed_index SET speed_index = ? / sentinel_ms WHERE platform = ?", [ref, platform])
+        for table in ("measurements", "remeasurements", "rounds"):
+            self.con.execute(f"UPDATE {table} SET speed_index = ? / sentinel_ms, "
+                             f"latency_ms_norm = latency_ms * ? / sentinel_ms "
+                             "WHERE platform = ? AND sentinel_ms IS NOT NULL", [ref, ref, platform])
 
     def delete_failed(self, platform: str, config_ids: Iterable[str]) -> int:
         """Delete this platform's non-``ok`` rows (and their rounds) among ``config_ids``, so
@@ -220,7 +334,7 @@ class Store:
         return len(failed)
 
     @staticmethod
-    def _row(config: Config, platform: str, m: Measurement, run_id: str) -> list[Any]:
+    def _row(config: Config, platform: str, m: Measurement, run_id: str, ref_ms: float | None = None) -> list[Any]:
         params = families.to_row(config)
         d: dict[str, Any] = {"config_id": config.config_id, "platform": platform,
                              **{p: params.get(p) for p in PARAMETERS}, "status": m.status, "message": m.message,
@@ -234,7 +348,8 @@ class Store:
                  timed_s=m.timed_s, wall_s=m.wall_s, extra=json.dumps(m.extra, default=str),
                  run_id=run_id, measured_at=datetime.now(timezone.utc))
         d.update({c: m.extra.get(c) for c, _ in ENERGY_DOMAIN_COLUMNS})  # the CPU backend puts them there
-        return [_finite_or_none(d[c]) for c in _COLNAMES]
+        d.update(_drift_values(d["latency_ms"], m.extra.get("sentinel_ms"), ref_ms))
+        return [_finite_or_none(d.get(c)) for c in _COLNAMES]
 
     @staticmethod
     def measurement_from_row(row: dict[str, Any]) -> Measurement:
@@ -305,6 +420,16 @@ class Store:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _drift_values(latency_ms: float | None, sentinel_ms: Any, ref_ms: float | None) -> dict[str, Any]:
+    """The drift columns of a row (see :data:`DRIFT_COLUMNS`)."""
+    s = float(sentinel_ms) if isinstance(sentinel_ms, (int, float)) and sentinel_ms > 0 else None
+    if s is None:
+        return {"sentinel_ms": None, "speed_index": None, "latency_ms_norm": None}
+    idx = ref_ms / s if ref_ms else None
+    return {"sentinel_ms": s, "speed_index": idx,
+            "latency_ms_norm": latency_ms * idx if idx is not None and latency_ms is not None else None}
 
 
 def _isnull(v: Any) -> bool:

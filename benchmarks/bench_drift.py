@@ -1,0 +1,140 @@
+"""Drift between two campaigns of the same configs minutes apart: raw, drift-corrected
+(speed sentinel) and a plain steady-state loop, side by side in one run (issue 16).
+
+Order, in one process pinned to one core (run it under ``taskset``):
+
+1. plain loop, pass 1: every config built in this process, warmed up, then timed for
+   ``--plain-s`` seconds of forwards; the median per-forward time;
+2. campaign A: ``run_campaign`` with ``--rounds`` campaign-wide rounds and the speed sentinel;
+3. wait until ``--gap-min`` minutes after campaign A started;
+4. plain loop, pass 2;
+5. campaign B: the same configs again (``remeasure``: the store's ``remeasurements`` table,
+   same platform, so both campaigns are normalized to one median sentinel reading).
+
+Printed per method: median ratio B/A, mean and max |B/A - 1|, share within ±5%; and the
+sentinel's overhead (its wall time over the campaigns' wall time), the speed index
+between and within the campaigns.
+
+    taskset -c 1 python benchmarks/bench_drift.py [--n 16] [--gap-min 5] [--rounds 2] [--max-time 1.0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def plain_loop(configs, seconds: float) -> dict[str, float]:
+    """Median per-forward latency (ms) of each config in this process: build, 0.2 s warm-up,
+    then single forwards for ``seconds``."""
+    import torch
+
+    from carb import arch
+
+    torch.set_num_threads(1)
+    out = {}
+    for c in configs:
+        model = arch.build(c).to(arch.dtype_of(c.precision)).eval()
+        x = torch.randn(c.batch, 3, c.input_size, c.input_size, dtype=arch.dtype_of(c.precision))
+        times = []
+        with torch.inference_mode():
+            t_end = time.perf_counter() + 0.2
+            while time.perf_counter() < t_end:
+                model(x)
+            t_end = time.perf_counter() + seconds
+            while time.perf_counter() < t_end or len(times) < 5:
+                t0 = time.perf_counter_ns()
+                model(x)
+                times.append((time.perf_counter_ns() - t0) / 1e6)
+        out[c.config_id] = float(np.median(times))
+    return out
+
+
+def stats(ratio: np.ndarray) -> dict[str, float]:
+    d = np.abs(ratio - 1)
+    return {"median_ratio": float(np.median(ratio)), "mean_abs_diff": float(d.mean()), "max_abs_diff": float(d.max()),
+            "within_5pct": float((d <= 0.05).mean()), "n": int(len(ratio))}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=16)
+    ap.add_argument("--seed", type=int, default=5)
+    ap.add_argument("--gap-min", type=float, default=5.0, help="minutes from campaign A's start to campaign B's")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--max-time", type=float, default=1.0, help="sampling seconds per config (shared by its rounds)")
+    ap.add_argument("--plain-s", type=float, default=1.0, help="seconds of forwards per config in the plain loop")
+    ap.add_argument("--json", help="also write the figures to this JSON file")
+    a = ap.parse_args()
+
+    from dataclasses import replace
+
+    from carb import drift, space
+    from carb.campaign import run_campaign
+    from carb.measure.base import Protocol
+    from carb.measure.cpu import CpuBackend
+    from carb.store import Store
+
+    configs = [c for c in space.load("cpu").sample(200, seed=a.seed, method="stratified") if c.family == "cifar"][:a.n]
+    protocol = replace(Protocol.default_for("cpu"), max_time_s=a.max_time, timeout_s=120)
+    print(f"command: python {' '.join(sys.argv)}")
+    print(f"{len(configs)} CIFAR configs of `cpu` (stratified, seed {a.seed}); campaigns: {a.rounds} campaign-wide "
+          f"rounds, max_time_s={a.max_time}, 1 thread; plain loop {a.plain_s} s per config; gap {a.gap_min} min",
+          flush=True)
+    res: dict = {"argv": sys.argv}
+    with tempfile.TemporaryDirectory() as tmp, CpuBackend(threads=1, protocol=protocol) as backend, \
+            Store(Path(tmp) / "drift.duckdb") as store:
+        t_plain1 = time.time()
+        plain1 = plain_loop(configs, a.plain_s)
+        t_a = time.monotonic()
+        ra = run_campaign(configs, backend, store, platform="bench", rounds=a.rounds)
+        print(f"campaign A: {ra.wall_s:.1f} s, {ra.readings} sentinel readings ({ra.sentinel_s:.1f} s)", flush=True)
+        wait = t_a + 60 * a.gap_min - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
+        t_plain2 = time.time()
+        plain2 = plain_loop(configs, a.plain_s)
+        rb = run_campaign(configs, backend, store, platform="bench", rounds=a.rounds, remeasure=True)
+        print(f"campaign B: {rb.wall_s:.1f} s, {rb.readings} sentinel readings ({rb.sentinel_s:.1f} s), "
+              f"{(t_plain2 - t_plain1) / 60:.1f} min after pass 1", flush=True)
+        m = store.measurements("bench").set_index("config_id")
+        r = store.measurements("bench", table="remeasurements").set_index("config_id").loc[m.index]
+        readings = store.speed_readings("bench")
+        runs = {ra.run_id: "A", rb.run_id: "B"}
+    ids = list(m.index)
+    raw = (r.latency_ms / m.latency_ms).to_numpy(float)
+    corr = (r.latency_ms_norm / m.latency_ms_norm).to_numpy(float)
+    plain = np.array([plain2[i] / plain1[i] for i in ids])
+    rows = {"plain steady-state loop": stats(plain), "campaign, raw latency_ms": stats(raw),
+            "campaign, drift-corrected latency_ms_norm": stats(corr)}
+    res["methods"] = rows
+    print(f"\n{'method':<44}{'median B/A':>11}{'mean |diff|':>12}{'max |diff|':>11}{'within 5%':>10}")
+    for k, v in rows.items():
+        print(f"{k:<44}{v['median_ratio']:>11.3f}{100 * v['mean_abs_diff']:>11.1f}%{100 * v['max_abs_diff']:>10.1f}%"
+              f"{100 * v['within_5pct']:>9.0f}%")
+    idx = readings.assign(c=readings.run_id.map(runs))
+    sa = idx[idx.c == "A"].sentinel_ms.to_numpy(float)
+    sb = idx[idx.c == "B"].sentinel_ms.to_numpy(float)
+    wall = ra.wall_s + rb.wall_s
+    res["sentinel"] = {"readings": int(len(readings)), "sentinel_s": ra.sentinel_s + rb.sentinel_s, "wall_s": wall,
+                       "share": (ra.sentinel_s + rb.sentinel_s) / wall,
+                       "speed_A_over_B": float(np.median(sb) / np.median(sa)),
+                       "within_A_ratio": float(sa.max() / sa.min()), "within_B_ratio": float(sb.max() / sb.min())}
+    s = res["sentinel"]
+    print(f"\nsentinel: {s['readings']} readings, {s['sentinel_s']:.1f} s of {wall:.1f} s campaign wall time "
+          f"= {100 * s['share']:.1f}% overhead")
+    print(f"machine speed A -> B (median sentinel): x{1 / s['speed_A_over_B']:.3f}; slowest/fastest reading within "
+          f"A {s['within_A_ratio']:.2f}x, within B {s['within_B_ratio']:.2f}x")
+    print("\n".join(drift.speed_lines(drift.speed_summary(readings), readings)))
+    if a.json:
+        Path(a.json).write_text(json.dumps(res, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,177 @@
+"""Drift of the machine's speed: the speed index of a campaign, its summary and figure, and
+drift-corrected values (issue 16).
+
+The speed sentinel (:mod:`carb.measure.sentinel`) is read at regular moments of every
+campaign; each row carries the sentinel at its measurement time (``sentinel_ms``). From
+those, this module says how much the machine's speed moved while it measured, and puts
+figures taken at different moments on the same footing: a latency at the reference speed
+is ``latency_ms * ref_ms / sentinel_ms`` (``ref_ms``: a sentinel latency both sides share,
+by default the median of the rows' sentinel).
+
+Everything here reads plain DataFrames (a store's ``speed_readings()``, dataset rows), so
+it works on a store, an exported dataset or a demo's tables alike; a store or dataset
+measured before the sentinel existed gives "no speed index" and nothing else.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["NO_INDEX", "speed_summary", "speed_lines", "speed_plot", "normalize", "phase_drift", "drift_line",
+           "corrected"]
+
+#: what a store or dataset without sentinel readings says
+NO_INDEX = "no speed index"
+
+
+def speed_summary(readings: pd.DataFrame) -> dict[str, Any]:
+    """Summary of a store's sentinel readings (``Store.speed_readings()``).
+
+    Returns ``{"readings": 0, "note": "no speed index"}`` without readings, else: count,
+    first and last time, the reference (median reading, ms), the speed index (median
+    reading over each reading: 1 = median speed, > 1 faster) min/p5/p95/max, its CoV, the
+    largest ratio of two readings (slowest over fastest), the median CI of a reading and
+    what the readings cost (s), per platform in ``platforms`` when there are several.
+    """
+    if readings is None or len(readings) == 0:
+        return {"readings": 0, "note": NO_INDEX}
+    out: dict[str, Any] = {}
+    for plat, r in readings.groupby("platform", sort=True):
+        ms = r["sentinel_ms"].to_numpy(float)
+        ref = float(np.median(ms))
+        idx = ref / ms
+        out[str(plat)] = {
+            "readings": int(len(r)), "first": str(r["t"].min())[:19], "last": str(r["t"].max())[:19],
+            "runs": int(r["run_id"].nunique()), "ref_ms": ref,
+            "index_min": float(idx.min()), "index_p5": float(np.quantile(idx, 0.05)),
+            "index_p95": float(np.quantile(idx, 0.95)), "index_max": float(idx.max()),
+            "index_cov": float(np.std(idx, ddof=1) / np.mean(idx)) if len(idx) > 1 else math.nan,
+            "max_ratio": float(ms.max() / ms.min()),
+            "reading_ci_rel_median": float(np.nanmedian(r["sentinel_ci_rel"].to_numpy(float)))
+            if r["sentinel_ci_rel"].notna().any() else math.nan,
+            "wall_s": float(r["wall_s"].sum()),
+        }
+    return {"readings": int(len(readings)), "platforms": out}
+
+
+def speed_lines(summary: dict[str, Any], timeline: pd.DataFrame | None = None, bins: int = 8) -> list[str]:
+    """Plain-text lines of a :func:`speed_summary` (and, given the readings, the index over
+    time in ``bins`` time bins) for ``carb dataset info`` and dataset cards."""
+    if not summary.get("readings"):
+        return [f"{NO_INDEX}: {summary.get('why') or 'the store has no speed sentinel readings'}"]
+    lines = []
+    for plat, s in summary["platforms"].items():
+        lines.append(f"{plat}: {s['readings']} sentinel readings in {s['runs']} run(s), {s['first']} to {s['last']} UTC; "
+                     f"speed index (1 = median speed, reference {s['ref_ms']:.3f} ms) p5 {s['index_p5']:.3f}, "
+                     f"p95 {s['index_p95']:.3f} (min {s['index_min']:.3f}, max {s['index_max']:.3f}), CoV "
+                     f"{s['index_cov']:.3f}; slowest/fastest {s['max_ratio']:.2f}x; a reading's 95% CI "
+                     f"±{100 * s['reading_ci_rel_median']:.1f}%; readings cost {s['wall_s']:.1f} s")
+        if timeline is not None and len(timeline):
+            r = timeline[timeline["platform"] == plat].sort_values("t")
+            t = r["t"].map(lambda x: x.timestamp()).to_numpy(float)
+            idx = s["ref_ms"] / r["sentinel_ms"].to_numpy(float)
+            edges = np.linspace(t.min(), t.max() + 1e-6, min(bins, len(r)) + 1)
+            cells = []
+            for a, b in zip(edges[:-1], edges[1:]):
+                m = (t >= a) & (t < b)
+                if m.any():
+                    stamp = pd.Timestamp(a, unit="s", tz="UTC").strftime("%H:%M")
+                    cells.append(f"{stamp} {np.median(idx[m]):.2f}")
+            lines.append(f"{plat}: index over time: " + " | ".join(cells))
+    return lines
+
+
+def speed_plot(readings: pd.DataFrame, out: str | Path, title: str = "speed index") -> Path | None:
+    """A small PNG of the speed index over time (one line per platform); ``None`` (and no
+    file) without readings."""
+    if readings is None or len(readings) == 0:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 2.6))
+    for plat, r in readings.sort_values("t").groupby("platform", sort=True):
+        ms = r["sentinel_ms"].to_numpy(float)
+        t = r["t"].map(lambda x: x.timestamp()).to_numpy(float)
+        ax.plot((t - t.min()) / 60, np.median(ms) / ms, ".-", ms=3, lw=0.8, label=str(plat))
+    ax.axhline(1.0, color="k", lw=0.6, ls="--")
+    ax.set(xlabel="minutes since the first reading", ylabel="speed (1 = median)", title=title)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=90)
+    plt.close(fig)
+    return out
+
+
+def normalize(df: pd.DataFrame, ref_ms: float | None = None, target: str = "latency_ms") -> pd.Series:
+    """``target`` of each row at the reference speed: ``target * ref_ms / sentinel_ms``
+    (NaN where a row has no sentinel). ``ref_ms`` defaults to the median of the rows'
+    ``sentinel_ms``, so that rows measured at different moments (calibration and
+    validation, two campaigns) are put on one footing. Units: those of ``target``."""
+    if "sentinel_ms" not in df.columns:
+        return pd.Series(np.nan, index=df.index)
+    s = pd.to_numeric(df["sentinel_ms"], errors="coerce")
+    if ref_ms is None:
+        ref_ms = float(s.median()) if s.notna().any() else math.nan
+    return df[target] * ref_ms / s
+
+
+def phase_drift(before: pd.DataFrame, after: pd.DataFrame) -> dict[str, Any]:
+    """How much the machine's speed moved between two sets of rows measured at different
+    moments (e.g. calibration and validation), from their ``sentinel_ms``.
+
+    Returns ``speed_change`` (relative: +0.2 = the machine ran 20% faster during ``after``,
+    i.e. its sentinel took 1/1.2 the time), ``noise`` (the sentinel's spread within the two
+    phases: the relative half-range of the central readings, at least 1%), ``exceeds``
+    (``|speed_change| > noise``), and the medians (ms); ``{"note": "no speed index"}``
+    when either side has no sentinel.
+    """
+    a = _sentinels(before)
+    b = _sentinels(after)
+    if a.size == 0 or b.size == 0:
+        return {"note": NO_INDEX}
+    ma, mb = float(np.median(a)), float(np.median(b))
+    change = ma / mb - 1.0
+    spread = [float((np.quantile(x, 0.9) - np.quantile(x, 0.1)) / 2 / np.median(x)) for x in (a, b) if x.size > 1]
+    noise = max([0.01, *spread])
+    return {"speed_change": change, "noise": noise, "exceeds": bool(abs(change) > noise),
+            "sentinel_ms_before": ma, "sentinel_ms_after": mb, "n_before": int(a.size), "n_after": int(b.size)}
+
+
+def drift_line(d: dict[str, Any], what: str = "between calibration and validation") -> str:
+    """One sentence of a :func:`phase_drift` result."""
+    if "speed_change" not in d:
+        return f"machine speed {what}: {NO_INDEX}"
+    c = d["speed_change"]
+    word = "faster" if c > 0 else "slower"
+    verdict = "exceeds" if d["exceeds"] else "within"
+    return (f"the machine ran {100 * abs(c):.1f}% {word} {what} (speed sentinel: {d['sentinel_ms_before']:.3f} -> "
+            f"{d['sentinel_ms_after']:.3f} ms), {verdict} the sentinel's noise ±{100 * d['noise']:.1f}%")
+
+
+def corrected(df: pd.DataFrame) -> pd.DataFrame:
+    """A dataset whose ``latency_ms`` is the drift-corrected value where the rows have one
+    (``latency_ms_norm``), the raw median kept as ``latency_ms_raw``; unchanged (a copy)
+    for data without a speed index."""
+    out = df.copy()
+    if "latency_ms_norm" not in out.columns or not out["latency_ms_norm"].notna().any():
+        return out
+    out["latency_ms_raw"] = out["latency_ms"]
+    out["latency_ms"] = out["latency_ms_norm"].where(out["latency_ms_norm"].notna(), out["latency_ms"])
+    return out
+
+
+def _sentinels(df: pd.DataFrame) -> np.ndarray:
+    if df is None or "sentinel_ms" not in df.columns:
+        return np.array([])
+    s = pd.to_numeric(df["sentinel_ms"], errors="coerce").to_numpy(float)
+    return s[np.isfinite(s) & (s > 0)]

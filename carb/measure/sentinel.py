@@ -1,0 +1,107 @@
+"""The speed sentinel: a small fixed workload timed at regular moments of every campaign.
+
+Our 2-core VMs change speed by tens of percent over minutes (the host's shared caches and
+memory, not descheduling: ../shared/DESIGN.md). A campaign cannot stop that, but it can
+watch it: between visits it measures the sentinel, a fixed config of the space, with the
+same backend, worker, threads and pinning as every config (it *is* measured like a config,
+so it feels what they feel). Each reading goes to the store's ``speed_index`` table; each
+measured row records the sentinel at its measurement time (``sentinel_ms``, readings
+interpolated in time) and its latency at the platform's median speed
+(``latency_ms_norm = latency_ms * median reading / sentinel_ms``).
+
+Which workload tracks the speed of real configs was chosen by measurement
+(``benchmarks/choose_sentinel.py``, figures in ``benchmarks/RESULTS.md``): see
+:data:`CPU_SENTINEL`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from carb.space import Config
+
+from .base import Measurement, Protocol
+
+__all__ = ["Sentinel", "Reading", "CPU_SENTINEL", "SENTINEL_PROTOCOL", "effective_sentinel_ms"]
+
+#: a short burst per reading: the sentinel is timed until its median's 95% CI is within
+#: 1% or for 0.2 s (a few dozen forwards of a few ms), after a 0.05 s warm-up
+SENTINEL_PROTOCOL = Protocol(ci_target=0.01, min_repeats=5, max_repeats=400, max_time_s=0.2, warmup=2,
+                             warmup_s=0.05, timeout_s=60.0)
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One reading of the sentinel.
+
+    Attributes:
+        sentinel_ms: geometric mean of the sentinel configs' median latencies. Units: ms.
+        ci_rel: the largest relative 95% CI half-width of those medians (unitless).
+        wall_s: wall-clock cost of the reading (workers, build, warm-up). Units: s.
+        detail: per-config medians (ms) and the sentinel's name.
+    """
+
+    sentinel_ms: float
+    ci_rel: float
+    wall_s: float
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Sentinel:
+    """A fixed workload whose speed stands for the machine's.
+
+    Attributes:
+        configs: the configs measured at each reading (usually one); a reading is the
+            geometric mean of their median latencies.
+        protocol: the protocol of a sentinel visit (short: see :data:`SENTINEL_PROTOCOL`).
+        every_s: seconds of campaign between readings (one more at the start and one at
+            the end). Units: s.
+        name: what the readings are called in the store.
+    """
+
+    configs: tuple[Config, ...]
+    protocol: Protocol = SENTINEL_PROTOCOL
+    every_s: float = 30.0
+    name: str = "cpu-sentinel"
+
+    def reading(self, measurements: Sequence[Measurement]) -> Reading | None:
+        """The reading from one measurement per config (``None`` if any failed)."""
+        if len(measurements) != len(self.configs) or any(m.status != "ok" or m.latency_ms is None
+                                                         for m in measurements):
+            return None
+        med = [m.latency_ms.median for m in measurements]  # type: ignore[union-attr]
+        ci = [m.latency_ms.ci_rel for m in measurements]  # type: ignore[union-attr]
+        ci_ok = [c for c in ci if c is not None and math.isfinite(c)]
+        return Reading(sentinel_ms=float(np.exp(np.mean(np.log(med)))),
+                       ci_rel=max(ci_ok) if ci_ok else math.nan,
+                       wall_s=float(sum(m.wall_s for m in measurements)),
+                       detail={"sentinel": self.name,
+                               "median_ms": {c.label(): v for c, v in zip(self.configs, med)}})
+
+
+#: The CPU sentinel: the small CIFAR ResNet-8 (width 0.5, 32 px, batch 1, fp32; ~0.6 ms a
+#: forward). Chosen by ``benchmarks/choose_sentinel.py`` (benchmarks/RESULTS.md): of four
+#: configs of the cpu space timed between 16 real configs for 6 minutes, its readings
+#: followed the real configs' speed best (pass-level correlation 0.66 against 0.36-0.61)
+#: and corrected them best of the single configs (residual log-spread 0.375 against
+#: 0.395-0.412, raw 0.393), at the lowest cost (0.68 s a reading).
+CPU_SENTINEL = Sentinel(configs=(Config(family="cifar", block="basic", depth=8, width=0.5, early_downsample=False,
+                                        input_size=32, batch=1, precision="fp32", classes=10),))
+
+
+def effective_sentinel_ms(samples: Sequence[Sequence[float]], sentinel_ms: Sequence[float]) -> float:
+    """The one sentinel value of a config measured in several visits: visit ``i`` has
+    latency samples ``samples[i]`` (ms) taken while the sentinel read ``sentinel_ms[i]``.
+
+    Defined so that ``median(all samples) * ref / value`` equals the median of every
+    sample normalized by its own visit's sentinel (``x * ref / s_i``): each sample is
+    corrected for the speed of its moment, and the pooled row keeps one number. Units: ms.
+    """
+    x = np.concatenate([np.asarray(v, float) for v in samples])
+    u = np.concatenate([np.asarray(v, float) / s for v, s in zip(samples, sentinel_ms)])
+    return float(np.median(x) / np.median(u))

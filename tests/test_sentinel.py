@@ -1,0 +1,231 @@
+"""Speed sentinel, campaign-wide rounds and drift-aware values (issue 16), with a synthetic
+backend: its values are made up here (synthetic), and its "machine speed" is a number the
+test changes between visits."""
+
+import math
+
+import duckdb
+import numpy as np
+import pandas as pd
+import pytest
+
+from carb import drift, space
+from carb.campaign import run_campaign
+from carb.measure.base import Backend, Measurement, Protocol, Stats
+from carb.measure.protocol import summarize
+from carb.measure.sentinel import CPU_SENTINEL, Sentinel, effective_sentinel_ms
+from carb.space import Config
+from carb.store import Store
+
+SENT = Config(family="cifar", block="basic", depth=20, width=1.0, early_downsample=False, input_size=32,
+              batch=8, precision="fp32", classes=10)
+
+
+class DriftingBackend(Backend):
+    """Synthetic: latency = depth x slowness ms; the slowness (the machine's speed) moves
+    by ``step`` after every call, the sentinel config included."""
+
+    device = "cpu"
+
+    def __init__(self, step=0.05, fail_sentinel=False, interrupt_after=None):
+        self.protocol = Protocol(max_time_s=2.0)
+        self.slowness = 1.0
+        self.step = step
+        self.log = []  # (kind, config) in call order
+        self.fail_sentinel = fail_sentinel
+        self.interrupt_after = interrupt_after
+
+    def provenance(self):
+        return {"threads": 1, "synthetic": True}
+
+    def measure(self, config, protocol=None):
+        if self.interrupt_after is not None and len(self.log) >= self.interrupt_after:
+            raise KeyboardInterrupt
+        kind = "sentinel" if config == SENT else "visit"
+        self.log.append((kind, config))
+        s = self.slowness
+        self.slowness *= 1 + self.step
+        if kind == "sentinel" and self.fail_sentinel:
+            return Measurement(status="error", message="synthetic sentinel failure")
+        base = (3.0 if kind == "sentinel" else float(config.depth)) * s
+        samples = [base * f for f in (0.99, 1.0, 1.01)]
+        return Measurement(status="ok", latency_ms=summarize(samples), memory_mb=10.0, timed_s=0.0, wall_s=0.0,
+                           extra={"latency_samples_ms": samples})
+
+
+def every_visit(every_s=0.0):
+    return Sentinel(configs=(SENT,), protocol=Protocol(max_time_s=0.2), every_s=every_s, name="synthetic")
+
+
+def test_normalized_latency_removes_the_synthetic_drift(tmp_path):
+    configs = list(space.load("tiny"))
+    with Store(tmp_path / "s.duckdb") as store:
+        b = DriftingBackend(step=0.05)
+        r = run_campaign(configs, b, store, sentinel=every_visit())
+        # every_s=0: a reading at the start, before every visit and at the end
+        assert r.readings == len(configs) + 2 and r.measured == len(configs)
+        df = store.measurements()
+        readings = store.speed_readings()
+    assert len(readings) == r.readings and readings["speed_index"].notna().all()
+    ref = float(np.median(readings["sentinel_ms"]))
+    assert store.path.exists()
+    # raw latency / depth drifts with the machine (it grows 5% per call); normalized does not
+    raw = df.latency_ms / df.depth
+    norm = df.latency_ms_norm / df.depth
+    assert raw.max() / raw.min() > 1.5
+    # each visit (slowness 1.05 s) lies between the readings one call before (s) and after
+    # (1.05^2 s) it: its sentinel is interpolated between the two, so its normalized value
+    # is ref / 3 within 5%
+    assert norm.to_numpy() == pytest.approx(np.full(len(df), ref / 3.0), rel=0.051)
+    assert norm.max() / norm.min() < 1.11
+    assert df.latency_ms_norm.to_numpy() == pytest.approx((df.latency_ms * ref / df.sentinel_ms).to_numpy())
+    assert df.speed_index.to_numpy() == pytest.approx((ref / df.sentinel_ms).to_numpy())
+
+
+def test_auto_sentinel_only_for_real_cpu_backends(tmp_path):
+    b = DriftingBackend(step=0.0)
+    with Store(tmp_path / "a.duckdb") as store:
+        r = run_campaign(list(space.load("tiny"))[:2], b, store)  # synthetic backend: no sentinel
+        assert r.readings == 0 and all(k == "visit" for k, _ in b.log)
+        assert store.measurements().sentinel_ms.isna().all()
+    assert CPU_SENTINEL.configs and CPU_SENTINEL.every_s > 0
+
+
+def test_rounds_spread_over_the_whole_campaign_in_alternating_order(tmp_path):
+    configs = list(space.load("tiny"))
+    with Store(tmp_path / "r.duckdb") as store:
+        b = DriftingBackend(step=0.0)
+        run_campaign(configs, b, store, rounds=2, sentinel=None)
+    order = [c for _, c in b.log]
+    assert order == configs + configs[::-1]  # round 2 runs backwards: same mean moment for all
+    with Store(tmp_path / "c.duckdb") as store:
+        b = DriftingBackend(step=0.0)
+        run_campaign(configs, b, store, rounds=2, chunk=4, sentinel=None)  # explicit chunks still work
+    assert [c for _, c in b.log][:8] == configs[:4] + configs[:4][::-1]
+
+
+def test_pooled_rounds_correct_each_visit_for_its_own_moment(tmp_path):
+    configs = list(space.load("tiny"))
+    with Store(tmp_path / "p.duckdb") as store:
+        b = DriftingBackend(step=0.03)
+        r = run_campaign(configs, b, store, rounds=2, sentinel=every_visit())
+        df = store.measurements()
+        rounds = store.con.execute("SELECT count(*) FROM rounds WHERE sentinel_ms IS NOT NULL").fetchone()[0]
+        ref = store.speed_ref_ms("cpu-1t")
+    assert r.measured == len(configs) and rounds == 2 * len(configs)
+    # with a reading before every visit (step drift), each visit's sentinel is exact
+    norm = df.latency_ms_norm / df.depth
+    assert norm.to_numpy() == pytest.approx(np.full(len(df), ref / 3.0), rel=0.03)
+    raw = df.latency_ms / df.depth
+    assert np.std(np.log(norm)) < 0.2 * np.std(np.log(raw))
+
+
+def test_effective_sentinel_matches_per_sample_normalization():
+    samples = [[10.0, 10.2, 9.9], [12.0, 12.5, 11.8, 12.1]]
+    sent = [2.0, 2.4]
+    eff = effective_sentinel_ms(samples, sent)
+    per_sample = np.median(np.concatenate([np.array(v) / s for v, s in zip(samples, sent)]))
+    assert np.median(np.concatenate(samples)) / eff == pytest.approx(per_sample)
+    assert effective_sentinel_ms([[5.0, 5.0]], [1.7]) == pytest.approx(1.7)
+
+
+def test_a_failing_sentinel_leaves_a_gap_not_a_value(tmp_path):
+    with Store(tmp_path / "f.duckdb") as store:
+        r = run_campaign(list(space.load("tiny"))[:3], DriftingBackend(fail_sentinel=True), store,
+                         sentinel=every_visit())
+        assert r.measured == 3 and r.by_status == {"ok": 3} and r.readings == 0
+        df = store.measurements()
+        assert df.sentinel_ms.isna().all() and df.latency_ms_norm.isna().all()
+        assert drift.speed_summary(store.speed_readings())["note"] == drift.NO_INDEX
+
+
+def test_interrupted_campaign_with_sentinel_resumes_without_duplicates(tmp_path):
+    configs = list(space.load("tiny"))
+    path = tmp_path / "k.duckdb"
+    with Store(path) as store:
+        b = DriftingBackend(interrupt_after=9)
+        r = run_campaign(configs, b, store, rounds=2, sentinel=every_visit())
+        assert r.interrupted
+        kept = store.con.execute("SELECT count(*) FROM rounds").fetchone()[0]
+        r2 = run_campaign(configs, DriftingBackend(), store, rounds=2, sentinel=every_visit())
+        df = store.measurements()
+        dup = store.con.execute("SELECT config_id, round FROM rounds GROUP BY ALL HAVING count(*) > 1").fetchall()
+        runs = store.speed_readings().run_id.nunique()
+    assert kept > 0 and r2.measured + r.measured == len(configs)
+    assert len(df) == len(configs) and df.config_id.is_unique and not dup
+    assert df.latency_ms_norm.notna().all() and runs == 2
+    # one reference for the whole platform: every row normalized to the median of all readings
+    assert (df.speed_index * df.sentinel_ms).round(9).nunique() == 1
+
+
+def _old_store(path):
+    """A store as written before the sentinel existed (schema 2 without the speed_index table
+    and the drift columns), holding 3 rows measured by the synthetic backend."""
+    from carb.store import DRIFT_COLUMNS, MEASUREMENT_COLUMNS
+
+    src = path.with_name("src.duckdb")
+    with Store(src) as store:
+        run_campaign(list(space.load("tiny"))[:3], DriftingBackend(step=0.0), store, sentinel=None)
+    cols = [(c, t) for c, t in MEASUREMENT_COLUMNS if (c, t) not in DRIFT_COLUMNS]
+    ddl = ", ".join(f"{c} {t}" for c, t in cols)
+    names = ", ".join(c for c, _ in cols)
+    con = duckdb.connect(str(path))
+    con.execute(f"ATTACH '{src}' AS src (READ_ONLY)")
+    con.execute("CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
+    con.execute("INSERT INTO meta SELECT * FROM src.meta")
+    con.execute("CREATE TABLE runs (run_id VARCHAR PRIMARY KEY, started_at TIMESTAMPTZ, platform VARCHAR, "
+                "device VARCHAR, command VARCHAR, carb_version VARCHAR, provenance JSON, protocol JSON)")
+    con.execute("INSERT INTO runs SELECT * FROM src.runs")
+    con.execute(f"CREATE TABLE measurements ({ddl}, PRIMARY KEY (config_id, platform))")
+    con.execute(f"CREATE TABLE remeasurements ({ddl})")
+    con.execute(f"CREATE TABLE rounds ({ddl}, round INTEGER, PRIMARY KEY (config_id, platform, round))")
+    con.execute(f"INSERT INTO measurements SELECT {names} FROM src.measurements")
+    con.close()
+
+
+def test_a_store_from_before_the_sentinel_opens_and_says_no_speed_index(tmp_path):
+    path = tmp_path / "old.duckdb"
+    _old_store(path)
+    with Store(path, read_only=True) as store:
+        assert not store.has_speed_index()
+        assert store.speed_readings().empty and store.speed_ref_ms("cpu-1t") is None
+        assert len(store.measurements()) == 3 and "latency_ms_norm" not in store.measurements().columns
+        s = drift.speed_summary(store.speed_readings())
+    assert s == {"readings": 0, "note": drift.NO_INDEX}
+    assert drift.speed_lines(s)[0].startswith("no speed index")
+    assert drift.speed_plot(pd.DataFrame(), tmp_path / "x.png") is None and not (tmp_path / "x.png").exists()
+    # opened for writing, it gains the table and columns and a new campaign fills them
+    with Store(path) as store:
+        r = run_campaign(list(space.load("tiny")), DriftingBackend(), store, sentinel=every_visit())
+        df = store.measurements()
+        assert r.measured == len(df) - 3 and r.readings > 0
+        assert df.latency_ms_norm.isna().sum() == 3  # the old rows stay without an index
+
+
+def test_speed_summary_lines_and_plot(tmp_path):
+    with Store(tmp_path / "p.duckdb") as store:
+        run_campaign(list(space.load("tiny")), DriftingBackend(step=0.02), store, sentinel=every_visit())
+        rd = store.speed_readings()
+    s = drift.speed_summary(rd)
+    p = s["platforms"]["cpu-1t"]
+    assert s["readings"] == 10 and p["index_min"] < 1 < p["index_max"]
+    assert p["max_ratio"] == pytest.approx(1.02 ** 17, rel=1e-6)  # 18 calls, the first and last read the sentinel
+    lines = drift.speed_lines(s, rd)
+    assert "speed index" in lines[0] and "index over time" in lines[1]
+    png = drift.speed_plot(rd, tmp_path / "speed.png")
+    assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_phase_drift_and_normalize_on_synthetic_rows():
+    cal = pd.DataFrame({"latency_ms": [10.0, 20.0], "sentinel_ms": [2.0, 2.0]})
+    val = pd.DataFrame({"latency_ms": [12.5, 25.0], "sentinel_ms": [2.5, 2.5]})
+    d = drift.phase_drift(cal, val)
+    assert d["speed_change"] == pytest.approx(2.0 / 2.5 - 1) and d["exceeds"]
+    assert "slower" in drift.drift_line(d)
+    both = pd.concat([cal, val], ignore_index=True)
+    n = drift.normalize(both)
+    assert n.iloc[:2].to_numpy() == pytest.approx(n.iloc[2:].to_numpy())
+    assert drift.phase_drift(cal, val.drop(columns="sentinel_ms")) == {"note": drift.NO_INDEX}
+    assert math.isnan(drift.normalize(cal.drop(columns="sentinel_ms")).iloc[0])
+    c = drift.corrected(both.assign(latency_ms_norm=n))
+    assert (c.latency_ms_raw == both.latency_ms).all() and c.latency_ms.to_numpy() == pytest.approx(n.to_numpy())
