@@ -104,3 +104,71 @@ def test_kill_9_mid_campaign_never_corrupts_or_duplicates(tmp_path):
     with Store(store, read_only=True) as s:
         df = s.measurements()
     assert len(df) == 8 and df.config_id.is_unique and set(df.status) == {"ok"}
+
+
+# -- one model concept (issue 13): names agree, a calibrated model is self-contained -------
+
+
+def test_renamed_options_keep_their_old_names_hidden() -> None:
+    from typer.testing import CliRunner
+
+    from carb.cli import app
+
+    for cmd, new, old in (["screen", "--target-model", "--target"], ["screen", "--source-model", "--source"],
+                          ["calibrate", "--model", "--source"], ["validate", "--data", "--truth"],
+                          ["characterize", "--samples", "--sample"], ["train", "--platform", "--device"],
+                          ["evaluate", "--platform", "--device"], ["fewshot", "--data", "--measured"],
+                          ["fewshot", "--platform", "--device"]):
+        out = CliRunner().invoke(app, [cmd, "--help"], terminal_width=200).output
+        assert new in out, (cmd, new)
+        assert f"{old} " not in out.replace(new, ""), (cmd, old)
+
+
+def test_pick_option_refuses_both_spellings() -> None:
+    from carb.cli._app import UsageError, pick_option
+
+    assert pick_option(None, "x", "--data", "--truth") == "x"
+    assert pick_option("y", None, "--data", "--truth") == "y"
+    with pytest.raises(UsageError, match="old name"):
+        pick_option("y", "x", "--data", "--truth")
+    with pytest.raises(UsageError, match="missing option --model"):
+        pick_option(None, None, "--model", "--source", required=True)
+
+
+def test_calibrated_model_is_self_contained_and_refuses_bad_out(tmp_path) -> None:
+    """Synthetic data (not a measurement): a tiny CARB model, calibrated on 6 made-up rows."""
+    import numpy as np
+
+    from carb import space
+    from carb.calibrate import check_model_out, fit_calibrated, load_predictor
+    from carb.model import CARB, BundleError, save
+
+    frame = space.load("cpu").to_frame().head(80).reset_index(drop=True)
+    rng = np.random.default_rng(0)
+    df = frame.assign(latency_ms=frame["batch"] * frame["depth"] * 0.01 * rng.uniform(0.9, 1.1, len(frame)),
+                      memory_mb=10 + frame["batch"] * 0.5, status="ok")
+    src_dir = tmp_path / "src"
+    save(CARB(preset="fast").fit(df), src_dir)
+    cal = fit_calibrated(load_predictor(src_dir), df.head(6).assign(latency_ms=lambda d: d.latency_ms * 2))
+    with pytest.raises(ValueError, match="source model's directory"):
+        cal.save(src_dir / "inside", source_dir=src_dir)
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("keep me")
+    with pytest.raises(ValueError, match="not empty"):
+        check_model_out(tmp_path / "full")
+    cal.save(tmp_path / "cal", source_dir=src_dir)
+    # a calibration of a calibrated model: the chain is copied whole and loads
+    cal2 = fit_calibrated(load_predictor(tmp_path / "cal"), df.head(6))
+    cal2.save(tmp_path / "cal2", source_dir=tmp_path / "cal")
+    import shutil
+
+    shutil.rmtree(src_dir)  # self-contained: the original source is no longer needed
+    p2 = load_predictor(tmp_path / "cal2").predict(frame.head(5))
+    assert np.isfinite(p2["latency_ms"]).all()
+    # an edited source no longer matches the checksum recorded at calibration
+    man = tmp_path / "cal" / "source" / "manifest.json"
+    man.write_text(man.read_text().replace('"coverage"', '"coverage" ', 1))
+    with pytest.raises(BundleError, match="changed since calibration"):
+        load_predictor(tmp_path / "cal")
+    with pytest.raises(BundleError, match="not a model directory"):
+        load_predictor(tmp_path / "full")

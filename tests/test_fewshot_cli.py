@@ -34,8 +34,8 @@ def test_fewshot_cli_on_a_held_out_device(tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    ((), "give exactly one of --measured or --device"),
-    (("--device", "nope"), "--device 'nope': not in help-fbnet"),
+    ((), "give exactly one of --data or --platform"),
+    (("--platform", "nope"), "--platform 'nope': not in help-fbnet"),
     (("--device", "fpga", "--method", "magic"), "--method: unknown value 'magic'"),
     (("--device", "fpga", "--source", "tpu"), "source device 'tpu' not in help-fbnet"),
 ])

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 from rich.console import Console
 
-__all__ = ["app", "space_app", "dataset_app", "console", "err", "UsageError", "fail", "load_model", "parse_budget_options"]
+__all__ = ["app", "space_app", "dataset_app", "console", "err", "UsageError", "fail", "load_model", "parse_budget_options", "pick_option"]
 
 app = typer.Typer(no_args_is_help=True, add_completion=False,
                   help="CARB: energy, latency and peak memory of CNN inference, per device, before you profile.")
@@ -49,3 +49,14 @@ def parse_budget_options(items: Optional[list[str]]) -> dict[str, float]:
         return parse_budgets(items or [])
     except ValueError as e:
         fail(str(e))
+
+
+def pick_option(new: Any, old: Any, new_name: str, old_name: str, required: bool = False) -> Any:
+    """The value of an option that was renamed: ``old_name`` stays a hidden alias for one
+    release. Both given is an error; neither, when ``required``, too."""
+    if new is not None and old is not None:
+        fail(f"{old_name} is the old name of {new_name}: give one of them")
+    value = new if new is not None else old
+    if value is None and required:
+        fail(f"missing option {new_name}")
+    return value

@@ -13,7 +13,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from ._app import app, console, dataset_app, err, fail
+from ._app import app, console, dataset_app, err, fail, pick_option
 
 
 # -- characterize -------------------------------------------------------------------------
@@ -22,7 +22,8 @@ from ._app import app, console, dataset_app, err, fail
 @app.command()
 def characterize(
     space_name: Optional[str] = typer.Option(None, "--space", help="Built-in space name or TOML file."),
-    sample: Optional[int] = typer.Option(None, "--sample", min=1, help="Measure a sample of N configs of the space."),
+    sample: Optional[int] = typer.Option(None, "--samples", min=1, help="Measure a sample of N configs of the space."),
+    sample_old: Optional[int] = typer.Option(None, "--sample", min=1, hidden=True, help="Old name of --samples."),
     seed: int = typer.Option(0, "--seed", help="Seed of the sample."),
     method: str = typer.Option("stratified", "--method", help="Sampling: stratified (space-filling) or uniform."),
     configs_file: Optional[Path] = typer.Option(None, "--configs", help="Parquet/CSV/JSONL file of configs to measure."),
@@ -52,6 +53,7 @@ def characterize(
     from carb.measure.base import Protocol
     from carb.store import Store
 
+    sample = pick_option(sample, sample_old, "--samples", "--sample")
     if (space_name is None) == (configs_file is None):
         fail("give exactly one of --space or --configs")
     if method not in ("stratified", "uniform"):
@@ -59,7 +61,7 @@ def characterize(
     if configs_file is not None:
         configs = read_config_file(str(configs_file))
         if sample is not None:
-            fail("--sample works with --space, not --configs")
+            fail("--samples works with --space, not --configs")
     else:
         sp = space.load(space_name)
         configs = sp.sample(sample, seed=seed, method=method) if sample else list(sp)

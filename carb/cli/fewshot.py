@@ -9,16 +9,19 @@ from typing import List, Optional
 
 import typer
 
+from ._app import pick_option
 from .report import _usage  # one UsageError maker for the sub-command modules
 
 
 def fewshot(
     measured: Optional[Path] = typer.Option(
-        None, "--measured", help="Your device's K measurements: a .csv/.parquet with arch_id (0..4999) and "
-                                 "latency_ms (ms)."),
+        None, "--data", help="Your device's K measurements: a .csv/.parquet with arch_id (0..4999) and "
+                             "latency_ms (ms)."),
     device: Optional[str] = typer.Option(
-        None, "--device", help="Instead: a device of help-fbnet taken as unseen; K of its archs 0..3999 are "
-                               "drawn (--samples, --seed) and archs 4000..4999 score the predictions."),
+        None, "--platform", help="Instead: a platform of help-fbnet taken as unseen; K of its archs 0..3999 are "
+                                 "drawn (--samples, --seed) and archs 4000..4999 score the predictions."),
+    measured_old: Optional[Path] = typer.Option(None, "--measured", hidden=True, help="Old name of --data."),
+    device_old: Optional[str] = typer.Option(None, "--device", hidden=True, help="Old name of --platform."),
     samples: int = typer.Option(10, "--samples", min=2, help="K, with --device."),
     seed: int = typer.Option(0, "--seed", help="Seed of the K drawn with --device."),
     source: Optional[List[str]] = typer.Option(
@@ -37,8 +40,10 @@ def fewshot(
     from carb.datasets import help_fbnet as hf
     from carb.transfer import fewshot_help_fbnet
 
+    measured = pick_option(measured, measured_old, "--data", "--measured")
+    device = pick_option(device, device_old, "--platform", "--device")
     if (measured is None) == (device is None):
-        raise _usage("give exactly one of --measured or --device")
+        raise _usage("give exactly one of --data or --platform")
     if method not in ("auto", "nnls", "single"):
         raise _usage(f"--method: unknown value {method!r} (expected auto, nnls or single)")
     if out is not None and out.suffix not in (".parquet", ".csv"):
@@ -53,7 +58,7 @@ def fewshot(
     else:
         col = f"latency_ms_{device}"
         if col not in wide.columns:
-            raise _usage(f"--device {device!r}: not in help-fbnet (devices: {', '.join(hf.devices())})")
+            raise _usage(f"--platform {device!r}: not in help-fbnet (platforms: {', '.join(hf.devices())})")
         ids = np.random.default_rng(seed).choice(np.asarray(hf.TRAIN_ARCH_IDS), size=samples, replace=False)
         truth = wide.set_index("arch_id")[col]
         meas = pd.DataFrame({"arch_id": ids, "latency_ms": truth.loc[ids].to_numpy()})

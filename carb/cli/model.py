@@ -15,7 +15,7 @@ from typing import Any, List, Optional
 
 import typer
 
-from ._app import UsageError
+from ._app import UsageError, pick_option
 
 __all__ = ["register", "load_data", "parse_budgets"]
 
@@ -26,34 +26,27 @@ def _usage(msg: str) -> Exception:
     return UsageError(msg)
 
 
-def load_data(spec: str, device: str | None = None):
+def load_data(spec: str, platform: str | None = None):
     """A dataset by registry name (``carb.datasets.load``) or Parquet/CSV file path, restricted
-    to one device: ``device`` if given, else the only one present."""
-    import pandas as pd
-
+    to one platform (its ``platform`` column, or ``device`` in datasets that name it so):
+    ``platform`` if given, else the only one present."""
     from carb import datasets
 
-    if hasattr(datasets, "load"):
-        try:
-            df = datasets.load(spec)
-        except ValueError as e:  # DatasetError and friends
-            raise _usage(str(e)) from None
-    else:
-        p = Path(spec)
-        if p.suffix not in (".parquet", ".csv") or not p.exists():
-            raise _usage(f"--data {spec}: no such .parquet/.csv file (this carb has no dataset registry "
-                         "for names: carb.datasets.load is missing)")
-        df = pd.read_parquet(p) if p.suffix == ".parquet" else pd.read_csv(p)
-    if "device" in df.columns:
-        devices = sorted(map(str, df["device"].dropna().unique()))
-        if device is not None:
-            if device not in devices:
-                raise _usage(f"--device {device}: not in {spec} (devices: {', '.join(devices)})")
-            df = df[df["device"] == device]
-        elif len(devices) > 1:
-            raise _usage(f"{spec} holds {len(devices)} devices ({', '.join(devices)}); choose one with --device")
-    elif device is not None:
-        raise _usage(f"--device {device}: {spec} has no device column")
+    try:
+        df = datasets.load(spec)
+    except ValueError as e:  # DatasetError and friends
+        raise _usage(str(e)) from None
+    col = "platform" if "platform" in df.columns else "device" if "device" in df.columns else None
+    if col is not None:
+        names = sorted(map(str, df[col].dropna().unique()))
+        if platform is not None:
+            if platform not in names:
+                raise _usage(f"--platform {platform}: not in {spec} (platforms: {', '.join(names)})")
+            df = df[df[col] == platform]
+        elif len(names) > 1:
+            raise _usage(f"{spec} holds {len(names)} platforms ({', '.join(names)}); choose one with --platform")
+    elif platform is not None:
+        raise _usage(f"--platform {platform}: {spec} has no platform column")
     return df.reset_index(drop=True)
 
 
@@ -121,6 +114,48 @@ def print_results(res: dict[str, Any], console) -> None:
             console.print(f"{m}: not trained for {', '.join(ts)}")
 
 
+def _score_model(model_dir: Path, data: str, platform: str | None, budget: list[str] | None,
+                 json_out: Path | None) -> None:
+    """``carb evaluate --model``: a fitted model (bundle or calibrated) scored on a dataset."""
+    from rich.table import Table
+
+    from carb.calibrate import load_predictor
+    from carb.evaluate import metrics
+    from carb.model import UNITS
+
+    try:
+        model = load_predictor(model_dir)
+    except (ValueError, OSError) as e:
+        raise _usage(f"--model {model_dir}: {e}") from None
+    df = load_data(data, platform)
+    if "status" in df.columns:
+        df = df[df["status"] == "ok"].reset_index(drop=True)
+    try:
+        pred = model.predict(df)
+    except ValueError as e:
+        raise _usage(f"{data}: {e}") from None
+    budgets = parse_budgets(budget)
+    targets = [t for t in model.targets_ if t in df.columns and df[t].notna().any()]
+    if not targets:
+        raise _usage(f"{data}: has none of the model's targets ({', '.join(model.targets_)})")
+    res: dict[str, Any] = {"data": data, "model": str(model_dir), "rows": len(df), "results": {}}
+    table = Table("target", "n", "R² log", "MAPE", "±10%", "ρ", "cover", "acc@budget", "false acc",
+                  title=f"{model_dir} on {data} ({len(df):,} ok rows)")
+    for t in targets:
+        m = metrics(df[t].to_numpy(), pred[t].to_numpy(), pred[f"{t}_lo"].to_numpy(), pred[f"{t}_hi"].to_numpy(),
+                    budgets.get(t))
+        res["results"][t] = m
+        table.add_row(f"{t} ({UNITS[t]})", f"{int(m['n']):,}", _fmt(m["r2_log"], ".3f"), _pct(m["mape"], ".1f"),
+                      _pct(m["within_10pct"], ".0f"), _fmt(m["spearman"], ".3f"), _pct(m["coverage"], ".0f"),
+                      _pct(m["budget_accuracy"], ".0f"), _pct(m["false_accept_rate"], ".0f"))
+    console = _console()
+    console.print(table)
+    if json_out is not None:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(_clean(res), indent=2, allow_nan=False) + "\n")
+        console.print(f"wrote {json_out}")
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``train``, ``evaluate`` and ``predict`` commands to ``app``."""
 
@@ -129,7 +164,8 @@ def register(app: typer.Typer) -> None:
         data: str = typer.Option(..., "--data", help="Dataset name or .parquet/.csv file."),
         preset: str = typer.Option("default", "--preset", help="Model preset: default, paper, fast, flops-linear, lgbm."),
         out: Path = typer.Option(..., "--out", help="Bundle directory to write."),
-        device: Optional[str] = typer.Option(None, "--device", help="The device whose rows to train on (when the data holds several)."),
+        device: Optional[str] = typer.Option(None, "--platform", help="The platform whose rows to train on (when the data holds several)."),
+        device_old: Optional[str] = typer.Option(None, "--device", hidden=True, help="Old name of --platform."),
         coverage: float = typer.Option(0.9, "--coverage", help="Nominal coverage of the prediction intervals."),
         holdout: float = typer.Option(0.0, "--holdout", min=0.0, max=0.5, help="Hold out this fraction (random) and record its metrics in the manifest; the bundle is then fitted on the rest."),
         seed: int = typer.Option(0, "--seed", help="Seed of the folds, learners and holdout."),
@@ -144,7 +180,7 @@ def register(app: typer.Typer) -> None:
         _check_preset([preset])
         if not 0 < coverage < 1:
             raise _usage(f"--coverage {coverage}: must be in (0, 1)")
-        df = load_data(data, device)
+        df = load_data(data, pick_option(device, device_old, "--platform", "--device"))
         if "status" in df.columns:
             df = df[df["status"] == "ok"].reset_index(drop=True)
         console = _console()
@@ -188,14 +224,26 @@ def register(app: typer.Typer) -> None:
         presets: Optional[List[str]] = typer.Option(None, "--preset", help="Model preset to compare (repeat; default: default, paper, flops-linear, lgbm)."),
         json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the results as JSON here (results[model][target][metric])."),
         budget: Optional[List[str]] = typer.Option(None, "--budget", help="TARGET=VALUE budget for the budget metrics (repeat; default: the test median)."),
-        device: Optional[str] = typer.Option(None, "--device", help="The device whose rows to use (when the data holds several)."),
+        device: Optional[str] = typer.Option(None, "--platform", help="The platform whose rows to use (when the data holds several)."),
+        device_old: Optional[str] = typer.Option(None, "--device", hidden=True, help="Old name of --platform."),
         coverage: float = typer.Option(0.9, "--coverage", help="Nominal coverage of the prediction intervals."),
         seed: int = typer.Option(0, "--seed", help="Seed of the split and of the models."),
         n_jobs: int = typer.Option(1, "--jobs", min=1, help="Threads per learner."),
+        model_dir: Optional[Path] = typer.Option(None, "--model", help="Instead of fitting presets: score this model directory (from carb train or carb calibrate) on every ok row of the data."),
     ) -> None:
-        """Fit presets on a split of a dataset and compare them on its test side."""
+        """Fit presets on a split of a dataset and compare them on its test side, or score a model you have on a dataset.
+
+        Example: carb evaluate --data cpu-1t --split grouped --preset default --preset paper
+        """
 
         from carb.evaluate import SPLITS, evaluate
+
+        if model_dir is not None:
+            if presets:
+                raise _usage("give --preset (fit and compare) or --model (score a fitted model), not both")
+            _score_model(model_dir, data, pick_option(device, device_old, "--platform", "--device"), budget,
+                         json_out)
+            return
 
         if split not in SPLITS:
             raise _usage(f"--split {split}: unknown split (expected one of {', '.join(SPLITS)})")
@@ -204,7 +252,7 @@ def register(app: typer.Typer) -> None:
         if not 0 < coverage < 1:
             raise _usage(f"--coverage {coverage}: must be in (0, 1)")
         budgets = parse_budgets(budget)
-        df = load_data(data, device)
+        df = load_data(data, pick_option(device, device_old, "--platform", "--device"))
         console = _console()
         with console.status("evaluating") as status:
             try:
@@ -221,7 +269,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command("predict")
     def predict(
-        model_dir: Path = typer.Option(..., "--model", help="Bundle directory written by carb train."),
+        model_dir: Path = typer.Option(..., "--model", help="Model directory (from carb train or carb calibrate)."),
         space_name: Optional[str] = typer.Option(None, "--space", help="Built-in space name or TOML file."),
         configs_file: Optional[Path] = typer.Option(None, "--configs", help="Parquet/CSV file of configs."),
         out: Path = typer.Option(..., "--out", help="Output .parquet or .csv file."),
@@ -238,9 +286,12 @@ def register(app: typer.Typer) -> None:
             raise _usage("give exactly one of --space or --configs")
         if out.suffix not in (".parquet", ".csv"):
             raise _usage(f"--out {out}: unknown output type (expected .parquet or .csv)")
+        from carb.calibrate import load_predictor
+
         try:
-            model = load(model_dir, n_jobs=n_jobs)
-        except BundleError as e:
+            model = load(model_dir, n_jobs=n_jobs) if not (model_dir / "calibration.json").exists() \
+                else load_predictor(model_dir)
+        except (BundleError, ValueError, OSError) as e:
             raise _usage(str(e)) from None
         if space_name is not None:
             frame = space.load(space_name).to_frame()
@@ -268,7 +319,7 @@ def register(app: typer.Typer) -> None:
 
         write(result, out)
         _console().print(f"wrote {len(result):,} predictions to {out} (targets: {', '.join(model.targets_)}"
-                        + (f"; NaN for untrained {', '.join(model.missing_targets_)})" if model.missing_targets_ else ")"))
+                        + (f"; NaN for untrained {', '.join(missing)})" if (missing := getattr(model, "missing_targets_", [])) else ")"))
 
 
 def _clean(o: Any) -> Any:

@@ -12,14 +12,16 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from ._app import app, console, err, fail, load_model, parse_budget_options
+from ._app import app, console, err, fail, load_model, parse_budget_options, pick_option
 
 
 @app.command()
 def screen(
     space_name: str = typer.Option(..., "--space", help="Built-in space name or TOML file to screen."),
-    target: Path = typer.Option(..., "--target", help="Model directory of the target device (a bundle or a calibrated model)."),
-    source: Optional[Path] = typer.Option(None, "--source", help="Model directory of a source device for Stage 1."),
+    target: Optional[Path] = typer.Option(None, "--target-model", help="Model directory of the target device (from carb train or carb calibrate)."),
+    source: Optional[Path] = typer.Option(None, "--source-model", help="Model directory of a source device for Stage 1 (either kind)."),
+    target_old: Optional[Path] = typer.Option(None, "--target", hidden=True, help="Old name of --target-model."),
+    source_old: Optional[Path] = typer.Option(None, "--source", hidden=True, help="Old name of --source-model."),
     budget: Optional[list[str]] = typer.Option(None, "--budget", help="TARGET=VALUE per forward of the batch, e.g. latency_ms=20 (repeat)."),
     objective: Optional[list[str]] = typer.Option(None, "--objective", help="min:COLUMN or max:COLUMN (repeat); default energy per image, latency, memory, capacity."),
     risk: str = typer.Option("safe", "--risk", help="safe (interval upper bound within budget), point, or optimistic."),
@@ -32,6 +34,8 @@ def screen(
     from carb.pareto import parse_objectives
     from carb.screen import screen as run_screen
 
+    target = pick_option(target, target_old, "--target-model", "--target", required=True)
+    source = pick_option(source, source_old, "--source-model", "--source")
     budgets = parse_budget_options(budget)
     try:
         objs = parse_objectives(objective) if objective else None
@@ -86,7 +90,8 @@ def _print_shortlist(df, limit: int = 15) -> None:
 
 @app.command()
 def calibrate(
-    source: Path = typer.Option(..., "--source", help="Model directory of the source device."),
+    source: Optional[Path] = typer.Option(None, "--model", help="Model directory of the source device (from carb train or carb calibrate)."),
+    source_old: Optional[Path] = typer.Option(None, "--source", hidden=True, help="Old name of --model."),
     device: str = typer.Option("cpu", "--device", help="The new device: cpu, cuda or cuda:i."),
     threads: Optional[int] = typer.Option(None, "--threads", min=1, help="CPU threads (default 1)."),
     samples: int = typer.Option(10, "--samples", min=2, help="How many configs to measure (K)."),
@@ -100,16 +105,29 @@ def calibrate(
     from carb import space
     from carb.calibrate import NnlsMap, choose_samples, fit_calibrated
 
+    import shutil
+    import tempfile
+
+    from carb.calibrate import check_model_out
+
+    source = pick_option(source, source_old, "--model", "--source", required=True)
     if method not in ("log", "nnls"):
         fail(f"--method: unknown value {method!r} (expected log or nnls)")
+    try:  # before measuring anything: a calibrated model never overwrites a model or its source
+        check_model_out(out, source)
+    except ValueError as e:
+        fail(f"--out: {e}")
 
     src = load_model(source)
     sp = space.load(space_name)
     pick = choose_samples(sp.to_frame(), src, samples, seed=seed)
-    measured = _measure_frame(pick, device, threads, max_time, out / "calibration.duckdb", "calibrating")
-    model = fit_calibrated(src, measured, meta={"device": device, "samples": samples, "space": sp.name,
-                                                "seed": seed, "source": str(source)}, method=method)
-    model.save(out, source_dir=source if not (Path(source) / "calibration.json").exists() else None)
+    with tempfile.TemporaryDirectory(prefix="carb-calibrate-") as tmp:
+        store = Path(tmp) / "calibration.duckdb"
+        measured = _measure_frame(pick, device, threads, max_time, store, "calibrating")
+        model = fit_calibrated(src, measured, meta={"device": device, "samples": samples, "space": sp.name,
+                                                    "seed": seed, "source": str(source)}, method=method)
+        model.save(out, source_dir=source)
+        shutil.copy2(store, out / "calibration.duckdb")  # the K measurements, kept with the model
     t = Table("target", "K", "map", "interval widening (x)", title=f"calibrated to {device}")
     for name, m in model.maps_.items():
         if isinstance(m, NnlsMap):
@@ -119,7 +137,7 @@ def calibrate(
         terms = ["%.3g" % m.coef[0], "%.3g·log s" % m.coef[1]] + (["%.3g·log batch" % m.coef[2]] if len(m.coef) == 3 else [])
         t.add_row(name, str(m.n), "log y = " + " + ".join(terms), f"{np.exp(m.q):.2f}")
     console.print(t)
-    console.print(f"wrote {out} (use it as --target of carb screen)")
+    console.print(f"wrote {out} (a model directory: use it as --target-model of carb screen, or --model anywhere)")
 
 
 def _measure_frame(df, device: str, threads: Optional[int], max_time: float, store_path: Path, what: str):
@@ -159,7 +177,8 @@ def _measure_frame(df, device: str, threads: Optional[int], max_time: float, sto
 def validate(
     screen_dir: Path = typer.Option(..., "--screen", help="Output directory of carb screen."),
     device: Optional[str] = typer.Option(None, "--device", help="Measure on this device (cpu, cuda[:i])."),
-    truth: Optional[str] = typer.Option(None, "--truth", help="Instead of measuring: a dataset (name or file) that measured the whole space on the target."),
+    truth: Optional[str] = typer.Option(None, "--data", help="Instead of measuring: a dataset (name or file) that measured the whole space on the target."),
+    truth_old: Optional[str] = typer.Option(None, "--truth", hidden=True, help="Old name of --data."),
     threads: Optional[int] = typer.Option(None, "--threads", min=1, help="CPU threads (default 1)."),
     control: int = typer.Option(10, "--control", min=0, help="Random configs of the space measured besides the shortlist."),
     limit: int = typer.Option(20, "--limit", min=1, help="Measure at most this many shortlisted configs (best ranked first)."),
@@ -173,8 +192,9 @@ def validate(
     from carb import space
     from carb.validate import budget_metrics, truly_feasible, validate_against_truth
 
+    truth = pick_option(truth, truth_old, "--data", "--truth")
     if (device is None) == (truth is None):
-        fail("give exactly one of --device or --truth")
+        fail("give exactly one of --device or --data")
     try:
         summary = json.loads((screen_dir / "summary.json").read_text())
         shortlist = pd.read_parquet(screen_dir / "shortlist.parquet")
