@@ -299,7 +299,11 @@ def capture(module: Any, example_input: Any, precision: str | None = None, *, fo
         precision = {v: k for k, v in DTYPES.items()}.get(str(inputs[0].dtype).removeprefix("torch."), "fp32")
     work = module
     try:
-        gm = fx.symbolic_trace(work)
+        # buffers as graph attributes too (fx's default folds code on buffers into
+        # constants computed at trace time, on the real tensors)
+        tracer = fx.Tracer()
+        tracer.proxy_buffer_attributes = True
+        gm = fx.GraphModule(work, tracer.trace(work))
     except Exception as e:  # noqa: BLE001 - whatever fx raises, the user gets one line
         msg = " ".join(str(e).split())[:300]
         raise CaptureError(f"module does not trace with torch.fx ({type(e).__name__}: {msg})") from None
@@ -437,7 +441,7 @@ _COLUMNS = ["name", "target", "kind", "op", "in_shape", "out_shape", "batch", "c
 
 def _nchw(shape: Sequence[int]) -> tuple[int, int, int, int]:
     """(N, C, H, W) reading of a shape: 4-D as is, 3-D (N, L, C) tokens as N, C, L, 1,
-    2-D (N, C) as N, C, 1, 1."""
+    2-D (N, C) as N, C, 1, 1, 5-D and more with the middle dimensions as channels."""
     s = tuple(int(d) for d in shape)
     if len(s) == 4:
         return s
@@ -449,7 +453,7 @@ def _nchw(shape: Sequence[int]) -> tuple[int, int, int, int]:
         return 1, s[0], 1, 1
     if len(s) == 0:
         return 1, 1, 1, 1
-    return s[0], s[1], int(math.prod(s[2:])), 1
+    return s[0], int(math.prod(s[1:-2])), s[-2], s[-1]  # 5-D and more: the middle dimensions as channels
 
 
 def _name(target: Any) -> str:

@@ -1,0 +1,493 @@
+"""The ``layers`` family: one layer of a CNN per config, for per-operator cost models.
+
+A :class:`LayerConfig` is one operator at one shape: ``op`` (see :data:`OPS`), input
+channels ``cin``, output channels ``cout``, input height = width ``input_size``, ``kernel``,
+``stride``, ``groups``, ``batch`` and ``precision``. Measuring many of them with the
+ordinary pipeline (``carb characterize --space layers``) gives the per-operator data the
+network model (:mod:`carb.netmodel`) is fitted on; :func:`layer_frame` gives the same
+closed-form columns as :func:`carb.graph.capture` gives for a layer of a traced network, so
+one model prices both.
+
+Operators and what their parameters mean (NCHW tensors, ``s = input_size``):
+
+- ``conv``: ``nn.Conv2d(cin, cout, kernel, stride, padding=kernel // 2, groups, bias=False)``
+  on ``(batch, cin, s, s)``: dense (``groups=1``), grouped, depthwise (``groups == cin ==
+  cout``) and pointwise (``kernel=1``). In a space grid ``cout = 0`` and ``groups = 0`` mean
+  "equal to ``cin``" (a depthwise grid), resolved when the config is made;
+- ``linear``: ``nn.Linear(cin, cout)`` on ``(batch, cin)`` (``s = 1``) or on tokens
+  ``(batch, s*s, cin)``;
+- ``matmul``: attention-style batched ``torch.matmul`` of ``(batch, groups, s*s, cin)`` by
+  ``(batch, groups, cin, cout)`` (``groups`` = heads);
+- ``bn``: ``nn.BatchNorm2d(cin)`` (eval); ``relu``, ``relu6``, ``hardswish``,
+  ``hardsigmoid``, ``sigmoid``, ``silu``, ``gelu``: the activation modules (out of place) on
+  ``(batch, cin, s, s)``;
+- ``maxpool``, ``avgpool``: ``kernel``, ``stride``, ``padding = (kernel - 1) // 2``;
+  ``gap``: ``nn.AdaptiveAvgPool2d(1)``;
+- ``add``: ``x + y``, both ``(batch, cin, s, s)``; ``mul``: ``x * y`` with ``y`` of shape
+  ``(batch, cin, 1, 1)`` (squeeze-excitation's scaling, broadcast);
+- ``cat``: ``torch.cat`` along channels of ``(batch, cin, s, s)`` and ``(batch, cout, s, s)``
+  (output ``cin + cout`` channels);
+- ``copy``: channel shuffle of ``groups`` groups (view, transpose, ``contiguous`` copy,
+  view): the only operator of it that costs is the copy;
+- ``softmax``: over the last dimension of ``(batch, cin, s, s)``;
+- ``se``: a whole squeeze-excitation block (global average pool, 1x1 conv ``cin -> cout``
+  with bias, ReLU, 1x1 conv ``cout -> cin`` with bias, sigmoid, broadcast multiply): a
+  composite, measured to check that the sum of its primitives' predictions holds.
+
+Fields that an operator does not use are normalised (``kernel = stride = groups = 1``,
+``cout = cin``) so that equal layers have equal ids.
+
+The built module keeps its input tensors as buffers and ignores the tensor its ``forward``
+receives (the measurement backends feed every family ``(batch, 3, s, s)``), so a timed
+forward is this operator alone (plus one module call).
+
+This module imports torch only when a module is built.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
+
+import numpy as np
+import pandas as pd
+
+from ._base import BYTES_PER_ELEMENT, PRECISIONS, Family, SpaceError, _as_int, _py, missing
+
+if TYPE_CHECKING:  # pragma: no cover
+    from torch import nn
+
+__all__ = ["FAMILY", "OPS", "PARAMETERS", "LayerConfig", "build", "features", "layer_frame", "LAYER_COLUMNS",
+           "LAYERS"]
+
+FAMILY = "layers"
+
+#: Operators of the family (see the module docstring).
+OPS: tuple[str, ...] = ("conv", "linear", "matmul", "bn", "relu", "relu6", "hardswish", "hardsigmoid", "sigmoid",
+                        "silu", "gelu", "maxpool", "avgpool", "gap", "add", "mul", "cat", "copy", "softmax", "se")
+_ACTS = ("bn", "relu", "relu6", "hardswish", "hardsigmoid", "sigmoid", "silu", "gelu", "softmax")
+#: Operators whose ``cout`` is a free parameter.
+_WITH_COUT = ("conv", "linear", "matmul", "cat", "se")
+_WITH_KERNEL = ("conv", "maxpool", "avgpool")
+_WITH_GROUPS = ("conv", "matmul", "copy")
+
+#: The parameters of a config (the fields of :class:`LayerConfig`).
+PARAMETERS: tuple[str, ...] = ("op", "cin", "cout", "input_size", "kernel", "stride", "groups", "batch", "precision")
+
+
+@dataclass(frozen=True)
+class LayerConfig:
+    """One layer and how it is run (see the module docstring for each operator).
+
+    Attributes:
+        op: one of :data:`OPS`.
+        cin: input channels (features for ``linear``/``matmul``).
+        cout: output channels (``0``: equal to ``cin``).
+        input_size: input height = width (tokens side for ``linear``/``matmul``). Units: px.
+        kernel: kernel side (``conv``, pools).
+        stride: stride (``conv``, pools).
+        groups: groups of a ``conv`` (``0``: depthwise, ``cin``), heads of a ``matmul``,
+            shuffle groups of a ``copy``.
+        batch: images per forward.
+        precision: ``fp32``, ``fp16`` or ``bf16``.
+
+    Raises:
+        carb.space.SpaceError: (one line) an invalid value.
+    """
+
+    op: str
+    cin: int
+    cout: int = 0
+    input_size: int = 1
+    kernel: int = 1
+    stride: int = 1
+    groups: int = 1
+    batch: int = 1
+    precision: str = "fp32"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "op", _py(self.op))
+        for name in ("cin", "cout", "input_size", "kernel", "stride", "groups", "batch"):
+            object.__setattr__(self, name, _as_int(name, getattr(self, name)))
+        op = self.op
+        if not isinstance(op, str) or op not in OPS:
+            raise SpaceError(f"op: unknown value {op!r} (expected one of {', '.join(OPS)})")
+        # normalise the fields an operator does not use, so that equal layers hash equally
+        if op not in _WITH_COUT or self.cout == 0:
+            object.__setattr__(self, "cout", self.cin)
+        if op not in _WITH_KERNEL:
+            object.__setattr__(self, "kernel", 1)
+            object.__setattr__(self, "stride", 1)
+        if op not in _WITH_GROUPS:
+            object.__setattr__(self, "groups", 1)
+        elif self.groups == 0:
+            object.__setattr__(self, "groups", self.cin)
+        problem = self.problem()
+        if problem:
+            raise SpaceError(problem)
+
+    def problem(self) -> str | None:
+        """Why this config is invalid (one line), or ``None``."""
+        for name in ("cin", "cout", "input_size", "kernel", "stride", "groups", "batch"):
+            if getattr(self, name) < 1:
+                return f"{name}: {getattr(self, name)} must be >= 1"
+        if self.precision not in PRECISIONS:
+            return f"precision: unknown value {self.precision!r} (expected one of {', '.join(PRECISIONS)})"
+        if self.op == "conv" and (self.cin % self.groups or self.cout % self.groups):
+            return f"groups: {self.groups} must divide cin ({self.cin}) and cout ({self.cout})"
+        if self.op == "copy" and self.cin % self.groups:
+            return f"groups: {self.groups} must divide cin ({self.cin})"
+        if self.op in ("maxpool", "avgpool") and self.kernel > self.input_size + 2 * ((self.kernel - 1) // 2):
+            return f"kernel: {self.kernel} larger than the padded input ({self.input_size})"
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict: ``family`` (``"layers"``) and the parameters."""
+        return {"family": FAMILY, "op": self.op, "cin": self.cin, "cout": self.cout, "input_size": self.input_size,
+                "kernel": self.kernel, "stride": self.stride, "groups": self.groups, "batch": self.batch,
+                "precision": self.precision}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "LayerConfig":
+        """A config from its parameters (``family``, if present, must be ``layers``)."""
+        d = dict(d)
+        family = d.pop("family", FAMILY)
+        if family != FAMILY:
+            raise SpaceError(f"family: {family!r} is not {FAMILY!r}")
+        unknown = set(d) - set(PARAMETERS)
+        if unknown:
+            raise SpaceError(f"unknown parameter {sorted(unknown)[0]!r} (known: {', '.join(PARAMETERS)})")
+        for need in ("op", "cin"):
+            if need not in d:
+                raise SpaceError(f"{need}: missing")
+        return cls(**d)
+
+    def canonical(self) -> str:
+        """Canonical JSON text (sorted keys, no spaces); its hash is the id."""
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+
+    @property
+    def config_id(self) -> str:
+        """Stable 16-hex-digit id: SHA-256 of :meth:`canonical` (``family`` included)."""
+        return hashlib.sha256(self.canonical().encode()).hexdigest()[:16]
+
+    def label(self) -> str:
+        """e.g. ``conv-c64x128-s28-k3s2g1-b1-fp32``."""
+        return (f"{self.op}-c{self.cin}x{self.cout}-s{self.input_size}-k{self.kernel}s{self.stride}g{self.groups}"
+                f"-b{self.batch}-{self.precision}")
+
+
+# --------------------------------------------------------------------------- module
+
+
+@functools.cache
+def _torch_classes() -> Any:
+    import torch
+    from torch import nn
+
+    class Layer(nn.Module):
+        """One operator on inputs held as buffers (the forward's argument is ignored)."""
+
+        def __init__(self, cfg: LayerConfig) -> None:
+            super().__init__()
+            b, c, o, s, k = cfg.batch, cfg.cin, cfg.cout, cfg.input_size, cfg.kernel
+            op = cfg.op
+            self.op = op
+            x_shape: tuple[int, ...] = (b, c, s, s)
+            y_shape: tuple[int, ...] | None = None
+            if op == "conv":
+                self.layer = nn.Conv2d(c, o, k, cfg.stride, padding=k // 2, groups=cfg.groups, bias=False)
+            elif op == "linear":
+                self.layer = nn.Linear(c, o)
+                x_shape = (b, c) if s == 1 else (b, s * s, c)
+            elif op == "matmul":
+                x_shape, y_shape = (b, cfg.groups, s * s, c), (b, cfg.groups, c, o)
+            elif op == "bn":
+                self.layer = nn.BatchNorm2d(c)
+            elif op in ("relu", "relu6", "hardswish", "hardsigmoid", "sigmoid", "silu", "gelu"):
+                self.layer = {"relu": nn.ReLU, "relu6": nn.ReLU6, "hardswish": nn.Hardswish,
+                              "hardsigmoid": nn.Hardsigmoid, "sigmoid": nn.Sigmoid, "silu": nn.SiLU,
+                              "gelu": nn.GELU}[op]()
+            elif op == "maxpool":
+                self.layer = nn.MaxPool2d(k, cfg.stride, padding=(k - 1) // 2)
+            elif op == "avgpool":
+                self.layer = nn.AvgPool2d(k, cfg.stride, padding=(k - 1) // 2)
+            elif op == "gap":
+                self.layer = nn.AdaptiveAvgPool2d(1)
+            elif op == "softmax":
+                self.layer = nn.Softmax(dim=-1)
+            elif op == "add":
+                y_shape = x_shape
+            elif op == "mul":
+                y_shape = (b, c, 1, 1)
+            elif op == "cat":
+                y_shape = (b, o, s, s)
+            elif op == "se":
+                self.pool = nn.AdaptiveAvgPool2d(1)
+                self.fc1 = nn.Conv2d(c, o, 1)
+                self.act = nn.ReLU(inplace=True)
+                self.fc2 = nn.Conv2d(o, c, 1)
+                self.gate = nn.Sigmoid()
+            self.groups = cfg.groups
+            self.register_buffer("x", torch.randn(x_shape), persistent=False)
+            if y_shape is not None:
+                self.register_buffer("y", torch.randn(y_shape), persistent=False)
+
+        def forward(self, _: Any = None) -> Any:
+            op, x = self.op, self.x
+            if op == "matmul":
+                return torch.matmul(x, self.y)
+            if op == "add":
+                return x + self.y
+            if op == "mul":
+                return x * self.y
+            if op == "cat":
+                return torch.cat((x, self.y), 1)
+            if op == "copy":
+                n, c, h, w = x.shape
+                return x.view(n, self.groups, c // self.groups, h, w).transpose(1, 2).contiguous().view(n, c, h, w)
+            if op == "se":
+                s = self.pool(x)
+                s = self.fc1(s)
+                s = self.act(s)
+                s = self.fc2(s)
+                s = self.gate(s)
+                return x * s
+            return self.layer(x)
+
+    return Layer
+
+
+def build(config: LayerConfig | Mapping[str, Any]) -> "nn.Module":
+    """The module of a layer config, in eval mode, fp32 (cast it with ``.to(dtype)``: its
+    input buffers follow). Created on torch's current default device.
+
+    Raises:
+        carb.space.SpaceError: the config is invalid (one line).
+    """
+    cfg = config if isinstance(config, LayerConfig) else LayerConfig.from_dict(config)
+    from ._base import init_weights
+
+    m = _torch_classes()(cfg)
+    init_weights(m)
+    return m.eval()
+
+
+# --------------------------------------------------------------------------- features
+
+#: The per-layer columns :func:`layer_frame` gives, the same as :func:`carb.graph.capture`'s
+#: (``h``/``w``: input side, ``ho``/``wo``: output side, px; ``cout``: output channels;
+#: FLOP, counts and B as there).
+LAYER_COLUMNS: list[str] = ["op", "batch", "cin", "h", "w", "cout", "ho", "wo", "kernel", "stride", "groups",
+                            "bytes_per_element", "flops", "params", "weight_bytes", "in_bytes", "out_bytes",
+                            "bytes", "n_inputs", "broadcast"]
+
+
+def _ints(df: pd.DataFrame, name: str, default: int) -> np.ndarray:
+    if name not in df.columns:
+        return np.full(len(df), default, dtype=np.int64)
+    v = pd.to_numeric(df[name], errors="coerce").fillna(default).to_numpy()
+    return v.astype(np.int64)
+
+
+def layer_frame(configs: LayerConfig | Iterable[LayerConfig] | pd.DataFrame) -> pd.DataFrame:
+    """Closed-form per-layer columns (:data:`LAYER_COLUMNS`) of layer configs, vectorised,
+    with the same meanings as :func:`carb.graph.capture`'s rows for the same operator
+    (``se`` rows: its totals; ``op`` stays ``se``). No module is built.
+
+    ``configs`` may be configs or a table of rows with the parameter columns.
+    """
+    if isinstance(configs, pd.DataFrame):
+        df = configs
+        if len(df) and "op" not in df.columns:
+            raise SpaceError("layers: a table of layer configs needs an op column")
+        rows = [LayerConfig.from_dict({k: v for k, v in r.items() if k in PARAMETERS and not missing(v)})
+                for r in df.to_dict("records")]
+        index = df.index
+    else:
+        rows = [configs] if isinstance(configs, LayerConfig) else list(configs)
+        index = pd.RangeIndex(len(rows))
+    n = len(rows)
+    op = np.array([r.op for r in rows], dtype=object)
+    b = np.array([r.batch for r in rows], dtype=np.int64)
+    c = np.array([r.cin for r in rows], dtype=np.int64)
+    o = np.array([r.cout for r in rows], dtype=np.int64)
+    s = np.array([r.input_size for r in rows], dtype=np.int64)
+    k = np.array([r.kernel for r in rows], dtype=np.int64)
+    st = np.array([r.stride for r in rows], dtype=np.int64)
+    g = np.array([r.groups for r in rows], dtype=np.int64)
+    bpe = np.array([BYTES_PER_ELEMENT[r.precision] for r in rows], dtype=np.int64)
+    h = s.copy()
+    w = s.copy()
+    ho = s.copy()
+    wo = s.copy()
+    cout = c.copy()
+    flops = np.zeros(n, np.int64)
+    params = np.zeros(n, np.int64)
+    weights = np.zeros(n, np.int64)  # elements of parameters and buffers
+    in_el = b * c * s * s
+    out_el = in_el.copy()
+    n_in = np.ones(n, np.int64)
+    bcast = np.zeros(n, bool)
+    is_ = {name: op == name for name in OPS}
+
+    m = is_["conv"]
+    pad = k // 2
+    ho[m] = (s[m] + 2 * pad[m] - k[m]) // st[m] + 1
+    wo[m] = ho[m]
+    cout[m] = o[m]
+    flops[m] = 2 * b[m] * (c[m] // g[m]) * o[m] * k[m] ** 2 * ho[m] ** 2
+    params[m] = o[m] * (c[m] // g[m]) * k[m] ** 2
+    weights[m] = params[m]
+    out_el[m] = b[m] * o[m] * ho[m] ** 2
+
+    m = is_["linear"]
+    tokens = s * s
+    h[m] = np.where(s[m] == 1, 1, tokens[m])
+    w[m] = 1
+    ho[m], wo[m], cout[m] = h[m], 1, o[m]
+    flops[m] = 2 * b[m] * tokens[m] * c[m] * o[m]
+    params[m] = c[m] * o[m] + o[m]
+    weights[m] = params[m]
+    in_el[m] = b[m] * tokens[m] * c[m]
+    out_el[m] = b[m] * tokens[m] * o[m]
+
+    m = is_["matmul"]
+    # graph reading of (batch, heads, T, C): batch, heads as channels, T x C as h x w
+    h[m], w[m] = tokens[m], c[m]
+    ho[m], wo[m] = tokens[m], o[m]
+    cout[m] = g[m]
+    flops[m] = 2 * b[m] * g[m] * tokens[m] * c[m] * o[m]
+    in_el[m] = b[m] * g[m] * (tokens[m] * c[m] + c[m] * o[m])
+    out_el[m] = b[m] * g[m] * tokens[m] * o[m]
+    n_in[m] = 2
+    c[m] = g[m]
+
+    m = is_["bn"]
+    params[m] = 2 * c[m]
+    weights[m] = 4 * c[m]  # weight, bias, running mean and variance (+ an 8-byte counter, below)
+
+    for name in ("maxpool", "avgpool"):
+        m = is_[name]
+        p = (k[m] - 1) // 2
+        ho[m] = (s[m] + 2 * p - k[m]) // st[m] + 1
+        wo[m] = ho[m]
+        out_el[m] = b[m] * c[m] * ho[m] ** 2
+    m = is_["gap"]
+    ho[m] = wo[m] = 1
+    out_el[m] = b[m] * c[m]
+
+    m = is_["add"]
+    in_el[m] = 2 * b[m] * c[m] * s[m] ** 2
+    n_in[m] = 2
+    m = is_["mul"]
+    in_el[m] = b[m] * c[m] * s[m] ** 2 + b[m] * c[m]
+    n_in[m] = 2
+    bcast[m] = True
+    m = is_["cat"]
+    in_el[m] = b[m] * (c[m] + o[m]) * s[m] ** 2
+    out_el[m] = in_el[m]
+    cout[m] = c[m] + o[m]
+    n_in[m] = 2
+
+    m = is_["se"]
+    flops[m] = 2 * 2 * b[m] * c[m] * o[m]
+    params[m] = 2 * c[m] * o[m] + c[m] + o[m]
+    weights[m] = params[m]
+
+    g[is_["matmul"] | is_["copy"]] = 1  # the graph reads heads as channels and a shuffle as a copy
+    weight_bytes = weights * bpe + np.where(is_["bn"], 8, 0)
+    in_bytes, out_bytes = in_el * bpe, out_el * bpe
+    out = pd.DataFrame({
+        "op": op, "batch": b, "cin": c, "h": h, "w": w, "cout": cout, "ho": ho, "wo": wo, "kernel": k,
+        "stride": st, "groups": g, "bytes_per_element": bpe, "flops": flops, "params": params,
+        "weight_bytes": weight_bytes, "in_bytes": in_bytes, "out_bytes": out_bytes,
+        "bytes": in_bytes + weight_bytes + out_bytes, "n_inputs": n_in, "broadcast": bcast,
+    }, index=index)
+    return out
+
+
+def features(df: pd.DataFrame) -> pd.DataFrame:
+    """The family's feature columns for a table of layer rows: :data:`LAYER_COLUMNS`
+    (prefixed ``layer_`` where a name would clash with a parameter: ``layer_cin`` ...) and the
+    :mod:`carb.features` columns that apply (``flops``, ``params``, ``weight_bytes``,
+    ``model_bytes``, ``input_bytes``, ``output_bytes``, ``bytes_per_element``)."""
+    lf = layer_frame(df)
+    out = df.copy()
+    for col in LAYER_COLUMNS:
+        name = f"layer_{col}" if col in PARAMETERS or col == "op" else col
+        out[name] = lf[col].to_numpy()
+    out["model_bytes"] = lf["weight_bytes"].to_numpy()
+    out["input_bytes"] = lf["in_bytes"].to_numpy()
+    out["output_bytes"] = lf["out_bytes"].to_numpy()
+    return out
+
+
+def _from_row(row: Mapping[str, Any]) -> LayerConfig:
+    d = {k: row[k] for k in PARAMETERS if k in row and not missing(row[k])}
+    return LayerConfig.from_dict(d)
+
+
+def _to_row(config: LayerConfig) -> dict[str, Any]:
+    return config.to_dict()
+
+
+LAYERS = Family(name=FAMILY, config_type=LayerConfig, from_row=_from_row, to_row=_to_row, build=build,
+                features=features,
+                description="single CNN layers (conv incl. depthwise/grouped, linear, matmul, BN, activations, "
+                            "pools, add/mul/cat, shuffle, SE) for per-operator cost models",
+                parameters=tuple(p for p in PARAMETERS))
+
+
+#: Layers per operator group in :func:`balanced_sample` (for ``n = 400``; scaled to ``n``):
+#: the expensive, shape-rich convolutions get most, every operator gets some.
+QUOTAS: dict[str, int] = {
+    "conv_dense": 80, "conv_stem": 14, "conv_dw": 56, "conv_grouped": 44, "conv_fc": 12, "linear": 14, "matmul": 10,
+    "bn": 14, "relu": 9, "relu6": 7, "hardswish": 7, "hardsigmoid": 7, "sigmoid": 7, "silu": 7, "gelu": 5,
+    "softmax": 5, "gap": 9, "add": 12, "mul": 10, "maxpool": 9, "avgpool": 9, "cat": 12, "copy": 10, "se": 10,
+}
+
+
+def op_group(c: LayerConfig) -> str:
+    """The sampling group of a layer: its op, convolutions split into dense, stem (3 input
+    channels), depthwise, grouped and fully connected (1x1 on a 1x1 map)."""
+    if c.op != "conv":
+        return c.op
+    if c.cin == 3:
+        return "conv_stem"
+    if c.input_size == 1:
+        return "conv_fc"
+    if c.groups == 1:
+        return "conv_dense"
+    return "conv_dw" if c.groups == c.cin == c.cout else "conv_grouped"
+
+
+def balanced_sample(configs: Iterable[LayerConfig], n: int = 400, seed: int = 0) -> list[LayerConfig]:
+    """A sample of about ``n`` layers with :data:`QUOTAS` per operator group, each group
+    space-filling over its own parameters (greedy farthest point on log-scaled shapes), so
+    that cheap operators are not crowded out by the many convolutions of a space."""
+    rng = np.random.default_rng(seed)
+    groups: dict[str, list[LayerConfig]] = {}
+    for c in configs:
+        groups.setdefault(op_group(c), []).append(c)
+    total = sum(QUOTAS.values())
+    out: list[LayerConfig] = []
+    for name in sorted(groups):
+        cs = groups[name]
+        k = min(len(cs), max(1, round(QUOTAS.get(name, 5) * n / total)))
+        X = np.log2(np.array([[c.cin, c.cout, c.input_size, c.kernel, c.stride, c.groups, c.batch] for c in cs],
+                             dtype=np.float64))
+        span = X.max(axis=0) - X.min(axis=0)
+        X = (X - X.min(axis=0)) / np.where(span > 0, span, 1.0) + rng.uniform(0, 1e-6, X.shape)
+        first = int(rng.integers(len(cs)))
+        chosen = [first]
+        d = ((X - X[first]) ** 2).sum(axis=1)
+        for _ in range(k - 1):
+            i = int(np.argmax(d))
+            chosen.append(i)
+            d = np.minimum(d, ((X - X[i]) ** 2).sum(axis=1))
+        out += [cs[i] for i in sorted(chosen)]
+    return out
