@@ -309,3 +309,55 @@ def test_backend_restores_the_clocks_when_its_start_fails(monkeypatch):
         CudaBackend("cuda:0", _fake=True, _gpu=gpu, calibration_s=0.2, protocol=FAST)
     assert [c[0] for c in gpu.calls] == ["set_gpu_locked_clocks", "set_memory_locked_clocks",
                                          "reset_memory_locked_clocks", "reset_gpu_locked_clocks"]
+
+
+# --------------------------------------------------------------------------- scripts/gpu_run.sh (CPU rehearsal)
+
+GPU_RUN = ROOT / "scripts" / "gpu_run.sh"
+
+
+def _gpu_run(*args, **kw):
+    import subprocess
+
+    return subprocess.run(["bash", str(GPU_RUN), *args], capture_output=True, text=True, **kw)
+
+
+def test_gpu_run_argument_handling():
+    r = _gpu_run("--help")
+    assert r.returncode == 0 and "time-boxed" in r.stdout
+    for bad, word in ((["--device", "tpu"], "--device"), (["--budget-s", "8m"], "whole number"),
+                      (["--budget-s", "30", "--reserve-s", "45"], "must exceed"), (["--frobnicate"], "unknown argument"),
+                      (["--platform", "a/b"], "--platform"), (["--space"], "needs a value")):
+        r = _gpu_run(*bad)
+        assert r.returncode == 2 and r.stderr.startswith("error: ") and word in r.stderr, (bad, r.stderr)
+        assert len(r.stderr.strip().splitlines()) == 1  # one line, no traceback
+    r = _gpu_run("--dry-run", "--device", "cpu", "--space", "tiny")
+    assert r.returncode == 0 and "device=cpu space=tiny" in r.stdout and "platform=cpu-rehearsal" in r.stdout
+    r = _gpu_run("--dry-run")
+    assert "device=cuda space=screening" in r.stdout and "budget_s=480" in r.stdout and "platform=h200" in r.stdout
+
+
+@pytest.mark.slow
+def test_gpu_run_rehearsal_on_the_cpu(tmp_path):
+    """The whole script on the CPU: validate_gpu.py's synthetic rehearsal, a sample of the
+    tiny space, the campaign, the export and the summary (figures: real CPU latency and
+    memory; the validation's are synthetic)."""
+    import json
+    import sys
+
+    out = tmp_path / "out"
+    r = _gpu_run("--device", "cpu", "--space", "tiny", "--samples", "3", "--budget-s", "240", "--min-configs", "0",
+                 "--out", str(out), "--python", sys.executable, timeout=400)
+    files = sorted(p.name for p in out.iterdir())
+    assert files == ["cpu-rehearsal.duckdb", "cpu-rehearsal.parquet", "env.json", "run.log", "summary.json",
+                     "validate.json"], (files, r.stdout[-2000:])
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["configs_by_status"] == {"ok": 3} and summary["characterize_exit"] == 0
+    assert summary["validate_synthetic"] is True
+    validate = json.loads((out / "validate.json").read_text())
+    assert validate["synthetic"] is True and len(validate["checks"]) >= 10
+    assert r.returncode == (0 if summary["validate_passed"] else 1)
+    import pandas as pd
+
+    df = pd.read_parquet(out / "cpu-rehearsal.parquet")
+    assert len(df) == 3 and {"energy_pkg_j", "energy_dram_j", "latency_ms", "memory_mb"} <= set(df.columns)

@@ -1009,7 +1009,10 @@ class CudaBackend(Backend):
         protocol: the repeat/stop protocol; default ``Protocol.default_for("cuda")``.
         cudnn_benchmark: ``torch.backends.cudnn.benchmark`` in the worker (default off:
             autotuning makes latency depend on the tuner's choice; recorded).
-        min_window_s: shortest timed window, seconds (the energy counter needs long ones).
+        min_window_s: floor of a timed window, seconds. A window also lasts at least 10
+            update periods of the energy counter (:func:`energy_window_s`), which dominates
+            wherever the counter updates every 10 ms or slower; 0.1 s keeps six windows
+            (the fewest that give a median CI) near a second per config.
         calibration_s: idle seconds at start-up to measure the counter's update period and
             the idle power. Units: s.
         start_timeout_s: how long the worker may take to start (CUDA init). Units: s.
@@ -1024,7 +1027,7 @@ class CudaBackend(Backend):
 
     def __init__(self, device: str = "cuda:0", *, lock_clocks: bool = True, sm_clock_mhz: int | None = None,
                  mem_clock_mhz: int | None = None, protocol: Protocol | None = None,
-                 cudnn_benchmark: bool = False, min_window_s: float = 0.5, calibration_s: float = 2.0,
+                 cudnn_benchmark: bool = False, min_window_s: float = 0.1, calibration_s: float = 2.0,
                  start_timeout_s: float = 180.0, _fault: str | None = None, _fake: bool = False,
                  _gpu: Any = None, _arch: str = "carb.arch") -> None:
         m = re.fullmatch(r"cuda(?::(\d+))?", device.strip().lower())
