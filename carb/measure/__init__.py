@@ -10,7 +10,9 @@ Both backends run configs in worker processes (multiprocessing ``forkserver`` fo
 CPU, ``spawn`` for CUDA), so a script that uses them needs the usual
 ``if __name__ == "__main__":`` guard.
 
-Importing this package is cheap: torch and pynvml are imported when a backend starts.
+Importing this package is cheap: torch and Zeus (``zeus.device``: GPU discovery, energy
+counters, power, clock control; RAPL zones for the CPU) are imported when a backend
+starts, so CPU-only use never needs a GPU library to load.
 """
 
 from __future__ import annotations
