@@ -24,7 +24,8 @@
 #     counter's update period that step 1 observed: six windows of max(0.1 s, 10 periods),
 #     the fewest that give a median CI; --timeout 60 s per config. It runs under
 #     `timeout -s INT` (the campaign stops after the config in flight and keeps every
-#     committed config), leaving --reserve-s seconds for the export.
+#     committed config), leaving --reserve-s seconds for the export. --max-time S
+#     overrides the cap (fewer windows: more configs, wider CIs).
 #  4. carb dataset export -> <name>.parquet; a summary.json (counts, energy coverage, CI
 #     medians, cap used, timings).
 #
@@ -50,8 +51,9 @@ PLATFORM=""
 PY=${PYTHON:-python3}
 DRY_RUN=0
 VALIDATE_S=""
+MAX_TIME_OVERRIDE=""
 
-usage() { sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "error: $*" >&2; exit 2; }
 
 while [ $# -gt 0 ]; do
@@ -66,6 +68,7 @@ while [ $# -gt 0 ]; do
     --platform) PLATFORM=${2:-}; shift 2 || die "--platform needs a value" ;;
     --python) PY=${2:-}; shift 2 || die "--python needs a value" ;;
     --validate-s) VALIDATE_S=${2:-}; shift 2 || die "--validate-s needs a value" ;;
+    --max-time) MAX_TIME_OVERRIDE=${2:-}; shift 2 || die "--max-time needs a value" ;;
     --dry-run) DRY_RUN=1; shift ;;
     -h|--help) usage; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
@@ -91,6 +94,8 @@ if [ -z "$VALIDATE_S" ]; then
   if [ "$DEVICE" = cpu ]; then VALIDATE_S=120; else VALIDATE_S=150; fi
 fi
 [[ "$VALIDATE_S" =~ ^[0-9]+$ ]] || die "--validate-s: '$VALIDATE_S' is not a whole number"
+[ -z "$MAX_TIME_OVERRIDE" ] || [[ "$MAX_TIME_OVERRIDE" =~ ^[0-9]+(\.[0-9]+)?$ ]] \
+  || die "--max-time: '$MAX_TIME_OVERRIDE' is not a number of seconds"
 
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 STORE="$OUT_DIR/$PLATFORM.duckdb"
@@ -101,7 +106,7 @@ SITE="$WORK/site"
 if [ "$DRY_RUN" = 1 ]; then
   cat <<EOF
 plan: device=$DEVICE space=$SPACE samples=$SAMPLES budget_s=$BUDGET_S reserve_s=$RESERVE_S validate_s=$VALIDATE_S
-      min_configs=$MIN_CONFIGS platform=$PLATFORM python=$PY
+      min_configs=$MIN_CONFIGS platform=$PLATFORM python=$PY max_time=${MAX_TIME_OVERRIDE:-auto}
       out=$OUT_DIR store=$STORE export=$EXPORT wheels=$(ls "$REPO"/.whl/*.whl 2>/dev/null | wc -l)
 EOF
   rm -rf "$WORK"
@@ -184,6 +189,7 @@ print(f"{min(3.0, max(0.8, 6.5 * window)):.2f}")
 EOF
 )
 [ -n "$MAX_TIME" ] || MAX_TIME=1.6
+[ -z "$MAX_TIME_OVERRIDE" ] || MAX_TIME=$MAX_TIME_OVERRIDE
 "$PY" - "$SPACE" "$SAMPLES" "$WORK/configs.csv" <<'EOF' || { echo "error: could not sample the space"; exit 1; }
 import random, sys
 import pandas as pd
