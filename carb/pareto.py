@@ -8,14 +8,14 @@ comparable.
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import Iterable, Mapping, Sequence
 
 import moocore
 import numpy as np
 import pandas as pd
 
 __all__ = ["Objective", "parse_objectives", "front_mask", "hypervolume", "bounds_of", "pareto_recall",
-           "DEFAULT_OBJECTIVES"]
+           "DEFAULT_OBJECTIVES", "dominated_by", "sampled_front_frequency"]
 
 #: (column, direction): cheapest energy per image, fastest, smallest, most capacity
 DEFAULT_OBJECTIVES: tuple[tuple[str, str], ...] = (
@@ -94,3 +94,47 @@ def pareto_recall(selected_ids: Sequence[str], truth: pd.DataFrame, objectives: 
     if not true_front:
         return float("nan")
     return len(true_front & set(selected_ids)) / len(true_front)
+
+
+def dominated_by(points: pd.DataFrame, others: pd.DataFrame, objectives: Sequence[Objective],
+                 chunk: int = 4096) -> np.ndarray:
+    """Mask of the rows of ``points`` that some row of ``others`` dominates (at least as
+    good in every objective, better in one).
+
+    With ``points`` holding each config's *best plausible* values (the interval's lower
+    bounds of costs) and ``others`` the *worst plausible* values of configs surely within
+    budget (upper bounds), a dominated row is dominated with high probability: whatever
+    its true costs inside its interval, a feasible config beats it. Only the front of
+    ``others`` is compared against, in chunks (memory stays bounded for millions of rows).
+    """
+    P, O = _matrix(points, objectives), _matrix(others, objectives)
+    O = O[np.isfinite(O).all(axis=1)]
+    out = np.zeros(len(P), dtype=bool)
+    if not len(O) or not len(P):
+        return out
+    F = O[moocore.is_nondominated(O, keep_weakly=False)]
+    for s in range(0, len(P), chunk):
+        x = P[s:s + chunk, None, :]
+        le = (F[None, :, :] <= x).all(axis=2)
+        lt = (F[None, :, :] < x).any(axis=2)
+        out[s:s + chunk] = (le & lt).any(axis=1)
+    return out
+
+
+def sampled_front_frequency(samples: Iterable[tuple[np.ndarray, np.ndarray]], n: int) -> np.ndarray:
+    """How often each of ``n`` rows is on the Pareto front, over samples of ``(X, ok)``: an
+    ``n x d`` matrix of objective values (to minimize) and the rows that exist in that
+    sample (e.g. those within budget). Ties all count as on the front."""
+    count = np.zeros(n)
+    m = 0
+    for X, ok in samples:
+        m += 1
+        idx = np.flatnonzero(ok)
+        if len(idx):
+            count[idx[moocore.is_nondominated(X[idx], keep_weakly=True)]] += 1
+    return count / max(m, 1)
+
+
+def oriented(df: pd.DataFrame, objectives: Sequence[Objective]) -> np.ndarray:
+    """The objective columns as a matrix to minimize (``max`` columns negated)."""
+    return _matrix(df, objectives)

@@ -26,7 +26,7 @@ import pandas as pd
 
 from carb import pareto
 
-__all__ = ["budget_metrics", "truly_feasible", "validate_against_truth", "with_per_image"]
+__all__ = ["budget_metrics", "decision_metrics", "truly_feasible", "validate_against_truth", "with_per_image"]
 
 
 def with_per_image(df: pd.DataFrame) -> pd.DataFrame:
@@ -61,16 +61,47 @@ def budget_metrics(accepted: np.ndarray, feasible: np.ndarray) -> dict[str, floa
     }
 
 
+def decision_metrics(calls: Sequence[str] | np.ndarray, feasible: np.ndarray) -> dict[str, float]:
+    """Three-way budget calls (``accept`` / ``measure`` / ``reject``, :func:`carb.screen.screen`
+    with ``risk="decide"``) against the truth. Accuracy and the false-accept and
+    false-reject rates are over the *decided* configs (accept or reject); ``decided`` is
+    their share of all configs and ``measure_share`` the rest, sent to profiling.
+    ``accuracy_after_measuring``: over all configs, once the ``measure`` ones are measured
+    (and so called right)."""
+    calls = np.asarray(calls).astype(str)
+    feasible = np.asarray(feasible, bool)
+    bad = set(np.unique(calls)) - {"accept", "measure", "reject"}
+    if bad:
+        raise ValueError(f"unknown budget call {sorted(bad)[0]!r} (expected accept, measure or reject)")
+    dec = calls != "measure"
+    out = budget_metrics(calls[dec] == "accept", feasible[dec])
+    n = len(calls)
+    m = int((~dec).sum())
+    out.update(n_all=n, decided=(n - m) / n if n else float("nan"), measure=m,
+               measure_share=m / n if n else float("nan"),
+               accuracy_after_measuring=(n - out["false_accepts"] - out["false_rejects"]) / n if n else float("nan"))
+    return out
+
+
 def validate_against_truth(summary_feasible_ids: Sequence[str], shortlist_ids: Sequence[str],
                            truth: pd.DataFrame, budgets: Mapping[str, float],
-                           objectives: Sequence[tuple[str, str]]) -> dict[str, Any]:
+                           objectives: Sequence[tuple[str, str]],
+                           measure_ids: Sequence[str] | None = None) -> dict[str, Any]:
     """Validate a screening of a space whose every config was measured (``truth``: one
-    row per config with ``config_id`` and measured targets, ``status == "ok"``)."""
+    row per config with ``config_id`` and measured targets, ``status == "ok"``).
+
+    ``measure_ids``: the configs a three-way screening sent to ``measure``; given, the
+    result also holds :func:`decision_metrics` under ``"decisions"`` (every other config
+    not accepted counts as rejected)."""
     truth = with_per_image(truth[truth["status"] == "ok"] if "status" in truth.columns else truth)
     truth = truth.reset_index(drop=True)
     accepted = truth["config_id"].isin(set(summary_feasible_ids)).to_numpy()
     feas = truly_feasible(truth, budgets)
     out: dict[str, Any] = budget_metrics(accepted, feas)
+    if measure_ids is not None:
+        meas = truth["config_id"].isin(set(measure_ids)).to_numpy()
+        calls = np.where(meas, "measure", np.where(accepted, "accept", "reject"))
+        out["decisions"] = decision_metrics(calls, feas)
     true_feasible = truth[feas]
     objs = [o for o in objectives if o[0] in truth.columns and truth[o[0]].notna().any()]
     out["objectives"] = [f"{d}:{c}" for c, d in objs]

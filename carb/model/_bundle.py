@@ -103,6 +103,8 @@ def save(model, directory: str | Path, holdout: dict[str, Any] | None = None) ->
                 "corrector": m.corrector.save(tmp, f"{t}.corrector") if m.corrector is not None else None,
                 "corrector_batch_max": m.corrector_batch_max, "corrector_scale": m.corrector_scale,
                 "cv": model.cv_metrics_.get(t, {}),
+                # locally adaptive intervals (absent in older bundles, which use halfwidth)
+                "interval": m.interval.to_json() if getattr(m, "interval", None) is not None else None,
             }
         spec = {k: v for k, v in model.spec_.items()}
         spec["learners"] = {n: {"kind": k, "params": p} for n, (k, p) in spec["learners"].items()}
@@ -157,6 +159,7 @@ def load(directory: str | Path, n_jobs: int = 1):
     Raises:
         BundleError: one line saying what is wrong (missing, tampered, incompatible).
     """
+    from ._conformal import ConformalScale
     from ._estimator import CARB, TARGETS, TargetModel
 
     d = Path(directory)
@@ -213,7 +216,8 @@ def load(directory: str | Path, n_jobs: int = 1):
                 weights={n: float(le["weight"]) for n, le in e["learners"].items()},
                 corrector=get(e["corrector"]), corrector_batch_max=int(e["corrector_batch_max"]),
                 corrector_scale=float(e["corrector_scale"]),
-                halfwidth=float("inf") if hw is None else float(hw), transform=str(e["transform"]))
+                halfwidth=float("inf") if hw is None else float(hw), transform=str(e["transform"]),
+                interval=ConformalScale.from_json(e["interval"]) if e.get("interval") else None)
             if any(u not in models for u in models[t].upstream):
                 raise BundleError(f"{d}: malformed manifest ({t} reads a target trained after it)")
         spec = dict(man["spec"])

@@ -1,0 +1,301 @@
+"""Decisions users can trust (issue 18): three-way budget calls and a shortlist that keeps
+the true front, against today's two-way point and safe calls, in one run.
+
+Pair ``cpu-1t -> cpu-2t`` (shipped, measured by our pipeline): Stage 1 ranks with CARB
+(``--preset``) trained on every ``cpu-1t`` row; Stage 2 uses a ``cpu-2t`` model, either
+
+* ``device model (OOF)``: CARB trained on ``cpu-2t``, each config predicted by the fold
+  model that never saw its architecture (5 folds by architecture), with its own
+  conformal intervals (``predict(..., coverage=)``), or
+* ``calibrated K=20``: the source calibrated from 20 actively chosen ``cpu-2t``
+  measurements (``carb calibrate``'s path; those 20 are left out of the candidates).
+
+Budgets on latency and memory at the same quantile q (10/25/50/75%) of the measured
+``cpu-2t`` values. Per row: ``point`` and ``safe`` (today's two-way calls, shortlist =
+Pareto front of the predicted feasible set), and ``decide`` (three-way calls at
+``--confidence``, probable-front shortlist): pruning (1 - shortlist / candidates), front
+recall (share of the true front of the truly feasible configs in the shortlist),
+hypervolume ratio, decided share, accuracy / false accepts / false rejects over the
+decided configs (all configs are decided with point and safe), and the share sent to
+``measure``. Also: front recall against shortlist size (the probable front ranked by
+chance of being on the front), a confidence sweep, and the coverage of the 90% intervals
+per batch, per batch regime, near each budget and on the true fronts, with the plain
+(constant-width) CV-conformal intervals beside the locally adaptive ones.
+
+``--nb201``: adds the NAS-Bench-201 energy pair (Stage 1 from the ``titan_rtx_b1``
+latency model, Stage 2 ``edgegpu`` energy + latency, device model out-of-fold by
+architecture) when ``carb.datasets.load("nb201")`` is there.
+
+    python benchmarks/bench_decisions.py --json OUT.json [--confidence 0.9] [--nb201]
+
+Deterministic: seeds fixed, one thread per library (set before numpy is imported),
+library versions in the JSON.
+"""
+
+from __future__ import annotations
+
+import os
+
+for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_v, "1")
+
+import argparse  # noqa: E402
+import copy  # noqa: E402
+import json  # noqa: E402
+import platform  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+import warnings  # noqa: E402
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+QS = (0.1, 0.25, 0.5, 0.75)
+REGIMES = ((1, 2, "b<=2"), (3, 8, "b 4-8"), (9, 10 ** 9, "b>=16"))
+
+
+class OutOfFold:
+    """The device-specific model of the study, out-of-fold by architecture: each config is
+    predicted by the fold model that never saw its architecture. ``plain=True`` drops the
+    locally adaptive intervals (constant-width CV conformal, as before issue 18)."""
+
+    def __init__(self, df: pd.DataFrame, preset: str, folds: int = 5, seed: int = 0, id_col: str = "config_id",
+                 arch_keys: list[str] | None = None) -> None:
+        from carb.model import CARB
+
+        keys = arch_keys or [c for c in ("family", "block", "depth", "width", "early_downsample") if c in df.columns]
+        groups = pd.factorize(df[keys].astype(str).agg("|".join, axis=1))[0]
+        fold_of = np.random.default_rng(seed).permutation(groups.max() + 1)[groups] % folds
+        self.fold_of = dict(zip(df[id_col], fold_of))
+        self.id_col = id_col
+        self.models = [CARB(preset=preset, random_state=seed).fit(df[fold_of != f]) for f in range(folds)]
+        self.targets_ = list(self.models[0].targets_)
+        self.coverage = self.models[0].coverage
+
+    def plain(self) -> "OutOfFold":
+        other = copy.copy(self)
+        other.models = [copy.deepcopy(m) for m in self.models]
+        for m in other.models:
+            for tm in m.models_.values():
+                tm.interval = None
+        return other
+
+    def predict(self, configs: pd.DataFrame, coverage: float | None = None) -> pd.DataFrame:
+        fold = configs[self.id_col].map(self.fold_of).to_numpy()
+        parts = [self.models[f].predict(configs[fold == f], coverage=coverage) for f in np.unique(fold)]
+        return pd.concat(parts).loc[configs.index]
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {"python": platform.python_version()}
+    for p in ("carb", "numpy", "pandas", "scipy", "scikit-learn", "xgboost", "xgboost-cpu", "lightgbm", "moocore"):
+        try:
+            out[p] = version(p)
+        except PackageNotFoundError:
+            pass
+    return out
+
+
+def _coverage_table(model, cands: pd.DataFrame, targets: list[str], budgets_by_q: dict[float, dict[str, float]],
+                    fronts: set, conf: float = 0.9) -> list[dict]:
+    from carb.screen import predict_at
+
+    p = predict_at(model, cands, conf).reset_index(drop=True)
+    c = cands.reset_index(drop=True)
+    rows = []
+    for t in targets:
+        y = c[t].to_numpy(float)
+        inside = (p[f"{t}_lo"].to_numpy(float) <= y) & (y <= p[f"{t}_hi"].to_numpy(float))
+        width = np.log(p[f"{t}_hi"].to_numpy(float) / p[f"{t}_lo"].to_numpy(float)) / 2
+
+        def add(group: str, m: np.ndarray) -> None:
+            rows.append({"target": t, "group": group, "n": int(m.sum()),
+                         "coverage": float(inside[m].mean()) if m.any() else float("nan"),
+                         "median_halfwidth_log": float(np.median(width[m])) if m.any() else float("nan")})
+
+        add("all", np.ones(len(c), bool))
+        if "batch" in c.columns:
+            b = c["batch"].to_numpy()
+            for lo, hi, name in REGIMES:
+                add(f"regime {name}", (b >= lo) & (b <= hi))
+            for v in sorted(np.unique(b)):
+                add(f"batch {int(v)}", b == v)
+        for q, budgets in budgets_by_q.items():
+            if t in budgets:
+                add(f"within 10% of budget q={q}", np.abs(np.log(y / budgets[t])) <= np.log(1.1))
+        add("true fronts", c["config_id"].isin(fronts).to_numpy())
+    return rows
+
+
+def _recall_curve(res, truth: pd.DataFrame, budgets: dict, objs, sizes=(5, 10, 20, 30, 40, 60, 80, 100, 120, 160)):
+    """Front recall of the top-N of the probable front (ranked by p_front) against N, and at
+    p_front thresholds."""
+    from carb import pareto
+    from carb.validate import truly_feasible, with_per_image
+
+    truth = with_per_image(truth.reset_index(drop=True))
+    tf = truth[truly_feasible(truth, budgets)]
+    true_front = set(tf.loc[pareto.front_mask(tf, objs), "config_id"]) if len(tf) else set()
+    d = res.decisions
+    if "p_front" not in d.columns or not true_front:
+        return {}
+    ranked = d[d["p_front"] > 0].sort_values("p_front", ascending=False)["config_id"].tolist()
+    n = len(truth)
+    curve = [{"size": k, "pruning": 1 - k / n, "front_recall": len(true_front & set(ranked[:k])) / len(true_front)}
+             for k in sizes if k <= len(ranked)]
+    thr = []
+    for p in (0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5):
+        ids = set(d.loc[d["p_front"] >= p, "config_id"])
+        thr.append({"p_min": p, "size": len(ids), "pruning": 1 - len(ids) / n,
+                    "front_recall": len(true_front & ids) / len(true_front)})
+    return {"true_front": len(true_front), "ranked": len(ranked), "by_size": curve, "by_threshold": thr}
+
+
+def _rows_for(dataset: str, name: str, model, source, cands: pd.DataFrame, targets: list[str], conf: float,
+              sweep: list[float], log: list) -> tuple[list[dict], list[dict], list[dict]]:
+    from carb.screen import screen
+    from carb.validate import validate_against_truth
+
+    rows, curves, sweeps = [], [], []
+    for q in QS:
+        budgets = {t: float(cands[t].quantile(q)) for t in targets}
+        for method in ("point", "safe", "decide"):
+            for c in ([conf] if method != "decide" else sorted({conf, *sweep})):
+                t0 = time.perf_counter()
+                res = screen(cands, model, budgets, source=source, risk=method, confidence=c)
+                el = time.perf_counter() - t0
+                objs = [(o.split(":", 1)[1], o.split(":", 1)[0]) for o in res.summary["objectives"]]
+                v = validate_against_truth(list(res.feasible.config_id), list(res.shortlist.config_id), cands,
+                                           budgets, objs,
+                                           measure_ids=list(res.measure.config_id) if method == "decide" else None)
+                dm = v.get("decisions", {**v, "decided": 1.0, "measure_share": 0.0})
+                row = {"dataset": dataset, "model": name, "method": method, "confidence": c if method == "decide" else None,
+                       "q": q, "budgets": budgets, "candidates": len(cands), "after_stage1": res.summary["after_stage1"],
+                       "shortlist": res.summary["shortlist"], "pruning": res.summary["pruning_ratio"],
+                       "front_recall": v.get("pareto_recall"), "true_front": v.get("true_front"),
+                       "hv_ratio": v.get("hypervolume_ratio"), "decided": dm["decided"],
+                       "measure_share": dm["measure_share"], "accuracy": dm["accuracy"],
+                       "false_accept": dm["false_accept_rate"], "false_reject": dm["false_reject_rate"],
+                       "accuracy_after_measuring": dm.get("accuracy_after_measuring", dm["accuracy"]),
+                       "screen_s": el}
+                if method == "decide" and c != conf:
+                    sweeps.append(row)
+                    continue
+                rows.append(row)
+                if method == "decide":
+                    curves.append({"dataset": dataset, "model": name, "q": q,
+                                   **_recall_curve(res, cands, budgets, objs)})
+                log.append(row)
+                print(f"  {name:28s} q={q:<5} {method:6s} shortlist {row['shortlist']:4d} pruning {row['pruning']:.3f} "
+                      f"recall {row['front_recall']:.2f} hv {row['hv_ratio']:.3f} decided {row['decided']:.3f} "
+                      f"acc {row['accuracy']:.3f} FA {row['false_accept']:.3f} FR {row['false_reject']:.3f}", flush=True)
+    return rows, curves, sweeps
+
+
+def _true_fronts(cands: pd.DataFrame, targets: list[str], objs) -> set:
+    from carb import pareto
+    from carb.validate import truly_feasible, with_per_image
+
+    c = with_per_image(cands.reset_index(drop=True))
+    out: set = set()
+    for q in QS:
+        b = {t: float(c[t].quantile(q)) for t in targets}
+        tf = c[truly_feasible(c, b)]
+        if len(tf):
+            out |= set(tf.loc[pareto.front_mask(tf, objs), "config_id"])
+    return out
+
+
+def _cpu_pair(a, out: dict) -> None:
+    from carb import datasets
+    from carb.calibrate import choose_samples, fit_calibrated
+    from carb.features import compute
+    from carb.model import CARB
+
+    src, tgt = datasets.load("cpu-1t"), datasets.load("cpu-2t")
+    src, tgt = src[src.status == "ok"].reset_index(drop=True), tgt[tgt.status == "ok"].reset_index(drop=True)
+    targets = ["latency_ms", "memory_mb"]
+    t0 = time.perf_counter()
+    source = CARB(preset=a.preset, random_state=0).fit(src)
+    device = OutOfFold(tgt, a.preset)
+    chosen = choose_samples(tgt, source, 20, seed=0)
+    calibrated = fit_calibrated(source, chosen)
+    rest = tgt[~tgt.config_id.isin(chosen.config_id)].reset_index(drop=True)
+    print(f"cpu-1t -> cpu-2t: models fitted in {time.perf_counter() - t0:.0f} s", flush=True)
+    objs = [("latency_ms", "min"), ("memory_mb", "min"), ("flops_per_image", "max")]
+    for name, model, cands in (("device model (OOF)", device, tgt), ("calibrated K=20", calibrated, rest)):
+        cf = cands if "flops_per_image" in cands.columns else cands.join(compute(cands)[["flops_per_image"]])
+        rows, curves, sweeps = _rows_for("cpu-1t->cpu-2t", name, model, source, cands, targets, a.confidence,
+                                         a.sweep, [])
+        out["rows"] += rows
+        out["recall_curves"] += curves
+        out["confidence_sweep"] += sweeps
+        budgets_by_q = {q: {t: float(cands[t].quantile(q)) for t in targets} for q in QS}
+        fronts = _true_fronts(cf, targets, objs)
+        variants = [("adaptive", model)] + ([("plain", model.plain())] if isinstance(model, OutOfFold) else [])
+        for kind, m in variants:
+            for r in _coverage_table(m, cands, targets, budgets_by_q, fronts):
+                out["coverage"].append({"dataset": "cpu-1t->cpu-2t", "model": name, "intervals": kind, **r})
+        if isinstance(model, OutOfFold):  # the decisions with the plain intervals, for the ablation
+            rows, _, _ = _rows_for("cpu-1t->cpu-2t", name + ", plain intervals", model.plain(), source, cands,
+                                   targets, a.confidence, [], [])
+            out["ablation_plain_intervals"] += [r for r in rows if r["method"] == "decide"]
+
+
+def _nb201_pair(a, out: dict) -> None:
+    """NAS-Bench-201 energy pair: Stage 1 CARB on ``titan_rtx_b1`` latency, Stage 2 CARB on
+    ``edgegpu`` energy + latency out-of-fold by architecture (the six edge operations),
+    CIFAR-10 rows; budgets on energy and latency. Recorded as not run, with the reason,
+    when the dataset or a model of its family is not available."""
+    from carb import datasets
+    from carb.model import CARB
+
+    try:
+        nb = datasets.load("nb201")
+        nb = nb[(nb["status"] == "ok") & (nb["dataset"] == "cifar10")]
+        src = nb[nb["device"] == "titan_rtx_b1"].reset_index(drop=True)
+        tgt = nb[nb["device"] == "edgegpu"].reset_index(drop=True)
+        if not len(src) or not len(tgt):
+            raise ValueError("no titan_rtx_b1 or edgegpu rows")
+        targets = ["energy_j", "latency_ms"]
+        source = CARB(preset=a.preset, random_state=0).fit(src.drop(columns=["energy_j", "memory_mb"]))
+        device = OutOfFold(tgt, a.preset, arch_keys=[f"edge_{i}" for i in range(6)])
+    except Exception as e:  # not built yet, or CARB cannot model the family yet: say so, keep the CPU pair
+        out["nb201"] = f"not run: {type(e).__name__}: {' '.join(str(e).split())[:240]}"
+        print("nb201:", out["nb201"])
+        return
+    rows, curves, sweeps = _rows_for("nb201 titan_rtx_b1->edgegpu", "device model (OOF)", device, source, tgt,
+                                     targets, a.confidence, a.sweep, [])
+    out["rows"] += rows
+    out["recall_curves"] += curves
+    out["confidence_sweep"] += sweeps
+    out["nb201"] = "run"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--json", required=True, help="write the results here")
+    ap.add_argument("--preset", default="default")
+    ap.add_argument("--confidence", type=float, default=0.9)
+    ap.add_argument("--sweep", type=float, nargs="*", default=[0.8, 0.95])
+    ap.add_argument("--nb201", action="store_true", help="add the NAS-Bench-201 energy pair")
+    a = ap.parse_args()
+    warnings.filterwarnings("ignore")
+    t0 = time.perf_counter()
+    out: dict = {"command": "python " + " ".join(sys.argv), "versions": _versions(),
+                 "threads": {v: os.environ.get(v) for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")},
+                 "confidence": a.confidence, "rows": [], "recall_curves": [], "confidence_sweep": [],
+                 "coverage": [], "ablation_plain_intervals": []}
+    _cpu_pair(a, out)
+    if a.nb201:
+        _nb201_pair(a, out)
+    out["wall_s"] = time.perf_counter() - t0
+    with open(a.json, "w") as f:
+        json.dump(out, f, indent=1, default=float)
+    print(f"wrote {a.json} ({out['wall_s']:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,172 @@
+"""Conformal prediction intervals that are right where decisions are made.
+
+Plain CV conformal gives one half-width for every config: the ``coverage`` quantile of the
+absolute out-of-fold residuals (log space). Measured on cpu-2t (device model out-of-fold by
+architecture), its 90% intervals covered 83% of the batch-1 latencies and 97% of the
+batch-16 ones, and 76% of the batch-32 memories against 99% of the batch-2 ones: the error
+of a config depends on its batch (and precision, and size), so one width is too narrow for
+some regimes and too wide for others.
+
+:class:`ConformalScale` is a **normalized, Mondrian** CV-conformal interval:
+
+* a small *scale model* ``log sigma(x) = coef . basis(x)`` is fitted by least squares to
+  ``log |r|`` of the out-of-fold residuals ``r``; the basis is ``1``, ``log2 batch`` and its
+  square, a full-width (4-byte) precision flag alone and times both batch terms (on
+  cpu-2t, 90% memory intervals of one width covered 100% of batch-1 bf16 configs but 80%
+  of batch-1 fp32 ones, and the other way round at batch 8), and the (centred) log
+  prediction and its square (relative memory errors are largest for the smallest and
+  the largest configs),
+  each clipped to the training range so that the scale never extrapolates;
+* the conformal scores are ``|r| / sigma(x)``, and their quantile is taken **per batch
+  regime** (Mondrian: ``batch <= 2``, ``<= 8``, larger; a regime with fewer than
+  :data:`MIN_REGIME_ROWS` scores uses the pooled ones), so coverage holds within each
+  regime, not only on average;
+* the half-width of a config at coverage ``c`` is ``sigma(x) * q_regime(c)``, with
+  ``q(c)`` the ``ceil((n + 1) c)``-th smallest score of the ``n`` in the regime; the
+  sorted scores are kept, so any coverage can be asked for at prediction time.
+
+The scale model sees the same residuals the scores are computed from (five numbers fitted
+on thousands of rows: the optimism is negligible; the out-of-fold benchmark
+``benchmarks/bench_decisions.py`` measures coverage on configs no part of the model saw).
+Everything is plain numbers, saved as JSON in the bundle.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy.stats import norm
+
+__all__ = ["ConformalScale", "REGIME_EDGES", "MIN_REGIME_ROWS", "gaussian_rescale", "conformal_quantile",
+           "aux_inputs"]
+
+#: upper batch bound of each Mondrian regime but the last (launch-bound, middle, throughput-bound)
+REGIME_EDGES: tuple[int, ...] = (2, 8)
+#: fewest scores a regime needs for its own quantile (else the pooled scores are used)
+MIN_REGIME_ROWS = 100
+#: fewest rows to fit a scale model (else the scale is constant: plain CV conformal)
+MIN_SCALE_ROWS = 100
+#: columns of the scale model's basis
+N_BASIS = 8
+
+
+def conformal_quantile(sorted_scores: np.ndarray, coverage: float) -> float:
+    """The ``ceil((n + 1) coverage)``-th smallest of ``n`` sorted scores (``inf`` when that
+    exceeds ``n``): the split-conformal quantile with its finite-sample correction."""
+    n = len(sorted_scores)
+    k = math.ceil((n + 1) * float(coverage))
+    return float(sorted_scores[k - 1]) if 0 < k <= n else float("inf")
+
+
+def gaussian_rescale(halfwidth: np.ndarray | float, from_coverage: float, to_coverage: float) -> Any:
+    """A half-width at ``from_coverage`` rescaled to ``to_coverage`` assuming a normal error
+    (log space); for intervals whose scores were not kept (old bundles, other predictors)."""
+    return np.asarray(halfwidth) * (norm.ppf((1 + to_coverage) / 2) / norm.ppf((1 + from_coverage) / 2))
+
+
+def aux_inputs(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """``(batch, wide)`` of a config frame: images per forward (1 when absent) and whether
+    the precision is 4 bytes wide (from ``bytes_per_element`` or ``precision``; 1 when absent)."""
+    n = len(df)
+    batch = df["batch"].to_numpy(float) if "batch" in df.columns else np.ones(n)
+    if "bytes_per_element" in df.columns:
+        wide = (df["bytes_per_element"].to_numpy(float) >= 4).astype(float)
+    elif "precision" in df.columns:
+        wide = (df["precision"].astype(str).to_numpy() == "fp32").astype(float)
+    else:
+        wide = np.ones(n)
+    return batch, wide
+
+
+def _regimes(batch: np.ndarray, edges: tuple[int, ...]) -> np.ndarray:
+    return np.searchsorted(np.asarray(edges, float), batch, side="left")
+
+
+@dataclass
+class ConformalScale:
+    """Normalized, Mondrian-by-batch-regime CV-conformal half-widths in log space (see the
+    module docstring). Build with :meth:`fit`; :meth:`halfwidth` gives per-config widths."""
+
+    coef: list[float]
+    ranges: list[list[float]]  # clip range of log2 batch and of the log prediction
+    center: float  # mean training log prediction
+    edges: list[int]
+    scores: dict[str, list[float]] = field(default_factory=dict)  # regime ("all", "0", "1" ...) -> sorted scores
+
+    # -- fitting ----------------------------------------------------------------------------
+
+    @classmethod
+    def fit(cls, resid: np.ndarray, batch: np.ndarray, wide: np.ndarray, pred_log: np.ndarray,
+            edges: tuple[int, ...] = REGIME_EDGES) -> "ConformalScale":
+        """From out-of-fold residuals ``resid`` (log space) of configs with ``batch``,
+        ``wide`` precision flags and out-of-fold predictions ``pred_log``."""
+        r = np.abs(np.asarray(resid, float))
+        lb = np.log2(np.maximum(np.asarray(batch, float), 1.0))
+        pl = np.asarray(pred_log, float)
+        ranges = [[float(lb.min()), float(lb.max())], [float(pl.min()), float(pl.max())]]
+        center = float(pl.mean())
+        self = cls(coef=[0.0] * N_BASIS, ranges=ranges, center=center, edges=list(edges))
+        B = self._basis(lb, np.asarray(wide, float), pl)
+        if len(r) >= MIN_SCALE_ROWS:
+            # log |r| is floored: a residual of exactly 0 would pull the fit to -inf
+            u = np.log(np.maximum(r, max(float(np.quantile(r, 0.05)), 1e-9)))
+            # a light ridge keeps constant columns (one batch, one precision) harmless
+            lam = 1e-3 * len(r)
+            A = B.T @ B + lam * np.diag([0.0] + [1.0] * (N_BASIS - 1))
+            self.coef = [float(c) for c in np.linalg.solve(A, B.T @ u)]
+        else:
+            self.coef = [float(np.log(max(float(np.median(r)) if len(r) else 1.0, 1e-9)))] + [0.0] * (N_BASIS - 1)
+        s = r / self._sigma(B)
+        reg = _regimes(np.asarray(batch, float), tuple(edges))
+        self.scores = {"all": sorted(map(float, s))}
+        for g in np.unique(reg):
+            if (reg == g).sum() >= MIN_REGIME_ROWS:
+                self.scores[str(int(g))] = sorted(map(float, s[reg == g]))
+        return self
+
+    # -- prediction -------------------------------------------------------------------------
+
+    def _basis(self, lb: np.ndarray, wide: np.ndarray, pl: np.ndarray) -> np.ndarray:
+        lb = np.clip(lb, *self.ranges[0])
+        pl = np.clip(pl, *self.ranges[1]) - self.center
+        return np.column_stack([np.ones(len(lb)), lb, lb ** 2, wide, wide * lb, wide * lb ** 2, pl, pl ** 2])
+
+    def _sigma(self, B: np.ndarray) -> np.ndarray:
+        return np.exp(B @ np.asarray(self.coef))
+
+    def halfwidth(self, batch: np.ndarray, wide: np.ndarray, pred_log: np.ndarray, coverage: float) -> np.ndarray:
+        """Half-width in log space of each config's ``coverage`` interval."""
+        batch = np.asarray(batch, float)
+        sigma = self._sigma(self._basis(np.log2(np.maximum(batch, 1.0)), np.asarray(wide, float),
+                                        np.asarray(pred_log, float)))
+        reg = _regimes(batch, tuple(self.edges))
+        q = np.full(len(batch), conformal_quantile(np.asarray(self.scores["all"]), coverage))
+        for g in np.unique(reg):
+            key = str(int(g))
+            if key in self.scores:
+                q[reg == g] = conformal_quantile(np.asarray(self.scores[key]), coverage)
+        return sigma * q
+
+    # -- persistence (plain JSON numbers) ----------------------------------------------------
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": "normalized-mondrian", "coef": self.coef, "ranges": self.ranges, "center": self.center,
+                "edges": self.edges, "scores": {k: list(s) for k, s in self.scores.items()}}  # exact: a reloaded model predicts the same
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "ConformalScale":
+        if d.get("kind") != "normalized-mondrian":
+            raise ValueError(f"unknown interval kind {d.get('kind')!r}")
+        coef = [float(c) for c in d["coef"]]
+        ranges = [[float(a), float(b)] for a, b in d["ranges"]]
+        if len(coef) != N_BASIS or len(ranges) != 2:
+            raise ValueError("malformed interval parameters")
+        scores = {str(k): sorted(float(v) for v in s) for k, s in d["scores"].items()}
+        if "all" not in scores or not scores["all"]:
+            raise ValueError("interval parameters without scores")
+        return cls(coef=coef, ranges=ranges, center=float(d["center"]), edges=[int(e) for e in d["edges"]],
+                   scores=scores)
