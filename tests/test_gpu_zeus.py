@@ -188,6 +188,67 @@ def test_match_gpu_by_uuid_then_by_position():
         match_gpu(uuids, "cccc", 5)
 
 
+def _fake_nvidia_gpus(monkeypatch, uuids):
+    """Zeus's ``get_gpus`` replaced by synthetic NVIDIAGPU objects (no NVML behind them)
+    whose UUIDs pynvml reports as ``uuids``."""
+    import pynvml
+    import zeus.device
+    from zeus.device.gpu.nvidia import NVIDIAGPU
+
+    class SyntheticNvidiaGPU(NVIDIAGPU):
+        def __init__(self, i):  # no NVML: only what carb reads
+            self.gpu_index, self.handle = i, f"handle-{i}"
+            self.calls = []
+
+        def get_supported_memory_clocks(self):
+            return [2619]
+
+        def get_supported_graphics_clocks(self, memory_clock_mhz=None):
+            return [1980, 1005]
+
+        def set_gpu_locked_clocks(self, lo, hi, block=True):
+            self.calls.append(("set_gpu_locked_clocks", lo, hi))
+
+        def set_memory_locked_clocks(self, lo, hi, block=True):
+            self.calls.append(("set_memory_locked_clocks", lo, hi))
+
+    class SyntheticGPUs:
+        gpus = [SyntheticNvidiaGPU(i) for i in range(len(uuids))]
+
+    gpus = SyntheticGPUs()
+    monkeypatch.setattr(zeus.device, "get_gpus", lambda: gpus)
+    monkeypatch.setattr(pynvml, "nvmlDeviceGetUUID", lambda h: uuids[int(h.rsplit("-", 1)[1])])
+    return gpus
+
+
+def test_worker_finds_its_gpu_through_zeus_by_uuid(monkeypatch):
+    import torch
+
+    from carb.measure.cuda import _open_zeus_gpu
+
+    gpus = _fake_nvidia_gpus(monkeypatch, ["GPU-aaaa", "GPU-bbbb"])
+
+    class Props:  # torch numbers this GPU 0, Zeus (NVML order) 1
+        uuid = "bbbb"
+
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: Props())
+    gpu, extras, facts = _open_zeus_gpu(0)
+    assert gpu is gpus.gpus[1] and extras is not None and extras.handle == "handle-1"
+    assert facts == {"zeus_index": 1, "nvml_match": "uuid", "uuid": "GPU-bbbb", "vendor": "nvidia"}
+
+
+def test_parent_opens_the_workers_gpu_and_locks_it_through_zeus(monkeypatch):
+    gpus = _fake_nvidia_gpus(monkeypatch, ["GPU-aaaa", "GPU-bbbb"])
+    b = CudaBackend.__new__(CudaBackend)  # the parent's part only: no worker, no CUDA
+    b._fake, b._gpu, b.hello = False, None, {"zeus_index": 1, "uuid": "GPU-bbbb", "vendor": "nvidia"}
+    b._open_parent_gpu()
+    assert b._gpu is gpus.gpus[1] and b._extras is not None
+    b._lock(None, None)
+    assert b.clock_state["applied"] and b.clock_lock.smi_id == "GPU-bbbb"
+    assert gpus.gpus[1].calls == [("set_gpu_locked_clocks", 1980, 1980), ("set_memory_locked_clocks", 2619, 2619)]
+    b.clock_lock._disarm()  # no reset on this synthetic object; drop the exit hooks
+
+
 def test_every_name_the_gpu_code_calls_exists_in_zeus_and_pynvml():
     """Guards the paths only a GPU machine runs against misspelt Zeus or NVML calls."""
     import pynvml
