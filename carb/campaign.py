@@ -446,7 +446,7 @@ def read_config_file(path: str) -> list[Config]:
     """Configs from a Parquet, CSV or JSON-lines file with parameter columns."""
     import pandas as pd
 
-    from carb.space import SpaceError, configs_from_frame
+    from carb.space import SpaceError, configs_from_frame, missing_columns
 
     p = str(path)
     try:
@@ -464,6 +464,10 @@ def read_config_file(path: str) -> list[Config]:
         raise SpaceError(f"{p}: cannot read configs ({str(e).splitlines()[0]})") from None
     if df.empty:
         raise SpaceError(f"{p}: no configs in the file")
+    absent = missing_columns(df)  # never measure a default in place of a missing column
+    if absent:
+        raise SpaceError(f"{p}: missing column{'s' if len(absent) > 1 else ''} {', '.join(absent)} "
+                         "(a config file names every parameter; classes may be left out)")
     try:
         return configs_from_frame(df)
     except SpaceError as e:

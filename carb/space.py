@@ -26,13 +26,17 @@ import numpy as np
 import pandas as pd
 
 from carb import families
-from carb.families._base import PRECISIONS, SpaceError, _as_bool, _as_float, _as_int, _py
+from carb.families._base import (MAX_BATCH, MAX_CLASSES, MAX_INPUT_SIZE, PRECISIONS, SpaceError, _as_bool,
+                                 _as_float, _as_int, _py)
 from carb.families.resnet import (
     BLOCKS,
     DEFAULT_CLASSES,
     FAMILIES,
     IMAGENET_LAYERS,
+    MAX_DEPTH,
+    MAX_WIDTH,
     PARAMETERS,
+    REQUIRED_COLUMNS,
     Config,
     config_id,
 )
@@ -48,6 +52,7 @@ __all__ = [
     "configs_from_frame",
 ]
 # re-exported names of the ResNet family and the primitives (kept for callers of carb.space)
+_UPPER = {"depth": MAX_DEPTH, "input_size": MAX_INPUT_SIZE, "batch": MAX_BATCH, "classes": MAX_CLASSES}
 _REEXPORTS = (BLOCKS, DEFAULT_CLASSES, FAMILIES, IMAGENET_LAYERS, PRECISIONS, _as_bool, _as_float, _as_int, _py)
 
 
@@ -55,10 +60,35 @@ def configs_from_frame(df: pd.DataFrame) -> list[Any]:
     """Configs from the parameter columns of a DataFrame (other columns are ignored). Rows
     of other families than the ResNets (``family`` column) become their family's configs
     (:mod:`carb.families`)."""
-    if "family" in df.columns and not df["family"].isin(FAMILIES).all():
-        return [families.config_from_row(row) for row in df.to_dict("records")]
-    cols = [c for c in PARAMETERS if c in df.columns]
-    return [Config.from_dict(dict(zip(cols, row))) for row in df[cols].itertuples(index=False, name=None)]
+    i = 0
+    try:  # a bad row is named by its position (0-based, header excluded)
+        if "family" in df.columns and not df["family"].isin(FAMILIES).all():
+            out = []
+            for i, row in enumerate(df.to_dict("records")):
+                out.append(families.config_from_row(row))
+            return out
+        cols = [c for c in PARAMETERS if c in df.columns]
+        out = []
+        for i, row in enumerate(df[cols].itertuples(index=False, name=None)):
+            out.append(Config.from_dict(dict(zip(cols, row))))
+        return out
+    except SpaceError as e:
+        raise SpaceError(f"row {i}: {e}") from None
+
+
+def missing_columns(df: pd.DataFrame) -> list[str]:
+    """The parameter columns a table of configs lacks: a missing column is never filled with
+    a default (a file of widths 0.25/0.5 must not be measured at width 1.0). ``family`` is
+    always needed; ResNet rows need :data:`carb.families.resnet.REQUIRED_COLUMNS` (``classes``
+    may be absent: the family's default), other families' rows their run parameters (their
+    own readers check the rest)."""
+    if "family" not in df.columns:
+        return [c for c in REQUIRED_COLUMNS if c not in df.columns]
+    fams = set(map(str, df["family"].dropna().unique()))
+    need = list(REQUIRED_COLUMNS) if fams & set(FAMILIES) or not fams else ["family"]
+    if fams - set(FAMILIES):
+        need += [c for c in ("input_size", "batch", "precision") if c not in need]
+    return [c for c in need if c not in df.columns]
 
 
 # --- constraints: a tiny, safe expression language over the parameters -----------------
@@ -88,6 +118,9 @@ def _compile_constraint(expr: str, where: str, names: Iterable[str] = PARAMETERS
     return tree
 
 
+_MAX_EXPONENT = 256
+
+
 def _eval(node: ast.AST, env: Mapping[str, Any]) -> Any:
     if isinstance(node, ast.Expression):
         return _eval(node.body, env)
@@ -104,7 +137,11 @@ def _eval(node: ast.AST, env: Mapping[str, Any]) -> Any:
         vals = (_eval(v, env) for v in node.values)
         return all(vals) if isinstance(node.op, ast.And) else any(vals)
     if isinstance(node, ast.BinOp):
-        return _BINOPS[type(node.op)](_eval(node.left, env), _eval(node.right, env))
+        left, right = _eval(node.left, env), _eval(node.right, env)
+        if isinstance(node.op, ast.Pow) and isinstance(right, (int, float)) and abs(right) > _MAX_EXPONENT:
+            # Python's integers never overflow: 2 ** 10**9 would run for minutes instead
+            raise SpaceError(f"exponent {right!r} is above the limit {_MAX_EXPONENT}")
+        return _BINOPS[type(node.op)](left, right)
     if isinstance(node, ast.Compare):
         left = _eval(node.left, env)
         for op, comp in zip(node.ops, node.comparators):
@@ -183,11 +220,13 @@ class Space:
                         elif key == "early_downsample":
                             _as_bool(key, v)
                         elif key == "width":
-                            if not _as_float(key, v) > 0:
-                                raise SpaceError(f"{v!r} must be > 0")
+                            if not 0 < _as_float(key, v) <= MAX_WIDTH:
+                                raise SpaceError(f"must be > 0 and <= {MAX_WIDTH:g}")
                         elif key in ("depth", "input_size", "batch", "classes"):
                             if _as_int(key, v) < 1:
                                 raise SpaceError(f"{v!r} must be >= 1")
+                            if v > _UPPER[key]:
+                                raise SpaceError(f"above the limit {_UPPER[key]:,}")
                     except SpaceError as e:
                         msg = str(e).removeprefix(f"{key}: ")
                         raise SpaceError(f"{where}: grid {gi + 1}: {key} = {probe[key]!r}: {msg}") from None
@@ -216,12 +255,27 @@ class Space:
                 if cfg in seen:
                     continue
                 env = families.to_row(cfg)
-                if all(_eval(c, env) for c in self._compiled):
+                if self._admits(env, cfg):
                     seen.add(cfg)
                     out.append(cfg)
         if not out:
             raise SpaceError(f"{self.source}: the space is empty (the constraints exclude every config)")
         return out
+
+    def _admits(self, env: Mapping[str, Any], cfg: Any) -> bool:
+        """Whether a config satisfies every constraint; a constraint that cannot be
+        evaluated (division by zero, a string compared with a number, an overflow) is a
+        :class:`SpaceError` naming the file, the constraint and the config."""
+        for expr, tree in zip(self.constraints, self._compiled):
+            try:
+                if not _eval(tree, env):
+                    return False
+            except SpaceError as e:
+                raise SpaceError(f"{self.source}: constraint {expr!r} on {cfg.label()}: {e}") from None
+            except (ArithmeticError, TypeError, ValueError) as e:
+                raise SpaceError(f"{self.source}: constraint {expr!r} fails on {cfg.label()}: "
+                                 f"{type(e).__name__}: {e}") from None
+        return True
 
     def __len__(self) -> int:
         return len(self.configs)
@@ -329,9 +383,17 @@ def from_toml(text: str, source: str, default_name: str) -> Space:
     grids = doc.get("grid", [])
     if isinstance(grids, dict):
         grids = [grids]
+    if not isinstance(grids, list) or not all(isinstance(g, dict) for g in grids):
+        raise SpaceError(f"{source}: grid must be a table or an array of tables ([[grid]] with "
+                         f"parameter = [values]), not {grids!r}")
     constraints = doc.get("constraints", [])
     if isinstance(constraints, str):
         constraints = [constraints]
+    if not isinstance(constraints, list) or not all(isinstance(c, str) for c in constraints):
+        raise SpaceError(f"{source}: constraints must be a list of expression strings, not {constraints!r}")
+    for key in ("name", "description"):
+        if key in doc and not isinstance(doc[key], str):
+            raise SpaceError(f"{source}: {key} must be a string, not {doc[key]!r}")
     return Space(name=doc.get("name", default_name), grids=grids, constraints=constraints,
                  description=doc.get("description", ""), source=source)
 

@@ -59,10 +59,32 @@ def from_store(store: Store, platform: str | None = None, with_features: bool = 
     """The store's measurements (of one platform if given) as a dataset DataFrame."""
     df = store.measurements(platform).rename(columns={"platform": "device"})
     if with_features and len(df):
-        from carb.features import compute
-
-        df = compute(df)
+        df = _features_where_valid(df)
     return df.reset_index(drop=True)
+
+
+def _features_where_valid(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with the static features; a stored row that is no valid config (a failed row
+    of an older CARB that let ``width=inf`` through, say) keeps empty features instead of
+    breaking the export of the whole store."""
+    from carb import families
+    from carb.features import compute
+
+    try:
+        return compute(df)
+    except (ValueError, OverflowError):
+        pass
+    ok = np.zeros(len(df), dtype=bool)
+    for i, row in enumerate(df.to_dict("records")):
+        try:
+            families.config_from_row(row)
+            ok[i] = True
+        except (ValueError, OverflowError):
+            pass
+    if not ok.any():
+        return df
+    good = compute(df[ok])
+    return pd.concat([good, df[~ok]]).loc[df.index]
 
 
 def write(df: pd.DataFrame, out: str | Path) -> Path:

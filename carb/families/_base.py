@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
@@ -47,7 +48,7 @@ def _py(v: Any) -> Any:
 def _as_int(name: str, v: Any) -> int:
     v = _py(v)
     if isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(v, float) and not v.is_integer()):
-        raise SpaceError(f"{name}: {v!r} is not an integer")
+        raise SpaceError(f"{name}: {v!r} is not an integer")  # NaN and infinities included
     return int(v)
 
 
@@ -55,7 +56,30 @@ def _as_float(name: str, v: Any) -> float:
     v = _py(v)
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise SpaceError(f"{name}: {v!r} is not a number")
+    # NaN and infinities are never a parameter: refused here, when a space or a file is read
+    if not math.isfinite(v):
+        raise SpaceError(f"{name}: {v!r} is not a finite number")
     return float(v)
+
+
+#: Upper limits of the run parameters every family shares, checked by each family's
+#: ``problem()``: far beyond any real deployment, low enough that every closed-form
+#: feature of one image stays inside int64. Batch goes high on purpose: a prediction for
+#: batch 10^12 is a legitimate (extrapolated) request; features scale it in float64 when
+#: int64 would overflow (see :func:`carb.families.resnet.features`).
+MAX_INPUT_SIZE = 8192  # px
+MAX_BATCH = 2**50  # images (~1.1e15)
+MAX_CLASSES = 1_000_000
+
+
+def run_limits_problem(input_size: int, batch: int, classes: int) -> str | None:
+    """Why ``input_size``/``batch``/``classes`` exceed :data:`MAX_INPUT_SIZE`,
+    :data:`MAX_BATCH` or :data:`MAX_CLASSES` (one line), or ``None``."""
+    for name, v, hi in (("input_size", input_size, MAX_INPUT_SIZE), ("batch", batch, MAX_BATCH),
+                        ("classes", classes, MAX_CLASSES)):
+        if v > hi:
+            return f"{name}: {v} is above the limit {hi:,}"
+    return None
 
 
 def _as_bool(name: str, v: Any) -> bool:

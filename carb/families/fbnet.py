@@ -69,7 +69,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from ._base import PRECISIONS, Family, SpaceError, _as_int, _py, init_weights, missing
+from ._base import PRECISIONS, Family, SpaceError, _as_int, _py, init_weights, missing, run_limits_problem
 
 if TYPE_CHECKING:  # pragma: no cover - types only; torch is imported lazily
     from torch import nn
@@ -225,7 +225,7 @@ class FBNetConfig:
             return f"batch: {self.batch!r} must be >= 1"
         if self.classes < 1:
             return f"classes: {self.classes!r} must be >= 1"
-        return None
+        return run_limits_problem(self.input_size, self.batch, self.classes)
 
     @property
     def codes(self) -> tuple[int, ...]:

@@ -105,13 +105,20 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from ._base import PRECISIONS, Family, SpaceError, _as_bool, _as_float, _as_int, _py, init_weights, stable_id
+from ._base import (MAX_BATCH, PRECISIONS, Family, SpaceError, _as_bool, _as_float, _as_int, _py,
+                    init_weights, run_limits_problem, stable_id)
 
 __all__ = ["Config", "FAMILIES", "BLOCKS", "IMAGENET_LAYERS", "DEFAULT_CLASSES", "PARAMETERS",
            "FEATURE_COLUMNS", "REQUIRED_COLUMNS", "ARCH_KEYS", "arch_features", "features", "build",
            "config_id", "CIFAR", "IMAGENET"]
 
 from ._resnet_tables import BLOCKS, DEFAULT_CLASSES, FAMILIES, IMAGENET_LAYERS
+
+#: Largest width multiplier (base channels 16..512 become 1,024..32,768).
+MAX_WIDTH = 64.0
+#: Largest depth (He et al.'s deepest CIFAR ResNet has 1,202 layers). With the shared
+#: limits of :mod:`carb.families._base` every per-image feature stays inside int64.
+MAX_DEPTH = 2000
 
 
 
@@ -167,12 +174,17 @@ class Config:
             return f"block: unknown value {self.block!r} (expected one of {', '.join(BLOCKS)})"
         if self.precision not in PRECISIONS:
             return f"precision: unknown value {self.precision!r} (expected one of {', '.join(PRECISIONS)})"
-        if not self.width > 0:
-            return f"width: {self.width!r} must be > 0"
+        if not 0 < self.width <= MAX_WIDTH:
+            return f"width: {self.width!r} must be > 0 and <= {MAX_WIDTH}"
         if self.batch < 1:
             return f"batch: {self.batch!r} must be >= 1"
         if self.classes < 1:
             return f"classes: {self.classes!r} must be >= 1"
+        if self.depth > MAX_DEPTH:
+            return f"depth: {self.depth} is above the limit {MAX_DEPTH}"
+        limits = run_limits_problem(self.input_size, self.batch, self.classes)
+        if limits:
+            return limits
         if self.family == "cifar":
             step = 6 if self.block == "basic" else 9
             if self.depth < step + 2 or (self.depth - 2) % step:
@@ -441,6 +453,10 @@ def features(df: pd.DataFrame) -> pd.DataFrame:
         df: a DataFrame of ResNet rows with the columns :data:`REQUIRED_COLUMNS` (others are
             kept; ``classes`` may be absent or missing, meaning the family's default).
 
+    The integer columns are int64; when a row's value would overflow int64 (a batch near
+    10^12 and beyond: the limit is ``MAX_BATCH``), they are float64 for the whole table
+    instead, never wrapped around.
+
     Raises:
         ValueError: a required column is missing, or a row is not a valid config (the
             message names the column or the first bad row).
@@ -463,9 +479,9 @@ def features(df: pd.DataFrame) -> pd.DataFrame:
         raise ValueError(f"features: row {i}: precision: unknown value {df['precision'].iloc[i]!r} "
                          f"(expected one of {', '.join(_BYTES)})")
     batch = _int_column(df, "batch")
-    if n and (batch < 1).any():
-        i = int(np.flatnonzero(batch < 1)[0])
-        raise ValueError(f"features: row {i}: batch: {batch[i]} must be >= 1")
+    if n and ((batch < 1) | (batch > MAX_BATCH)).any():
+        i = int(np.flatnonzero((batch < 1) | (batch > MAX_BATCH))[0])
+        raise ValueError(f"features: row {i}: batch: {df['batch'].iloc[i]} must be >= 1 and <= {MAX_BATCH:,}")
 
     # distinct networks: factorize each key column, combine the codes, factorize again
     if "classes" in df.columns:
@@ -534,6 +550,13 @@ def features(df: pd.DataFrame) -> pd.DataFrame:
     assert list(per_net) == _INT_COLUMNS
     rows = np.stack([v for v, _, _ in per_net.values()], axis=1)[group] if ngroups else \
         np.zeros((0, len(_INT_COLUMNS)), np.int64)
+    # a huge batch (10^12 is a legitimate what-if) would overflow int64 silently: then the
+    # whole table's integer columns are float64 (exact to 2^53, then 16 significant digits)
+    for k, (_, by_batch, by_bpe) in enumerate(per_net.values()):
+        if rows.dtype == np.int64 and (by_batch or by_bpe) and len(rows):
+            scaled = rows[:, k].astype(np.float64) * (batch if by_batch else 1) * (bpe if by_bpe else 1)
+            if scaled.max() >= 2.0**62:
+                rows = rows.astype(np.float64)
     for k, (_, by_batch, by_bpe) in enumerate(per_net.values()):
         if by_batch:
             rows[:, k] *= batch
@@ -559,6 +582,8 @@ def _int_column(df: pd.DataFrame, name: str) -> np.ndarray:
     if np.isnan(values).any() or (values != np.round(values)).any():
         i = int(np.flatnonzero(np.isnan(values) | (values != np.round(values)))[0])
         raise ValueError(f"features: row {i}: {name}: {col.iloc[i]!r} is not an integer")
+    if np.abs(values).max(initial=0) >= 2.0**62:  # beyond int64: the caller's limit check names it
+        values = np.clip(values, -2.0**62, 2.0**62)
     return values.astype(np.int64)
 
 

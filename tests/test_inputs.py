@@ -1,0 +1,182 @@
+"""Issue 13, section 3: every input checked. Bad input is one line ``error: ...`` and exit
+code 2, never a traceback. The CLI runs in-process here (``carb.cli.main`` with ``sys.argv``)
+so that each case takes milliseconds; the models are fitted on SYNTHETIC data."""
+
+import json
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from carb import features, space
+from carb.space import SpaceError
+
+RESNET_ROW = {"family": "cifar", "block": "basic", "depth": 20, "width": 1.0, "early_downsample": False,
+              "input_size": 32, "batch": 1, "precision": "fp32"}
+
+
+def cli(monkeypatch, capsys, *args, cwd=None):
+    """Run ``carb ARGS`` in-process; returns (exit code, stdout, stderr)."""
+    from carb.cli import main
+
+    if cwd is not None:
+        monkeypatch.chdir(cwd)
+    monkeypatch.setattr(sys, "argv", ["carb", *map(str, args)])
+    with pytest.raises(SystemExit) as e:
+        main()
+    out = capsys.readouterr()
+    return e.value.code, out.out, out.err
+
+
+def one_line_error(rc, err, *words):
+    assert rc == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    for w in words:
+        assert w in lines[0], err
+    assert "Traceback" not in err
+
+
+def synthetic(n: int, seed: int = 0) -> pd.DataFrame:
+    """SYNTHETIC dataset (made-up targets from the features, for code paths only) of the
+    ``cpu`` space; batches up to 32 (fp32 and bf16 only, as the space has them)."""
+    s = space.load("cpu")
+    df = features.compute(s.to_frame(s.sample(n, seed=seed, method="uniform")))
+    df = df[(df.batch <= 32) & (df.precision != "fp16")].reset_index(drop=True)
+    rng = np.random.default_rng(seed)
+    df["device"], df["status"] = "synthetic", "ok"
+    df["memory_mb"] = (df.model_bytes + df.input_bytes + df.live_activation_bytes) / 1e6 * 1.3 + 20
+    df["latency_ms"] = (df.flops / 2e10 + df.n_ops * 2e-6) * 1e3 * np.exp(rng.normal(0, 0.05, len(df)))
+    df["energy_j"] = df.latency_ms / 1e3 * 15
+    return df
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory):
+    from carb.model import CARB, save
+
+    d = tmp_path_factory.mktemp("inputs") / "model"
+    save(CARB(preset="fast").fit(synthetic(400)), d)
+    return d
+
+
+def write_csv(path, rows):
+    pd.DataFrame(rows).to_csv(path, index=False)
+    return path
+
+
+# -- absurd values ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("key, value, words", [
+    ("width", float("inf"), "not a finite number"),
+    ("width", float("nan"), "not a finite number"),
+    ("width", 1e9, "<= 64"),
+    ("depth", 10**7 * 6 + 2, "above the limit"),
+    ("batch", 10**18, "above the limit"),
+    ("input_size", 10**6, "above the limit"),
+    ("classes", 10**9, "above the limit"),
+])
+def test_absurd_values_are_refused_with_the_limit(key, value, words):
+    with pytest.raises(SpaceError, match=words):
+        space.Config(**{**RESNET_ROW, key: value})
+
+
+@pytest.mark.parametrize("text, words", [
+    ("[[grid]]\nwidth = [inf]\n", "width = inf"),
+    ("[[grid]]\nwidth = [1e9]\n", "width = 1000000000.0"),
+    ("[[grid]]\nwidth = [nan]\n", "not a finite number"),
+    ("[[grid]]\nbatch = [1_000_000_000_000_000_000]\n", "above the limit"),
+    ("[[grid]]\ninput_size = [100000]\n", "above the limit"),
+])
+def test_absurd_values_in_a_space_file(tmp_path, monkeypatch, capsys, text, words):
+    f = tmp_path / "bad.toml"
+    f.write_text(text)
+    with pytest.raises(SpaceError, match="bad.toml"):
+        space.load(f)
+    rc, _, err = cli(monkeypatch, capsys, "space", "show", f)
+    one_line_error(rc, err, str(f), words)
+
+
+def test_predict_on_absurd_values_is_one_line(tmp_path, monkeypatch, capsys, bundle):
+    for width in ("inf", "1e9", "nan"):
+        f = write_csv(tmp_path / "c.csv", [RESNET_ROW, {**RESNET_ROW, "width": width}])
+        rc, _, err = cli(monkeypatch, capsys, "predict", "--model", bundle, "--configs", f, "--out", tmp_path / "p.csv")
+        one_line_error(rc, err, "row 1", "width")
+        assert not (tmp_path / "p.csv").exists()
+
+
+def test_features_of_a_huge_batch_never_wrap_around():
+    df = pd.DataFrame([{**RESNET_ROW, "batch": 10**12}, RESNET_ROW])
+    f = features.compute(df)
+    one = features.compute(pd.DataFrame([RESNET_ROW]))
+    # int64 would wrap 8.2e19 FLOPs around silently; the table turns float64 instead
+    assert f.flops.dtype == np.float64
+    assert f.flops.iloc[0] == pytest.approx(one.flops.iloc[0] * 1e12, rel=1e-12)
+    assert f.flops.iloc[1] == one.flops.iloc[0] and one.flops.dtype == np.int64
+    with pytest.raises(ValueError, match="batch"):
+        features.compute(pd.DataFrame([{**RESNET_ROW, "batch": 1e30}]))
+
+
+def test_export_copes_with_any_stored_row(tmp_path, monkeypatch, capsys):
+    """A failed row of an older CARB (width=inf passed its checks) never breaks the export."""
+    import duckdb
+
+    from carb.measure.base import Measurement
+    from carb.store import Store
+
+    path = tmp_path / "s.duckdb"
+    good, bad = space.Config(**RESNET_ROW), space.Config(**{**RESNET_ROW, "depth": 32})
+    with Store(path) as store:
+        run = store.begin_run("cpu-1t", "cpu", {"synthetic": True}, "test")
+        store.add(good, "cpu-1t", Measurement(status="error", message="synthetic"), run)
+        store.add(bad, "cpu-1t", Measurement(status="error", message="synthetic"), run)
+    con = duckdb.connect(str(path))
+    con.execute("UPDATE measurements SET width = 'inf'::DOUBLE WHERE config_id = ?", [bad.config_id])
+    con.close()
+    out = tmp_path / "d.parquet"
+    rc, _, err = cli(monkeypatch, capsys, "dataset", "export", "--store", path, "--out", out)
+    assert rc == 0, err
+    df = pd.read_parquet(out)
+    assert len(df) == 2
+    assert df.set_index("config_id").loc[good.config_id, "flops"] > 0
+    assert np.isnan(df.set_index("config_id").loc[bad.config_id, "flops"])
+
+
+# -- characterize --configs ---------------------------------------------------------------
+
+
+def test_characterize_configs_refuses_missing_columns(tmp_path, monkeypatch, capsys):
+    f = write_csv(tmp_path / "w.csv", [{"width": 0.25}, {"width": 0.5}])
+    rc, _, err = cli(monkeypatch, capsys, "characterize", "--configs", f, "--store", tmp_path / "s.duckdb")
+    one_line_error(rc, err, "missing columns", "family", "depth", "batch")
+    assert not (tmp_path / "s.duckdb").exists()
+    # classes may be left out (the family's default), as predict allows
+    from carb.campaign import read_config_file
+
+    f = write_csv(tmp_path / "ok.csv", [RESNET_ROW])
+    assert read_config_file(str(f)) == [space.Config(**RESNET_ROW)]
+
+
+# -- constraints and space files ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("text, words", [
+    ('constraints = ["depth / (batch - batch) > 1"]\n[[grid]]\ndepth = [20]\n', "ZeroDivisionError"),
+    ('constraints = ["precision > 3"]\n[[grid]]\ndepth = [20]\n', "TypeError"),
+    ('constraints = ["(batch * 1e300) ** 200 > 1"]\n[[grid]]\ndepth = [20]\n', "OverflowError"),
+    ('constraints = ["batch ** 1000000000 > 1"]\n[[grid]]\ndepth = [20]\n', "exponent"),
+    ('constraints = ["import os"]\n[[grid]]\ndepth = [20]\n', "not an expression"),
+    ('constraints = ["__import__(1)"]\n[[grid]]\ndepth = [20]\n', "not allowed"),
+    ('constraints = [5]\n[[grid]]\ndepth = [20]\n', "constraints must be a list of expression strings"),
+    ("constraints = 5\n[[grid]]\ndepth = [20]\n", "constraints must be a list of expression strings"),
+    ("grid = 5\n", "grid must be a table"),
+    ("grid = [5]\n", "grid must be a table"),
+    ("name = 5\n[[grid]]\ndepth = [20]\n", "name must be a string"),
+])
+def test_bad_constraints_and_grids_are_one_line(tmp_path, monkeypatch, capsys, text, words):
+    f = tmp_path / "s.toml"
+    f.write_text(text)
+    rc, _, err = cli(monkeypatch, capsys, "space", "show", f)
+    one_line_error(rc, err, str(f), words)
