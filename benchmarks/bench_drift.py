@@ -16,6 +16,7 @@ sentinel's overhead (its wall time over the campaigns' wall time), the speed ind
 between and within the campaigns.
 
     taskset -c 1 python benchmarks/bench_drift.py [--n 16] [--gap-min 5] [--rounds 2] [--max-time 1.0]
+        [--json figures.json] [--keep store.duckdb]
 """
 
 from __future__ import annotations
@@ -70,7 +71,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--max-time", type=float, default=1.0, help="sampling seconds per config (shared by its rounds)")
     ap.add_argument("--plain-s", type=float, default=1.0, help="seconds of forwards per config in the plain loop")
-    ap.add_argument("--json", help="also write the figures to this JSON file")
+    ap.add_argument("--json", help="also write the figures (and per-config ratios) to this JSON file")
+    ap.add_argument("--keep", help="keep the campaign store at this path (default: a throw-away one)")
     a = ap.parse_args()
 
     from dataclasses import replace
@@ -89,7 +91,7 @@ def main() -> None:
           flush=True)
     res: dict = {"argv": sys.argv}
     with tempfile.TemporaryDirectory() as tmp, CpuBackend(threads=1, protocol=protocol) as backend, \
-            Store(Path(tmp) / "drift.duckdb") as store:
+            Store(Path(a.keep) if a.keep else Path(tmp) / "drift.duckdb") as store:
         t_plain1 = time.time()
         plain1 = plain_loop(configs, a.plain_s)
         t_a = time.monotonic()
@@ -111,12 +113,18 @@ def main() -> None:
     raw = (r.latency_ms / m.latency_ms).to_numpy(float)
     corr = (r.latency_ms_norm / m.latency_ms_norm).to_numpy(float)
     plain = np.array([plain2[i] / plain1[i] for i in ids])
+    med = {c: float(np.median(readings[readings.run_id == rid].sentinel_ms)) for rid, c in runs.items()}
+    # for comparison: each campaign corrected by its own median reading only (one factor per campaign)
+    level = raw * med["A"] / med["B"]
     rows = {"plain steady-state loop": stats(plain), "campaign, raw latency_ms": stats(raw),
-            "campaign, drift-corrected latency_ms_norm": stats(corr)}
+            "campaign, drift-corrected latency_ms_norm": stats(corr),
+            "campaign, raw x campaign-median sentinel ratio": stats(level)}
     res["methods"] = rows
-    print(f"\n{'method':<44}{'median B/A':>11}{'mean |diff|':>12}{'max |diff|':>11}{'within 5%':>10}")
+    res["per_config"] = {i: {"plain": float(p), "raw": float(x), "corrected": float(y), "latency_ms_A": float(m.latency_ms[i])}
+                         for i, p, x, y in zip(ids, plain, raw, corr)}
+    print(f"\n{'method':<48}{'median B/A':>11}{'mean |diff|':>12}{'max |diff|':>11}{'within 5%':>10}")
     for k, v in rows.items():
-        print(f"{k:<44}{v['median_ratio']:>11.3f}{100 * v['mean_abs_diff']:>11.1f}%{100 * v['max_abs_diff']:>10.1f}%"
+        print(f"{k:<48}{v['median_ratio']:>11.3f}{100 * v['mean_abs_diff']:>11.1f}%{100 * v['max_abs_diff']:>10.1f}%"
               f"{100 * v['within_5pct']:>9.0f}%")
     idx = readings.assign(c=readings.run_id.map(runs))
     sa = idx[idx.c == "A"].sentinel_ms.to_numpy(float)

@@ -20,12 +20,16 @@ import time
 
 import numpy as np
 
-# candidate sentinels: small, mid (fp32 and bf16) and large CIFAR-style ResNets of the cpu space
-CANDIDATES = {
-    "small-fp32": dict(block="basic", depth=8, width=0.5, input_size=32, batch=1, precision="fp32"),
-    "mid-fp32": dict(block="basic", depth=20, width=1.0, input_size=32, batch=8, precision="fp32"),
-    "mid-bf16": dict(block="basic", depth=20, width=1.0, input_size=32, batch=8, precision="bf16"),
-    "large-fp32": dict(block="basic", depth=32, width=1.0, input_size=64, batch=8, precision="fp32"),
+# candidate sentinels: CIFAR-style ResNets of the cpu space, and how long one timed sample
+# lasts (min_sample_s: 0 = one forward). --set 1 (first run): small, mid (fp32, bf16), large,
+# one forward a sample; --set 2: the small one with one forward and with 20 ms samples, mid.
+SMALL = dict(block="basic", depth=8, width=0.5, input_size=32, batch=1, precision="fp32")
+MID = dict(block="basic", depth=20, width=1.0, input_size=32, batch=8, precision="fp32")
+SETS = {
+    1: {"small-fp32": (SMALL, 0.0), "mid-fp32": (MID, 0.0), "mid-bf16": ({**MID, "precision": "bf16"}, 0.0),
+        "large-fp32": (dict(block="basic", depth=32, width=1.0, input_size=64, batch=8, precision="fp32"), 0.0)},
+    2: {"small-fp32": (SMALL, 0.0), "small-fp32-20ms": (SMALL, 0.02), "small-fp32-5ms": (SMALL, 0.005),
+        "mid-fp32": (MID, 0.0)},
 }
 
 
@@ -82,7 +86,9 @@ def main() -> None:
     ap.add_argument("--max-time", type=float, default=0.3, help="sampling seconds per visit")
     ap.add_argument("--out", default="choose_sentinel.json")
     ap.add_argument("--analyse", help="only analyse a saved log (JSON)")
+    ap.add_argument("--set", type=int, default=2, choices=sorted(SETS))
     a = ap.parse_args()
+    CANDIDATES = SETS[a.set]
     names = list(CANDIDATES)
     if a.analyse:
         doc = json.load(open(a.analyse))
@@ -96,9 +102,12 @@ def main() -> None:
 
     sp = space.load("cpu")
     reals = [c for c in sp.sample(200, seed=a.seed, method="stratified") if c.family == "cifar"][:a.n]
-    cands = {n: Config(family="cifar", early_downsample=False, classes=10, **kw) for n, kw in CANDIDATES.items()}
+    from dataclasses import replace
+
+    cands = {n: Config(family="cifar", early_downsample=False, classes=10, **kw) for n, (kw, _) in CANDIDATES.items()}
     prot_real = Protocol(ci_target=0.02, max_time_s=a.max_time, timeout_s=120)
     prot_sent = Protocol(ci_target=0.005, max_time_s=a.max_time, timeout_s=120)
+    prot_of = {n: replace(prot_sent, min_sample_s=ms) for n, (_, ms) in CANDIDATES.items()}
     log: list[dict] = []
     t0 = time.time()
     print(f"command: python {' '.join(sys.argv)}", flush=True)
@@ -114,7 +123,7 @@ def main() -> None:
                     order.append((n, cands[n]))
                 order.append(("real", c))
             for kind, c in order:
-                m = b.measure(c, protocol=prot_sent if kind != "real" else prot_real)
+                m = b.measure(c, protocol=prot_of[kind] if kind != "real" else prot_real)
                 log.append({"pass": p, "kind": kind, "config": c.config_id, "t": time.time() - t0,
                             "ok": m.status == "ok", "lat": m.latency_ms.median if m.latency_ms else None,
                             "wall_s": m.wall_s})

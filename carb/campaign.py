@@ -21,8 +21,9 @@ same mean moment: every pooled value averages over the same drift of the machine
 Speed sentinel (issue 16, :mod:`carb.measure.sentinel`): at the start, every
 ``sentinel.every_s`` seconds and at the end, the campaign measures a fixed workload with
 the same backend, stores the reading in the store's ``speed_index`` table, and records in
-every row the sentinel at its measurement time (readings interpolated in time; for pooled
-rounds, per visit) and its latency at the platform's median speed (``latency_ms_norm``).
+every row the sentinel at its measurement time (the median of the readings within
+``sentinel.window_s / 2`` of each visit: one reading is noisy, the level around it is not)
+and its latency at the platform's median speed (``latency_ms_norm``).
 """
 
 from __future__ import annotations
@@ -232,10 +233,10 @@ def run_campaign(configs: Sequence[Config], backend: Backend | Executor, store: 
     def sentinel_at(t: float | None) -> float | None:
         if not read_t or t is None:
             return None
-        return float(np.interp(t, read_t, read_ms))
+        return _sentinel_at(t, read_t, read_ms, sent.window_s)  # type: ignore[union-attr]
 
-    # rows stored since the last reading, with their visits' samples and moments: once the
-    # next reading is in, their sentinel is interpolated instead of held from the last one
+    # rows whose sentinel a later reading may still change (a visit within half a window of
+    # the last reading), with their visits' samples and moments: refined at each reading
     unrefined: list[tuple[Config, list[tuple[list[float], float]]]] = []
 
     def finish(cfg: Config, m: Measurement, parts: list[Measurement] | None = None) -> None:
@@ -338,10 +339,13 @@ def run_campaign(configs: Sequence[Config], backend: Backend | Executor, store: 
         read_t.insert(i, t_read)
         read_ms.insert(i, r.sentinel_ms)
         result.readings += 1
+        keep = []
         for c, parts in unrefined:
             eff = effective_sentinel_ms([x for x, _ in parts], [sentinel_at(t) for _, t in parts])  # type: ignore[misc]
             store.set_sentinel(c.config_id, platform, result.run_id, eff, remeasure=remeasure)
-        unrefined.clear()
+            if max(t for _, t in parts) >= t_read - sent.window_s / 2:  # type: ignore[union-attr]
+                keep.append((c, parts))  # a later reading still falls in its window
+        unrefined[:] = keep
 
     t0 = time.monotonic()
     try:
@@ -381,11 +385,24 @@ def _auto_sentinel(executor: Executor) -> Sentinel | None:
     return CPU_SENTINEL if executor.device == "cpu" else None
 
 
+def _sentinel_at(t: float, read_t: Sequence[float], read_ms: Sequence[float], window_s: float) -> float:
+    """The sentinel (ms) at unix time ``t`` from readings at ``read_t`` (sorted): the median
+    of the readings within ``window_s / 2`` of ``t`` (the nearest one when none is), or, for
+    ``window_s <= 0``, the readings interpolated linearly in time."""
+    ts = np.asarray(read_t, float)
+    ms = np.asarray(read_ms, float)
+    if window_s <= 0:
+        return float(np.interp(t, ts, ms))
+    d = np.abs(ts - t)
+    near = d <= window_s / 2
+    return float(np.median(ms[near])) if near.any() else float(ms[np.argmin(d)])
+
+
 def _sentinel_doc(sent: Sentinel | None) -> dict[str, Any] | None:
     if sent is None:
         return None
     return {"name": sent.name, "configs": [c.label() for c in sent.configs], "every_s": sent.every_s,
-            "protocol": sent.protocol.to_dict()}
+            "window_s": sent.window_s, "protocol": sent.protocol.to_dict()}
 
 
 def _with_sentinel(m: Measurement, sentinel_ms: float | None) -> Measurement:

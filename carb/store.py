@@ -48,7 +48,6 @@ from pathlib import Path
 from typing import Any, Iterable
 
 import duckdb
-import numpy as np
 import pandas as pd
 
 from carb import families
@@ -73,7 +72,8 @@ _PARAM_SQL = {
 
 
 #: drift columns (issue 16; carb.measure.sentinel): ``sentinel_ms`` the speed sentinel's
-#: latency at the row's measurement time (ms; pooled rounds: the effective value, such that
+#: latency around the row's measurement time (ms; the median of the readings near each visit;
+#: pooled rounds: the effective value, such that
 #: ``latency_ms_norm = latency_ms * ref / sentinel_ms``), ``speed_index`` the machine's speed
 #: then relative to the platform's median sentinel reading in this store (``ref / sentinel_ms``:
 #: 1 = median speed, > 1 faster), ``latency_ms_norm`` the latency at that median speed (ms).
@@ -296,16 +296,6 @@ class Store:
                                  [platform]).fetchone()[0]
             self._ref[platform] = None if v is None else float(v)
         return self._ref[platform]
-
-    def sentinel_at(self, platform: str, t: float) -> float | None:
-        """The sentinel's latency (ms) at unix time ``t``: the platform's readings (all runs)
-        interpolated linearly in time, held constant before the first and after the last;
-        ``None`` without readings."""
-        df = self.speed_readings(platform)
-        if df.empty:
-            return None
-        ts = df["t"].map(lambda x: x.timestamp()).to_numpy(float)
-        return float(np.interp(t, ts, df["sentinel_ms"].to_numpy(float)))
 
     def _renormalize(self, platform: str) -> None:
         ref = self.speed_ref_ms(platform)

@@ -5,7 +5,9 @@ the campaign's throughput, noise and drift figures for benchmarks/RESULTS.md.
     python scripts/ship_dataset.py --store campaigns/cpu-1t.duckdb --name cpu-1t
 
 The card is generated from the store itself (provenance of every run, counts, noise,
-drift), so every number in it is the campaign's own.
+drift, the speed sentinel's index over time with a small PNG ``<name>-speed.png``), so
+every number in it is the campaign's own. A store measured before the sentinel existed
+gets "no speed index" and the reason.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from carb import datasets
+from carb import datasets, drift
 from carb.store import Store
 
 
@@ -61,6 +63,17 @@ def figures(store: Store, platform: str) -> dict:
                         "within_10pct": float(((lat - 1).abs() <= 0.1).mean()),
                         "memory_ratio_median": float(mem.median()),
                         "hours_between": float((j.measured_at_re - j.measured_at).dt.total_seconds().median() / 3600)}
+        if "latency_ms_norm_re" in j.columns and j.latency_ms_norm_re.notna().any():
+            # the same drift check on drift-corrected values (both normalized to one median reading)
+            cor = (j.latency_ms_norm_re / j.latency_ms_norm).dropna()
+            out["drift"].update(corrected_ratio_median=float(cor.median()),
+                                corrected_abs_diff_mean=float((cor - 1).abs().mean()),
+                                raw_abs_diff_mean=float((lat - 1).abs().mean()),
+                                corrected_within_10pct=float(((cor - 1).abs() <= 0.1).mean()))
+    readings = store.speed_readings(platform)
+    out["speed"] = drift.speed_summary(readings)
+    out["speed_lines"] = drift.speed_lines(out["speed"], readings)
+    out["_readings"] = readings
     prov = json.loads(runs.provenance.iloc[0]) if len(runs) else {}
     out["provenance"] = prov
     out["protocol"] = json.loads(runs.protocol.iloc[0]) if len(runs) else {}
@@ -109,12 +122,31 @@ def card(name: str, f: dict, rows: int, conditions: str) -> str:
         f"(p95 {f['memory_round_cov_p95']:.3f})",
         f"- throughput: {f['configs_per_hour']:.0f} configs/hour ({f['wall_s_per_config_median']:.2f} s median wall per config)",
     ]
+    if drift and "corrected_ratio_median" in drift:
+        lines.append(
+            f"- drift, corrected by the speed sentinel: median ratio {drift['corrected_ratio_median']:.3f}, mean "
+            f"|difference| {100 * drift['corrected_abs_diff_mean']:.1f}% (raw {100 * drift['raw_abs_diff_mean']:.1f}%), "
+            f"{100 * drift['corrected_within_10pct']:.0f}% within ±10%")
     if drift:
         lines.append(
             f"- drift: {drift['configs']} configs measured again at the end of the campaign "
             f"(median {drift['hours_between']:.2f} h later): median latency ratio {drift['latency_ratio_median']:.3f} "
             f"(p5 {drift['latency_ratio_p5']:.3f}, p95 {drift['latency_ratio_p95']:.3f}), "
             f"{100 * drift['within_10pct']:.0f}% within ±10%; median memory ratio {drift['memory_ratio_median']:.3f}")
+    lines += ["", "## Speed index (machine speed while measuring)"]
+    if f["speed"].get("readings"):
+        lines += [
+            "The speed sentinel (`carb.measure.sentinel`: a fixed small config measured like every config) was "
+            "read at the start, every 45 s and at the end of every run; `speed_index` is the median reading over "
+            "each one (1 = the campaign's median speed, > 1 faster). Every row carries `sentinel_ms`, "
+            "`speed_index` and `latency_ms_norm` (its latency at the median speed); `latency_ms` stays the raw median.",
+            "",
+            *[f"- {ln}" for ln in f["speed_lines"]],
+            "",
+            f"![speed index over time]({name}-speed.png)",
+        ]
+    else:
+        lines.append(f"- {f.get('speed_why') or 'no speed index: the store has no speed sentinel readings'}")
     lines += [
         "",
         "## Known limits",
@@ -143,6 +175,10 @@ def main() -> None:
         f = figures(s, a.name)
     out = Path(a.out)
     datasets.write(datasets.slim(df), out / f"{a.name}.parquet")
+    if not f["speed"].get("readings"):
+        f["speed_why"] = ("no speed index: measured before CARB had a speed sentinel (issue 16); "
+                          "`latency_ms` is the raw median, with no record of the machine's speed while it was taken")
+    drift.speed_plot(f.pop("_readings"), out / f"{a.name}-speed.png", title=f"{a.name}: speed index")
     (out / f"{a.name}.md").write_text(card(a.name, f, len(df), a.conditions))
     datasets.read(out / f"{a.name}.parquet")  # what we ship must pass the loader's checks
     f.pop("provenance")

@@ -53,8 +53,30 @@ class DriftingBackend(Backend):
                            extra={"latency_samples_ms": samples})
 
 
-def every_visit(every_s=0.0):
-    return Sentinel(configs=(SENT,), protocol=Protocol(max_time_s=0.2), every_s=every_s, name="synthetic")
+def every_visit(every_s=0.0, window_s=0.0):
+    """A reading before every visit; each visit's sentinel interpolated between readings."""
+    return Sentinel(configs=(SENT,), protocol=Protocol(max_time_s=0.2), every_s=every_s, window_s=window_s,
+                    name="synthetic")
+
+
+def test_a_visits_sentinel_is_the_median_of_the_readings_in_its_window():
+    from carb.campaign import _sentinel_at
+
+    t, ms = [0.0, 10.0, 20.0, 200.0], [1.0, 3.0, 2.0, 5.0]
+    assert _sentinel_at(12.0, t, ms, window_s=60) == 2.0  # median of 1, 3, 2: one bad reading moves nothing
+    assert _sentinel_at(150.0, t, ms, window_s=60) == 5.0  # none within 30 s: the nearest
+    assert _sentinel_at(15.0, t, ms, window_s=0) == pytest.approx(2.5)  # 0: linear interpolation
+    assert _sentinel_at(-5.0, t, ms, window_s=0) == 1.0 and _sentinel_at(300.0, t, ms, window_s=0) == 5.0
+
+
+def test_with_the_default_window_a_short_campaign_shares_one_level(tmp_path):
+    with Store(tmp_path / "w.duckdb") as store:
+        r = run_campaign(list(space.load("tiny")), DriftingBackend(step=0.05), store,
+                         sentinel=every_visit(window_s=CPU_SENTINEL.window_s))
+        df = store.measurements()
+        med = float(np.median(store.speed_readings().sentinel_ms))
+    # a campaign of a few seconds lies in one window: every row at the median of all readings
+    assert r.readings == 10 and df.sentinel_ms.to_numpy() == pytest.approx(np.full(len(df), med))
 
 
 def test_normalized_latency_removes_the_synthetic_drift(tmp_path):
@@ -229,3 +251,26 @@ def test_phase_drift_and_normalize_on_synthetic_rows():
     assert math.isnan(drift.normalize(cal.drop(columns="sentinel_ms")).iloc[0])
     c = drift.corrected(both.assign(latency_ms_norm=n))
     assert (c.latency_ms_raw == both.latency_ms).all() and c.latency_ms.to_numpy() == pytest.approx(n.to_numpy())
+
+
+def test_cli_dataset_info_shows_the_index_or_says_there_is_none(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    def info(path, *extra):
+        p = subprocess.run([sys.executable, "-m", "carb.cli", "dataset", "info", "--store", str(path), *extra],
+                           capture_output=True, text=True, timeout=300, env={"COLUMNS": "200", **__import__("os").environ})
+        assert p.returncode == 0, p.stderr
+        return p.stdout
+
+    old = tmp_path / "old.duckdb"
+    _old_store(old)
+    assert "no speed index" in info(old)
+    new = tmp_path / "new.duckdb"
+    with Store(new) as store:
+        run_campaign(list(space.load("tiny")), DriftingBackend(step=0.02), store, sentinel=every_visit())
+    out = info(new)
+    assert "10 sentinel readings" in out and "index over time" in out
+    doc = json.loads(info(new, "--json"))
+    assert doc["speed_index"]["platforms"]["cpu-1t"]["readings"] == 10

@@ -5,8 +5,9 @@ memory, not descheduling: ../shared/DESIGN.md). A campaign cannot stop that, but
 watch it: between visits it measures the sentinel, a fixed config of the space, with the
 same backend, worker, threads and pinning as every config (it *is* measured like a config,
 so it feels what they feel). Each reading goes to the store's ``speed_index`` table; each
-measured row records the sentinel at its measurement time (``sentinel_ms``, readings
-interpolated in time) and its latency at the platform's median speed
+measured row records the sentinel around its measurement time (``sentinel_ms``: the
+median of the readings within ``window_s / 2`` of each visit) and its latency at the
+platform's median speed
 (``latency_ms_norm = latency_ms * median reading / sentinel_ms``).
 
 Which workload tracks the speed of real configs was chosen by measurement
@@ -28,10 +29,12 @@ from .base import Measurement, Protocol
 
 __all__ = ["Sentinel", "Reading", "CPU_SENTINEL", "SENTINEL_PROTOCOL", "effective_sentinel_ms"]
 
-#: a short burst per reading: the sentinel is timed until its median's 95% CI is within
-#: 1% or for 0.2 s (a few dozen forwards of a few ms), after a 0.05 s warm-up
-SENTINEL_PROTOCOL = Protocol(ci_target=0.01, min_repeats=5, max_repeats=400, max_time_s=0.2, warmup=2,
-                             warmup_s=0.05, timeout_s=60.0)
+#: a short burst per reading: samples of >= 20 ms of forwards (a per-forward median of a
+#: sub-millisecond net is blind to the time slices other processes take of the core, which
+#: slow every real config: benchmarks/RESULTS.md), until the median's 95% CI is within 1%
+#: or for 0.25 s, after a 0.02 s warm-up
+SENTINEL_PROTOCOL = Protocol(ci_target=0.01, min_repeats=5, max_repeats=400, max_time_s=0.25, warmup=2,
+                             warmup_s=0.02, min_sample_s=0.02, timeout_s=60.0)
 
 
 @dataclass(frozen=True)
@@ -61,12 +64,17 @@ class Sentinel:
         protocol: the protocol of a sentinel visit (short: see :data:`SENTINEL_PROTOCOL`).
         every_s: seconds of campaign between readings (one more at the start and one at
             the end). Units: s.
+        window_s: a visit's sentinel is the median of the readings within ``window_s / 2``
+            of it (the nearest one when none is): a single reading is noisy (a few % to
+            tens of % on a loaded machine), a campaign's level is not; ``0`` interpolates
+            the readings linearly instead. Units: s.
         name: what the readings are called in the store.
     """
 
     configs: tuple[Config, ...]
     protocol: Protocol = SENTINEL_PROTOCOL
-    every_s: float = 30.0
+    every_s: float = 45.0
+    window_s: float = 180.0
     name: str = "cpu-sentinel"
 
     def reading(self, measurements: Sequence[Measurement]) -> Reading | None:
@@ -85,11 +93,12 @@ class Sentinel:
 
 
 #: The CPU sentinel: the small CIFAR ResNet-8 (width 0.5, 32 px, batch 1, fp32; ~0.6 ms a
-#: forward). Chosen by ``benchmarks/choose_sentinel.py`` (benchmarks/RESULTS.md): of four
-#: configs of the cpu space timed between 16 real configs for 6 minutes, its readings
-#: followed the real configs' speed best (pass-level correlation 0.66 against 0.36-0.61)
-#: and corrected them best of the single configs (residual log-spread 0.375 against
-#: 0.395-0.412, raw 0.393), at the lowest cost (0.68 s a reading).
+#: forward) timed in samples of >= 20 ms. Chosen by ``benchmarks/choose_sentinel.py``
+#: (benchmarks/RESULTS.md): of four configs of the cpu space timed between 16 real configs,
+#: the small one followed the real configs' speed best (correlation 0.66 against 0.36-0.61)
+#: at the lowest cost; with other processes sharing the core, its per-forward median missed
+#: the slow-down every real config showed (x0.96 against x1.97 on a real config), its
+#: 20 ms samples followed it (x1.42), and they corrected best of the candidates there.
 CPU_SENTINEL = Sentinel(configs=(Config(family="cifar", block="basic", depth=8, width=0.5, early_downsample=False,
                                         input_size=32, batch=1, precision="fp32", classes=10),))
 
