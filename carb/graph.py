@@ -511,7 +511,8 @@ def _row(node: Any, mod: Any, ins: list[Any], outs: list[Any], flops: int) -> di
         n, cin, h, w = _nchw(x.shape)
     in_bytes = sum(t.numel() * t.element_size() for t in ins)
     out_bytes = sum(t.numel() * t.element_size() for t in outs)
-    broadcast = len(ins) >= 2 and any(t.numel() < y.numel() for t in ins)
+    # an element-wise binary op one of whose inputs is broadcast (SE's x * s)
+    broadcast = op in ("add", "mul") and len(ins) >= 2 and any(t.numel() < y.numel() for t in ins)
     return {"name": node.name, "target": node.target if isinstance(node.target, str) else kind, "kind": kind,
             "op": op, "in_shape": tuple(int(d) for d in x.shape), "out_shape": tuple(int(d) for d in y.shape),
             "batch": int(n), "cin": int(cin), "h": int(h), "w": int(w), "cout": int(cout), "ho": int(ho),

@@ -1,0 +1,495 @@
+"""Any network from its layers: per-operator cost models + a network model, per device.
+
+How a prediction is made (:func:`predict_module`):
+
+1. :func:`carb.graph.capture` turns the module into a table of layers (meta device).
+2. **Layer model** (:class:`LayerModel`): each layer's latency from its operator class
+   (:func:`op_class`: dense / grouped / depthwise convolution, linear, matmul, BN, each
+   activation, pooling, add, broadcast multiply, concat, copy) as a roofline
+   ``t = a0 + a1 * flops + a2 * bytes`` fitted per class by non-negative least squares on
+   relative error, times a correction ``exp(f(x))`` from a forest of regression trees on the
+   layer's log-shapes (kernel, stride, groups, channels, map size, batch, ...), fitted on the
+   measured ``layers`` campaign. Views (flatten, reshape, dropout in eval) cost nothing of
+   their own. An operator the model has no measurements for is **never free**: it is priced
+   by the generic roofline fitted on every measured layer, listed in ``unknown``, and its
+   share widens the interval.
+3. **Network model**: ``latency = s * sum(layer latencies) + o * nodes + c`` (NNLS on
+   relative error over whole-network measurements): ``o`` is the per-node dispatch overhead
+   (module calls, views) and ``c`` the per-forward one. Peak memory is a static liveness
+   simulation (weights + input + the peak of live activations, :mod:`carb.graph`) corrected
+   by a learned linear term (NNLS on ``model_bytes``, ``input_bytes``, ``peak_live_bytes``,
+   the largest layer's weights, a constant).
+4. **Calibration** to a device (or to the machine's speed of the day) from K whole-network
+   measurements: :func:`carb.transfer.fit_log_map` (the log-space map ``carb calibrate``
+   uses), per target, leave-one-out intervals.
+
+Intervals are 90% by default: the quantile of the network model's leave-one-family-out
+log-residuals on its training networks (or, once calibrated, of the map's leave-one-out
+residuals), widened by the unknown operators' share.
+
+A model is saved as a directory (:meth:`NetModel.save`): ``netmodel.json`` (coefficients,
+classes, provenance) and ``layer_forest.npz`` (trees as arrays, :class:`carb.model._forest.ArrayForest`,
+loaded with ``allow_pickle=False``): loading runs no code from the files.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import nnls
+
+from carb.graph import CaptureError, LayerTable
+
+__all__ = ["NetModel", "LayerModel", "Prediction", "predict_module", "op_class", "network_row", "fit_netmodel",
+           "load", "ModelError", "FORMAT"]
+
+FORMAT = "carb-netmodel/1"
+MB = 1e6
+
+
+class ModelError(ValueError):
+    """A network model cannot be fitted, loaded or applied; one line."""
+
+
+# --------------------------------------------------------------------------- layers
+
+_ACT_CLASSES = ("relu", "hardswish", "hardsigmoid", "sigmoid", "silu", "gelu", "tanh", "softmax", "bn", "layernorm")
+#: Classes pooled for the roofline when a class has few measurements.
+_MEMORY_BOUND = ("relu", "hardswish", "hardsigmoid", "sigmoid", "silu", "gelu", "tanh", "softmax", "bn", "layernorm",
+                 "pool", "gap", "add", "mul", "cat", "copy")
+_FEATURES = ["l_flops", "l_in", "l_out", "l_w", "l_batch", "l_cin", "l_cout", "l_hw", "l_howo", "kernel", "stride",
+             "l_groups", "l_cin_g", "n_inputs", "broadcast"]
+
+
+def op_class(layers: pd.DataFrame) -> np.ndarray:
+    """Cost class of each layer row (``op`` and shapes): ``conv``, ``conv_grouped``,
+    ``conv_dw`` (groups == input channels), ``relu`` (ReLU and ReLU6), ``pool`` (max and
+    average), the other ops by name; ``view`` costs nothing of its own."""
+    op = layers["op"].astype(str).to_numpy()
+    out = op.astype(object).copy()
+    g = layers["groups"].to_numpy()
+    cin = layers["cin"].to_numpy()
+    conv = op == "conv"
+    out[conv & (g > 1) & (g == cin)] = "conv_dw"
+    out[conv & (g > 1) & (g != cin)] = "conv_grouped"
+    out[op == "relu6"] = "relu"
+    out[(op == "maxpool") | (op == "avgpool")] = "pool"
+    return out
+
+
+def _x(layers: pd.DataFrame, classes: Sequence[str]) -> np.ndarray:
+    l2 = lambda c: np.log2(np.maximum(layers[c].to_numpy(dtype=np.float64), 0) + 1)  # noqa: E731
+    cin_g = layers["cin"].to_numpy(np.float64) / np.maximum(layers["groups"].to_numpy(np.float64), 1)
+    cols = [l2("flops"), l2("in_bytes"), l2("out_bytes"), l2("weight_bytes"), l2("batch"), l2("cin"), l2("cout"),
+            np.log2(layers["h"].to_numpy(np.float64) * layers["w"].to_numpy(np.float64) + 1),
+            np.log2(layers["ho"].to_numpy(np.float64) * layers["wo"].to_numpy(np.float64) + 1),
+            layers["kernel"].to_numpy(np.float64), layers["stride"].to_numpy(np.float64), l2("groups"),
+            np.log2(cin_g + 1), layers["n_inputs"].to_numpy(np.float64),
+            layers["broadcast"].to_numpy(np.float64)]
+    cls = op_class(layers)
+    cols += [(cls == c).astype(np.float64) for c in classes]
+    return np.column_stack(cols) if len(layers) else np.zeros((0, len(_FEATURES) + len(classes)))
+
+
+def _roofline(flops: np.ndarray, nbytes: np.ndarray, y: np.ndarray) -> list[float]:
+    """NNLS fit of ``y = a0 + a1 * flops + a2 * bytes`` on relative error. Units: ms, FLOP, B."""
+    A = np.column_stack([np.ones_like(y), flops, nbytes]) / y[:, None]
+    scale = np.maximum(A.max(axis=0), 1e-30)
+    coef, _ = nnls(A / scale, np.ones_like(y), maxiter=5000)
+    return [float(c) for c in coef / scale]
+
+
+def _apply_roofline(coef: Sequence[float], flops: np.ndarray, nbytes: np.ndarray) -> np.ndarray:
+    return coef[0] + coef[1] * flops + coef[2] * nbytes
+
+
+@dataclass
+class LayerModel:
+    """Per-class rooflines and a residual forest, fitted on measured layers.
+
+    Attributes:
+        rooflines: class -> ``[a0 (ms), a1 (ms/FLOP), a2 (ms/B)]``.
+        generic: the roofline of every measured layer pooled (unknown operators).
+        classes: the classes with measurements (known operators).
+        forest: trees of the log-correction (``None``: no correction).
+        q_generic: 90% quantile of the generic roofline's |log error| on the measured layers.
+        n: measurements per class.
+    """
+
+    rooflines: dict[str, list[float]]
+    generic: list[float]
+    classes: list[str]
+    forest: Any = None
+    q_generic: float = 1.0
+    n: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def fit(cls, layers: pd.DataFrame, y_ms: np.ndarray, *, min_class: int = 6, trees: int = 200,
+            seed: int = 0) -> "LayerModel":
+        """Fit on a table of layer rows (:data:`carb.families.layers.LAYER_COLUMNS`) and their
+        measured latency (ms). ``se`` rows (composites) are left out."""
+        from sklearn.ensemble import ExtraTreesRegressor
+
+        from carb.model._forest import ArrayForest
+
+        keep = (layers["op"] != "se").to_numpy() & np.isfinite(y_ms) & (y_ms > 0)
+        layers, y = layers[keep].reset_index(drop=True), np.asarray(y_ms, float)[keep]
+        if len(y) < 10:
+            raise ModelError(f"layer model: {len(y)} measured layers; need at least 10")
+        cls_ = op_class(layers)
+        flops = layers["flops"].to_numpy(np.float64)
+        nbytes = layers["bytes"].to_numpy(np.float64)
+        generic = _roofline(flops, nbytes, y)
+        mem = np.isin(cls_, _MEMORY_BOUND)
+        pooled = _roofline(flops[mem], nbytes[mem], y[mem]) if mem.sum() >= 3 else generic
+        roof: dict[str, list[float]] = {}
+        counts: dict[str, int] = {}
+        for c in sorted(set(cls_)):
+            m = cls_ == c
+            counts[c] = int(m.sum())
+            roof[c] = _roofline(flops[m], nbytes[m], y[m]) if m.sum() >= min_class else \
+                (pooled if c in _MEMORY_BOUND else generic)
+        classes = sorted(roof)
+        base = np.array([_apply_roofline(roof[c], f, b) for c, f, b in zip(cls_, flops, nbytes)])
+        base = np.maximum(base, 1e-6)
+        q_generic = float(np.quantile(np.abs(np.log(np.maximum(_apply_roofline(generic, flops, nbytes), 1e-6) / y)),
+                                      0.9))
+        X = _x(layers, classes)
+        et = ExtraTreesRegressor(n_estimators=trees, min_samples_leaf=3, max_features=0.6, random_state=seed, n_jobs=1)
+        et.fit(X, np.log(y / base))
+        return cls(rooflines=roof, generic=generic, classes=classes, forest=ArrayForest.from_sklearn(et),
+                   q_generic=q_generic, n=counts)
+
+    def known(self, layers: pd.DataFrame) -> np.ndarray:
+        """Which rows the model knows: a measured class, or a view (no cost of its own)."""
+        c = op_class(layers)
+        return np.isin(c, self.classes) | (c == "view")
+
+    def predict(self, layers: pd.DataFrame) -> np.ndarray:
+        """Latency of each layer row. Units: ms. Views: 0; unknown operators: the generic
+        roofline (never 0 unless the op moves no byte and does no FLOP)."""
+        if not len(layers):
+            return np.zeros(0)
+        c = op_class(layers)
+        flops = layers["flops"].to_numpy(np.float64)
+        nbytes = layers["bytes"].to_numpy(np.float64)
+        out = np.zeros(len(layers))
+        known = np.isin(c, self.classes)
+        for k in set(c[known]):
+            m = c == k
+            out[m] = _apply_roofline(self.rooflines[k], flops[m], nbytes[m])
+        out = np.maximum(out, 1e-6)
+        if self.forest is not None and known.any():
+            out[known] *= np.exp(self.forest.predict(_x(layers[known], self.classes)))
+        unk = ~known & (c != "view")
+        out[unk] = np.maximum(_apply_roofline(self.generic, flops[unk], nbytes[unk]), 1e-6)
+        out[c == "view"] = 0.0
+        return out
+
+
+# --------------------------------------------------------------------------- networks
+
+#: Network-level columns :func:`network_row` gives.
+NETWORK_COLUMNS = ["layer_sum_ms", "unknown_ms", "nodes", "flops", "model_bytes", "input_bytes", "peak_live_bytes",
+                   "max_weight_bytes", "batch", "flops_known_share", "layers_known_share"]
+
+
+def network_row(table: LayerTable, layer_model: LayerModel) -> tuple[dict[str, float], np.ndarray]:
+    """The network-level figures of a captured network under a layer model, and the
+    per-layer latencies (ms)."""
+    L = table.layers
+    t = layer_model.predict(L)
+    known = layer_model.known(L)
+    flops = L["flops"].to_numpy(np.float64) if len(L) else np.zeros(0)
+    costed = (L["op"] != "view").to_numpy() if len(L) else np.zeros(0, bool)
+    row = {
+        "layer_sum_ms": float(t.sum()), "unknown_ms": float(t[~known].sum()), "nodes": float(len(L)),
+        "flops": float(flops.sum()), "model_bytes": float(table.model_bytes), "input_bytes": float(table.input_bytes),
+        "peak_live_bytes": float(table.peak_live_bytes),
+        "max_weight_bytes": float(L["weight_bytes"].max()) if len(L) else 0.0,
+        "batch": float(table.input_shape[0]) if table.input_shape else 1.0,
+        "flops_known_share": float(flops[known].sum() / flops.sum()) if flops.sum() > 0 else 1.0,
+        "layers_known_share": float(known[costed].mean()) if costed.any() else 1.0,
+    }
+    return row, t
+
+
+def _lat_design(rows: pd.DataFrame) -> np.ndarray:
+    return np.column_stack([rows["layer_sum_ms"], rows["nodes"], np.ones(len(rows))])
+
+
+def _mem_design(rows: pd.DataFrame) -> np.ndarray:
+    return np.column_stack([rows["model_bytes"] / MB, rows["input_bytes"] / MB, rows["peak_live_bytes"] / MB,
+                            rows["max_weight_bytes"] / MB, np.ones(len(rows))])
+
+
+def _nnls_rel(A: np.ndarray, y: np.ndarray) -> list[float]:
+    W = A / y[:, None]
+    scale = np.maximum(np.abs(W).max(axis=0), 1e-30)
+    coef, _ = nnls(W / scale, np.ones_like(y), maxiter=5000)
+    return [float(c) for c in coef / scale]
+
+
+@dataclass
+class NetModel:
+    """Layer model + network terms (+ optional calibration maps), per device.
+
+    Attributes:
+        layer: the :class:`LayerModel`.
+        lat_coef: ``[s, o (ms/node), c (ms)]`` of ``latency = s * layer_sum + o * nodes + c``.
+        mem_coef: memory (MB) on model, input, peak live activations, largest layer weights
+            (all MB) and a constant (MB).
+        q: 90% |log residual| quantiles of the network model per target (intervals).
+        calibration: per target, a :class:`carb.transfer.LogMap` as a dict (or absent).
+        coverage: nominal coverage of the intervals.
+        device: the device the model describes (e.g. ``cpu-1t``).
+        meta: provenance (data, counts, fitted when).
+    """
+
+    layer: LayerModel
+    lat_coef: list[float]
+    mem_coef: list[float]
+    q: dict[str, float]
+    calibration: dict[str, dict[str, Any]] = field(default_factory=dict)
+    coverage: float = 0.9
+    device: str = ""
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    # -- prediction
+    def predict_rows(self, rows: pd.DataFrame) -> pd.DataFrame:
+        """Latency and memory of networks from their :func:`network_row` figures:
+        ``latency_ms``, ``memory_mb`` and their ``_lo``/``_hi`` bounds (ms, MB)."""
+        from carb.transfer import LogMap
+
+        lat = np.maximum(_lat_design(rows) @ np.asarray(self.lat_coef), 1e-6)
+        mem = np.maximum(_mem_design(rows) @ np.asarray(self.mem_coef), 1e-6)
+        out = pd.DataFrame(index=rows.index)
+        batch = rows["batch"].to_numpy(np.float64)
+        for target, pred in (("latency_ms", lat), ("memory_mb", mem)):
+            q = self.q.get(target, 0.0)
+            cal = self.calibration.get(target)
+            if cal:
+                lm = LogMap(coef=list(cal["coef"]), q=float(cal["q"]), n=int(cal["n"]))
+                pred = lm.apply(pred, batch)
+                q = max(lm.q, 0.0) if lm.n >= 5 else max(q, lm.q)
+            lo, hi = pred * math.exp(-q), pred * math.exp(q)
+            if target == "latency_ms":
+                # unknown operators: their fallback cost is uncertain by the generic roofline's error
+                u = rows["unknown_ms"].to_numpy(np.float64) * (self.lat_coef[0] or 1.0)
+                qg = self.layer.q_generic
+                lo = np.maximum(lo - u * (1 - math.exp(-qg)), 1e-6)
+                hi = hi + u * (math.exp(qg) - 1)
+            out[target], out[f"{target}_lo"], out[f"{target}_hi"] = pred, lo, hi
+        return out
+
+    def calibrate(self, rows: pd.DataFrame, measured: pd.DataFrame) -> "NetModel":
+        """A copy calibrated with K whole-network measurements (``latency_ms``,
+        ``memory_mb`` columns of ``measured``, aligned with ``rows``) through
+        :func:`carb.transfer.fit_log_map`."""
+        from carb.transfer import fit_log_map
+
+        base = NetModel(self.layer, self.lat_coef, self.mem_coef, self.q, {}, self.coverage, self.device,
+                        dict(self.meta))
+        pred = base.predict_rows(rows)
+        cal = {}
+        for t in ("latency_ms", "memory_mb"):
+            y = measured[t].to_numpy(np.float64)
+            ok = np.isfinite(y) & (y > 0)
+            if ok.sum() < 2:
+                continue
+            lm = fit_log_map(pred[t].to_numpy()[ok], y[ok], rows["batch"].to_numpy(np.float64)[ok], self.coverage)
+            cal[t] = {"coef": lm.coef, "q": lm.q, "n": lm.n}
+        base.calibration = cal
+        base.meta["calibrated_on"] = int(len(rows))
+        return base
+
+    # -- persistence
+    def save(self, directory: str | Path) -> Path:
+        """Write ``netmodel.json`` and ``layer_forest.npz`` into ``directory``."""
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        if self.layer.forest is not None:
+            self.layer.forest.save(d / "layer_forest.npz")
+        doc = {"format": FORMAT, "device": self.device, "coverage": self.coverage, "lat_coef": self.lat_coef,
+               "mem_coef": self.mem_coef, "q": self.q, "calibration": self.calibration, "meta": self.meta,
+               "layer": {"rooflines": self.layer.rooflines, "generic": self.layer.generic,
+                         "classes": self.layer.classes, "q_generic": self.layer.q_generic, "n": self.layer.n,
+                         "forest": "layer_forest.npz" if self.layer.forest is not None else None}}
+        (d / "netmodel.json").write_text(json.dumps(doc, indent=1))
+        return d
+
+
+def load(directory: str | Path) -> NetModel:
+    """A model saved by :meth:`NetModel.save` (no code runs from the files).
+
+    Raises:
+        ModelError: not a network-model directory, or a malformed one (one line).
+    """
+    from carb.model._forest import ArrayForest
+
+    d = Path(directory)
+    f = d / "netmodel.json"
+    if not f.is_file():
+        raise ModelError(f"{d}: not a network model (no netmodel.json; make one with benchmarks/bench_modules.py "
+                         "fit or carb.netmodel.fit_netmodel)")
+    try:
+        doc = json.loads(f.read_text())
+        if doc.get("format") != FORMAT:
+            raise ModelError(f"{f}: format {doc.get('format')!r}, expected {FORMAT!r}")
+        ly = doc["layer"]
+        forest = ArrayForest.load(d / ly["forest"]) if ly.get("forest") else None
+        layer = LayerModel(rooflines={k: list(map(float, v)) for k, v in ly["rooflines"].items()},
+                           generic=list(map(float, ly["generic"])), classes=list(ly["classes"]), forest=forest,
+                           q_generic=float(ly["q_generic"]), n=dict(ly.get("n", {})))
+        return NetModel(layer=layer, lat_coef=list(map(float, doc["lat_coef"])),
+                        mem_coef=list(map(float, doc["mem_coef"])), q={k: float(v) for k, v in doc["q"].items()},
+                        calibration=doc.get("calibration") or {}, coverage=float(doc.get("coverage", 0.9)),
+                        device=str(doc.get("device", "")), meta=doc.get("meta") or {})
+    except ModelError:
+        raise
+    except (KeyError, TypeError, ValueError, OSError) as e:
+        raise ModelError(f"{d}: malformed network model ({type(e).__name__}: {e})") from None
+
+
+def fit_netmodel(layer_model: LayerModel, rows: pd.DataFrame, measured: pd.DataFrame, *,
+                 groups: Sequence[str] | None = None, coverage: float = 0.9, device: str = "",
+                 meta: Mapping[str, Any] | None = None) -> NetModel:
+    """Fit the network terms on whole-network measurements.
+
+    Args:
+        layer_model: the fitted :class:`LayerModel`.
+        rows: :func:`network_row` figures of the measured networks.
+        measured: their ``latency_ms`` and ``memory_mb`` (aligned with ``rows``).
+        groups: family of each network: the interval quantiles come from
+            leave-one-family-out residuals (otherwise from leave-one-out).
+        coverage: nominal coverage of the intervals.
+    """
+    y_lat = measured["latency_ms"].to_numpy(np.float64)
+    y_mem = measured["memory_mb"].to_numpy(np.float64)
+    if len(rows) < 3:
+        raise ModelError(f"network model: {len(rows)} measured networks; need at least 3")
+    A, M = _lat_design(rows), _mem_design(rows)
+    lat_coef, mem_coef = _nnls_rel(A, y_lat), _nnls_rel(M, y_mem)
+    g = np.asarray(groups) if groups is not None else np.arange(len(rows)).astype(str)
+    res: dict[str, list[float]] = {"latency_ms": [], "memory_mb": []}
+    for k in np.unique(g):
+        tr, te = g != k, g == k
+        if tr.sum() < 3:
+            continue
+        cl, cm = _nnls_rel(A[tr], y_lat[tr]), _nnls_rel(M[tr], y_mem[tr])
+        res["latency_ms"] += list(np.log(np.maximum(A[te] @ cl, 1e-6) / y_lat[te]))
+        res["memory_mb"] += list(np.log(np.maximum(M[te] @ cm, 1e-6) / y_mem[te]))
+    q = {t: float(np.quantile(np.abs(v), coverage)) if v else 0.5 for t, v in res.items()}
+    return NetModel(layer=layer_model, lat_coef=lat_coef, mem_coef=mem_coef, q=q, coverage=coverage, device=device,
+                    meta=dict(meta or {}))
+
+
+# --------------------------------------------------------------------------- API
+
+
+@dataclass
+class Prediction:
+    """What a network will cost on the model's device.
+
+    Attributes:
+        latency_ms, latency_ms_lo, latency_ms_hi: per forward of the whole batch, with the
+            interval (``coverage``). Units: ms.
+        memory_mb, memory_mb_lo, memory_mb_hi: peak memory of inference. Units: MB (1e6 B).
+        energy_j: per forward, where the device model has energy; else ``None`` and
+            ``energy_missing_reason`` says why. Units: J.
+        coverage_flops, coverage_layers: shares (0..1) of the FLOPs and of the costed layers
+            whose operator type the model has measurements for.
+        unknown_ops: operator kinds priced by the generic fallback.
+        layers: the per-layer table with ``latency_ms`` (predicted, ms) and ``share``, the
+            most expensive first.
+        flops, params: of the whole forward / module. Units: FLOP, count.
+    """
+
+    latency_ms: float
+    latency_ms_lo: float
+    latency_ms_hi: float
+    memory_mb: float
+    memory_mb_lo: float
+    memory_mb_hi: float
+    coverage_flops: float
+    coverage_layers: float
+    unknown_ops: list[str]
+    layers: pd.DataFrame
+    flops: int
+    params: int
+    interval: float = 0.9
+    device: str = ""
+    energy_j: float | None = None
+    energy_missing_reason: str | None = "the device model has no energy measurements"
+
+    def top(self, n: int = 10) -> pd.DataFrame:
+        """The ``n`` most expensive layers: name, op, shapes, predicted ms, share."""
+        cols = ["name", "op", "kind", "in_shape", "out_shape", "kernel", "stride", "groups", "flops", "latency_ms",
+                "share", "known"]
+        return self.layers[cols].head(n)
+
+    def to_dict(self, top: int = 10) -> dict[str, Any]:
+        """JSON-serialisable summary (coverage first)."""
+        t = self.top(top).copy()
+        t["in_shape"] = t["in_shape"].map(list)
+        t["out_shape"] = t["out_shape"].map(list)
+        return {
+            "coverage": {"flops": self.coverage_flops, "layers": self.coverage_layers, "unknown_ops": self.unknown_ops},
+            "device": self.device, "interval": self.interval,
+            "latency_ms": {"value": self.latency_ms, "lo": self.latency_ms_lo, "hi": self.latency_ms_hi},
+            "memory_mb": {"value": self.memory_mb, "lo": self.memory_mb_lo, "hi": self.memory_mb_hi},
+            "energy_j": self.energy_j, "energy_missing_reason": self.energy_missing_reason,
+            "flops": self.flops, "params": self.params, "n_layers": int(len(self.layers)),
+            "top_layers": json.loads(t.to_json(orient="records")),
+        }
+
+
+def predict_module(module: Any, example_input: Any, model: NetModel | str | Path, *, precision: str | None = None,
+                   fold_bn: bool = False) -> Prediction:
+    """Predict latency and peak memory of ``module`` on ``example_input`` on the device of
+    ``model`` (a :class:`NetModel` or its directory), with intervals, the per-layer
+    breakdown and the coverage of the model.
+
+    Args:
+        module: any ``torch.nn.Module`` (captured on the meta device; not modified).
+        example_input: a tensor, a tuple of tensors, or a shape such as ``(1, 3, 224, 224)``.
+        model: the device's network model.
+        precision: ``fp32``, ``fp16``, ``bf16``; ``None``: the input's dtype.
+
+    Raises:
+        carb.graph.CaptureError: the module does not trace, bad input or precision (one line).
+        ModelError: the model cannot be loaded (one line).
+    """
+    from carb import graph
+
+    nm = model if isinstance(model, NetModel) else load(model)
+    table = graph.capture(module, example_input, precision, fold_bn=fold_bn)
+    return predict_table(table, nm)
+
+
+def predict_table(table: LayerTable, nm: NetModel) -> Prediction:
+    """:func:`predict_module` on an already captured network."""
+    row, t = network_row(table, nm.layer)
+    pred = nm.predict_rows(pd.DataFrame([row])).iloc[0]
+    L = table.layers.copy()
+    L["latency_ms"] = t
+    L["known"] = nm.layer.known(L)
+    total = t.sum()
+    L["share"] = t / total if total > 0 else 0.0
+    L = L.sort_values("latency_ms", ascending=False, kind="stable").reset_index(drop=True)
+    unknown = list(dict.fromkeys(L.loc[~L["known"], "kind"].astype(str)))
+    return Prediction(latency_ms=float(pred["latency_ms"]), latency_ms_lo=float(pred["latency_ms_lo"]),
+                      latency_ms_hi=float(pred["latency_ms_hi"]), memory_mb=float(pred["memory_mb"]),
+                      memory_mb_lo=float(pred["memory_mb_lo"]), memory_mb_hi=float(pred["memory_mb_hi"]),
+                      coverage_flops=row["flops_known_share"], coverage_layers=row["layers_known_share"],
+                      unknown_ops=unknown, layers=L, flops=table.flops, params=table.params, interval=nm.coverage,
+                      device=nm.device)
+
+
+_ = CaptureError  # re-exported for callers catching capture errors through this module

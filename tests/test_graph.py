@@ -1,0 +1,133 @@
+"""carb.graph: capture on the meta device, FLOPs equal to FlopCounterMode, shapes, groups,
+liveness, bad input."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
+
+from carb import graph
+from carb.families import fbnet
+
+
+def _flops(m: nn.Module, x: torch.Tensor) -> int:
+    with FlopCounterMode(display=False) as fc, torch.inference_mode():
+        m(x)
+    return fc.get_total_flops()
+
+
+class Tiny(nn.Module):
+    """conv-bn-relu, a grouped conv, a depthwise conv, SE-style scaling, concat, linear."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 16, 3, stride=2, padding=1, bias=False)
+        self.bn = nn.BatchNorm2d(16)
+        self.relu = nn.ReLU(inplace=True)
+        self.grouped = nn.Conv2d(16, 32, 3, padding=2, dilation=2, groups=4, bias=False)
+        self.dw = nn.Conv2d(32, 32, 5, padding=2, groups=32)
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(48, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.relu(self.bn(self.conv(x)))
+        y = self.grouped(x)
+        y = y * torch.sigmoid(self.pool(y))
+        y = self.dw(y)
+        z = torch.cat((x, y), 1)
+        return self.fc(torch.flatten(self.pool(z), 1))
+
+
+def test_flops_equal_flop_counter_and_no_weight_touched() -> None:
+    m = Tiny().eval()
+    before = {k: v.clone() for k, v in m.state_dict().items()}
+    t = graph.capture(m, (2, 3, 32, 32))
+    assert t.flops == _flops(m, torch.randn(2, 3, 32, 32))
+    # the user's module is untouched: same tensors, same device
+    for k, v in m.state_dict().items():
+        assert v.device.type == "cpu" and torch.equal(v, before[k])
+    assert t.params == sum(p.numel() for p in m.parameters())
+
+
+def test_layer_columns_shapes_kernel_groups() -> None:
+    t = graph.capture(Tiny().eval(), torch.zeros(2, 3, 32, 32))
+    L = t.layers.set_index("name")
+    conv = L.loc["conv"]
+    assert (conv.op, conv.kernel, conv.stride, conv.padding, conv.groups) == ("conv", 3, 2, 1, 1)
+    assert conv.in_shape == (2, 3, 32, 32) and conv.out_shape == (2, 16, 16, 16)
+    g = L.loc["grouped"]
+    assert (g.groups, g.dilation, g.padding, g.cin, g.cout) == (4, 2, 2, 16, 32)
+    assert g.flops == 2 * 2 * (16 // 4) * 32 * 9 * 16 * 16
+    dw = L.loc["dw"]
+    assert dw.groups == 32 and dw.kernel == 5
+    assert L.loc["relu"].inplace and L.loc["relu"].alloc_bytes == 0
+    assert set(t.layers.op) <= set(graph.KNOWN_OPS)
+    assert L.loc["fc"].op == "linear" and L.loc["fc"].flops == 2 * 2 * 48 * 10
+    assert t.layers["dtype"].eq("float32").all()
+
+
+def test_fbnet_liveness_matches_closed_form_peak() -> None:
+    # FBNet's closed-form live_activation_bytes tracks eager PyTorch's tensors exactly
+    cfg = fbnet.FBNetConfig(("k3_e1_g2",) * 11 + ("k5_e6",) * 11, batch=2)
+    t = graph.capture(fbnet.build(cfg), (2, 3, 32, 32))
+    f = fbnet.features([cfg]).iloc[0]
+    assert t.flops == f["flops"]
+    assert t.peak_live_bytes == f["live_activation_bytes"]
+    assert t.model_bytes == f["model_bytes"]
+    assert (t.layers["op"] == "copy").sum() == 11  # the channel shuffles' contiguous copies
+
+
+def test_precision_scales_bytes_not_flops() -> None:
+    m = Tiny().eval()
+    a = graph.capture(m, (1, 3, 32, 32), "fp32")
+    b = graph.capture(m, (1, 3, 32, 32), "bf16")
+    assert a.flops == b.flops
+    assert b.input_bytes * 2 == a.input_bytes
+    assert b.layers["bytes_per_element"].eq(2).all()
+    assert next(m.parameters()).dtype == torch.float32  # untouched
+
+
+def test_fold_bn_option() -> None:
+    t = graph.capture(Tiny().eval(), (1, 3, 32, 32), fold_bn=True)
+    assert "bn" not in set(t.layers["op"])
+    assert t.layers.set_index("name").loc["conv"].fused == "bn"
+
+
+def test_meta_module_and_unknown_op_listed() -> None:
+    class Odd(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = nn.Conv2d(3, 8, 3, padding=1)
+            self.up = nn.Upsample(scale_factor=2)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.cumsum(self.up(self.conv(x)), dim=1)
+
+    with torch.device("meta"):
+        m = Odd()
+    t = graph.capture(m, (1, 3, 8, 8))
+    assert t.unknown == ["Upsample", "cumsum"]
+    assert t.layers.set_index("name").loc["up"].alloc_bytes == 1 * 8 * 16 * 16 * 4
+
+
+def test_bad_inputs_one_line_errors() -> None:
+    class Dyn(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            if x.sum() > 0:  # data-dependent control flow: fx cannot trace it
+                return x
+            return -x
+
+    with pytest.raises(graph.CaptureError, match="does not trace"):
+        graph.capture(Dyn(), (1, 3, 4, 4))
+    with pytest.raises(graph.CaptureError, match="unknown dtype"):
+        graph.capture(Tiny(), (1, 3, 4, 4), "fp8")
+    with pytest.raises(graph.CaptureError, match="nn.Module"):
+        graph.capture(lambda x: x, (1, 3, 4, 4))
+    with pytest.raises(graph.CaptureError, match="failed at node"):
+        graph.capture(Tiny(), (1, 5, 32, 32))  # 5 channels into a 3-channel conv
+    assert graph.parse_shape("8x3x160x160") == (8, 3, 160, 160)
+    for bad in ("8x3xx160", "axb", "0x3x4x4", ""):
+        with pytest.raises(graph.CaptureError, match="malformed input shape"):
+            graph.parse_shape(bad)
