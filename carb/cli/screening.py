@@ -24,7 +24,10 @@ def screen(
     source_old: Optional[Path] = typer.Option(None, "--source", hidden=True, help="Old name of --source-model."),
     budget: Optional[list[str]] = typer.Option(None, "--budget", help="TARGET=VALUE per forward of the batch, e.g. latency_ms=20 (repeat)."),
     objective: Optional[list[str]] = typer.Option(None, "--objective", help="min:COLUMN or max:COLUMN (repeat); default energy per image, latency, memory, capacity."),
-    risk: str = typer.Option("safe", "--risk", help="safe (interval upper bound within budget), point, or optimistic."),
+    risk: str = typer.Option("decide", "--risk", help="decide (three-way: accept, measure or reject at --confidence), or the two-way safe (interval upper bound within budget), point, optimistic."),
+    confidence: float = typer.Option(0.9, "--confidence", help="Coverage of the intervals the budget calls and the shortlist use, in (0, 1): a config is accepted or rejected only when its whole interval is on one side of every budget; otherwise it is to measure."),
+    max_shortlist: Optional[int] = typer.Option(None, "--max-shortlist", min=1, help="Keep at most this many shortlisted configs (best ranked first): your profiling budget."),
+    front_min_prob: Optional[float] = typer.Option(None, "--front-min-prob", help="With --risk decide: shortlist the configs on the sampled Pareto front at least this often (default 0.02)."),
     z: float = typer.Option(2.0, "--margin", help="Stage 1 margin, in residual standard deviations of the source-to-target map."),
     out: Path = typer.Option(..., "--out", help="Output directory: shortlist.parquet/.csv, feasible.parquet, summary.json."),
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
@@ -45,7 +48,9 @@ def screen(
     tgt = load_model(target)
     src = load_model(source) if source else None
     try:
-        res = run_screen(sp.to_frame(), tgt, budgets, source=src, objectives=objs, risk=risk, z=z)
+        extra = {"front_min_prob": front_min_prob} if front_min_prob is not None else {}
+        res = run_screen(sp.to_frame(), tgt, budgets, source=src, objectives=objs, risk=risk, z=z,
+                         confidence=confidence, max_shortlist=max_shortlist, **extra)
     except ValueError as e:
         fail(str(e))
     res.summary.update(space=sp.name, space_source=sp.source, target_model=str(target),
@@ -58,8 +63,14 @@ def screen(
     console.print(f"[bold]{sp.name}[/bold]: {s['candidates']:,} candidates -> Stage 1 {s['after_stage1']:,} "
                   f"-> feasible {s['feasible']:,} -> shortlist {s['shortlist']:,} "
                   f"(pruned {100 * s['pruning_ratio']:.1f}%)")
+    if "decisions" in s:
+        d = s["decisions"]
+        console.print(f"budget calls at {100 * s['confidence']:.0f}% confidence: accept {d['accept']:,}, "
+                      f"reject {d['reject']:,}, measure {d['measure']:,} ({100 * s['decided_share']:.1f}% decided; "
+                      f"the {d['measure']:,} to measure are in measure.csv, likeliest on the front first)")
     _print_shortlist(res.shortlist)
-    console.print(f"wrote {out}/shortlist.parquet, shortlist.csv, feasible.parquet, summary.json")
+    console.print(f"wrote {out}/shortlist.parquet, shortlist.csv, feasible.parquet, "
+                  + ("measure.parquet, measure.csv, " if "decisions" in s else "") + "summary.json")
 
 
 def _write_screen(res, out: Path) -> None:
@@ -69,6 +80,9 @@ def _write_screen(res, out: Path) -> None:
     write(res.shortlist, out / "shortlist.parquet")
     write(res.shortlist, out / "shortlist.csv")
     write(res.feasible, out / "feasible.parquet")
+    if "decisions" in res.summary:  # three-way calls: the configs to measure, in order
+        write(res.measure, out / "measure.parquet")
+        write(res.measure, out / "measure.csv")
     (out / "summary.json").write_text(json.dumps(res.summary, indent=2, default=float))
 
 
@@ -182,6 +196,8 @@ def validate(
     threads: Optional[int] = typer.Option(None, "--threads", min=1, help="CPU threads (default 1)."),
     control: int = typer.Option(10, "--control", min=0, help="Random configs of the space measured besides the shortlist."),
     limit: int = typer.Option(20, "--limit", min=1, help="Measure at most this many shortlisted configs (best ranked first)."),
+    measure_first: bool = typer.Option(False, "--measure-first", help="With --device: first measure the configs the screening sent to measure (up to --measure-limit), then the shortlist and the control sample."),
+    measure_limit: int = typer.Option(50, "--measure-limit", min=1, help="With --measure-first: measure at most this many of them (likeliest on the front first)."),
     max_time: float = typer.Option(2.0, "--max-time", min=0.1, help="Sampling seconds per config."),
     seed: int = typer.Option(0, "--seed", help="Seed of the control sample."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
@@ -190,7 +206,7 @@ def validate(
     import pandas as pd
 
     from carb import space
-    from carb.validate import budget_metrics, truly_feasible, validate_against_truth
+    from carb.validate import budget_metrics, decision_metrics, truly_feasible, validate_against_truth
 
     truth = pick_option(truth, truth_old, "--data", "--truth")
     if (device is None) == (truth is None):
@@ -204,32 +220,57 @@ def validate(
     budgets = summary["budgets"]
     objs = [(o.split(":", 1)[1], o.split(":", 1)[0]) for o in summary["objectives"]]
     accepted = set(feasible.config_id)
+    to_measure = None
+    if (screen_dir / "measure.parquet").is_file():  # a three-way screening
+        try:
+            to_measure = pd.read_parquet(screen_dir / "measure.parquet")
+        except (OSError, ValueError) as e:
+            fail(f"{screen_dir}/measure.parquet: unreadable ({' '.join(str(e).split())[:160]})")
+    elif measure_first:
+        fail(f"--measure-first: {screen_dir} has no measure set (screen with --risk decide)")
     if truth is not None:
         from carb import datasets
 
-        res = validate_against_truth(list(accepted), list(shortlist.config_id),
-                                     datasets.load(truth), budgets, objs)
+        res = validate_against_truth(list(accepted), list(shortlist.config_id), datasets.load(truth), budgets, objs,
+                                     measure_ids=list(to_measure.config_id) if to_measure is not None else None)
         res["mode"] = f"truth: {truth}"
     else:
         sp = space.load(summary.get("space_source") or summary["space"])
         frame = sp.to_frame()
-        rest = frame[~frame.config_id.isin(set(shortlist.config_id.head(limit)))]
+        first = to_measure.head(measure_limit)[frame.columns] if measure_first and to_measure is not None \
+            else frame.iloc[:0]
+        top = shortlist.head(limit)
+        top = top[~top.config_id.isin(set(first.config_id))]
+        rest = frame[~frame.config_id.isin(set(top.config_id) | set(first.config_id))]
         ctrl = rest.sample(min(control, len(rest)), random_state=seed)
-        todo = pd.concat([shortlist.head(limit)[frame.columns], ctrl], ignore_index=True)
+        todo = pd.concat([first, top[frame.columns], ctrl], ignore_index=True)
         measured = _measure_frame(todo, device, threads, max_time, screen_dir / "validation.duckdb", "validating")
         measured = measured[measured.status == "ok"]
-        res = budget_metrics(measured.config_id.isin(accepted).to_numpy(), truly_feasible(measured, budgets))
+        feas = truly_feasible(measured, budgets)
+        res = budget_metrics(measured.config_id.isin(accepted).to_numpy(), feas)
         res.update(mode=f"measured on {device}", shortlist_measured=int(measured.config_id.isin(set(shortlist.config_id)).sum()),
                    control_measured=int(measured.config_id.isin(set(ctrl.config_id)).sum()))
+        if to_measure is not None:
+            meas = measured.config_id.isin(set(to_measure.config_id)).to_numpy()
+            calls = np.where(meas, "measure", np.where(measured.config_id.isin(accepted), "accept", "reject"))
+            res["decisions"] = decision_metrics(calls, feas)
+            # the configs that were to measure, now measured: their calls are made
+            res.update(measure_set_measured=int(meas.sum()), measure_set_within_budget=int((meas & feas).sum()))
     (screen_dir / "validation.json").write_text(json.dumps(res, indent=2, default=float))
     if json_out:
         print(json.dumps(res, indent=2, default=float))
         return
     t = Table("metric", "value", title=f"validation ({res['mode']})")
-    for k in ("n", "accuracy", "false_accept_rate", "false_reject_rate", "pareto_recall", "hypervolume_ratio"):
+    for k in ("n", "accuracy", "false_accept_rate", "false_reject_rate", "pareto_recall", "hypervolume_ratio",
+              "measure_set_measured", "measure_set_within_budget"):
         if k in res:
             v = res[k]
             t.add_row(k, f"{v:.3f}" if isinstance(v, float) else str(v))
+    d = res.get("decisions")
+    if d:  # three-way calls: scored on the decided configs, with the share left to measure beside
+        t.add_row("decided share (accept or reject)", f"{d['decided']:.3f} ({d['measure']} to measure)")
+        for k in ("accuracy", "false_accept_rate", "false_reject_rate"):
+            t.add_row(f"{k} on decided", f"{d[k]:.3f}")
     console.print(t)
 
 
