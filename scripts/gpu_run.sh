@@ -9,7 +9,8 @@
 #   scripts/gpu_run.sh --dry-run                         # print the plan and exit
 #
 # Steps, all inside --budget-s seconds of wall time (default 480 = 8 minutes):
-#  0. environment: Python packages missing on the machine (zeus, amdsmi, duckdb) are
+#  0. environment: Python packages missing on the machine (zeus, amdsmi, duckdb; and
+#     nvidia-ml-py, the version Zeus was tested with here) are
 #     installed from wheels carried in .whl/ (pip --no-index --target, no network), the
 #     repo itself goes on PYTHONPATH (no pip install -e: nothing to build, nothing to
 #     fetch); versions and nvidia-smi facts go to env.json / run.log.
@@ -53,7 +54,7 @@ DRY_RUN=0
 VALIDATE_S=""
 MAX_TIME_OVERRIDE=""
 
-usage() { sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,41p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "error: $*" >&2; exit 2; }
 
 while [ $# -gt 0 ]; do
