@@ -161,17 +161,21 @@ def _rows_for(dataset: str, name: str, model, source, cands: pd.DataFrame, targe
     rows, curves, sweeps = [], [], []
     for q in QS:
         budgets = {t: float(cands[t].quantile(q)) for t in targets}
-        for method in ("point", "safe", "decide"):
+        for method in ("point", "safe", "decide", "decide, cap 10%"):
             for c in ([conf] if method != "decide" else sorted({conf, *sweep})):
                 t0 = time.perf_counter()
-                res = screen(cands, model, budgets, source=source, risk=method, confidence=c)
+                cap = int(0.1 * len(cands)) if method.endswith("10%") else None
+                res = screen(cands, model, budgets, source=source, risk=method.split(",")[0], confidence=c,
+                             max_shortlist=cap)
                 el = time.perf_counter() - t0
                 objs = [(o.split(":", 1)[1], o.split(":", 1)[0]) for o in res.summary["objectives"]]
                 v = validate_against_truth(list(res.feasible.config_id), list(res.shortlist.config_id), cands,
                                            budgets, objs,
-                                           measure_ids=list(res.measure.config_id) if method == "decide" else None)
+                                           measure_ids=list(res.measure.config_id) if cap or method == "decide"
+                                           else None)
                 dm = v.get("decisions", {**v, "decided": 1.0, "measure_share": 0.0})
-                row = {"dataset": dataset, "model": name, "method": method, "confidence": c if method == "decide" else None,
+                row = {"dataset": dataset, "model": name, "method": method,
+                       "confidence": c if method.startswith("decide") else None,
                        "q": q, "budgets": budgets, "candidates": len(cands), "after_stage1": res.summary["after_stage1"],
                        "shortlist": res.summary["shortlist"], "pruning": res.summary["pruning_ratio"],
                        "front_recall": v.get("pareto_recall"), "true_front": v.get("true_front"),
@@ -188,7 +192,7 @@ def _rows_for(dataset: str, name: str, model, source, cands: pd.DataFrame, targe
                     curves.append({"dataset": dataset, "model": name, "q": q,
                                    **_recall_curve(res, cands, budgets, objs)})
                 log.append(row)
-                print(f"  {name:28s} q={q:<5} {method:6s} shortlist {row['shortlist']:4d} pruning {row['pruning']:.3f} "
+                print(f"  {name:28s} q={q:<5} {method:15s} shortlist {row['shortlist']:4d} pruning {row['pruning']:.3f} "
                       f"recall {row['front_recall']:.2f} hv {row['hv_ratio']:.3f} decided {row['decided']:.3f} "
                       f"acc {row['accuracy']:.3f} FA {row['false_accept']:.3f} FR {row['false_reject']:.3f}", flush=True)
     return rows, curves, sweeps

@@ -167,7 +167,7 @@ def screen(candidates: pd.DataFrame, target: Predictor, budgets: Mapping[str, fl
            source: Predictor | None = None, objectives: Sequence[tuple[str, str]] | None = None,
            risk: str = "safe", z: float = 2.0, calibration: int = 512, seed: int = 0,
            confidence: float = 0.9, front: str | None = None, front_min_prob: float = FRONT_MIN_PROB,
-           samples: int = 1000) -> ScreenResult:
+           samples: int = 1000, max_shortlist: int | None = None) -> ScreenResult:
     """Screen ``candidates`` (a DataFrame of configs: ``config_id`` and the parameters).
 
     Args:
@@ -187,6 +187,8 @@ def screen(candidates: pd.DataFrame, target: Predictor, budgets: Mapping[str, fl
         front_min_prob: the probable shortlist keeps configs on the sampled front at least
             this often.
         samples: Monte-Carlo draws of the probable front.
+        max_shortlist: keep at most this many shortlisted configs (the best ranked): a
+            profiling budget. ``None``: no cap.
         z: Stage 1 margin in residual standard deviations of the source-to-target map.
         calibration: configs predicted by both models to fit the Stage 1 map.
         seed: seed of the calibration sample.
@@ -200,6 +202,8 @@ def screen(candidates: pd.DataFrame, target: Predictor, budgets: Mapping[str, fl
         raise ValueError(f"confidence {confidence!r}: must be in (0, 1), e.g. 0.9")
     if not 0 <= float(front_min_prob) <= 1 or int(samples) < 1:
         raise ValueError("front_min_prob must be in [0, 1] and samples >= 1")
+    if max_shortlist is not None and int(max_shortlist) < 1:
+        raise ValueError(f"max_shortlist {max_shortlist!r}: must be >= 1 (or None: no cap)")
     if candidates.empty:
         raise ValueError("no candidates to screen")
     missing = [t for t in budgets if t not in target.targets_]
@@ -300,6 +304,9 @@ def screen(candidates: pd.DataFrame, target: Predictor, budgets: Mapping[str, fl
         shortlist = front_rows.sort_values("rank").reset_index(drop=True)
     else:
         shortlist = feasible.assign(rank=pd.Series(dtype=int))
+    if max_shortlist is not None and len(shortlist) > int(max_shortlist):
+        shortlist = shortlist.sort_values("rank").head(int(max_shortlist)).reset_index(drop=True)
+        summary["max_shortlist"] = int(max_shortlist)
     if risk == "decide" and len(pred):
         measure = pred[pred["decision"] == "measure"].copy()
         # the most useful to profile first: likely on the front, then nearest a budget
