@@ -170,7 +170,7 @@ VT=$(( $(left) - RESERVE_S - 60 ))
 [ "$VT" -gt "$VALIDATE_S" ] && VT=$VALIDATE_S
 if [ "$VT" -ge 20 ]; then
   echo "== validate (<= ${VT}s)"
-  timeout -k 10 "$VT" "$PY" scripts/validate_gpu.py --device "$VDEV" --out "$OUT_DIR/validate.json" "${VARGS[@]}"
+  timeout -s INT -k 15 "$VT" "$PY" scripts/validate_gpu.py --device "$VDEV" --out "$OUT_DIR/validate.json" "${VARGS[@]}"
   VRC=$?
 else
   echo "== validate skipped: too little time left"; VRC=3

@@ -361,7 +361,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         run(args, rep)
         code = 0 if rep.passed else 1
-    except Exception as e:  # the run could not complete: say so, keep what was gathered
+    except (Exception, KeyboardInterrupt) as e:  # could not complete (or timed out): keep what was gathered
         import traceback
 
         rep.info("error", f"{type(e).__name__}: {e}")
