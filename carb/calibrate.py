@@ -177,7 +177,11 @@ class CalibratedModel:
                "maps": {t: {"coef": m.coef, "q": m.q, "n": m.n} if isinstance(m, LogMap) else
                         {"kind": "nnls", "coef": m.coef, "intercept": m.intercept, "features": m.features,
                          "q": m.q, "n": m.n} for t, m in self.maps_.items()}}
-        (d / CALIBRATION_FILE).write_text(json.dumps(doc, indent=2, default=str))
+        from carb.model._bundle import doc_checksum
+
+        doc = json.loads(json.dumps(doc, default=str))
+        doc["calibration_sha256"] = doc_checksum(doc, "calibration_sha256")  # covers every map value
+        (d / CALIBRATION_FILE).write_text(json.dumps(doc, indent=2))
         return d
 
 
@@ -290,6 +294,7 @@ def load_predictor(directory: str | Path) -> Any:
             a broken or edited file, or a source that does not match its recorded checksum.
     """
     from carb.model import BundleError, load
+    from carb.model._bundle import check_doc_checksum
 
     d = Path(directory)
     cal = d / CALIBRATION_FILE
@@ -304,11 +309,14 @@ def load_predictor(directory: str | Path) -> Any:
         doc = json.loads(cal.read_text())
         if doc.get("format") != "carb-calibration" or doc.get("version") != 1:
             raise ValueError("not a version-1 carb calibration")
+        check_doc_checksum(doc, "calibration_sha256", str(cal), "calibrate again with this carb")
         maps = {t: (NnlsMap(coef=[float(c) for c in m["coef"]], intercept=float(m["intercept"]),
                             features=[str(f) for f in m["features"]], q=float(m["q"]), n=int(m["n"]))
                     if m.get("kind") == "nnls" else
                     LogMap(coef=[float(c) for c in m["coef"]], q=float(m["q"]), n=int(m["n"])))
                 for t, m in doc["maps"].items()}
+    except BundleError:
+        raise
     except (ValueError, KeyError, TypeError) as e:
         raise ValueError(f"{cal}: broken calibration file ({e})") from None
     if not (d / "source").is_dir():

@@ -180,3 +180,136 @@ def test_bad_constraints_and_grids_are_one_line(tmp_path, monkeypatch, capsys, t
     f.write_text(text)
     rc, _, err = cli(monkeypatch, capsys, "space", "show", f)
     one_line_error(rc, err, str(f), words)
+
+
+# -- --out under a file or onto a directory -----------------------------------------------
+
+
+@pytest.mark.parametrize("cmd", [
+    ["predict", "--model", "{bundle}", "--space", "tiny", "--out", "{out}"],
+    ["dataset", "export", "--store", "{store}", "--out", "{out}"],
+    ["fewshot", "--platform", "nope", "--out", "{out}"],
+    ["evaluate", "--data", "cpu-1t", "--model", "{bundle}", "--json", "{out}"],
+])
+@pytest.mark.parametrize("where", ["under_a_file", "a_directory"])
+def test_out_file_paths_are_checked(tmp_path, monkeypatch, capsys, bundle, cmd, where):
+    (tmp_path / "afile").write_text("x")
+    (tmp_path / "adir.csv").mkdir()
+    store = tmp_path / "s.duckdb"
+    out = tmp_path / "afile" / "o.csv" if where == "under_a_file" else tmp_path / "adir.csv"
+    if cmd[0] == "evaluate" and where == "a_directory":
+        out = tmp_path / "adir.csv"
+    args = [a.format(bundle=bundle, out=out, store=store) for a in cmd]
+    rc, _, err = cli(monkeypatch, capsys, *args)
+    one_line_error(rc, err, "afile is a file" if where == "under_a_file" else "is a directory")
+    assert not list(tmp_path.rglob("*.tmp"))
+
+
+@pytest.mark.parametrize("cmd", [
+    ["train", "--data", "cpu-1t", "--out", "{out}"],
+    ["screen", "--space", "tiny", "--target-model", "{bundle}", "--budget", "latency_ms=5", "--out", "{out}"],
+    ["calibrate", "--model", "{bundle}", "--out", "{out}"],
+    ["report", "--data", "cpu-1t", "--out", "{out}"],
+    ["demo", "--out", "{out}"],
+])
+@pytest.mark.parametrize("where", ["under_a_file", "a_file"])
+def test_out_directories_are_checked(tmp_path, monkeypatch, capsys, bundle, cmd, where):
+    (tmp_path / "afile").write_text("x")
+    out = tmp_path / "afile" / "o" if where == "under_a_file" else tmp_path / "afile"
+    rc, _, err = cli(monkeypatch, capsys, *[a.format(bundle=bundle, out=out) for a in cmd])
+    one_line_error(rc, err, "afile is a file" if where == "under_a_file" else "is a file")
+    assert (tmp_path / "afile").read_text() == "x"
+
+
+def test_write_never_leaves_a_tmp(tmp_path):
+    from carb.datasets import DatasetError, write
+
+    (tmp_path / "d.csv").mkdir()
+    with pytest.raises(DatasetError, match="is a directory"):
+        write(pd.DataFrame([RESNET_ROW]), tmp_path / "d.csv")
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(DatasetError, match="cannot create its folder"):
+        write(pd.DataFrame([RESNET_ROW]), tmp_path / "f" / "d.csv")
+    assert not list(tmp_path.rglob("*.tmp"))
+
+
+# -- checksums of manifest.json and calibration.json --------------------------------------
+
+
+def _edit_one_digit(path, after):
+    """Change the first digit after the text ``after`` in a file (a one-digit edit)."""
+    text = path.read_text()
+    i = text.index(after) + len(after)
+    while not text[i].isdigit():
+        i += 1
+    path.write_text(text[:i] + ("7" if text[i] != "7" else "3") + text[i + 1:])
+
+
+@pytest.mark.parametrize("field", ['"weight": ', '"halfwidth": ', '"corrector_scale": ', '"coverage": '])
+def test_a_one_digit_edit_of_the_manifest_fails_to_load(tmp_path, monkeypatch, capsys, bundle, field):
+    import shutil
+
+    from carb.model import BundleError, load
+
+    d = tmp_path / "m"
+    shutil.copytree(bundle, d)
+    if field not in (d / "manifest.json").read_text():
+        pytest.skip(f"no {field} in this bundle")
+    _edit_one_digit(d / "manifest.json", field)
+    with pytest.raises(BundleError, match="does not match its checksum"):
+        load(d)
+    rc, _, err = cli(monkeypatch, capsys, "predict", "--model", d, "--space", "tiny", "--out", tmp_path / "p.csv")
+    one_line_error(rc, err, "manifest.json", "checksum")
+
+
+def test_an_old_bundle_without_the_manifest_checksum_is_refused(tmp_path, bundle):
+    import shutil
+
+    from carb.model import BundleError, load
+
+    d = tmp_path / "old"
+    shutil.copytree(bundle, d)
+    man = json.loads((d / "manifest.json").read_text())
+    del man["manifest_sha256"]
+    (d / "manifest.json").write_text(json.dumps(man))
+    with pytest.raises(BundleError, match="older carb.*retrain"):
+        load(d)
+
+
+def test_a_one_digit_edit_of_calibration_json_fails_to_load(tmp_path, monkeypatch, capsys, bundle):
+    from carb.calibrate import fit_calibrated, load_predictor
+    from carb.model import BundleError, load
+
+    src = load(bundle)
+    measured = synthetic(200, seed=3).head(12).copy()
+    measured["latency_ms"] *= 1.7  # SYNTHETIC "new device"
+    cal = fit_calibrated(src, measured)
+    cal.save(tmp_path / "cal", source_dir=bundle)
+    p = load_predictor(tmp_path / "cal").predict(measured)
+    assert np.isfinite(p.latency_ms).all()
+    _edit_one_digit(tmp_path / "cal" / "calibration.json", '"coef": [')
+    with pytest.raises(BundleError, match="does not match its checksum"):
+        load_predictor(tmp_path / "cal")
+    rc, _, err = cli(monkeypatch, capsys, "predict", "--model", tmp_path / "cal", "--space", "tiny",
+                     "--out", tmp_path / "p.csv")
+    one_line_error(rc, err, "calibration.json", "checksum")
+
+
+def test_train_checks_out_before_training_and_needs_force(tmp_path, monkeypatch, capsys, bundle):
+    import shutil
+
+    data = tmp_path / "d.parquet"
+    synthetic(300).to_parquet(data)
+    d = tmp_path / "m"
+    shutil.copytree(bundle, d)
+    before = (d / "manifest.json").read_text()
+    rc, out, err = cli(monkeypatch, capsys, "train", "--data", data, "--preset", "fast", "--out", d)
+    one_line_error(rc, err, "holds a model bundle", "--force")
+    assert "training" not in out and (d / "manifest.json").read_text() == before
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("mine")
+    rc, _, err = cli(monkeypatch, capsys, "train", "--data", data, "--out", tmp_path / "other")
+    one_line_error(rc, err, "not a CARB model bundle")
+    rc, out, err = cli(monkeypatch, capsys, "train", "--data", data, "--preset", "fast", "--out", d, "--force")
+    assert rc == 0, err
+    assert (d / "manifest.json").read_text() != before

@@ -43,6 +43,8 @@ def main() -> None:
         _error_exit(str(e))
     except typer.Exit as e:
         sys.exit(e.exit_code)
+    except OSError as e:  # a path the checks did not foresee (permissions, a full disk): one line too
+        _error_exit(f"{e.filename}: {e.strerror}" if e.filename and e.strerror else str(e))
     except typer.Abort:
         err.print("aborted")
         sys.exit(130)

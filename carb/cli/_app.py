@@ -11,7 +11,8 @@ from typing import Any, Optional
 import typer
 from rich.console import Console
 
-__all__ = ["app", "space_app", "dataset_app", "console", "err", "UsageError", "fail", "load_model", "parse_budget_options", "pick_option"]
+__all__ = ["app", "space_app", "dataset_app", "console", "err", "UsageError", "fail", "load_model", "parse_budget_options", "pick_option",
+           "check_out_file", "check_out_dir"]
 
 app = typer.Typer(no_args_is_help=True, add_completion=False,
                   help="CARB: energy, latency and peak memory of CNN inference, per device, before you profile.")
@@ -49,6 +50,32 @@ def parse_budget_options(items: Optional[list[str]]) -> dict[str, float]:
         return parse_budgets(items or [])
     except ValueError as e:
         fail(str(e))
+
+
+def _blocking_file(path: Path) -> Path | None:
+    """The nearest ancestor of ``path`` that exists and is not a directory, if any."""
+    for parent in path.absolute().parents:
+        if parent.exists():
+            return None if parent.is_dir() else parent
+    return None
+
+
+def check_out_file(path: Path, option: str = "--out") -> None:
+    """Refuse, before any work, an output file path that is a directory or lies under a file."""
+    if path.is_dir():
+        fail(f"{option} {path}: is a directory (give a file path)")
+    blocker = _blocking_file(path)
+    if blocker is not None:
+        fail(f"{option} {path}: {blocker} is a file, not a directory")
+
+
+def check_out_dir(path: Path, option: str = "--out") -> None:
+    """Refuse, before any work, an output directory path that is a file or lies under one."""
+    if path.exists() and not path.is_dir():
+        fail(f"{option} {path}: is a file (give a directory)")
+    blocker = _blocking_file(path)
+    if blocker is not None:
+        fail(f"{option} {path}: {blocker} is a file, not a directory")
 
 
 def pick_option(new: Any, old: Any, new_name: str, old_name: str, required: bool = False) -> Any:

@@ -13,7 +13,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from ._app import app, console, dataset_app, err, fail, pick_option
+from ._app import app, check_out_file, console, dataset_app, err, fail, pick_option
 
 
 # -- characterize -------------------------------------------------------------------------
@@ -36,7 +36,8 @@ def characterize(
     max_time: Optional[float] = typer.Option(None, "--max-time", min=0.0, help="Cap on sampling seconds per config."),
     timeout: Optional[float] = typer.Option(None, "--timeout", min=1.0, help="Wall-clock limit per config, seconds."),
     rounds: Optional[int] = typer.Option(None, "--rounds", min=1, help="Visits per config at different moments, pooled (default: 3 on CPU, 1 on GPU)."),
-    chunk: int = typer.Option(16, "--chunk", min=1, help="Configs visited round-robin together when --rounds > 1."),
+    chunk: Optional[int] = typer.Option(None, "--chunk", min=1, help="Configs visited round-robin together when --rounds > 1 (default: all: each config's rounds spread over the whole campaign)."),
+    sentinel: bool = typer.Option(True, "--sentinel/--no-sentinel", help="CPU: time the speed sentinel at the start, every 45 s and at the end (speed index, latency_ms_norm)."),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Measure again the configs stored with a failure status."),
     remeasure: bool = typer.Option(False, "--remeasure", help="Measure again into the remeasurements table (drift check)."),
     executor: str = typer.Option("local", "--executor", help="local (this machine) or ray (every worker slot of a Ray cluster; pip install 'carb[ray]')."),
@@ -116,7 +117,8 @@ def characterize(
                 result = run_campaign(configs, backend, store, platform=platform,
                                       command=shlex.join(["carb", *sys.argv[1:]]), retry_failed=retry_failed,
                                       remeasure=remeasure, rounds=rounds or (3 if device == "cpu" else 1),
-                                      chunk=chunk, on_start=on_start, on_config=on_config,
+                                      chunk=chunk, sentinel="auto" if sentinel else None,
+                                      on_start=on_start, on_config=on_config,
                                       on_result=on_result)
             except RuntimeError as e:  # e.g. every Ray worker slot lost; what is stored stays
                 fail(str(e))
@@ -156,6 +158,9 @@ def _print_summary(result, summary, store_path: Path) -> None:
                   f"{result.skipped} already stored; "
                   f"{result.wall_s:.1f} s wall, {result.timed_s:.1f} s in timed inference"
                   + (f" (overhead {result.overhead:.1f}x)" if result.timed_s else ""))
+    if result.readings:
+        console.print(f"speed sentinel: {result.readings} readings, {result.sentinel_s:.1f} s "
+                      f"({100 * result.sentinel_share:.1f}% of the wall time); see carb dataset info --store {store_path}")
     _print_store_summary(summary)
     console.print(f"store: {store_path}  (export: carb dataset export --store {store_path} --out data.parquet)")
 
@@ -223,20 +228,26 @@ def dataset_check(file: str = typer.Argument(..., help="Dataset file (.parquet/.
 @dataset_app.command("info")
 def dataset_info(store_path: Path = typer.Option(..., "--store", help="DuckDB campaign store."),
                  json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
-    """Summarize a store: runs, counts by status, medians of the targets."""
+    """Summarize a store: runs, counts by status, medians of the targets, the speed index over time."""
+    from carb import drift
     from carb.store import Store
 
     with Store(store_path, read_only=True) as store:
         summary = store.summary()
         runs = store.runs()
+        readings = store.speed_readings()
+    speed = drift.speed_summary(readings)
     if json_out:
         print(json.dumps({"store": str(store_path), "runs": len(runs),
-                          "summary": json.loads(summary.to_json(orient="records"))}, indent=2))
+                          "summary": json.loads(summary.to_json(orient="records")), "speed_index": speed},
+                         indent=2, default=str))
         return
     console.print(f"{store_path}: {len(runs)} run(s)")
     for r in runs.itertuples(index=False):
         console.print(f"  {r.run_id}  {r.started_at:%Y-%m-%d %H:%M}  {r.platform}  {r.command}")
     _print_store_summary(summary)
+    for line in drift.speed_lines(speed, readings):
+        console.print(line, highlight=False, soft_wrap=True)
 
 
 @dataset_app.command("export")
@@ -250,6 +261,7 @@ def dataset_export(store_path: Path = typer.Option(..., "--store", help="DuckDB 
 
     if out.suffix not in (".parquet", ".csv"):
         fail(f"--out {out}: unknown output type (expected .parquet or .csv)")
+    check_out_file(out)
     with Store(store_path, read_only=True) as store:
         df = datasets.from_store(store, platform, with_features=features)
     if df.empty:

@@ -9,7 +9,7 @@ from typing import List, Optional
 
 import typer
 
-from ._app import pick_option
+from ._app import check_out_file, pick_option
 from .report import _usage  # one UsageError maker for the sub-command modules
 
 
@@ -48,6 +48,8 @@ def fewshot(
         raise _usage(f"--method: unknown value {method!r} (expected auto, nnls or single)")
     if out is not None and out.suffix not in (".parquet", ".csv"):
         raise _usage(f"--out {out}: expected a .parquet or .csv file")
+    if out is not None:
+        check_out_file(out)
     wide = hf.load(wide=True)
     truth = None
     if measured is not None:

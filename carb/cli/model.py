@@ -15,7 +15,7 @@ from typing import Any, List, Optional
 
 import typer
 
-from ._app import UsageError, pick_option
+from ._app import UsageError, check_out_dir, check_out_file, pick_option
 
 __all__ = ["register", "load_data", "parse_budgets"]
 
@@ -170,8 +170,12 @@ def register(app: typer.Typer) -> None:
         holdout: float = typer.Option(0.0, "--holdout", min=0.0, max=0.5, help="Hold out this fraction (random) and record its metrics in the manifest; the bundle is then fitted on the rest."),
         seed: int = typer.Option(0, "--seed", help="Seed of the folds, learners and holdout."),
         n_jobs: int = typer.Option(1, "--jobs", min=1, help="Threads per learner."),
+        force: bool = typer.Option(False, "--force", help="Replace the model bundle already in --out."),
     ) -> None:
-        """Fit a CARB model on a dataset and write it as a bundle directory."""
+        """Fit a CARB model on a dataset and write it as a bundle directory.
+
+        Example: carb train --data cpu-1t --preset fast --out models/cpu-1t
+        """
         import numpy as np
 
         from carb.evaluate import metrics
@@ -180,6 +184,7 @@ def register(app: typer.Typer) -> None:
         _check_preset([preset])
         if not 0 < coverage < 1:
             raise _usage(f"--coverage {coverage}: must be in (0, 1)")
+        _check_train_out(out, force)  # before training: minutes of fitting must not end in a refusal
         df = load_data(data, pick_option(device, device_old, "--platform", "--device"))
         if "status" in df.columns:
             df = df[df["status"] == "ok"].reset_index(drop=True)
@@ -239,12 +244,16 @@ def register(app: typer.Typer) -> None:
         from carb.evaluate import SPLITS, evaluate
 
         if model_dir is not None:
+            if json_out is not None:
+                check_out_file(json_out, "--json")
             if presets:
                 raise _usage("give --preset (fit and compare) or --model (score a fitted model), not both")
             _score_model(model_dir, data, pick_option(device, device_old, "--platform", "--device"), budget,
                          json_out)
             return
 
+        if json_out is not None:
+            check_out_file(json_out, "--json")
         if split not in SPLITS:
             raise _usage(f"--split {split}: unknown split (expected one of {', '.join(SPLITS)})")
         names = list(presets) if presets else list(DEFAULT_EVAL_PRESETS)
@@ -286,6 +295,7 @@ def register(app: typer.Typer) -> None:
             raise _usage("give exactly one of --space or --configs")
         if out.suffix not in (".parquet", ".csv"):
             raise _usage(f"--out {out}: unknown output type (expected .parquet or .csv)")
+        check_out_file(out)
         from carb.calibrate import load_predictor
 
         try:
@@ -320,6 +330,16 @@ def register(app: typer.Typer) -> None:
         write(result, out)
         _console().print(f"wrote {len(result):,} predictions to {out} (targets: {', '.join(model.targets_)}"
                         + (f"; NaN for untrained {', '.join(missing)})" if (missing := getattr(model, "missing_targets_", [])) else ")"))
+
+
+def _check_train_out(out: Path, force: bool) -> None:
+    """``carb train --out``: a new or empty directory, or (with ``--force``) a model bundle."""
+    check_out_dir(out)
+    if out.is_dir() and any(out.iterdir()):
+        if not (out / "manifest.json").is_file():
+            raise _usage(f"--out {out}: exists and is not a CARB model bundle; choose a new directory")
+        if not force:
+            raise _usage(f"--out {out}: holds a model bundle already; give --force to replace it")
 
 
 def _clean(o: Any) -> Any:

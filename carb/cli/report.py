@@ -12,7 +12,7 @@ from typing import List, Optional
 
 import typer
 
-from ._app import UsageError
+from ._app import UsageError, check_out_dir
 
 __all__ = ["register", "report"]
 
@@ -48,8 +48,7 @@ def report(
         raise _usage(f"--model {model}: no such folder")
     if screen_dir is not None and not screen_dir.is_dir():
         raise _usage(f"--screen {screen_dir}: no such folder")
-    if out.exists() and not out.is_dir():
-        raise _usage(f"--out {out}: exists and is not a folder")
+    check_out_dir(out)
     err = Console(stderr=True)
     try:
         path = write_report(out, data=list(data), model=model, screen_dir=screen_dir, holdout=holdout, seed=seed,

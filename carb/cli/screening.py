@@ -12,7 +12,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from ._app import app, console, err, fail, load_model, parse_budget_options, pick_option
+from ._app import app, check_out_dir, console, err, fail, load_model, parse_budget_options, pick_option
 
 
 @app.command()
@@ -40,6 +40,7 @@ def screen(
     target = pick_option(target, target_old, "--target-model", "--target", required=True)
     source = pick_option(source, source_old, "--source-model", "--source")
     budgets = parse_budget_options(budget)
+    check_out_dir(out)
     try:
         objs = parse_objectives(objective) if objective else None
     except ValueError as e:
@@ -127,6 +128,7 @@ def calibrate(
     source = pick_option(source, source_old, "--model", "--source", required=True)
     if method not in ("log", "nnls"):
         fail(f"--method: unknown value {method!r} (expected log or nnls)")
+    check_out_dir(out)
     try:  # before measuring anything: a calibrated model never overwrites a model or its source
         check_model_out(out, source)
     except ValueError as e:
@@ -291,6 +293,7 @@ def demo(
 
     if device != "cpu" and threads is not None:
         fail("--threads applies to --device cpu only")
+    check_out_dir(out)
     threads = threads or (default_threads() if device == "cpu" else None)
     settings = DemoSettings(out=out, device=device, threads=threads, samples=samples, validate=validate_n,
                             control=control, max_time=max_time, budgets=parse_budget_options(budget), seed=seed)
@@ -301,6 +304,9 @@ def demo(
                        say=lambda m: console.print("• " + m))
     t = Table("", "value", title="demo summary (every number measured or predicted on this machine)")
     sc, v = summary["screening"], summary["validation"]
+    moved = summary.get("drift") or {}
+    if moved.get("exceeds"):  # the machine's own drift first: it weighs on every figure below
+        t.add_row("machine speed drift", moved["line"])
     t.add_row("candidates -> shortlist", f"{sc['candidates']:,} -> {sc['shortlist']:,} ({100 * sc['pruning_ratio']:.1f}% pruned)")
     t.add_row("budgets", ", ".join(f"{k} <= {b:g}" for k, b in summary["budgets"].items()))
     t.add_row("budget accuracy (measured)", f"{v['accuracy']:.3f} on {v['n']} configs")
@@ -308,6 +314,11 @@ def demo(
     for k, e in summary["validation_median_abs_error"].items():
         t.add_row(f"{k}: median |error|, interval coverage",
                   f"{100 * e:.1f}%, {100 * summary['validation_interval_coverage'][k]:.0f}%")
+    corr = summary.get("validation_median_abs_error_corrected") or {}
+    if "latency_ms" in corr:
+        t.add_row("latency_ms: median |error|, drift-corrected", f"{100 * corr['latency_ms']:.1f}%")
+    if moved and not moved.get("exceeds"):
+        t.add_row("machine speed drift", moved["line"])
     t.add_row("wall time", f"{summary['timings']['total_s']:.0f} s")
     console.print(t)
     console.print(f"files: {out}/summary.json, shortlist.csv, validation.csv, measured_vs_predicted.png, pareto.png, report/report.html")

@@ -92,14 +92,24 @@ def write(df: pd.DataFrame, out: str | Path) -> Path:
     out = Path(out)
     if out.suffix not in (".parquet", ".csv"):
         raise ValueError(f"{out}: unknown output type {out.suffix or '(none)'!r} (expected .parquet or .csv)")
-    out.parent.mkdir(parents=True, exist_ok=True)
+    if out.is_dir():
+        raise DatasetError(f"{out}: is a directory (give a file path)")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:  # a parent is a file, or not writable
+        raise DatasetError(f"{out}: cannot create its folder ({e.strerror or e})") from None
     tmp = out.with_name(out.name + ".tmp")
     # write then rename, so that an interrupted export never leaves a half file behind
-    if out.suffix == ".parquet":
-        df.to_parquet(tmp, index=False)
-    else:
-        df.to_csv(tmp, index=False)
-    tmp.replace(out)
+    try:
+        if out.suffix == ".parquet":
+            df.to_parquet(tmp, index=False)
+        else:
+            df.to_csv(tmp, index=False)
+        tmp.replace(out)
+    except OSError as e:
+        raise DatasetError(f"{out}: cannot write ({e.strerror or e})") from None
+    finally:
+        tmp.unlink(missing_ok=True)  # whatever happened, no .tmp is left behind
     return out
 
 

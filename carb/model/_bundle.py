@@ -28,10 +28,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ._inputs import input_columns
+from ._inputs import FAMILY_COLUMNS, input_columns
 from ._learners import load_learner
 
-__all__ = ["save", "load", "BundleError", "SCHEMA_VERSION", "FORMAT"]
+__all__ = ["save", "load", "BundleError", "SCHEMA_VERSION", "FORMAT", "doc_checksum", "check_doc_checksum"]
 
 FORMAT = "carb-model-bundle"
 #: bump when a bundle written by this code could be misread by older code, or vice versa
@@ -50,6 +50,30 @@ def _sha256(path: Path) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+def doc_checksum(doc: dict[str, Any], key: str) -> str:
+    """SHA-256 of a JSON document's canonical text (sorted keys, no spaces) without its own
+    checksum field ``key``: every value of a manifest (blend weights, offsets, interval
+    widths, maps) is covered, so a one-digit edit fails to load."""
+    body = {k: v for k, v in doc.items() if k != key}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False)
+                          .encode()).hexdigest()
+
+
+def check_doc_checksum(doc: dict[str, Any], key: str, where: str, remedy: str) -> None:
+    """Refuse (one-line :class:`BundleError`) a document whose ``key`` field is absent (written
+    by an older carb: ``remedy`` says what to do) or does not match :func:`doc_checksum`."""
+    want = doc.get(key)
+    if want is None:
+        raise BundleError(f"{where}: no {key} (written by an older carb, whose files were not checksummed "
+                          f"whole); {remedy}")
+    try:
+        got = doc_checksum(doc, key)
+    except ValueError:  # NaN or infinity edited in: not what this carb writes
+        got = None
+    if got != want:
+        raise BundleError(f"{where}: does not match its checksum {key} (edited or corrupt); refusing to load")
 
 
 def _finite_or_none(x: float) -> float | None:
@@ -128,7 +152,10 @@ def save(model, directory: str | Path, holdout: dict[str, Any] | None = None) ->
             "targets": targets,
             "files": {p.name: _sha256(p) for p in sorted(tmp.iterdir())},
         }
-        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, allow_nan=False, default=_json_default) + "\n")
+        # normalised through JSON first (tuples, numpy scalars), as load will read it
+        manifest = json.loads(json.dumps(manifest, allow_nan=False, default=_json_default))
+        manifest["manifest_sha256"] = doc_checksum(manifest, "manifest_sha256")
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, allow_nan=False) + "\n")
         if out.exists():
             shutil.rmtree(out)
         tmp.rename(out)
@@ -177,6 +204,7 @@ def load(directory: str | Path, n_jobs: int = 1):
     if man.get("schema_version") != SCHEMA_VERSION:
         raise BundleError(f"{d}: incompatible bundle: schema version {man.get('schema_version')!r}, "
                           f"this carb reads version {SCHEMA_VERSION} (retrain with this carb)")
+    check_doc_checksum(man, "manifest_sha256", str(mpath), "retrain the model with carb train")
     files = man.get("files")
     if not isinstance(files, dict):
         raise BundleError(f"{mpath}: malformed manifest (no file list)")
@@ -191,7 +219,8 @@ def load(directory: str | Path, n_jobs: int = 1):
     try:
         feature_set = man["features"]
         cols = man["input_columns"]
-        if cols != input_columns(feature_set):
+        fams = [f for f, (c, _) in FAMILY_COLUMNS.items() if isinstance(cols, list) and c[0] in cols]
+        if cols != input_columns(feature_set, sorted(fams)):
             raise BundleError(f"{d}: incompatible bundle: its input columns differ from those this carb "
                               f"computes for feature set {feature_set!r} (retrain with this carb)")
         params = man["params"]
