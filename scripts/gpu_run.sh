@@ -28,7 +28,8 @@
 #     committed config), leaving --reserve-s seconds for the export. --max-time S
 #     overrides the cap (fewer windows: more configs, wider CIs).
 #  4. carb dataset export -> <name>.parquet; a summary.json (counts, energy coverage, CI
-#     medians, cap used, timings, batch scaling of energy/latency/memory).
+#     medians, cap used, timings, batch scaling of energy/latency/memory, and per config
+#     the busy power of its energy windows against its sampled power: within 10%?).
 #
 # Files under --out (default $OUT, else ./gpu_run_out), at most 7, one folder deep:
 #   run.log, env.json, validate.json, <name>.duckdb (+ <name>.duckdb.wal only after a hard
@@ -54,7 +55,7 @@ DRY_RUN=0
 VALIDATE_S=""
 MAX_TIME_OVERRIDE=""
 
-usage() { sed -n '2,41p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,42p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "error: $*" >&2; exit 2; }
 
 while [ $# -gt 0 ]; do
@@ -249,6 +250,14 @@ try:
     s["configs_by_precision_batch"] = {f"{p}/b{b}": n for p, b, n in q(
         "SELECT precision, batch, count(*) FROM measurements WHERE status = 'ok' GROUP BY 1, 2 ORDER BY 1, 2")}
     s["timed_s"], s["wall_s"] = q("SELECT sum(timed_s), sum(wall_s) FROM measurements")[0]
+    # every config's own check: busy power from the counter windows (gross energy / latency)
+    # against the median of the power readings sampled every 0.1 s while it ran
+    rows = q("SELECT energy_gross_j / (latency_ms / 1e3), TRY_CAST(json_extract(extra, '$.power_w') AS DOUBLE) "
+             "FROM measurements WHERE status = 'ok' AND energy_gross_j IS NOT NULL")
+    devs = sorted(abs(b - p) / p for b, p in rows if b is not None and p)
+    if devs:
+        s["busy_vs_sampled_power"] = {"configs": len(devs), "within_10pct": sum(d <= 0.10 for d in devs),
+                                      "median_rel_diff": devs[len(devs) // 2], "max_rel_diff": devs[-1]}
     con.close()
 except Exception as e:
     s["store_error"] = f"{type(e).__name__}: {e}"
