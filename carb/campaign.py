@@ -463,7 +463,7 @@ def read_config_file(path: str) -> list[Config]:
     """Configs from a Parquet, CSV or JSON-lines file with parameter columns."""
     import pandas as pd
 
-    from carb.space import SpaceError, configs_from_frame, missing_columns
+    from carb.space import SpaceError, configs_from_frame, missing_columns, with_config_ids
 
     p = str(path)
     try:
@@ -486,6 +486,8 @@ def read_config_file(path: str) -> list[Config]:
         raise SpaceError(f"{p}: missing column{'s' if len(absent) > 1 else ''} {', '.join(absent)} "
                          "(a config file names every parameter; classes may be left out)")
     try:
+        if "config_id" in df.columns:
+            with_config_ids(df)  # a user's ids are checked, never trusted
         return configs_from_frame(df)
     except SpaceError as e:
         raise SpaceError(f"{p}: {e}") from None

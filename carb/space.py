@@ -40,6 +40,7 @@ from carb.families.resnet import (
     Config,
     config_id,
 )
+from carb.families.resnet import config_ids as _resnet_config_ids
 
 __all__ = [
     "Config",
@@ -74,6 +75,37 @@ def configs_from_frame(df: pd.DataFrame) -> list[Any]:
         return out
     except SpaceError as e:
         raise SpaceError(f"row {i}: {e}") from None
+
+
+def config_ids(df: pd.DataFrame) -> np.ndarray:
+    """The ``config_id`` of every row of a table of configs (ResNet tables vectorized:
+    a million rows in seconds, byte-identical to ``Config.config_id``).
+
+    Raises:
+        SpaceError: a row is not a valid config (the message names the row).
+    """
+    if "family" in df.columns and not df["family"].isin(FAMILIES).all():
+        return np.array([c.config_id for c in configs_from_frame(df)], dtype=object)
+    return _resnet_config_ids(df)
+
+
+def with_config_ids(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with a verified ``config_id`` column first. A user's ``config_id`` column is
+    never copied through on trust: it must equal the id of the row's parameters, else a
+    :class:`SpaceError` names the first row that differs (drop the column to let carb
+    compute it)."""
+    ids = config_ids(df)
+    if "config_id" in df.columns:
+        given = df["config_id"].astype(str).to_numpy()
+        bad = np.flatnonzero(given != ids.astype(str))
+        if len(bad):
+            i = int(bad[0])
+            raise SpaceError(f"row {i}: config_id {given[i]!r} is not the id of its parameters ({ids[i]}); "
+                             f"{len(bad):,} row(s) differ (drop the config_id column and carb computes it)")
+        return df
+    out = df.copy()
+    out.insert(0, "config_id", ids)
+    return out
 
 
 def missing_columns(df: pd.DataFrame) -> list[str]:

@@ -313,3 +313,53 @@ def test_train_checks_out_before_training_and_needs_force(tmp_path, monkeypatch,
     rc, out, err = cli(monkeypatch, capsys, "train", "--data", data, "--preset", "fast", "--out", d, "--force")
     assert rc == 0, err
     assert (d / "manifest.json").read_text() != before
+
+
+# -- config ids: verified, and vectorized --------------------------------------------------
+
+
+def test_vectorized_ids_equal_config_id_on_random_rows():
+    rng = np.random.default_rng(0)
+    rows = []
+    for _ in range(3000):
+        if rng.random() < 0.7:
+            block = str(rng.choice(["basic", "bottleneck"]))
+            n = int(rng.integers(1, 40))
+            r = {"family": "cifar", "block": block, "depth": (6 if block == "basic" else 9) * n + 2,
+                 "early_downsample": bool(rng.random() < 0.5), "input_size": int(rng.integers(8, 600))}
+        else:
+            depth = int(rng.choice([18, 34, 50, 101, 152]))
+            r = {"family": "imagenet", "block": "basic" if depth < 50 else "bottleneck", "depth": depth,
+                 "early_downsample": False, "input_size": int(rng.integers(32, 600))}
+        r.update(width=float(rng.choice([0.25, 0.5, 1.0, 2, 1 / 3, 0.123456789, 63.99999999, 1e-4, 7.0])),
+                 batch=int(rng.choice([1, 7, 256, 10**12, 2**50])),
+                 precision=str(rng.choice(["fp32", "fp16", "bf16"])),
+                 classes=None if rng.random() < 0.5 else int(rng.integers(1, 5000)))
+        rows.append(r)
+    df = pd.DataFrame(rows)
+    want = [space.Config(**r).config_id for r in rows]
+    assert list(space.config_ids(df)) == want
+    assert list(space.config_ids(df.drop(columns="classes").assign(classes=np.nan))) == \
+        [space.Config(**{**r, "classes": None}).config_id for r in rows]
+    # a bad row is named
+    df.loc[17, "depth"] = 21
+    with pytest.raises(SpaceError, match="row 17: depth"):
+        space.config_ids(df)
+
+
+def test_a_users_config_id_is_verified(tmp_path, monkeypatch, capsys, bundle):
+    frame = space.load("tiny").to_frame()
+    frame.to_csv(tmp_path / "good.csv", index=False)
+    rc, _, err = cli(monkeypatch, capsys, "predict", "--model", bundle, "--configs", tmp_path / "good.csv",
+                     "--out", tmp_path / "p.csv")
+    assert rc == 0, err
+    assert list(pd.read_csv(tmp_path / "p.csv").config_id) == list(frame.config_id)
+    frame.loc[3, "config_id"] = "deadbeefdeadbeef"
+    frame.to_csv(tmp_path / "bad.csv", index=False)
+    rc, _, err = cli(monkeypatch, capsys, "predict", "--model", bundle, "--configs", tmp_path / "bad.csv",
+                     "--out", tmp_path / "p2.csv")
+    one_line_error(rc, err, "row 3", "deadbeefdeadbeef", "not the id of its parameters")
+    rc, _, err = cli(monkeypatch, capsys, "characterize", "--configs", tmp_path / "bad.csv",
+                     "--store", tmp_path / "s.duckdb")
+    one_line_error(rc, err, "row 3", "not the id of its parameters")
+    assert not (tmp_path / "s.duckdb").exists()

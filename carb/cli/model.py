@@ -289,7 +289,7 @@ def register(app: typer.Typer) -> None:
 
         from carb import space
         from carb.model import BundleError, load
-        from carb.space import PARAMETERS, configs_from_frame
+        from carb.space import PARAMETERS
 
         if (space_name is None) == (configs_file is None):
             raise _usage("give exactly one of --space or --configs")
@@ -315,9 +315,9 @@ def register(app: typer.Typer) -> None:
             except Exception as e:
                 raise _usage(f"--configs {configs_file}: unreadable ({' '.join(str(e).split())[:200]})") from None
             frame = frame[[c for c in ("config_id", *PARAMETERS) if c in frame.columns]].reset_index(drop=True)
-            if "config_id" not in frame.columns and len(frame) and {"family", "depth"} <= set(frame.columns):
-                try:
-                    frame.insert(0, "config_id", [c.config_id for c in configs_from_frame(frame)])
+            if len(frame) and {"family", "depth"} <= set(frame.columns):
+                try:  # computed (vectorized) or, when the file has them, verified
+                    frame = space.with_config_ids(frame)
                 except ValueError as e:
                     raise _usage(f"--configs {configs_file}: {e}") from None
         try:
