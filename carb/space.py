@@ -151,6 +151,9 @@ def _compile_constraint(expr: str, where: str, names: Iterable[str] = PARAMETERS
 
 
 _MAX_EXPONENT = 256
+#: The largest space (counted as :meth:`Space.size_bound`) that carb lists in memory;
+#: beyond it, only uniform samples (:meth:`Space.sample`), which never list the space.
+MAX_CONFIGS = 2_000_000
 
 
 def _eval(node: ast.AST, env: Mapping[str, Any]) -> Any:
@@ -265,12 +268,39 @@ class Space:
         self._names = tuple(sorted(all_names))
         self._compiled = [_compile_constraint(c, where, self._names) for c in self.constraints]
 
+    def size_bound(self) -> int:
+        """The number of configs counted before building any: the sum over grids of the
+        product of their value counts. Exact when there are no constraints and the grids
+        do not overlap, an upper bound otherwise."""
+        return sum(int(np.prod([len(v) for v in g.values()], dtype=object)) for g in self.grids)
+
+    def size_text(self) -> str:
+        """``"17,280 configs"``, or ``"at most 10,000,000 configs"`` when constraints or
+        overlapping grids may remove some (counted without building any)."""
+        exact = not self.constraints and len(self.grids) == 1
+        return f"{'' if exact else 'at most '}{self.size_bound():,} configs"
+
     @property
     def configs(self) -> list[Any]:
-        """All configs, enumerated on first use."""
+        """All configs, enumerated on first use.
+
+        Raises:
+            SpaceError: the space is larger than :data:`MAX_CONFIGS` (say so, and the way
+                out: a sample, which never lists the space).
+        """
         if self._configs is None:
+            if self.size_bound() > MAX_CONFIGS:
+                raise SpaceError(f"{self.source}: {self.size_text()} (the product of its grid sizes), above the "
+                                 f"{MAX_CONFIGS:,} carb lists in memory: take a uniform sample (carb characterize "
+                                 "--samples N --method uniform, Space.sample) or narrow the grids")
             self._configs = self._enumerate()
         return self._configs
+
+    def _build(self, gi: int, d: Mapping[str, Any]) -> Any:
+        try:
+            return Config.from_dict(d) if d.get("family", "cifar") in FAMILIES else families.config_from_row(d)
+        except SpaceError as e:
+            raise SpaceError(f"{self.source}: grid {gi + 1}: {e}") from None
 
     def _enumerate(self) -> list[Any]:
         seen: set[Any] = set()
@@ -279,11 +309,7 @@ class Space:
             keys = list(grid)
             for values in itertools.product(*(grid[k] for k in keys)):
                 d = dict(zip(keys, values))
-                try:
-                    cfg = Config.from_dict(d) if d.get("family", "cifar") in FAMILIES \
-                        else families.config_from_row(d)
-                except SpaceError as e:
-                    raise SpaceError(f"{self.source}: grid {gi + 1}: {e}") from None
+                cfg = self._build(gi, d)
                 if cfg in seen:
                     continue
                 env = families.to_row(cfg)
@@ -352,6 +378,11 @@ class Space:
         """
         if n < 0:
             raise SpaceError(f"sample: n = {n} must be >= 0")
+        if self.size_bound() > MAX_CONFIGS:
+            if method != "uniform":
+                raise SpaceError(f"{self.source}: {self.size_text()}: a {method} sample needs the whole space "
+                                 f"listed (at most {MAX_CONFIGS:,}); use --method uniform or narrow the grids")
+            return self._sample_unlisted(n, np.random.default_rng(seed))
         configs = self.configs
         if n >= len(configs):
             return list(configs)
@@ -362,6 +393,34 @@ class Space:
         if method == "stratified":
             return [configs[i] for i in sorted(_farthest_point(self._level_matrix(), n, rng))]
         raise SpaceError(f"sample: unknown method {method!r} (expected uniform or stratified)")
+
+    def _sample_unlisted(self, n: int, rng: np.random.Generator) -> list[Any]:
+        """A uniform sample of a space too large to list: random points of the grids
+        (each grid in proportion to its size), decoded without enumerating, kept when the
+        constraints admit them and not drawn before; sorted by grid position."""
+        sizes = [int(np.prod([len(v) for v in g.values()], dtype=object)) for g in self.grids]
+        total = sum(sizes)
+        chosen: dict[Any, tuple[int, int]] = {}
+        tries = 0
+        while len(chosen) < n:
+            if tries > 50 * n + 1000:
+                raise SpaceError(f"{self.source}: found only {len(chosen):,} of {n:,} configs that the constraints "
+                                 f"admit in {tries:,} random draws; narrow the grids")
+            tries += 1
+            flat = int(rng.integers(total))
+            gi = 0
+            while flat >= sizes[gi]:
+                flat -= sizes[gi]
+                gi += 1
+            grid = self.grids[gi]
+            pos, d = flat, {}
+            for k in reversed(list(grid)):  # the last key varies fastest, as itertools.product
+                pos, j = divmod(pos, len(grid[k]))
+                d[k] = grid[k][j]
+            cfg = self._build(gi, dict(reversed(list(d.items()))))
+            if cfg not in chosen and self._admits(families.to_row(cfg), cfg):
+                chosen[cfg] = (gi, flat)
+        return sorted(chosen, key=chosen.__getitem__)
 
     def _level_matrix(self) -> np.ndarray:
         """Each config as a vector of its parameters' level ranks scaled to [0, 1]."""

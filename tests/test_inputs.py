@@ -363,3 +363,44 @@ def test_a_users_config_id_is_verified(tmp_path, monkeypatch, capsys, bundle):
                      "--store", tmp_path / "s.duckdb")
     one_line_error(rc, err, "row 3", "not the id of its parameters")
     assert not (tmp_path / "s.duckdb").exists()
+
+
+# -- a space too large to list --------------------------------------------------------------
+
+
+BIG = """name = "big"
+[[grid]]
+depth = [20, 32, 44, 56, 110]
+width = [0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0]
+input_size = [16, 24, 32, 40, 48, 56, 64, 96, 128, 224]
+batch = [%s]
+precision = ["fp32", "fp16", "bf16"]
+early_downsample = [true, false]
+classes = [%s]
+""" % (", ".join(map(str, range(1, 101))), ", ".join(map(str, range(1, 101))))  # 30,000,000 configs
+
+
+def test_a_huge_space_says_its_size_up_front_and_samples_without_listing(tmp_path, monkeypatch, capsys, bundle):
+    f = tmp_path / "big.toml"
+    f.write_text(BIG)
+    s = space.load(f)
+    assert s.size_bound() == 30_000_000 and s.size_text() == "30,000,000 configs"
+    with pytest.raises(SpaceError, match="30,000,000 configs.*sample"):
+        len(s)
+    rc, out, err = cli(monkeypatch, capsys, "space", "show", f)
+    assert rc == 0 and "30,000,000 configs" in out, err
+    rc, _, err = cli(monkeypatch, capsys, "predict", "--model", bundle, "--space", f, "--out", tmp_path / "p.csv")
+    one_line_error(rc, err, "30,000,000 configs", "--samples")
+    rc, _, err = cli(monkeypatch, capsys, "characterize", "--space", f, "--store", tmp_path / "s.duckdb")
+    one_line_error(rc, err, "30,000,000 configs")
+    # a uniform sample never lists it: distinct, valid, reproducible
+    a = s.sample(50, seed=1)
+    assert len(set(a)) == 50 and a == s.sample(50, seed=1) and a != s.sample(50, seed=2)
+    assert all(1 <= c.batch <= 100 and 1 <= c.classes <= 100 for c in a)
+    with pytest.raises(SpaceError, match="uniform"):
+        s.sample(5, method="stratified")
+    # with a constraint the count is an upper bound, and the sample obeys it
+    f.write_text(BIG.replace('name = "big"', 'name = "big"\nconstraints = ["batch <= 10"]'))
+    c = space.load(f)
+    assert c.size_text() == "at most 30,000,000 configs"
+    assert all(x.batch <= 10 for x in c.sample(30, seed=0))
