@@ -404,3 +404,31 @@ def test_a_huge_space_says_its_size_up_front_and_samples_without_listing(tmp_pat
     c = space.load(f)
     assert c.size_text() == "at most 30,000,000 configs"
     assert all(x.batch <= 10 for x in c.sample(30, seed=0))
+
+
+# -- validate --data on a screen of another space -------------------------------------------
+
+
+def test_validate_truth_scores_only_the_screened_configs(tmp_path, monkeypatch, capsys, bundle):
+    from carb import datasets
+
+    out = tmp_path / "scr"
+    rc, _, err = cli(monkeypatch, capsys, "screen", "--space", "tiny", "--target-model", bundle,
+                     "--budget", "latency_ms=5", "--out", out)
+    assert rc == 0, err
+    truth = datasets.load("cpu-1t", features=False)
+    tiny = set(space.load("tiny").to_frame().config_id)
+    in_both = int((truth.config_id.isin(tiny) & (truth.status == "ok")).sum())
+    assert 0 < in_both < len(truth)
+    rc, stdout, err = cli(monkeypatch, capsys, "validate", "--screen", out, "--data", "cpu-1t", "--json")
+    assert rc == 0, err
+    res = json.loads(stdout)
+    assert res["n"] == in_both and res["truth_rows_not_screened"] == len(truth) - int(truth.config_id.isin(tiny).sum())
+    # a screen of a space the data never measured is refused
+    f = tmp_path / "other.toml"
+    f.write_text("[[grid]]\ndepth = [1202]\nwidth = [0.3]\n")
+    rc, _, err = cli(monkeypatch, capsys, "screen", "--space", f, "--target-model", bundle,
+                     "--budget", "latency_ms=1e9", "--out", tmp_path / "scr2")
+    assert rc == 0, err
+    rc, _, err = cli(monkeypatch, capsys, "validate", "--screen", tmp_path / "scr2", "--data", "cpu-1t")
+    one_line_error(rc, err, "none of its", "screened space")

@@ -233,9 +233,11 @@ def validate(
     if truth is not None:
         from carb import datasets
 
-        res = validate_against_truth(list(accepted), list(shortlist.config_id), datasets.load(truth), budgets, objs,
+        data = _screened_rows(datasets.load(truth), summary, truth)
+        res = validate_against_truth(list(accepted), list(shortlist.config_id), data, budgets, objs,
                                      measure_ids=list(to_measure.config_id) if to_measure is not None else None)
         res["mode"] = f"truth: {truth}"
+        res["truth_rows_not_screened"] = int(data.attrs.get("not_screened", 0))
     else:
         sp = space.load(summary.get("space_source") or summary["space"])
         frame = sp.to_frame()
@@ -274,6 +276,26 @@ def validate(
         for k in ("accuracy", "false_accept_rate", "false_reject_rate"):
             t.add_row(f"{k} on decided", f"{d[k]:.3f}")
     console.print(t)
+
+
+def _screened_rows(data, summary: dict, name: str):
+    """The rows of a truth dataset whose configs the screen scored (its space's configs):
+    a dataset of another or a larger space is scored on the screened configs only, and
+    one that holds none of them is refused."""
+    from carb import space
+    from carb.space import SpaceError
+
+    try:
+        ids = set(space.load(summary.get("space_source") or summary["space"]).to_frame().config_id)
+    except (SpaceError, KeyError) as e:
+        fail(f"--data {name}: cannot tell which configs the screen scored ({e})")
+    keep = data["config_id"].isin(ids) if "config_id" in data.columns else None
+    if keep is None or not keep.any():
+        fail(f"--data {name}: none of its {len(data):,} rows is a config of the screened space "
+             f"{summary.get('space')!r} (a dataset of another space?)")
+    out = data[keep].reset_index(drop=True)
+    out.attrs["not_screened"] = int((~keep).sum())
+    return out
 
 
 @app.command()
