@@ -136,7 +136,7 @@ _THROTTLE_BITS = {
 
 def energy_window_s(update_period_s: float | None, min_window_s: float = 0.5, periods: float = 10.0,
                     min_sample_s: float = 0.0) -> float:
-    """Shortest timed window that the NVML energy counter resolves well. Units: s.
+    """Shortest timed window that the total-energy counter resolves well. Units: s.
 
     ``max(min_window_s, periods x update_period_s, min_sample_s)``; with an unknown update
     period, ``max(min_window_s, min_sample_s)``.
@@ -165,7 +165,7 @@ def power_between_ticks(ticks: Sequence[tuple[float, float]], t_start: float, t_
                         ) -> tuple[float, float] | None:
     """Mean power between the first and the last tick inside ``[t_start, t_end]``.
 
-    ``ticks``: ``(time_s, energy_mJ)`` at each observed change of the NVML counter.
+    ``ticks``: ``(time_s, energy_mJ)`` at each observed change of the energy counter.
     Returns ``(power_w, span_s)``, or ``None`` with fewer than two ticks inside.
     Units: W and s.
     """
