@@ -142,7 +142,7 @@ fi
 import json, sys, platform
 out, device = sys.argv[1], sys.argv[2]
 facts = {"python": sys.version.split()[0], "executable": sys.executable, "platform": platform.platform()}
-for mod in ("torch", "zeus", "duckdb", "pandas", "pyarrow", "numpy", "pynvml"):
+for mod in ("torch", "zeus", "duckdb", "pandas", "pyarrow", "numpy", "pynvml", "typer", "rich", "click"):
     try:
         m = __import__(mod)
         facts[mod] = getattr(m, "__version__", "present")
@@ -158,6 +158,11 @@ except Exception as e:
     facts["torch_error"] = str(e)
 import carb
 facts["carb"] = carb.__file__
+try:  # the commands the run needs import here (typer and rich are the image's own)
+    import carb.cli, carb.campaign, carb.store, carb.measure.cuda  # noqa: F401
+    facts["carb_cli"] = "ok"
+except Exception as e:
+    facts["carb_cli"] = f"import failed: {type(e).__name__}: {e}"
 json.dump(facts, open(out, "w"), indent=2)
 print(json.dumps(facts))
 EOF
