@@ -8,4 +8,14 @@ try:
 except PackageNotFoundError:  # running from a source tree that is not installed
     __version__ = "0+unknown"
 
-__all__ = ["__version__"]
+__all__ = ["__version__", "predict_module"]
+
+
+def __getattr__(name: str):
+    # carb.predict_module(module, example_input, model): imported on first use, so that
+    # `import carb` stays light (no torch, no scikit-learn)
+    if name == "predict_module":
+        from carb.netmodel import predict_module
+
+        return predict_module
+    raise AttributeError(f"module 'carb' has no attribute {name!r}")

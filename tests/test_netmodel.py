@@ -1,0 +1,153 @@
+"""carb.netmodel and carb.predict_module on SYNTHETIC measurements (made-up costs from a
+known formula, labelled synthetic: they test the fitting and the plumbing, not any device)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from torch import nn
+
+import carb
+from carb import graph, netmodel, space, zoo
+from carb.families import layers as L
+
+# synthetic device: each op class costs a0 + flops / P + bytes / B (ms), grouped and
+# depthwise convolutions at a lower FLOP rate, like real CPUs
+_P = {"conv": 2e7, "conv_grouped": 6e6, "conv_dw": 3e6, "linear": 1e7, "matmul": 1e7}
+
+
+def synthetic_latency_ms(rows: pd.DataFrame) -> np.ndarray:
+    cls = netmodel.op_class(rows)
+    p = np.array([_P.get(c, 1e7) for c in cls])
+    t = 0.004 + rows["flops"].to_numpy(float) / p + rows["bytes"].to_numpy(float) / 4e6
+    return np.where(cls == "view", 0.0, t)
+
+
+@pytest.fixture(scope="module")
+def layer_model() -> netmodel.LayerModel:
+    sample = L.balanced_sample(space.load("layers"), 200, seed=0)
+    rows = L.layer_frame(sample)
+    return netmodel.LayerModel.fit(rows, synthetic_latency_ms(rows), trees=30)
+
+
+def _net_rows(cfgs, lm):
+    out = []
+    for c in cfgs:
+        t = graph.capture(zoo._meta_build(c), (c.batch, 3, c.input_size, c.input_size))
+        out.append(netmodel.network_row(t, lm)[0])
+    return pd.DataFrame(out)
+
+
+@pytest.fixture(scope="module")
+def model(layer_model) -> netmodel.NetModel:
+    cfgs = [zoo.ZooConfig(a, w, d, 0, s, b) for a, w, d in (("mobilenetv2", 0.5, 0.7), ("vgg", 0.25, 11),
+                                                          ("resnext", 0.25, 26), ("densenet", 0.375, 0.34))
+            for s, b in ((96, 1), (128, 2))]
+    rows = _net_rows(cfgs, layer_model)
+    # synthetic whole-network truth: 1.1 x the layers + 0.01 ms per node + 0.3 ms
+    y = pd.DataFrame({"latency_ms": 1.1 * rows["layer_sum_ms"] + 0.01 * rows["nodes"] + 0.3,
+                      "memory_mb": (rows["model_bytes"] + rows["input_bytes"] + 1.2 * rows["peak_live_bytes"]) / 1e6 + 5})
+    return netmodel.fit_netmodel(layer_model, rows, y, groups=[c.arch for c in cfgs], device="synthetic")
+
+
+def test_layer_model_learns_synthetic_costs(layer_model) -> None:
+    test = L.layer_frame(L.balanced_sample(space.load("layers"), 150, seed=7))
+    test = test[test["op"] != "se"]
+    y = synthetic_latency_ms(test)
+    err = np.abs(layer_model.predict(test) / y - 1)
+    assert np.median(err) < 0.05
+    assert layer_model.known(test).all()
+
+
+def test_network_terms_recovered(model) -> None:
+    s, o, c = model.lat_coef
+    assert s == pytest.approx(1.1, rel=0.02) and o == pytest.approx(0.01, rel=0.2) and c == pytest.approx(0.3, abs=0.15)
+    assert model.mem_coef[2] == pytest.approx(1.2, rel=0.05)
+
+
+def test_grouped_convs_are_not_ignored(model) -> None:
+    a = netmodel.predict_module(zoo.build(zoo.ZooConfig("resnext", 0.25, 26, 0, 96, 1)), (1, 3, 96, 96), model)
+    b = netmodel.predict_module(zoo.build(zoo.ZooConfig("wideresnet", 0.25, 26, 0, 96, 1)), (1, 3, 96, 96), model)
+    assert a.latency_ms < 0.8 * b.latency_ms
+    assert set(a.layers.loc[a.layers["op"] == "conv", "groups"]) >= {1, 32}
+
+
+def test_prediction_shape_and_coverage(model) -> None:
+    p = netmodel.predict_module(zoo.build(zoo.ZooConfig("efficientnet", 0.5, 0.7, 0, 96, 1)), torch.zeros(1, 3, 96, 96), model)
+    assert p.coverage_flops == 1.0 and p.coverage_layers == 1.0 and p.unknown_ops == []
+    assert p.latency_ms_lo < p.latency_ms < p.latency_ms_hi
+    assert p.memory_mb_lo < p.memory_mb < p.memory_mb_hi
+    top = p.top(5)
+    assert list(top["latency_ms"]) == sorted(top["latency_ms"], reverse=True)
+    assert p.layers["share"].sum() == pytest.approx(1.0)
+    d = p.to_dict()
+    assert list(d)[0] == "coverage" and d["energy_j"] is None and d["energy_missing_reason"]
+    json.dumps(d)
+
+
+class WithUnknown(nn.Module):
+    def __init__(self, odd: bool) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 32, 3, padding=1)
+        self.up = nn.Upsample(scale_factor=2) if odd else nn.Identity()
+        self.conv2 = nn.Conv2d(32, 32, 3, padding=1)
+        self.odd = odd
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.conv2(self.up(self.conv(x)))
+        return torch.cumsum(y, 1) if self.odd else y
+
+
+def test_unknown_ops_never_free_and_widen(model) -> None:
+    p = netmodel.predict_module(WithUnknown(True), (1, 3, 32, 32), model)
+    assert sorted(p.unknown_ops) == ["Upsample", "cumsum"]
+    # 2 of 4 costed layers unknown; FlopCounterMode has no formula for either (0 FLOPs)
+    assert p.coverage_layers == 0.5 and p.coverage_flops == 1.0
+    unk = p.layers[~p.layers["known"]]
+    assert (unk["latency_ms"] > 0).all()
+    # the same network priced as if the unknown ops were known: narrower relative interval
+    t = graph.capture(WithUnknown(True), (1, 3, 32, 32))
+    row, _ = netmodel.network_row(t, model.layer)
+    base = model.predict_rows(pd.DataFrame([{**row, "unknown_ms": 0.0}])).iloc[0]
+    assert p.latency_ms_hi / p.latency_ms > base["latency_ms_hi"] / base["latency_ms"]
+
+
+def test_save_load_round_trip_and_errors(model, tmp_path) -> None:
+    d = model.save(tmp_path / "m")
+    again = netmodel.load(d)
+    m = zoo.build(zoo.ZooConfig("shufflenetv2", 0.5, 0.5, 3, 96, 1))
+    a = netmodel.predict_module(m, (1, 3, 96, 96), model)
+    b = netmodel.predict_module(m, (1, 3, 96, 96), str(d))
+    assert a.latency_ms == pytest.approx(b.latency_ms, rel=1e-9) and a.memory_mb == pytest.approx(b.memory_mb)
+    assert again.layer.classes == model.layer.classes
+    with pytest.raises(netmodel.ModelError, match="no netmodel.json"):
+        netmodel.load(tmp_path)
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "netmodel.json").write_text('{"format": "carb-netmodel/1"}')
+    with pytest.raises(netmodel.ModelError, match="malformed"):
+        netmodel.load(tmp_path / "bad")
+
+
+def test_calibration_to_a_slower_synthetic_device(model, layer_model) -> None:
+    cfgs = [zoo.ZooConfig(a, 0.5, 1.0, 0, s, 1) for a in ("mobilenetv2", "mnasnet", "efficientnet", "regnet",
+                                                          "shufflenetv2") for s in (96, 128)]
+    rows = _net_rows(cfgs, layer_model)
+    before = model.predict_rows(rows)
+    truth = pd.DataFrame({"latency_ms": 2.0 * before["latency_ms"], "memory_mb": before["memory_mb"]})
+    cal = model.calibrate(rows, truth)
+    after = cal.predict_rows(rows)
+    assert np.allclose(after["latency_ms"] / truth["latency_ms"], 1.0, rtol=0.02)
+    assert cal.calibration["latency_ms"]["n"] == 10
+
+
+def test_import_carb_stays_light_and_exports_predict_module() -> None:
+    code = "import sys, carb; assert 'torch' not in sys.modules; f = carb.predict_module; " \
+           "import carb.netmodel as n; assert f is n.predict_module"
+    subprocess.run([sys.executable, "-c", code], check=True)
+    assert carb.predict_module is netmodel.predict_module
