@@ -432,3 +432,23 @@ def test_validate_truth_scores_only_the_screened_configs(tmp_path, monkeypatch, 
     assert rc == 0, err
     rc, _, err = cli(monkeypatch, capsys, "validate", "--screen", tmp_path / "scr2", "--data", "cpu-1t")
     one_line_error(rc, err, "none of its", "screened space")
+
+
+# -- predictions outside the training domain ----------------------------------------------
+
+
+def test_extrapolated_rows_are_flagged_and_counted(tmp_path, monkeypatch, capsys, bundle):
+    from carb.model import load
+
+    model = load(bundle)  # trained on batch <= 32, fp32 and bf16 only (SYNTHETIC)
+    inside = synthetic(400).iloc[0][list(RESNET_ROW)].to_dict()
+    rows = [inside, {**inside, "batch": 256}, {**inside, "precision": "fp16"}, {**inside, "batch": 10**12}]
+    with pytest.warns(UserWarning, match="3 of 4 rows lie outside the training domain"):
+        pred = model.predict(pd.DataFrame(rows))
+    assert list(pred.extrapolated) == [False, True, True, True]
+    assert np.isfinite(pred.latency_ms).all()
+    f = write_csv(tmp_path / "c.csv", rows)
+    rc, out, err = cli(monkeypatch, capsys, "predict", "--model", bundle, "--configs", f, "--out", tmp_path / "p.csv")
+    assert rc == 0, err
+    assert "3 of 4 rows lie outside the training domain" in " ".join(out.split())
+    assert list(pd.read_csv(tmp_path / "p.csv").extrapolated) == [False, True, True, True]

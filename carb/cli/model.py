@@ -320,10 +320,14 @@ def register(app: typer.Typer) -> None:
                     frame = space.with_config_ids(frame)
                 except ValueError as e:
                     raise _usage(f"--configs {configs_file}: {e}") from None
-        try:
-            pred = model.predict(frame)
-        except ValueError as e:
-            raise _usage(f"{configs_file or space_name}: {e}") from None
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", UserWarning)
+            try:
+                pred = model.predict(frame)
+            except ValueError as e:
+                raise _usage(f"{configs_file or space_name}: {e}") from None
+        for w in caught:  # e.g. how many rows lie outside the training domain
+            _console().print(f"[yellow]warning[/yellow]: {w.message}", highlight=False, soft_wrap=True)
         result = pd.concat([frame, pred], axis=1)
         from carb.datasets import write
 

@@ -150,6 +150,8 @@ def save(model, directory: str | Path, holdout: dict[str, Any] | None = None) ->
                          "cv_metrics": model.cv_metrics_, "coverage": model.coverage},
             "holdout": holdout,
             "targets": targets,
+            # the training rows' ranges: predictions beyond them are flagged 'extrapolated'
+            "domain": getattr(model, "domain_", None),
             "files": {p.name: _sha256(p) for p in sorted(tmp.iterdir())},
         }
         # normalised through JSON first (tuples, numpy scalars), as load will read it
@@ -265,5 +267,6 @@ def load(directory: str | Path, n_jobs: int = 1):
     model.cv_metrics_ = man["training"]["cv_metrics"]
     model.n_train_rows_ = int(man["training"]["rows"])
     model.training_hash_ = man["training"]["data_sha256"]
+    model.domain_ = man.get("domain")
     model.manifest_ = man
     return model

@@ -302,6 +302,7 @@ class CARB(RegressorMixin, BaseEstimator):
         self.cv_metrics_ = cv
         self.n_train_rows_ = int(len(df))
         self.training_hash_ = training_hash(df, trained)
+        self.domain_ = training_domain(df, Xb, cols)
         return self
 
     def _cross_validate(self, spec: dict[str, Any], target: str, Z: np.ndarray, zcols: list[str],
@@ -430,11 +431,15 @@ class CARB(RegressorMixin, BaseEstimator):
         df = with_features(config_frame(X))
         n = len(df)
         logs = {t: np.empty(n) for t in self.targets_}
+        domain = getattr(self, "domain_", None)
+        outside = np.zeros(n, dtype=bool)
         # in chunks: the input matrix of a chunk stays in cache and memory stays bounded
         for s in range(0, n, PREDICT_CHUNK):
             part = df.iloc[s:s + PREDICT_CHUNK]
-            Xb, _ = matrix(part, self.spec_["features"], first_row=s)
+            Xb, xcols = matrix(part, self.spec_["features"], first_row=s)
             batch = part["batch"].to_numpy(dtype=np.float64)
+            if domain is not None:
+                outside[s:s + len(part)] = outside_domain(domain, part, Xb, xcols)
             for t in self.targets_:
                 m = self.models_[t]
                 Z = np.column_stack([Xb, *[logs[u][s:s + len(part)] for u in m.upstream]]) if m.upstream else Xb
@@ -449,6 +454,12 @@ class CARB(RegressorMixin, BaseEstimator):
                 out[f"{t}_hi"] = _inverse(m.transform, logs[t] + hw)
             else:
                 out[t] = out[f"{t}_lo"] = out[f"{t}_hi"] = np.nan
+        if domain is not None:
+            out["extrapolated"] = outside
+            if outside.any():
+                warnings.warn(f"CARB: {int(outside.sum()):,} of {n:,} rows lie outside the training domain (a value "
+                              "beyond the training range, or a precision/family/block never seen): their "
+                              "predictions are extrapolated (column 'extrapolated')", UserWarning, stacklevel=2)
         return out
 
     def score(self, X: pd.DataFrame, y: pd.DataFrame | None = None, sample_weight: Any = None) -> float:
@@ -477,3 +488,40 @@ class CARB(RegressorMixin, BaseEstimator):
         tags = super().__sklearn_tags__()
         tags.target_tags.required = False  # the targets live in the dataset frame
         return tags
+
+
+# -- the training domain: what a prediction may be trusted on ---------------------------------
+
+#: categorical columns whose unseen values make a row extrapolated (their integer codes can
+#: fall inside the trained range: fp16 sits between fp32 and bf16)
+DOMAIN_CATEGORIES = ("family", "block", "precision")
+
+
+def training_domain(df: pd.DataFrame, Xb: np.ndarray, cols: list[str]) -> dict[str, Any]:
+    """The training rows' domain: the range of every input column of the model matrix and
+    the values seen of :data:`DOMAIN_CATEGORIES`. JSON-ready (saved in the bundle)."""
+    ranges = {}
+    for j, c in enumerate(cols):
+        v = Xb[:, j][np.isfinite(Xb[:, j])]
+        if len(v):
+            ranges[c] = [float(v.min()), float(v.max())]
+    cats = {c: sorted(map(str, df[c].dropna().unique())) for c in DOMAIN_CATEGORIES if c in df.columns}
+    return {"ranges": ranges, "categories": cats}
+
+
+def outside_domain(domain: dict[str, Any], part: pd.DataFrame, Xb: np.ndarray, cols: list[str]) -> np.ndarray:
+    """Per row: a value beyond the training range of its column (0.1% slack for rounding)
+    or a category never seen in training."""
+    out = np.zeros(len(part), dtype=bool)
+    for j, c in enumerate(cols):
+        lo_hi = domain["ranges"].get(c)
+        if lo_hi is None:
+            continue
+        lo, hi = lo_hi
+        slack = 1e-3 * max(abs(lo), abs(hi), 1e-12)
+        with np.errstate(invalid="ignore"):
+            out |= (Xb[:, j] < lo - slack) | (Xb[:, j] > hi + slack)
+    for c, seen in domain["categories"].items():
+        if c in part.columns:
+            out |= (part[c].notna() & ~part[c].astype(str).isin(seen)).to_numpy()
+    return out
