@@ -162,3 +162,46 @@ def test_carb_intervals_at_any_coverage_and_old_bundles(tmp_path):
     old = load(tmp_path / "b").predict(X)
     hw = {t: m.models_[t].halfwidth for t in m.targets_}
     assert np.allclose(np.log(old.latency_ms_hi / old.latency_ms), hw["latency_ms"])
+
+
+def test_cli_screen_decide_and_validate(tmp_path):
+    """`carb screen --confidence` writes the measure set and prints the calls; `carb validate
+    --data` scores the decided configs; bad input is one line and exit code 2. Models: CARB
+    `fast` on slices of the shipped cpu-1t / cpu-2t measurements."""
+    import subprocess
+    import sys
+
+    from carb import datasets
+    from carb.model import CARB, save
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name in ("cpu-1t", "cpu-2t"):
+            d = datasets.load(name)
+            save(CARB(preset="fast").fit(d[d.status == "ok"].head(500)), tmp_path / name)
+
+    def carb(*args):
+        return subprocess.run([sys.executable, "-m", "carb.cli", *map(str, args)], capture_output=True, text=True,
+                              timeout=600)
+
+    out = tmp_path / "scr"
+    p = carb("screen", "--space", "cpu", "--target-model", tmp_path / "cpu-2t", "--source-model", tmp_path / "cpu-1t",
+             "--budget", "latency_ms=5", "--budget", "memory_mb=35", "--confidence", "0.8", "--out", out)
+    assert p.returncode == 0, p.stderr
+    assert "budget calls at 80% confidence" in p.stdout and "decided" in p.stdout
+    s = json.loads((out / "summary.json").read_text())
+    m = pd.read_parquet(out / "measure.parquet")
+    assert s["risk"] == "decide" and s["confidence"] == 0.8 and len(m) == s["decisions"]["measure"] > 0
+    assert sum(s["decisions"].values()) == s["candidates"]
+    v = carb("validate", "--screen", out, "--data", "cpu-2t", "--json")
+    assert v.returncode == 0, v.stderr
+    d = json.loads(v.stdout)["decisions"]
+    assert 0 < d["decided"] < 1 and 0 <= d["accuracy"] <= 1
+    bad = carb("screen", "--space", "cpu", "--target-model", tmp_path / "cpu-2t", "--budget", "latency_ms=5",
+               "--confidence", "1.5", "--out", tmp_path / "bad")
+    assert bad.returncode == 2 and bad.stderr.startswith("error: confidence") and "Traceback" not in bad.stderr
+    old = carb("screen", "--space", "cpu", "--target-model", tmp_path / "cpu-2t", "--budget", "latency_ms=5",
+               "--risk", "safe", "--out", tmp_path / "old")
+    assert old.returncode == 0 and not (tmp_path / "old" / "measure.parquet").exists()
+    nm = carb("validate", "--screen", tmp_path / "old", "--device", "cpu", "--measure-first")
+    assert nm.returncode == 2 and "no measure set" in nm.stderr
