@@ -62,6 +62,8 @@ class CampaignResult:
         run_id: id of the run in the store's ``runs`` table.
         readings: speed sentinel readings stored (0 without a sentinel).
         sentinel_s: wall-clock seconds spent measuring the sentinel. Units: s.
+        visits: visits of configs stored now (``rounds > 1``: each stored as it ends, so
+            that a resumed run keeps them; a config counts as measured once pooled).
     """
 
     platform: str
@@ -75,6 +77,7 @@ class CampaignResult:
     run_id: str = ""
     readings: int = 0
     sentinel_s: float = 0.0
+    visits: int = 0
 
     @property
     def overhead(self) -> float:
@@ -364,6 +367,7 @@ def run_campaign(configs: Sequence[Config], backend: Backend | Executor, store: 
                 continue
             if not remeasure:
                 store.add_round(cfg, platform, m, result.run_id, job.round_)
+                result.visits += 1
             visits[cfg][job.round_] = m
             in_flight[cfg] -= 1
             if complete(cfg):

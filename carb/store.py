@@ -135,6 +135,8 @@ class Store:
     def __init__(self, path: str | Path, read_only: bool = False) -> None:
         self.path = Path(path)
         self._ref: dict[str, float | None] = {}  # platform -> median sentinel reading (ms)
+        #: the private copy read when the store was in use (``read_only`` only), else None
+        self.snapshot: Path | None = None
         if read_only and not self.path.exists():
             raise StoreError(f"{self.path}: no such store")
         if not read_only:
@@ -143,9 +145,12 @@ class Store:
             self.con = duckdb.connect(str(self.path), read_only=read_only)
         except duckdb.IOException as e:
             first = str(e).splitlines()[0]
-            if "lock" in first.lower():
+            if "lock" in first.lower() and read_only:
+                self.con = self._open_snapshot()
+            elif "lock" in first.lower():
                 raise StoreError(f"{self.path}: in use by another process (a running campaign?): {first}") from None
-            raise StoreError(f"{self.path}: cannot open as a DuckDB store: {first}") from None
+            else:
+                raise StoreError(f"{self.path}: cannot open as a DuckDB store: {first}") from None
         except duckdb.Error as e:
             raise StoreError(f"{self.path}: cannot open as a DuckDB store: {str(e).splitlines()[0]}") from None
         if read_only:
@@ -399,11 +404,34 @@ class Store:
             "median(latency_ms_cov) AS latency_cov, sum(timed_s) AS timed_s, sum(wall_s) AS wall_s "
             "FROM measurements GROUP BY ALL ORDER BY platform, status").df()
 
+    def _open_snapshot(self) -> duckdb.DuckDBPyConnection:
+        """A running campaign holds DuckDB's lock: read a copy of the file and its WAL
+        instead (what was committed when copied), in a private temporary folder."""
+        import shutil
+        import tempfile
+
+        tmp = Path(tempfile.mkdtemp(prefix="carb-store-snapshot-"))
+        self.snapshot = tmp / self.path.name
+        try:
+            shutil.copy2(self.path, self.snapshot)
+            wal = self.path.with_name(self.path.name + ".wal")
+            if wal.exists():
+                shutil.copy2(wal, self.snapshot.with_name(self.snapshot.name + ".wal"))
+            return duckdb.connect(str(self.snapshot))  # a private copy: replaying its WAL is safe
+        except (OSError, duckdb.Error) as e:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise StoreError(f"{self.path}: in use by another process, and a snapshot of it could not be "
+                             f"read ({str(e).splitlines()[0]}); try again") from None
+
     def close(self) -> None:
         try:
             self.con.close()
         except duckdb.Error:
             pass
+        if self.snapshot is not None:
+            import shutil
+
+            shutil.rmtree(self.snapshot.parent, ignore_errors=True)
 
     def __enter__(self) -> "Store":
         return self

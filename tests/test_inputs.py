@@ -452,3 +452,81 @@ def test_extrapolated_rows_are_flagged_and_counted(tmp_path, monkeypatch, capsys
     assert rc == 0, err
     assert "3 of 4 rows lie outside the training domain" in " ".join(out.split())
     assert list(pd.read_csv(tmp_path / "p.csv").extrapolated) == [False, True, True, True]
+
+
+# -- stopping, resuming, stores in use, --remeasure ----------------------------------------
+
+
+def _rounds_stored(path):
+    from carb.store import Store
+
+    if not path.exists():
+        return 0
+    try:
+        with Store(path, read_only=True) as s:  # a snapshot while the campaign holds the lock
+            return int(s.con.execute("SELECT count(*) FROM rounds").fetchone()[0])
+    except Exception:
+        return 0
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
+def test_a_stopped_campaign_says_what_it_committed_and_how_to_resume(tmp_path, sig):
+    """Real measurements of the `tiny` space in a subprocess, stopped after a few visits."""
+    import signal
+    import subprocess
+    import time
+
+    store = tmp_path / "s.duckdb"
+    cmd = [sys.executable, "-m", "carb.cli", "characterize", "--space", "tiny", "--rounds", "3",
+           "--max-time", "1.5", "--no-sentinel", "--store", str(store)]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while _rounds_stored(store) < 2 and time.time() < deadline and p.poll() is None:
+        time.sleep(0.3)
+    assert p.poll() is None, p.communicate()
+    p.send_signal(getattr(signal, sig))
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 130, err
+    assert "Traceback" not in err
+    line = [ln for ln in " ".join(err.split("\n")).split("interrupted: ")[1:]]
+    assert line and "visit(s)" in line[0] and "run the same command again to resume" in line[0], err
+    assert _rounds_stored(store) >= 2
+
+
+def test_remeasure_on_a_fresh_store_says_what_it_did(tmp_path, monkeypatch, capsys):
+    rc, _, err = cli(monkeypatch, capsys, "characterize", "--space", "tiny", "--samples", "1", "--remeasure",
+                     "--rounds", "1", "--max-time", "0.1", "--no-sentinel", "--store", tmp_path / "s.duckdb")
+    assert rc == 0, err
+    text = " ".join(err.split())
+    assert "--remeasure: 1 config(s) measured again into the remeasurements table" in text
+    assert "1 of them had no first measurement there" in text
+
+
+def test_dataset_info_reads_a_snapshot_of_a_store_in_use(tmp_path, monkeypatch, capsys):
+    import subprocess
+    import time
+
+    from carb.measure.base import Measurement
+    from carb.store import Store
+
+    path = tmp_path / "s.duckdb"
+    with Store(path) as store:
+        run = store.begin_run("cpu-1t", "cpu", {"synthetic": True}, "test")
+        store.add(space.Config(**RESNET_ROW), "cpu-1t", Measurement(status="error", message="synthetic"), run)
+    holder = subprocess.Popen([sys.executable, "-c", "import duckdb, sys, time\n"
+                               f"c = duckdb.connect({str(path)!r}); print('ok', flush=True); time.sleep(60)"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "ok"
+        with pytest.raises(Exception, match="in use"):
+            Store(path)  # a writer is still refused
+        rc, out, err = cli(monkeypatch, capsys, "dataset", "info", "--store", path)
+        assert rc in (0, None), err
+        assert "reading a snapshot" in err and "1 run(s)" in out
+    finally:
+        holder.kill()
+        holder.wait()
+    import tempfile
+    from pathlib import Path
+
+    assert not list(Path(tempfile.gettempdir()).glob("carb-store-snapshot-*/s.duckdb"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import signal
 import sys
 from pathlib import Path
 from typing import Optional
@@ -91,7 +92,13 @@ def characterize(
         fail(str(e))
 
     failures = 0
+    done_before: set = set()
     with backend, Store(store_path) as store:
+        if remeasure:  # to say afterwards which configs had a first measurement to compare with
+            from carb.campaign import Executor, LocalExecutor
+
+            ex = backend if isinstance(backend, Executor) else LocalExecutor(backend)
+            done_before = store.done_ids(platform or ex.platform())
         with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                       TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
                       TextColumn("{task.fields[current]}"), TextColumn("[red]{task.fields[failed]}"),
@@ -113,6 +120,8 @@ def characterize(
                     progress.console.print(f"[red]{m.status}[/red] {cfg.label()}: {m.message}")
                 progress.update(task, advance=1, failed=f"{failures} failed" if failures else "")
 
+            # SIGTERM stops like Ctrl-C: what is stored is kept and the way to resume is printed
+            prev_term = signal.signal(signal.SIGTERM, _raise_interrupt)
             try:
                 result = run_campaign(configs, backend, store, platform=platform,
                                       command=shlex.join(["carb", *sys.argv[1:]]), retry_failed=retry_failed,
@@ -122,6 +131,8 @@ def characterize(
                                       on_result=on_result)
             except RuntimeError as e:  # e.g. every Ray worker slot lost; what is stored stays
                 fail(str(e))
+            finally:
+                signal.signal(signal.SIGTERM, prev_term)
         summary = store.summary()
         rows = store.measurements(result.platform)
         rows = rows[rows.run_id == result.run_id]
@@ -131,8 +142,34 @@ def characterize(
     else:
         _print_configs(rows)
         _print_summary(result, summary, store_path)
+    if remeasure:
+        err.print(_remeasure_line(result, configs, done_before, store_path), highlight=False, soft_wrap=True)
     if result.interrupted:
+        err.print(_interrupted_line(result, store_path), highlight=False, soft_wrap=True)
         raise typer.Exit(130)
+
+
+def _raise_interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
+def _interrupted_line(result, store_path: Path) -> str:
+    """What an interrupted campaign committed, and how to resume it."""
+    visits = f" and {result.visits} visit(s) of configs still in progress" if result.visits else ""
+    return (f"interrupted: {result.measured} config(s) complete{visits} committed to {store_path}; "
+            "run the same command again to resume (nothing stored is measured twice)")
+
+
+def _remeasure_line(result, configs, done_before: set, store_path: Path) -> str:
+    """What --remeasure did: it measures into the remeasurements table, beside the first
+    measurements (for drift checks); on a config never measured there is nothing to compare."""
+    fresh = sum(c.config_id not in done_before for c in dict.fromkeys(configs))
+    line = (f"--remeasure: {result.measured} config(s) measured again into the remeasurements table of "
+            f"{store_path} (the measurements table is unchanged)")
+    if fresh:
+        line += (f"; {fresh} of them had no first measurement there, so nothing to compare with: "
+                 "measure them without --remeasure first")
+    return line
 
 
 def _print_configs(rows, limit: int = 30) -> None:
@@ -233,6 +270,8 @@ def dataset_info(store_path: Path = typer.Option(..., "--store", help="DuckDB ca
     from carb.store import Store
 
     with Store(store_path, read_only=True) as store:
+        if store.snapshot is not None and not json_out:
+            err.print(f"{store_path} is in use (a running campaign?): reading a snapshot of what it has committed")
         summary = store.summary()
         runs = store.runs()
         readings = store.speed_readings()
