@@ -54,7 +54,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-__all__ = ["capture", "LayerTable", "CaptureError", "KNOWN_OPS", "parse_shape", "DTYPES", "dtype_of"]
+__all__ = ["capture", "LayerTable", "CaptureError", "KNOWN_OPS", "parse_shape", "DTYPES", "dtype_of", "load_module"]
 
 
 class CaptureError(ValueError):
@@ -538,3 +538,66 @@ def _fold_bn(df: pd.DataFrame, gm: Any, node_row: dict[Any, int]) -> pd.DataFram
             df.at[j, "params"] += df.at[i, "params"]
             drop.append(i)
     return df.drop(index=drop)
+
+
+def load_module(spec: str) -> Any:
+    """The module a ``--module`` spec names: ``pkg.mod:callable`` (an importable callable)
+    or ``path/to/file.py:callable``; a callable is called without arguments and must return
+    a ``torch.nn.Module`` (an ``nn.Module`` object itself is taken as it is). It is built
+    under ``torch.device("meta")``, so no weights are allocated; a builder that cannot run
+    on the meta device is built on the CPU instead.
+
+    Raises:
+        CaptureError: a malformed spec, an import that fails, a missing name, or a callable
+            that does not return a module (one line naming the cause).
+    """
+    import importlib
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    import torch
+
+    mod_name, sep, attr = str(spec).rpartition(":")
+    if not sep or not mod_name or not attr:
+        raise CaptureError(f"--module {spec!r}: expected pkg.module:callable or file.py:callable")
+    try:
+        if mod_name.endswith(".py") or "/" in mod_name:
+            path = Path(mod_name)
+            if not path.is_file():
+                raise CaptureError(f"--module {spec!r}: no such file {mod_name}")
+            name = f"_carb_user_{abs(hash(str(path.resolve())))}"
+            s = importlib.util.spec_from_file_location(name, path)
+            if s is None or s.loader is None:
+                raise CaptureError(f"--module {spec!r}: cannot import {mod_name}")
+            module = importlib.util.module_from_spec(s)
+            sys.modules[name] = module
+            s.loader.exec_module(module)
+        else:
+            module = importlib.import_module(mod_name)
+    except CaptureError:
+        raise
+    except Exception as e:  # noqa: BLE001 - the user's import: any error, one line
+        raise CaptureError(f"--module {spec!r}: importing {mod_name} failed ({type(e).__name__}: "
+                           f"{' '.join(str(e).split())[:200]})") from None
+    obj = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise CaptureError(f"--module {spec!r}: {mod_name} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    if isinstance(obj, torch.nn.Module):
+        return obj
+    if not callable(obj):
+        raise CaptureError(f"--module {spec!r}: {attr} is neither a torch.nn.Module nor a callable")
+    try:
+        with torch.device("meta"):
+            built = obj()
+    except Exception:  # noqa: BLE001 - some builders need real tensors; build them on the CPU
+        try:
+            built = obj()
+        except Exception as e:  # noqa: BLE001
+            raise CaptureError(f"--module {spec!r}: calling {attr}() failed ({type(e).__name__}: "
+                               f"{' '.join(str(e).split())[:200]})") from None
+    if not isinstance(built, torch.nn.Module):
+        raise CaptureError(f"--module {spec!r}: {attr}() returned a {type(built).__name__}, not a torch.nn.Module")
+    return built

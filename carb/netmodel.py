@@ -493,3 +493,51 @@ def predict_table(table: LayerTable, nm: NetModel) -> Prediction:
 
 
 _ = CaptureError  # re-exported for callers catching capture errors through this module
+
+
+def predict_cli(module_spec: str, input_shape: str | None, precision: str, model_dir: Any, json_file: Any,
+                top: int, usage: Any) -> None:
+    """``carb predict --module``: load, capture, predict, print (coverage first), and write
+    JSON. Bad input raises ``usage(message)`` (the CLI's one-line error, exit 2)."""
+    from pathlib import Path
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from carb import graph
+
+    if input_shape is None:
+        raise usage("--module needs --input, e.g. --input 1x3x224x224")
+    if json_file is not None and Path(json_file).suffix != ".json":
+        raise usage(f"--json {json_file}: expected a .json file")
+    try:
+        shape = graph.parse_shape(input_shape)
+        graph.dtype_of(precision)
+        nm = load(model_dir)
+        net = graph.load_module(module_spec)
+        pred = predict_module(net, shape, nm, precision=precision)
+    except (CaptureError, ModelError) as e:
+        raise usage(str(e)) from None
+    con = Console(soft_wrap=True)  # one line per figure, whatever the terminal's width
+    cov = f"coverage: {100 * pred.coverage_layers:.1f}% of layers, {100 * pred.coverage_flops:.1f}% of FLOPs known"
+    if pred.unknown_ops:
+        cov += f"; unknown (generic fallback, wider interval): {', '.join(pred.unknown_ops)}"
+    con.print(cov, style="bold yellow" if pred.unknown_ops else "bold")
+    pct = f"{round(100 * pred.interval)}%"
+    con.print(f"{module_spec} on {'x'.join(map(str, shape))} {precision}, device {nm.device or '?'}: "
+              f"{pred.flops / 1e9:.3f} GFLOP, {pred.params / 1e6:.2f} M parameters, {len(pred.layers)} layers")
+    con.print(f"latency  {pred.latency_ms:10.3f} ms   {pct} interval [{pred.latency_ms_lo:.3f}, {pred.latency_ms_hi:.3f}]")
+    con.print(f"memory   {pred.memory_mb:10.1f} MB   {pct} interval [{pred.memory_mb_lo:.1f}, {pred.memory_mb_hi:.1f}]")
+    con.print("energy   " + (f"{pred.energy_j:.4f} J" if pred.energy_j is not None else f"- ({pred.energy_missing_reason})"))
+    t = Table(title=f"top {top} layers by predicted latency")
+    for c in ("layer", "op", "input", "k/s/g", "GFLOP", "ms", "share", "known"):
+        t.add_column(c)
+    for r in pred.top(top).itertuples():
+        t.add_row(str(r.name), str(r.op), "x".join(map(str, r.in_shape)), f"{r.kernel}/{r.stride}/{r.groups}",
+                  f"{r.flops / 1e9:.4f}", f"{r.latency_ms:.4f}", f"{100 * r.share:.1f}%", "yes" if r.known else "NO")
+    con.print(t)
+    if json_file is not None:
+        Path(json_file).parent.mkdir(parents=True, exist_ok=True)
+        Path(json_file).write_text(json.dumps({"module": module_spec, "input": list(shape), "precision": precision,
+                                               **pred.to_dict(top)}, indent=1) + "\n")
+        con.print(f"wrote {json_file}")

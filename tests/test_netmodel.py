@@ -151,3 +151,102 @@ def test_import_carb_stays_light_and_exports_predict_module() -> None:
            "import carb.netmodel as n; assert f is n.predict_module"
     subprocess.run([sys.executable, "-c", code], check=True)
     assert carb.predict_module is netmodel.predict_module
+
+
+# --------------------------------------------------------------------------- CLI
+
+NETS = '''
+import torch
+from torch import nn
+
+def build():
+    return nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+                         nn.Flatten(), nn.Linear(16, 10))
+
+class Odd(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+    def forward(self, x):
+        return torch.cumsum(self.conv(x), 1)
+
+def odd():
+    return Odd()
+
+class Dyn(nn.Module):
+    def forward(self, x):
+        return x if x.sum() > 0 else -x
+
+def dyn():
+    return Dyn()
+
+def number():
+    return 3
+'''
+
+
+def _cli(monkeypatch, capsys, *args):
+    from carb.cli import main
+
+    monkeypatch.setattr(sys, "argv", ["carb", *map(str, args)])
+    with pytest.raises(SystemExit) as e:
+        main()
+    out = capsys.readouterr()
+    return e.value.code, out.out, out.err
+
+
+def _one_line_error(rc, err, *words):
+    assert rc == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    for w in words:
+        assert w in lines[0], err
+
+
+def test_cli_predict_module(model, tmp_path, monkeypatch, capsys) -> None:
+    d = model.save(tmp_path / "m")
+    f = tmp_path / "my_nets.py"
+    f.write_text(NETS)
+    rc, out, err = _cli(monkeypatch, capsys, "predict", "--module", f"{f}:build", "--input", "2x3x32x32",
+                        "--model", d, "--json", tmp_path / "o.json")
+    assert rc in (0, None), err
+    assert out.splitlines()[0].startswith("coverage: 100.0% of layers")
+    doc = json.loads((tmp_path / "o.json").read_text())
+    assert doc["input"] == [2, 3, 32, 32] and doc["latency_ms"]["lo"] < doc["latency_ms"]["value"]
+    assert doc["top_layers"][0]["op"] in ("conv", "bn", "relu", "linear", "gap")
+    # unknown operators: still an answer, coverage below 100% shown first
+    rc, out, err = _cli(monkeypatch, capsys, "predict", "--module", f"{f}:odd", "--input", "1x3x16x16", "--model", d)
+    assert rc in (0, None), err
+    first = out.splitlines()[0]
+    assert first.startswith("coverage: 50.0% of layers") and "cumsum" in first
+    # an importable package callable
+    rc, out, err = _cli(monkeypatch, capsys, "predict", "--module", "carb.families.fbnet:FBNet", "--input",
+                        "1x3x32x32", "--model", d)
+    assert rc == 2  # FBNet() needs its ops: the call fails, one line
+    _one_line_error(rc, err, "FBNet()")
+
+
+@pytest.mark.parametrize("args,words", [
+    (["--module", "{f}:dyn", "--input", "1x3x8x8"], ["does not trace"]),
+    (["--module", "{f}:number", "--input", "1x3x8x8"], ["returned a int"]),
+    (["--module", "{f}:nope", "--input", "1x3x8x8"], ["no attribute"]),
+    (["--module", "{f}:build", "--input", "1x3xx8"], ["malformed input shape"]),
+    (["--module", "{f}:build", "--input", "1x3x8x8", "--precision", "fp8"], ["unknown dtype"]),
+    (["--module", "nosuchpkg.mod:build", "--input", "1x3x8x8"], ["importing nosuchpkg.mod failed"]),
+    (["--module", "{f}", "--input", "1x3x8x8"], ["expected pkg.module:callable"]),
+    (["--module", "{f}:build"], ["needs --input"]),
+])
+def test_cli_predict_module_bad_input(model, tmp_path, monkeypatch, capsys, args, words) -> None:
+    d = model.save(tmp_path / "m")
+    f = tmp_path / "my_nets.py"
+    f.write_text(NETS)
+    rc, out, err = _cli(monkeypatch, capsys, "predict", *[a.format(f=f) for a in args], "--model", d)
+    _one_line_error(rc, err, *words)
+
+
+def test_cli_predict_module_needs_a_network_model(tmp_path, monkeypatch, capsys) -> None:
+    f = tmp_path / "my_nets.py"
+    f.write_text(NETS)
+    rc, out, err = _cli(monkeypatch, capsys, "predict", "--module", f"{f}:build", "--input", "1x3x8x8",
+                        "--model", tmp_path)
+    _one_line_error(rc, err, "not a network model")

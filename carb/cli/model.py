@@ -281,16 +281,30 @@ def register(app: typer.Typer) -> None:
         model_dir: Path = typer.Option(..., "--model", help="Model directory (from carb train or carb calibrate)."),
         space_name: Optional[str] = typer.Option(None, "--space", help="Built-in space name or TOML file."),
         configs_file: Optional[Path] = typer.Option(None, "--configs", help="Parquet/CSV file of configs."),
-        out: Path = typer.Option(..., "--out", help="Output .parquet or .csv file."),
+        out: Optional[Path] = typer.Option(None, "--out", help="Output .parquet or .csv file (with --space/--configs)."),
         n_jobs: int = typer.Option(1, "--jobs", min=1, help="Threads per learner."),
+        module: Optional[str] = typer.Option(None, "--module", help="Any network: pkg.mod:callable or file.py:callable returning an nn.Module (needs a network model: carb.netmodel)."),
+        input_shape: Optional[str] = typer.Option(None, "--input", help="With --module: input shape, e.g. 1x3x224x224."),
+        precision: str = typer.Option("fp32", "--precision", help="With --module: fp32, fp16 or bf16."),
+        json_file: Optional[Path] = typer.Option(None, "--json", help="With --module: also write the prediction as JSON here."),
+        top: int = typer.Option(10, "--top", min=1, help="With --module: layers shown, most expensive first."),
     ) -> None:
-        """Predict energy, latency and memory (with intervals) for a space or a file of configs."""
+        """Predict energy, latency and memory (with intervals) for a space or a file of configs, or for any network (--module)."""
         import pandas as pd
 
         from carb import space
         from carb.model import BundleError, load
         from carb.space import PARAMETERS
 
+        if module is not None:
+            from carb.netmodel import predict_cli
+
+            if space_name is not None or configs_file is not None or out is not None:
+                raise _usage("--module predicts one network: give it without --space, --configs or --out")
+            predict_cli(module, input_shape, precision, model_dir, json_file, top, _usage)
+            return
+        if out is None:
+            raise _usage("give --out (with --space or --configs)")
         if (space_name is None) == (configs_file is None):
             raise _usage("give exactly one of --space or --configs")
         if out.suffix not in (".parquet", ".csv"):
