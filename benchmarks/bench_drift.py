@@ -58,6 +58,10 @@ def plain_loop(configs, seconds: float) -> dict[str, float]:
 
 
 def stats(ratio: np.ndarray) -> dict[str, float]:
+    ratio = ratio[np.isfinite(ratio)]  # a row without a usable sentinel reading has no corrected value
+    if ratio.size == 0:
+        return {"median_ratio": float("nan"), "mean_abs_diff": float("nan"), "max_abs_diff": float("nan"),
+                "within_5pct": float("nan"), "n": 0}
     d = np.abs(ratio - 1)
     return {"median_ratio": float(np.median(ratio)), "mean_abs_diff": float(d.mean()), "max_abs_diff": float(d.max()),
             "within_5pct": float((d <= 0.05).mean()), "n": int(len(ratio))}
@@ -113,7 +117,9 @@ def main() -> None:
     raw = (r.latency_ms / m.latency_ms).to_numpy(float)
     corr = (r.latency_ms_norm / m.latency_ms_norm).to_numpy(float)
     plain = np.array([plain2[i] / plain1[i] for i in ids])
-    med = {c: float(np.median(readings[readings.run_id == rid].sentinel_ms)) for rid, c in runs.items()}
+    usable = readings[readings.used.fillna(True).astype(bool)]
+    med = {c: float(np.median(usable[usable.run_id == rid].sentinel_ms)) if (usable.run_id == rid).any()
+           else float("nan") for rid, c in runs.items()}
     # for comparison: each campaign corrected by its own median reading only (one factor per campaign)
     level = raw * med["A"] / med["B"]
     rows = {"plain steady-state loop": stats(plain), "campaign, raw latency_ms": stats(raw),
@@ -122,20 +128,21 @@ def main() -> None:
     res["methods"] = rows
     res["per_config"] = {i: {"plain": float(p), "raw": float(x), "corrected": float(y), "latency_ms_A": float(m.latency_ms[i])}
                          for i, p, x, y in zip(ids, plain, raw, corr)}
-    print(f"\n{'method':<48}{'median B/A':>11}{'mean |diff|':>12}{'max |diff|':>11}{'within 5%':>10}")
+    print(f"\n{'method':<48}{'median B/A':>11}{'mean |diff|':>12}{'max |diff|':>11}{'within 5%':>10}{'n':>4}")
     for k, v in rows.items():
         print(f"{k:<48}{v['median_ratio']:>11.3f}{100 * v['mean_abs_diff']:>11.1f}%{100 * v['max_abs_diff']:>10.1f}%"
-              f"{100 * v['within_5pct']:>9.0f}%")
+              f"{100 * v['within_5pct']:>9.0f}%{v['n']:>4}")
     idx = readings.assign(c=readings.run_id.map(runs))
     sa = idx[idx.c == "A"].sentinel_ms.to_numpy(float)
     sb = idx[idx.c == "B"].sentinel_ms.to_numpy(float)
     wall = ra.wall_s + rb.wall_s
-    res["sentinel"] = {"readings": int(len(readings)), "sentinel_s": ra.sentinel_s + rb.sentinel_s, "wall_s": wall,
+    res["sentinel"] = {"readings": int(len(readings)), "usable": int(len(usable)),
+                       "sentinel_s": ra.sentinel_s + rb.sentinel_s, "wall_s": wall,
                        "share": (ra.sentinel_s + rb.sentinel_s) / wall,
                        "speed_A_over_B": float(np.median(sb) / np.median(sa)),
                        "within_A_ratio": float(sa.max() / sa.min()), "within_B_ratio": float(sb.max() / sb.min())}
     s = res["sentinel"]
-    print(f"\nsentinel: {s['readings']} readings, {s['sentinel_s']:.1f} s of {wall:.1f} s campaign wall time "
+    print(f"\nsentinel: {s['readings']} readings ({s['usable']} precise enough to use), {s['sentinel_s']:.1f} s of {wall:.1f} s campaign wall time "
           f"= {100 * s['share']:.1f}% overhead")
     print(f"machine speed A -> B (median sentinel): x{1 / s['speed_A_over_B']:.3f}; slowest/fastest reading within "
           f"A {s['within_A_ratio']:.2f}x, within B {s['within_B_ratio']:.2f}x")

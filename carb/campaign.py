@@ -61,6 +61,7 @@ class CampaignResult:
         interrupted: True when stopped by Ctrl-C / SIGTERM before the end.
         run_id: id of the run in the store's ``runs`` table.
         readings: speed sentinel readings stored (0 without a sentinel).
+        noisy_readings: of those, too noisy to use (95% CI over the sentinel's ``max_ci_rel``).
         sentinel_s: wall-clock seconds spent measuring the sentinel. Units: s.
         visits: visits of configs stored now (``rounds > 1``: each stored as it ends, so
             that a resumed run keeps them; a config counts as measured once pooled).
@@ -76,6 +77,7 @@ class CampaignResult:
     interrupted: bool = False
     run_id: str = ""
     readings: int = 0
+    noisy_readings: int = 0
     sentinel_s: float = 0.0
     visits: int = 0
 
@@ -230,6 +232,8 @@ def run_campaign(configs: Sequence[Config], backend: Backend | Executor, store: 
                                      "sentinel": _sentinel_doc(sent)}, command)
     # the platform's sentinel readings so far (earlier runs included): unix time, ms
     known = store.speed_readings(platform) if sent is not None else None
+    if known is not None and "used" in known.columns:
+        known = known[known["used"].fillna(True).astype(bool)]
     read_t = [] if known is None else [x.timestamp() for x in known["t"]]
     read_ms = [] if known is None else [float(v) for v in known["sentinel_ms"]]
 
@@ -337,11 +341,17 @@ def run_campaign(configs: Sequence[Config], backend: Backend | Executor, store: 
             return
         # the reading's moment: the middle of the sentinel's visits, like a config visit's
         t_read = time.time() - r.wall_s / 2
-        store.add_speed_reading(result.run_id, platform, r.sentinel_ms, r.ci_rel, r.wall_s, r.detail, t=t_read)
+        # a reading less precise than the drift it would correct is kept, and used for nothing
+        used = r.ci_rel <= sent.max_ci_rel  # type: ignore[union-attr]
+        store.add_speed_reading(result.run_id, platform, r.sentinel_ms, r.ci_rel, r.wall_s, r.detail, t=t_read,
+                                used=used)
+        result.readings += 1
+        if not used:
+            result.noisy_readings += 1
+            return
         i = bisect.bisect(read_t, t_read)  # in time order, for the interpolation
         read_t.insert(i, t_read)
         read_ms.insert(i, r.sentinel_ms)
-        result.readings += 1
         keep = []
         for c, parts in unrefined:
             eff = effective_sentinel_ms([x for x, _ in parts], [sentinel_at(t) for _, t in parts])  # type: ignore[misc]

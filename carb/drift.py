@@ -41,7 +41,13 @@ def speed_summary(readings: pd.DataFrame) -> dict[str, Any]:
     if readings is None or len(readings) == 0:
         return {"readings": 0, "note": NO_INDEX}
     out: dict[str, Any] = {}
-    for plat, r in readings.groupby("platform", sort=True):
+    for plat, every in readings.groupby("platform", sort=True):
+        r = every[every["used"].fillna(True).astype(bool)] if "used" in every.columns else every
+        noisy = int(len(every) - len(r))
+        if r.empty:
+            out[str(plat)] = {"readings": 0, "noisy": noisy, "runs": int(every["run_id"].nunique()),
+                              "note": f"every reading too noisy to use ({noisy}): no drift correction"}
+            continue
         ms = r["sentinel_ms"].to_numpy(float)
         ref = float(np.median(ms))
         idx = ref / ms
@@ -54,7 +60,7 @@ def speed_summary(readings: pd.DataFrame) -> dict[str, Any]:
             "max_ratio": float(ms.max() / ms.min()),
             "reading_ci_rel_median": float(np.nanmedian(r["sentinel_ci_rel"].to_numpy(float)))
             if r["sentinel_ci_rel"].notna().any() else math.nan,
-            "wall_s": float(r["wall_s"].sum()),
+            "wall_s": float(every["wall_s"].sum()), "noisy": noisy,
         }
     return {"readings": int(len(readings)), "platforms": out}
 
@@ -66,13 +72,19 @@ def speed_lines(summary: dict[str, Any], timeline: pd.DataFrame | None = None, b
         return [f"{NO_INDEX}: {summary.get('why') or 'the store has no speed sentinel readings'}"]
     lines = []
     for plat, s in summary["platforms"].items():
+        if not s.get("readings"):
+            lines.append(f"{plat}: {NO_INDEX}: {s['note']}")
+            continue
         lines.append(f"{plat}: {s['readings']} sentinel readings in {s['runs']} run(s), {s['first']} to {s['last']} UTC; "
                      f"speed index (1 = median speed, reference {s['ref_ms']:.3f} ms) p5 {s['index_p5']:.3f}, "
                      f"p95 {s['index_p95']:.3f} (min {s['index_min']:.3f}, max {s['index_max']:.3f}), CoV "
                      f"{s['index_cov']:.3f}; slowest/fastest {s['max_ratio']:.2f}x; a reading's 95% CI "
-                     f"±{100 * s['reading_ci_rel_median']:.1f}%; readings cost {s['wall_s']:.1f} s")
+                     f"±{100 * s['reading_ci_rel_median']:.1f}%; readings cost {s['wall_s']:.1f} s"
+                     + (f"; {s['noisy']} more too noisy to use" if s.get("noisy") else ""))
         if timeline is not None and len(timeline):
             r = timeline[timeline["platform"] == plat].sort_values("t")
+            if "used" in r.columns:
+                r = r[r["used"].fillna(True).astype(bool)]
             t = r["t"].map(lambda x: x.timestamp()).to_numpy(float)
             idx = s["ref_ms"] / r["sentinel_ms"].to_numpy(float)
             edges = np.linspace(t.min(), t.max() + 1e-6, min(bins, len(r)) + 1)
@@ -89,6 +101,8 @@ def speed_lines(summary: dict[str, Any], timeline: pd.DataFrame | None = None, b
 def speed_plot(readings: pd.DataFrame, out: str | Path, title: str = "speed index") -> Path | None:
     """A small PNG of the speed index over time (one line per platform); ``None`` (and no
     file) without readings."""
+    if readings is not None and "used" in readings.columns:
+        readings = readings[readings["used"].fillna(True).astype(bool)]
     if readings is None or len(readings) == 0:
         return None
     import matplotlib
@@ -97,10 +111,13 @@ def speed_plot(readings: pd.DataFrame, out: str | Path, title: str = "speed inde
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 2.6))
-    for plat, r in readings.sort_values("t").groupby("platform", sort=True):
-        ms = r["sentinel_ms"].to_numpy(float)
-        t = r["t"].map(lambda x: x.timestamp()).to_numpy(float)
-        ax.plot((t - t.min()) / 60, np.median(ms) / ms, ".-", ms=3, lw=0.8, label=str(plat))
+    t0 = readings["t"].min().timestamp()
+    for k, (plat, r) in enumerate(readings.sort_values("t").groupby("platform", sort=True)):
+        ref = float(np.median(r["sentinel_ms"]))
+        for j, (_, run) in enumerate(r.groupby("run_id", sort=False)):  # one line per run: no line over gaps
+            t = run["t"].map(lambda x: x.timestamp()).to_numpy(float)
+            ax.plot((t - t0) / 60, ref / run["sentinel_ms"].to_numpy(float), ".-", ms=3, lw=0.8, color=f"C{k}",
+                    label=str(plat) if j == 0 else None)
     ax.axhline(1.0, color="k", lw=0.6, ls="--")
     ax.set(xlabel="minutes since the first reading", ylabel="speed (1 = median)", title=title)
     ax.legend(fontsize=7)

@@ -104,11 +104,12 @@ def _measurement_columns() -> list[tuple[str, str]]:
 #: was taken, ``sentinel_ms`` the sentinel's latency (ms, geometric mean over its configs),
 #: ``sentinel_ci_rel`` its largest relative 95% CI, ``wall_s`` what the reading cost (s),
 #: ``speed_index`` the platform's median reading over this one (1 = median speed, > 1 faster),
-#: ``detail`` JSON (sentinel name, per-config medians).
+#: ``detail`` JSON (sentinel name, per-config medians), ``used`` false for a reading too noisy
+#: to correct anything with (its CI over the sentinel's ``max_ci_rel``): kept, never used.
 SPEED_COLUMNS: list[tuple[str, str]] = [
     ("run_id", "VARCHAR"), ("seq", "INTEGER"), ("platform", "VARCHAR"), ("t", "TIMESTAMPTZ"),
     ("sentinel_ms", "DOUBLE"), ("sentinel_ci_rel", "DOUBLE"), ("wall_s", "DOUBLE"), ("speed_index", "DOUBLE"),
-    ("detail", "JSON")]
+    ("detail", "JSON"), ("used", "BOOLEAN")]
 
 #: CPU energy per RAPL domain (issue 17; carb.measure.cpu): gross energy per forward of the
 #: CPU packages and of DRAM (J, medians over the samples; ``energy_gross_j`` is their sum).
@@ -182,6 +183,7 @@ class Store:
         # written before they existed; its old rows keep NULL there ("no speed index")
         self.con.execute(f"CREATE TABLE IF NOT EXISTS speed_index ({', '.join(f'{c} {t}' for c, t in SPEED_COLUMNS)}, "
                          "PRIMARY KEY (run_id, seq))")
+        self.con.execute("ALTER TABLE speed_index ADD COLUMN IF NOT EXISTS used BOOLEAN")
         for table in ("measurements", "remeasurements", "rounds"):
             for c, t in DRIFT_COLUMNS:
                 self.con.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {c} {t}")
@@ -249,17 +251,20 @@ class Store:
 
     # -- speed index (issue 16) ----------------------------------------------------------
     def add_speed_reading(self, run_id: str, platform: str, sentinel_ms: float, sentinel_ci_rel: float,
-                          wall_s: float, detail: dict[str, Any] | None = None, t: float | None = None) -> None:
+                          wall_s: float, detail: dict[str, Any] | None = None, t: float | None = None,
+                          used: bool = True) -> None:
         """Store one reading of the speed sentinel (``sentinel_ms``: its latency, ms, at unix
         time ``t``, default now) and, in the same transaction, re-normalize every row of
         ``platform`` to the new median reading, so that all of the platform's rows share
-        one reference at any moment."""
+        one reference at any moment. A reading with ``used`` false (too noisy) is kept for
+        the record and left out of every normalization."""
         when = datetime.fromtimestamp(t, timezone.utc) if t is not None else datetime.now(timezone.utc)
         self.con.execute("BEGIN")
         seq = self.con.execute("SELECT count(*) FROM speed_index WHERE run_id = ?", [run_id]).fetchone()[0]
-        self.con.execute("INSERT INTO speed_index VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?)",
-                         [run_id, seq, platform, when, float(sentinel_ms),
-                          _finite_or_none(float(sentinel_ci_rel)), float(wall_s), json.dumps(detail or {}, default=str)])
+        self.con.execute("INSERT INTO speed_index (run_id, seq, platform, t, sentinel_ms, sentinel_ci_rel, wall_s, "
+                         "detail, used) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                         [run_id, seq, platform, when, float(sentinel_ms), _finite_or_none(float(sentinel_ci_rel)),
+                          float(wall_s), json.dumps(detail or {}, default=str), bool(used)])
         self._ref.pop(platform, None)
         self._renormalize(platform)
         self.con.execute("COMMIT")
@@ -297,7 +302,8 @@ class Store:
         if platform not in self._ref:
             if not self.has_speed_index():
                 return None
-            v = self.con.execute("SELECT median(sentinel_ms) FROM speed_index WHERE platform = ?",
+            v = self.con.execute("SELECT median(sentinel_ms) FROM speed_index WHERE platform = ? "
+                                 "AND used IS NOT FALSE",
                                  [platform]).fetchone()[0]
             self._ref[platform] = None if v is None else float(v)
         return self._ref[platform]

@@ -7,7 +7,7 @@
 # the store locked while a campaign writes), and at the end of each campaign a fixed
 # sample of 50 configs is measured again (drift check).
 # Every part reads the speed sentinel (carb.measure.sentinel, issue 16) at its start, every
-# 45 s and at its end, and spreads each config's rounds over the whole part; the drift
+# 60 s and at its end, and spreads each config's rounds over the whole part; the drift
 # check shares the platform's speed index, so it is reported raw and drift-corrected.
 # Ship each platform afterwards (the card then shows the index over time and a PNG):
 #   python scripts/ship_dataset.py --store campaigns/cpu-1t.duckdb --name cpu-1t

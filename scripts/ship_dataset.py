@@ -122,22 +122,22 @@ def card(name: str, f: dict, rows: int, conditions: str) -> str:
         f"(p95 {f['memory_round_cov_p95']:.3f})",
         f"- throughput: {f['configs_per_hour']:.0f} configs/hour ({f['wall_s_per_config_median']:.2f} s median wall per config)",
     ]
-    if drift and "corrected_ratio_median" in drift:
-        lines.append(
-            f"- drift, corrected by the speed sentinel: median ratio {drift['corrected_ratio_median']:.3f}, mean "
-            f"|difference| {100 * drift['corrected_abs_diff_mean']:.1f}% (raw {100 * drift['raw_abs_diff_mean']:.1f}%), "
-            f"{100 * drift['corrected_within_10pct']:.0f}% within ±10%")
     if drift:
         lines.append(
             f"- drift: {drift['configs']} configs measured again at the end of the campaign "
             f"(median {drift['hours_between']:.2f} h later): median latency ratio {drift['latency_ratio_median']:.3f} "
             f"(p5 {drift['latency_ratio_p5']:.3f}, p95 {drift['latency_ratio_p95']:.3f}), "
             f"{100 * drift['within_10pct']:.0f}% within ±10%; median memory ratio {drift['memory_ratio_median']:.3f}")
+    if drift and "corrected_ratio_median" in drift:
+        lines.append(
+            f"- drift, corrected by the speed sentinel: median ratio {drift['corrected_ratio_median']:.3f}, mean "
+            f"|difference| {100 * drift['corrected_abs_diff_mean']:.1f}% (raw {100 * drift['raw_abs_diff_mean']:.1f}%), "
+            f"{100 * drift['corrected_within_10pct']:.0f}% within ±10%")
     lines += ["", "## Speed index (machine speed while measuring)"]
     if f["speed"].get("readings"):
         lines += [
             "The speed sentinel (`carb.measure.sentinel`: a fixed small config measured like every config) was "
-            "read at the start, every 45 s and at the end of every run; `speed_index` is the median reading over "
+            "read at the start, every 60 s and at the end of every run; `speed_index` is the median reading over "
             "each one (1 = the campaign's median speed, > 1 faster). Every row carries `sentinel_ms`, "
             "`speed_index` and `latency_ms_norm` (its latency at the median speed); `latency_ms` stays the raw median.",
             "",

@@ -27,13 +27,14 @@ class DriftingBackend(Backend):
 
     device = "cpu"
 
-    def __init__(self, step=0.05, fail_sentinel=False, interrupt_after=None):
+    def __init__(self, step=0.05, fail_sentinel=False, interrupt_after=None, sentinel_spread=0.004):
         self.protocol = Protocol(max_time_s=2.0)
         self.slowness = 1.0
         self.step = step
         self.log = []  # (kind, config) in call order
         self.fail_sentinel = fail_sentinel
         self.interrupt_after = interrupt_after
+        self.sentinel_spread = sentinel_spread
 
     def provenance(self):
         return {"threads": 1, "synthetic": True}
@@ -48,7 +49,8 @@ class DriftingBackend(Backend):
         if kind == "sentinel" and self.fail_sentinel:
             return Measurement(status="error", message="synthetic sentinel failure")
         base = (3.0 if kind == "sentinel" else float(config.depth)) * s
-        samples = [base * f for f in (0.99, 1.0, 1.01)]
+        spread = self.sentinel_spread if kind == "sentinel" else 0.004
+        samples = [base * f for f in np.linspace(1 - spread, 1 + spread, 8)]  # 8 samples: a defined CI
         return Measurement(status="ok", latency_ms=summarize(samples), memory_mb=10.0, timed_s=0.0, wall_s=0.0,
                            extra={"latency_samples_ms": samples})
 
@@ -274,3 +276,17 @@ def test_cli_dataset_info_shows_the_index_or_says_there_is_none(tmp_path):
     assert "10 sentinel readings" in out and "index over time" in out
     doc = json.loads(info(new, "--json"))
     assert doc["speed_index"]["platforms"]["cpu-1t"]["readings"] == 10
+
+
+def test_a_noisy_reading_is_kept_but_corrects_nothing(tmp_path):
+    with Store(tmp_path / "n.duckdb") as store:
+        # synthetic sentinel samples spread by +-40%: 95% CI of the median far over 5%
+        r = run_campaign(list(space.load("tiny"))[:3], DriftingBackend(sentinel_spread=0.4), store,
+                         sentinel=every_visit())
+        df = store.measurements()
+        rd = store.speed_readings()
+    assert r.readings == 5 and r.noisy_readings == 5 and (~rd.used).all()
+    assert df.sentinel_ms.isna().all() and df.latency_ms_norm.isna().all()
+    s = drift.speed_summary(rd)
+    assert s["platforms"]["cpu-1t"]["readings"] == 0 and "too noisy" in drift.speed_lines(s, rd)[0]
+    assert drift.speed_plot(rd, tmp_path / "n.png") is None

@@ -29,12 +29,13 @@ from .base import Measurement, Protocol
 
 __all__ = ["Sentinel", "Reading", "CPU_SENTINEL", "SENTINEL_PROTOCOL", "effective_sentinel_ms"]
 
-#: a short burst per reading: samples of >= 20 ms of forwards (a per-forward median of a
+#: a short burst per reading: samples of >= 10 ms of forwards (a per-forward median of a
 #: sub-millisecond net is blind to the time slices other processes take of the core, which
 #: slow every real config: benchmarks/RESULTS.md), until the median's 95% CI is within 1%
-#: or for 0.25 s, after a 0.02 s warm-up
-SENTINEL_PROTOCOL = Protocol(ci_target=0.01, min_repeats=5, max_repeats=400, max_time_s=0.25, warmup=2,
-                             warmup_s=0.02, min_sample_s=0.02, timeout_s=60.0)
+#: or for 0.25 s (about 25 samples on an idle core; fewer than 6 on a heavily shared one,
+#: whose reading then has no CI and is not used), after a 0.02 s warm-up
+SENTINEL_PROTOCOL = Protocol(ci_target=0.01, min_repeats=6, max_repeats=400, max_time_s=0.25, warmup=2,
+                             warmup_s=0.02, min_sample_s=0.01, timeout_s=60.0)
 
 
 @dataclass(frozen=True)
@@ -68,13 +69,18 @@ class Sentinel:
             of it (the nearest one when none is): a single reading is noisy (a few % to
             tens of % on a loaded machine), a campaign's level is not; ``0`` interpolates
             the readings linearly instead. Units: s.
+        max_ci_rel: a reading whose median's relative 95% CI is wider than this (or
+            undefined) is stored but used for nothing: a sentinel noisier than the drift it
+            would correct only adds noise (on our loaded 2-core machines readings reached
+            ±25%: benchmarks/RESULTS.md).
         name: what the readings are called in the store.
     """
 
     configs: tuple[Config, ...]
     protocol: Protocol = SENTINEL_PROTOCOL
-    every_s: float = 45.0
+    every_s: float = 60.0
     window_s: float = 180.0
+    max_ci_rel: float = 0.05
     name: str = "cpu-sentinel"
 
     def reading(self, measurements: Sequence[Measurement]) -> Reading | None:
@@ -93,7 +99,7 @@ class Sentinel:
 
 
 #: The CPU sentinel: the small CIFAR ResNet-8 (width 0.5, 32 px, batch 1, fp32; ~0.6 ms a
-#: forward) timed in samples of >= 20 ms. Chosen by ``benchmarks/choose_sentinel.py``
+#: forward) timed in samples of >= 10 ms. Chosen by ``benchmarks/choose_sentinel.py``
 #: (benchmarks/RESULTS.md): of four configs of the cpu space timed between 16 real configs,
 #: the small one followed the real configs' speed best (correlation 0.66 against 0.36-0.61)
 #: at the lowest cost; with other processes sharing the core, its per-forward median missed
