@@ -530,3 +530,58 @@ def test_dataset_info_reads_a_snapshot_of_a_store_in_use(tmp_path, monkeypatch, 
     from pathlib import Path
 
     assert not list(Path(tempfile.gettempdir()).glob("carb-store-snapshot-*/s.duckdb"))
+
+
+# -- help texts, --budget, --margin ---------------------------------------------------------
+
+COMMANDS = ["characterize", "screen", "calibrate", "validate", "demo", "train", "evaluate", "predict", "report",
+            "fewshot", "space list", "space show", "dataset list", "dataset check", "dataset info",
+            "dataset export"]
+
+
+def test_version_and_short_help(monkeypatch, capsys):
+    from carb import __version__
+
+    rc, out, _ = cli(monkeypatch, capsys, "--version")
+    assert rc == 0 and out.strip() == f"carb {__version__}"
+    monkeypatch.setenv("COLUMNS", "200")
+    rc, out, _ = cli(monkeypatch, capsys, "-h")
+    assert rc == 0 and "characterize" in out and "--version" in out
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_has_h_an_example_and_clean_help(monkeypatch, capsys, command):
+    monkeypatch.setenv("COLUMNS", "250")
+    rc, out, err = cli(monkeypatch, capsys, *command.split(), "-h")
+    assert rc == 0, err
+    assert f"Example: carb {command}" in out
+    assert "<bool>" not in out and "%%" not in out
+    if command == "characterize":
+        assert "pip install 'carb[ray]'" in out and "95% CI" in out
+    if command == "evaluate":
+        assert "results[model][target][metric]" in out
+
+
+def test_space_list_prints_full_descriptions(monkeypatch, capsys):
+    monkeypatch.setenv("COLUMNS", "250")
+    rc, out, _ = cli(monkeypatch, capsys, "space", "list")
+    assert rc == 0
+    desc = " ".join(space.load("cpu").description.split())
+    assert desc.split()[-1] in out and len(desc) > 80  # its last word: the whole text, not its first line
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--budget", "latency_ms=5", "--budget", "latency_ms=7"], "--budget latency_ms given twice"),
+    (["--budget", "latency_ms=5", "--margin", "-1"], "--margin -1: must be >= 0"),
+])
+def test_screen_refuses_repeated_budgets_and_negative_margins(tmp_path, monkeypatch, capsys, bundle, args, words):
+    rc, _, err = cli(monkeypatch, capsys, "screen", "--space", "tiny", "--target-model", bundle, *args,
+                     "--out", tmp_path / "o")
+    one_line_error(rc, err, words)
+    assert not (tmp_path / "o").exists()
+
+
+def test_evaluate_refuses_repeated_budgets(monkeypatch, capsys, bundle):
+    rc, _, err = cli(monkeypatch, capsys, "evaluate", "--data", "cpu-1t", "--model", bundle,
+                     "--budget", "energy_j=1", "--budget", "energy_j=2")
+    one_line_error(rc, err, "--budget energy_j given twice")

@@ -10,16 +10,61 @@ from typing import Any, Optional
 
 import typer
 from rich.console import Console
+from typer.core import TyperGroup
 
 __all__ = ["app", "space_app", "dataset_app", "console", "err", "UsageError", "fail", "load_model", "parse_budget_options", "pick_option",
            "check_out_file", "check_out_dir"]
 
-app = typer.Typer(no_args_is_help=True, add_completion=False,
+def _untyped_flags(cmd: Any, ctx: Any) -> None:
+    # Typer 0.29's rich help prints every option's value type, flags included ("<bool>"
+    # on --json, --help, --sentinel/--no-sentinel ...), although its plain formatter skips
+    # flags: a flag takes no value. An empty metavar is what its renderer prints instead.
+    for p in cmd.get_params(ctx):
+        if getattr(p, "is_flag", False) and p.metavar is None:
+            p.metavar = ""
+
+
+class _Group(TyperGroup):
+    """The command groups of ``carb``: flags shown without a value type in help."""
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        cmd = super().get_command(ctx, cmd_name)
+        if cmd is not None:
+            _untyped_flags(cmd, ctx)
+        return cmd
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        _untyped_flags(self, ctx)
+        super().format_help(ctx, formatter)
+
+
+_CONTEXT = {"help_option_names": ["-h", "--help"]}
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, cls=_Group, context_settings=_CONTEXT,
                   help="CARB: energy, latency and peak memory of CNN inference, per device, before you profile.")
-space_app = typer.Typer(no_args_is_help=True, help="Configuration spaces: list and inspect.")
-dataset_app = typer.Typer(no_args_is_help=True, help="Measured datasets: summarize and export a store.")
+space_app = typer.Typer(no_args_is_help=True, cls=_Group, context_settings=_CONTEXT,
+                        help="Configuration spaces: list and inspect.")
+dataset_app = typer.Typer(no_args_is_help=True, cls=_Group, context_settings=_CONTEXT,
+                          help="Measured datasets: summarize and export a store.")
 app.add_typer(space_app, name="space")
 app.add_typer(dataset_app, name="dataset")
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from carb import __version__
+
+        print(f"carb {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", is_eager=True, callback=_print_version,
+                                       help="Print carb's version and exit.")) -> None:
+    """CARB: energy, latency and peak memory of CNN inference, per device, before you profile.
+
+    Example: carb demo --out carb-demo
+    """
 
 # 120 columns when piped (rich would use 80), so tables of configs stay readable in logs
 console = Console(width=None if sys.stdout.isatty() else 120)
@@ -46,10 +91,22 @@ def load_model(path: Path):
 def parse_budget_options(items: Optional[list[str]]) -> dict[str, float]:
     from carb.screen import parse_budgets
 
+    refuse_repeated_budgets(items)
     try:
         return parse_budgets(items or [])
     except ValueError as e:
         fail(str(e))
+
+
+def refuse_repeated_budgets(items: Optional[list[str]]) -> None:
+    """Two ``--budget`` values for one target is an error (the later one silently winning
+    would screen against a budget the user may not mean)."""
+    seen: dict[str, str] = {}
+    for s in items or []:
+        key = s.partition("=")[0].strip()
+        if key in seen:
+            fail(f"--budget {key} given twice ({seen[key]} and {s}): give one budget per target")
+        seen[key] = s
 
 
 def _blocking_file(path: Path) -> Path | None:

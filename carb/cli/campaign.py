@@ -33,7 +33,7 @@ def characterize(
     store_path: Path = typer.Option(..., "--store", help="DuckDB campaign store; re-running resumes."),
     platform: Optional[str] = typer.Option(None, "--platform", help="Label rows are stored under (default: cpu-<T>t or the GPU's name)."),
     lock_clocks: bool = typer.Option(True, "--lock-clocks/--no-lock-clocks", help="GPU: lock graphics/memory clocks (DVFS lockdown) and restore them after."),
-    ci_target: Optional[float] = typer.Option(None, "--ci-target", min=0.0, help="Stop repeating at this relative 95%% CI of the median (default 0.02 CPU, 0.01 GPU)."),
+    ci_target: Optional[float] = typer.Option(None, "--ci-target", min=0.0, help="Stop repeating at this relative 95% CI of the median (default 0.02 CPU, 0.01 GPU)."),
     max_time: Optional[float] = typer.Option(None, "--max-time", min=0.0, help="Cap on sampling seconds per config."),
     timeout: Optional[float] = typer.Option(None, "--timeout", min=1.0, help="Wall-clock limit per config, seconds."),
     rounds: Optional[int] = typer.Option(None, "--rounds", min=1, help="Visits per config at different moments, pooled (default: 3 on CPU, 1 on GPU)."),
@@ -41,12 +41,16 @@ def characterize(
     sentinel: bool = typer.Option(True, "--sentinel/--no-sentinel", help="CPU: time the speed sentinel at the start, every 45 s and at the end (speed index, latency_ms_norm)."),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Measure again the configs stored with a failure status."),
     remeasure: bool = typer.Option(False, "--remeasure", help="Measure again into the remeasurements table (drift check)."),
-    executor: str = typer.Option("local", "--executor", help="local (this machine) or ray (every worker slot of a Ray cluster; pip install 'carb[ray]')."),
+    # help texts are rich markup: a backslash keeps [ray] from being read as a style tag
+    executor: str = typer.Option("local", "--executor", help="local (this machine) or ray (every worker slot of a Ray cluster; pip install 'carb\\[ray]')."),
     address: Optional[str] = typer.Option(None, "--address", help="Ray cluster: auto, HOST:PORT or ray://HOST:PORT (default: RAY_ADDRESS, else a local cluster)."),
     workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Ray: use at most this many worker slots (default: all)."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON at the end."),
 ) -> None:
-    """Measure configs into a campaign store, on this machine or a Ray cluster (resumable; Ctrl-C keeps what is done)."""
+    """Measure configs into a campaign store, on this machine or a Ray cluster (resumable; Ctrl-C keeps what is done).
+
+    Example: carb characterize --space tiny --store tiny.duckdb
+    """
     from dataclasses import replace
 
     from carb import space
@@ -220,7 +224,10 @@ def _print_store_summary(summary) -> None:
 
 @dataset_app.command("list")
 def dataset_list(json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
-    """List the datasets shipped with CARB (load one with carb.datasets.load(name))."""
+    """List the datasets shipped with CARB (load one with carb.datasets.load(name)).
+
+    Example: carb dataset list
+    """
     from dataclasses import asdict
 
     from carb import datasets
@@ -238,9 +245,12 @@ def dataset_list(json_out: bool = typer.Option(False, "--json", help="Print JSON
 @dataset_app.command("check")
 def dataset_check(file: str = typer.Argument(..., help="Dataset file (.parquet/.csv) or shipped dataset name."),
                   max_cov: float = typer.Option(0.25, "--max-cov", help="Latency CoV above this is noisy."),
-                  max_ci: float = typer.Option(0.05, "--max-ci", help="Relative 95%% CI of the median latency above this is noisy."),
+                  max_ci: float = typer.Option(0.05, "--max-ci", help="Relative 95% CI of the median latency above this is noisy."),
                   json_out: bool = typer.Option(False, "--json", help="Print the problems as JSON.")) -> None:
-    """Check a dataset: duplicates, failed configs, missing targets, noisy rows. Exit 1 on problems."""
+    """Check a dataset: duplicates, failed configs, missing targets, noisy rows. Exit 1 on problems.
+
+    Example: carb dataset check cpu-1t
+    """
     from carb import datasets
 
     df = datasets.load(file, features=False)
@@ -265,7 +275,10 @@ def dataset_check(file: str = typer.Argument(..., help="Dataset file (.parquet/.
 @dataset_app.command("info")
 def dataset_info(store_path: Path = typer.Option(..., "--store", help="DuckDB campaign store."),
                  json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
-    """Summarize a store: runs, counts by status, medians of the targets, the speed index over time."""
+    """Summarize a store: runs, counts by status, medians of the targets, the speed index over time.
+
+    Example: carb dataset info --store tiny.duckdb
+    """
     from carb import drift
     from carb.store import Store
 
@@ -294,7 +307,10 @@ def dataset_export(store_path: Path = typer.Option(..., "--store", help="DuckDB 
                    out: Path = typer.Option(..., "--out", help="Output .parquet or .csv file."),
                    platform: Optional[str] = typer.Option(None, "--platform", help="Only this platform's rows."),
                    features: bool = typer.Option(True, "--features/--no-features", help="Add the static features.")) -> None:
-    """Export a store as a dataset: one row per config and device, with the static features."""
+    """Export a store as a dataset: one row per config and device, with the static features.
+
+    Example: carb dataset export --store tiny.duckdb --out tiny.parquet
+    """
     from carb import datasets
     from carb.store import Store
 

@@ -30,7 +30,10 @@ def fewshot(
     out: Optional[Path] = typer.Option(None, "--out", help="Write the predictions (.parquet or .csv)."),
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
-    """Few-shot latency transfer on HELP's FBNet data: K measurements of a new device -> all 5,000 archs."""
+    """Few-shot latency transfer on HELP's FBNet data: K measurements of a new device -> all 5,000 archs.
+
+    Example: carb fewshot --platform titan_rtx_1 --samples 10
+    """
     import numpy as np
     import pandas as pd
     from rich.console import Console

@@ -55,6 +55,9 @@ def parse_budgets(items: list[str] | None) -> dict[str, float]:
     (carb.screen's parser; its ValueError becomes a usage error)."""
     from carb.screen import parse_budgets as parse
 
+    from ._app import refuse_repeated_budgets
+
+    refuse_repeated_budgets(items)
     try:
         return parse(items or [])
     except ValueError as e:
@@ -227,7 +230,7 @@ def register(app: typer.Typer) -> None:
         data: str = typer.Option(..., "--data", help="Dataset name or .parquet/.csv file."),
         split: str = typer.Option("grouped", "--split", help="random, stratified, grouped or batch-tier."),
         presets: Optional[List[str]] = typer.Option(None, "--preset", help="Model preset to compare (repeat; default: default, paper, flops-linear, lgbm)."),
-        json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the results as JSON here (results[model][target][metric])."),
+        json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the results as JSON here (results\\[model]\\[target]\\[metric])."),
         budget: Optional[List[str]] = typer.Option(None, "--budget", help="TARGET=VALUE budget for the budget metrics (repeat; default: the test median)."),
         device: Optional[str] = typer.Option(None, "--platform", help="The platform whose rows to use (when the data holds several)."),
         device_old: Optional[str] = typer.Option(None, "--device", hidden=True, help="Old name of --platform."),
@@ -289,7 +292,10 @@ def register(app: typer.Typer) -> None:
         json_file: Optional[Path] = typer.Option(None, "--json", help="With --module: also write the prediction as JSON here."),
         top: int = typer.Option(10, "--top", min=1, help="With --module: layers shown, most expensive first."),
     ) -> None:
-        """Predict energy, latency and memory (with intervals) for a space or a file of configs, or for any network (--module)."""
+        """Predict energy, latency and memory (with intervals) for a space or a file of configs, or for any network (--module).
+
+        Example: carb predict --model models/cpu-1t --space screening --out predictions.parquet
+        """
         import pandas as pd
 
         from carb import space

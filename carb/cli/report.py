@@ -37,7 +37,10 @@ def report(
     no_transfer: bool = typer.Option(False, "--no-transfer", help="Skip the train-on-A, test-on-B matrix."),
     json_out: bool = typer.Option(False, "--json", help="Print report.json's summary as JSON."),
 ) -> None:
-    """One self-contained HTML report: Pareto explorer, scaling, measured vs predicted, transfer, importance."""
+    """One self-contained HTML report: Pareto explorer, scaling, measured vs predicted, transfer, importance.
+
+    Example: carb report --data cpu-1t --out report
+    """
     from rich.console import Console
 
     from carb.report import ReportError, write_report

@@ -32,7 +32,10 @@ def screen(
     out: Path = typer.Option(..., "--out", help="Output directory: shortlist.parquet/.csv, feasible.parquet, summary.json."),
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
-    """Two-stage screening: rank the space with a source model, re-score survivors with the target model, keep the Pareto front."""
+    """Two-stage screening: rank the space with a source model, re-score survivors with the target model, keep the Pareto front.
+
+    Example: carb screen --space screening --target-model models/cpu-1t --budget latency_ms=20 --out screen-out
+    """
     from carb import space
     from carb.pareto import parse_objectives
     from carb.screen import screen as run_screen
@@ -40,6 +43,8 @@ def screen(
     target = pick_option(target, target_old, "--target-model", "--target", required=True)
     source = pick_option(source, source_old, "--source-model", "--source")
     budgets = parse_budget_options(budget)
+    if not z >= 0:  # a negative margin would prune configs the source model itself keeps
+        fail(f"--margin {z:g}: must be >= 0 (residual standard deviations of the source-to-target map)")
     check_out_dir(out)
     try:
         objs = parse_objectives(objective) if objective else None
@@ -116,7 +121,10 @@ def calibrate(
     out: Path = typer.Option(..., "--out", help="Directory of the calibrated model."),
     method: str = typer.Option("log", "--method", help="Map: log (log-space map of the source prediction) or nnls (HELP-style, with cost features; carb.transfer)."),
 ) -> None:
-    """Measure K well-spread configs on a new device and map the source model to it."""
+    """Measure K well-spread configs on a new device and map the source model to it.
+
+    Example: carb calibrate --model models/cpu-1t --device cpu --threads 2 --samples 10 --out models/cpu-2t
+    """
     from carb import space
     from carb.calibrate import NnlsMap, choose_samples, fit_calibrated
 
@@ -204,7 +212,10 @@ def validate(
     seed: int = typer.Option(0, "--seed", help="Seed of the control sample."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
-    """Check a screening on hardware (or against a dataset of the whole space): budget accuracy, false accepts/rejects, Pareto recall."""
+    """Check a screening on hardware (or against a dataset of the whole space): budget accuracy, false accepts/rejects, Pareto recall.
+
+    Example: carb validate --screen screen-out --device cpu
+    """
     import pandas as pd
 
     from carb import space
@@ -310,7 +321,10 @@ def demo(
     budget: Optional[list[str]] = typer.Option(None, "--budget", help="TARGET=VALUE (repeat); default: the space's median prediction."),
     seed: int = typer.Option(0, "--seed"),
 ) -> None:
-    """The whole product on this machine in minutes: train, characterize, calibrate, screen, validate, report."""
+    """The whole product on this machine in minutes: train, characterize, calibrate, screen, validate, report.
+
+    Example: carb demo --out carb-demo
+    """
     from carb.demo import DemoSettings, default_threads, run_demo
 
     if device != "cpu" and threads is not None:
