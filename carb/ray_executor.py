@@ -35,10 +35,40 @@ from typing import Any, Iterator
 from carb.campaign import Executor, Job, _label
 from carb.measure.base import Measurement, Protocol
 
-__all__ = ["RayExecutor"]
+__all__ = ["RayExecutor", "mask_broken_amdsmi"]
+
+
+def mask_broken_amdsmi() -> str | None:
+    """Make ``import amdsmi`` an ImportError in this process when the binding is installed
+    but unusable, and say why (``None`` when it imports, or is absent).
+
+    Zeus, carb's energy layer, installs AMD's ``amdsmi`` binding; without ROCm's
+    ``libamd_smi.so`` its import raises ``KeyError``, and Ray's AMD-GPU probe, which catches
+    only ImportError, then fails ``ray.init`` on every machine without ROCm. Masked, Ray
+    sees no AMD GPU there, which is the truth. Nodes started with ``ray start`` run Ray's
+    own code: there, ``pip uninstall amdsmi`` (README, Ray).
+    """
+    import sys
+
+    if "amdsmi" in sys.modules:
+        return None
+    import contextlib
+    import io
+
+    try:
+        # the binding prints its loader's complaints to stdout: keep them out of our output
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            import amdsmi  # noqa: F401
+    except ImportError:
+        return None
+    except Exception as e:  # noqa: BLE001 - KeyError/OSError from a binding without its library
+        sys.modules["amdsmi"] = None  # type: ignore[assignment]
+        return f"amdsmi unusable here ({type(e).__name__}: {e}); masked for Ray"
+    return None
 
 
 def _import_ray() -> Any:
+    mask_broken_amdsmi()
     try:
         import ray
     except ImportError:

@@ -16,6 +16,13 @@ import pytest
 # A loopback test cluster: no token authentication, whatever ~/.ray/auth_token holds
 # (Ray >= 2.5x turns it on for new clusters when a token file exists).
 os.environ["RAY_AUTH_MODE"] = "disabled"
+# Zeus installs amdsmi; without ROCm its import raises KeyError and breaks Ray's AMD probe.
+# carb's driver masks it (carb.ray_executor.mask_broken_amdsmi); the `ray start` processes
+# below run Ray's own code, so they get the same mask as a module on their path.
+from carb.ray_executor import mask_broken_amdsmi  # noqa: E402
+
+AMDSMI_MASKED = mask_broken_amdsmi() is not None
+SHIMS = os.path.join(os.path.dirname(__file__), "shims")
 ray = pytest.importorskip("ray")
 
 from carb import space  # noqa: E402
@@ -41,6 +48,8 @@ def cluster(tmp_path_factory):
     """A 2-CPU Ray head on this machine, outliving every driver of the tests."""
     port = _free_port()
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled"}
+    if AMDSMI_MASKED or "amdsmi" in sys.modules and sys.modules["amdsmi"] is None:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (SHIMS, env.get("PYTHONPATH")) if p)
     tmp = tmp_path_factory.mktemp("ray")
     subprocess.run([RAY, "start", "--head", f"--port={port}", "--num-cpus=2", "--num-gpus=0",
                     "--include-dashboard=false", "--object-store-memory=100000000",
