@@ -585,3 +585,19 @@ def test_evaluate_refuses_repeated_budgets(monkeypatch, capsys, bundle):
     rc, _, err = cli(monkeypatch, capsys, "evaluate", "--data", "cpu-1t", "--model", bundle,
                      "--budget", "energy_j=1", "--budget", "energy_j=2")
     one_line_error(rc, err, "--budget energy_j given twice")
+
+
+def test_screen_warns_in_one_line_about_extrapolated_rows(tmp_path, monkeypatch, capsys, bundle):
+    f = tmp_path / "ext.toml"
+    f.write_text('[[grid]]\ndepth = [20]\nbatch = [1, 256]\nprecision = ["fp16"]\n')
+    import subprocess
+
+    # a subprocess: pytest records warnings instead of letting the CLI print them
+    p = subprocess.run([sys.executable, "-m", "carb.cli", "screen", "--space", str(f), "--target-model", str(bundle),
+                        "--budget", "latency_ms=1e6", "--out", str(tmp_path / "o")], capture_output=True, text=True,
+                       timeout=300)
+    rc, err = p.returncode, p.stderr
+    assert rc == 0, err
+    assert "warning: CARB: 2 of 2 rows lie outside the training domain" in err
+    assert "UserWarning" not in err
+    assert pd.read_parquet(tmp_path / "o" / "shortlist.parquet")["extrapolated"].all()

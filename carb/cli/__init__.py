@@ -34,9 +34,14 @@ def _error_exit(msg: str) -> None:
 
 def main() -> None:
     """Console-script entry point: runs the app and turns bad input into exit code 2."""
+    import warnings
+
     from carb.datasets import DatasetError
     from carb.store import StoreError
 
+    # a library warning (e.g. how many rows a model extrapolates) is one line on stderr,
+    # not Python's two (file, line number and source)
+    warnings.formatwarning = lambda message, category, *args, **kwargs: f"warning: {message}\n"
     try:
         rc = app(standalone_mode=False)
     except (UsageError, SpaceError, StoreError, DatasetError, FileNotFoundError) as e:
