@@ -345,6 +345,8 @@ class Space:
         return self.configs[i]
 
     def __repr__(self) -> str:
+        if self.size_bound() > MAX_CONFIGS:  # never list a huge space just to print it
+            return f"Space({self.name!r}, {self.size_text()})"
         return f"Space({self.name!r}, {len(self)} configs)"
 
     def to_frame(self, configs: Iterable[Any] | None = None) -> pd.DataFrame:

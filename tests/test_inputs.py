@@ -385,6 +385,7 @@ def test_a_huge_space_says_its_size_up_front_and_samples_without_listing(tmp_pat
     f.write_text(BIG)
     s = space.load(f)
     assert s.size_bound() == 30_000_000 and s.size_text() == "30,000,000 configs"
+    assert repr(s) == "Space('big', 30,000,000 configs)"
     with pytest.raises(SpaceError, match="30,000,000 configs.*sample"):
         len(s)
     rc, out, err = cli(monkeypatch, capsys, "space", "show", f)
