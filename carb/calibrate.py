@@ -35,6 +35,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
+from carb.model._conformal import conformal_quantile
 from carb.transfer import MIN_K_BATCH_TERM, LogMap
 
 __all__ = ["choose_samples", "CalibratedModel", "fit_calibrated", "load_predictor", "check_model_out", "model_checksum", "MIN_K_BATCH_TERM",
@@ -144,9 +145,16 @@ class CalibratedModel:
             s = src[t].to_numpy(float)
             if isinstance(m, LogMap):
                 out[t] = m.apply(s, batch)
-                # the source interval, mapped, then widened by the map's own error
-                lo = m.apply(src[f"{t}_lo"].to_numpy(float), batch, -m.q)
-                hi = m.apply(src[f"{t}_hi"].to_numpy(float), batch, m.q)
+                if m.scale_q is not None and np.isfinite(m.scale_q):
+                    # the source's locally adaptive width (log), scaled by the conformal
+                    # quantile of the map's leave-one-out errors in units of that width
+                    hw = _log_halfwidth(src, t) * m.scale_q
+                    lo, hi = out[t].to_numpy() * np.exp(-hw), out[t].to_numpy() * np.exp(hw)
+                else:
+                    # too few K for a conformal scale: the source interval, mapped, then
+                    # widened by the map's own error (conservative: counts both errors)
+                    lo = m.apply(src[f"{t}_lo"].to_numpy(float), batch, -m.q)
+                    hi = m.apply(src[f"{t}_hi"].to_numpy(float), batch, m.q)
             else:
                 if feats is None:
                     from carb.features import compute
@@ -174,7 +182,7 @@ class CalibratedModel:
         shutil.copytree(src, d / "source")
         doc = {"format": "carb-calibration", "version": 1, "coverage": self.coverage, "meta": self.meta,
                "source_sha256": model_checksum(d / "source"),
-               "maps": {t: {"coef": m.coef, "q": m.q, "n": m.n} if isinstance(m, LogMap) else
+               "maps": {t: {"coef": m.coef, "q": m.q, "n": m.n, "scale_q": m.scale_q} if isinstance(m, LogMap) else
                         {"kind": "nnls", "coef": m.coef, "intercept": m.intercept, "features": m.features,
                          "q": m.q, "n": m.n} for t, m in self.maps_.items()}}
         from carb.model._bundle import doc_checksum
@@ -221,7 +229,15 @@ def fit_calibrated(source: Any, measured: pd.DataFrame, coverage: float = 0.9,
         rows = df[ok]
         if method == "log":
             m = FewShotModel(ModelSource(source, t), method="log", coverage=coverage).fit(rows, y[ok])
-            maps[t] = m.log_map_
+            lm = m.log_map_
+            if lm.loo is not None:
+                # leave-one-out errors in units of the source's own local half-width: their
+                # conformal quantile scales that width into the new device's interval
+                hw = _log_halfwidth(src[ok], t)
+                scores = np.sort(np.abs(np.asarray(lm.loo)) / np.maximum(hw, 1e-9))
+                q = conformal_quantile(scores, coverage)
+                lm.scale_q = float(q) if np.isfinite(q) else None
+            maps[t] = lm
             continue
         feats = list(NNLS_FEATURES)
 
@@ -235,6 +251,13 @@ def fit_calibrated(source: Any, measured: pd.DataFrame, coverage: float = 0.9,
         raise ValueError("no target has measurements to calibrate on")
     return CalibratedModel(source, maps, coverage, {**(meta or {}), "method": method,
                                                     **calibration_speed(measured)})
+
+
+def _log_halfwidth(pred: pd.DataFrame, t: str) -> np.ndarray:
+    """Half-width (log) of a prediction's interval for target ``t``: ``log(hi / lo) / 2``."""
+    lo = np.maximum(pred[f"{t}_lo"].to_numpy(float), 1e-12)
+    hi = np.maximum(pred[f"{t}_hi"].to_numpy(float), 1e-12)
+    return np.log(hi / lo) / 2
 
 
 def calibration_speed(measured: pd.DataFrame) -> dict[str, Any]:
@@ -313,7 +336,8 @@ def load_predictor(directory: str | Path) -> Any:
         maps = {t: (NnlsMap(coef=[float(c) for c in m["coef"]], intercept=float(m["intercept"]),
                             features=[str(f) for f in m["features"]], q=float(m["q"]), n=int(m["n"]))
                     if m.get("kind") == "nnls" else
-                    LogMap(coef=[float(c) for c in m["coef"]], q=float(m["q"]), n=int(m["n"])))
+                    LogMap(coef=[float(c) for c in m["coef"]], q=float(m["q"]), n=int(m["n"]),
+                           scale_q=None if m.get("scale_q") is None else float(m["scale_q"])))
                 for t, m in doc["maps"].items()}
     except BundleError:
         raise

@@ -1,0 +1,34 @@
+"""Coverage and width of calibrated 90% intervals on the shipped pair cpu-1t -> cpu-2t, old
+(source interval mapped and widened by the map's leave-one-out error) against new (the
+source's locally adaptive width scaled by the conformal quantile of the map's leave-one-out
+errors in units of that width), side by side in one run: K = 10, 12, 20, seeds 0-2; test =
+the cpu-2t configs not measured for calibration. Data only (shipped measurements): no
+timing, so machine load does not change the figures.
+
+    python benchmarks/bench_calibrated_intervals.py
+"""
+import copy, numpy as np, pandas as pd, warnings
+warnings.simplefilter("ignore")
+from carb import datasets
+from carb.model import CARB
+from carb.calibrate import choose_samples, fit_calibrated
+a = datasets.load("cpu-1t"); b = datasets.load("cpu-2t")
+a = a[a.status == "ok"]; b = b[b.status == "ok"].reset_index(drop=True)
+src = CARB(preset="default").fit(a)
+for K in (10, 12, 20):
+    for seed in (0, 1, 2):
+        pick = choose_samples(b, src, K, seed=seed)
+        meas = b[b.config_id.isin(pick.config_id)]
+        rest = b[~b.config_id.isin(pick.config_id)].reset_index(drop=True)
+        cal = fit_calibrated(src, meas)
+        old = copy.deepcopy(cal)
+        for m in old.maps_.values():
+            m.scale_q = None
+        for name, mdl in (("old", old), ("new", cal)):
+            p = mdl.predict(rest)
+            row = [name, K, seed]
+            for t in ("latency_ms", "memory_mb"):
+                y = rest[t].to_numpy(); cov = np.mean((y >= p[f"{t}_lo"]) & (y <= p[f"{t}_hi"]))
+                w = np.median(np.log(p[f"{t}_hi"] / p[f"{t}_lo"]) / 2)
+                row += [f"{t} cov {cov:.3f} hw {w:.3f}"]
+            print(*row, flush=True)
