@@ -38,7 +38,7 @@ def characterize(
     timeout: Optional[float] = typer.Option(None, "--timeout", min=1.0, help="Wall-clock limit per config, seconds."),
     rounds: Optional[int] = typer.Option(None, "--rounds", min=1, help="Visits per config at different moments, pooled (default: 3 on CPU, 1 on GPU)."),
     chunk: Optional[int] = typer.Option(None, "--chunk", min=1, help="Configs visited round-robin together when --rounds > 1 (default: all: each config's rounds spread over the whole campaign)."),
-    sentinel: bool = typer.Option(True, "--sentinel/--no-sentinel", help="CPU: time the speed sentinel at the start, every 45 s and at the end (speed index, latency_ms_norm)."),
+    sentinel: bool = typer.Option(True, "--sentinel/--no-sentinel", help="CPU: time the speed sentinel at the start, every 60 s and at the end (speed index, latency_ms_norm)."),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Measure again the configs stored with a failure status."),
     remeasure: bool = typer.Option(False, "--remeasure", help="Measure again into the remeasurements table (drift check)."),
     # help texts are rich markup: a backslash keeps [ray] from being read as a style tag
