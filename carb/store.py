@@ -416,8 +416,13 @@ class Store:
         import shutil
         import tempfile
 
+        import weakref
+
         tmp = Path(tempfile.mkdtemp(prefix="carb-store-snapshot-"))
         self.snapshot = tmp / self.path.name
+        # removed on close, and also when the store is dropped unclosed (an error, a reader
+        # that never calls close)
+        self._drop_snapshot = weakref.finalize(self, shutil.rmtree, tmp, True)
         try:
             shutil.copy2(self.path, self.snapshot)
             wal = self.path.with_name(self.path.name + ".wal")
@@ -425,7 +430,7 @@ class Store:
                 shutil.copy2(wal, self.snapshot.with_name(self.snapshot.name + ".wal"))
             return duckdb.connect(str(self.snapshot))  # a private copy: replaying its WAL is safe
         except (OSError, duckdb.Error) as e:
-            shutil.rmtree(tmp, ignore_errors=True)
+            self._drop_snapshot()
             raise StoreError(f"{self.path}: in use by another process, and a snapshot of it could not be "
                              f"read ({str(e).splitlines()[0]}); try again") from None
 
@@ -435,9 +440,7 @@ class Store:
         except duckdb.Error:
             pass
         if self.snapshot is not None:
-            import shutil
-
-            shutil.rmtree(self.snapshot.parent, ignore_errors=True)
+            self._drop_snapshot()
 
     def __enter__(self) -> "Store":
         return self

@@ -524,13 +524,13 @@ def test_dataset_info_reads_a_snapshot_of_a_store_in_use(tmp_path, monkeypatch, 
         rc, out, err = cli(monkeypatch, capsys, "dataset", "info", "--store", path)
         assert rc in (0, None), err
         assert "reading a snapshot" in err and "1 run(s)" in out
+        with Store(path, read_only=True) as s:
+            snap = s.snapshot
+            assert snap is not None and snap.exists() and len(s.measurements()) == 1
+        assert not snap.parent.exists()  # the private copy is removed on close
     finally:
         holder.kill()
         holder.wait()
-    import tempfile
-    from pathlib import Path
-
-    assert not list(Path(tempfile.gettempdir()).glob("carb-store-snapshot-*/s.duckdb"))
 
 
 # -- help texts, --budget, --margin ---------------------------------------------------------
