@@ -63,6 +63,7 @@ __all__ = [
     "TransferResult", "transfer", "GBMRegressor", "default_model_factory", "HELP_GPU_BATCH1",
     "help_fbnet_datasets", "help_fbnet_transfer", "holdout_predictions", "importance",
     "measured_front", "objectives_for", "config_label", "split_devices",
+    "NB201_GPUS", "nb201_batch_scaling", "nb201_transfer_matrix", "nb201_decoupling",
 ]
 
 #: the targets analysed, with their units
@@ -829,3 +830,121 @@ def measured_front(df: pd.DataFrame, objectives: Sequence[tuple[str, str]] | Non
     ranks = np.column_stack([front[c].rank(ascending=(d == "min")).to_numpy() for c, d in objs])
     front["rank"] = pd.Series(ranks.mean(axis=1), index=front.index).rank(method="first").astype(int)
     return data, front.sort_values("rank").reset_index(drop=True), objs
+
+
+# -- the nb201 dataset (NAS-Bench-201 on 29 device settings) ---------------------------------
+
+#: the five desktop GPUs of HELP's NAS-Bench-201 data, each at batch 1, 32 and 256
+NB201_GPUS: tuple[str, ...] = ("1080ti", "2080ti", "titanx", "titanxp", "titan_rtx")
+
+
+def _nb201_cifar10(df: pd.DataFrame) -> pd.DataFrame:
+    """``ok`` rows of the CIFAR-10 input (every platform has it), latency per arch and platform."""
+    d = df[(df["status"] == "ok") & (df["dataset"] == "cifar10")]
+    return d.pivot_table(index="arch_idx", columns="platform", values="latency_ms", aggfunc="first")
+
+
+def nb201_batch_scaling(df: pd.DataFrame) -> pd.DataFrame:
+    """Latency against batch on the five desktop GPUs of the ``nb201`` dataset (CIFAR-10
+    input, all cells measured at batch 1, 32 and 256: a balanced grid).
+
+    One row per GPU: ``b1_ms``, ``b32_ms``, ``b256_ms`` (median over cells of the time of
+    one forward of the whole batch, ms), ``ratio_32_1`` and ``ratio_256_1`` (medians over
+    cells of the per-cell ratios), ``per_image_gain_256`` (per-image time at batch 1 / at
+    256, median over cells), ``elasticity_1_32`` and ``elasticity_32_256`` (log-log slopes
+    of the median profile: ~0 launch-bound, ~1 throughput-bound), ``share_flat_32``
+    (share of cells whose batch-32 forward costs at most 1.2x their batch-1 one).
+    """
+    lat = _nb201_cifar10(df)
+    rows = []
+    for g in NB201_GPUS:
+        cols = [f"{g}_b{b}" for b in (1, 32, 256)]
+        if not all(c in lat.columns for c in cols):
+            continue
+        t = lat[cols].dropna()
+        b1, b32, b256 = (t[c].to_numpy(float) for c in cols)
+        m1, m32, m256 = np.median(b1), np.median(b32), np.median(b256)
+        rows.append({"gpu": g, "cells": len(t), "b1_ms": m1, "b32_ms": m32, "b256_ms": m256,
+                     "ratio_32_1": float(np.median(b32 / b1)), "ratio_256_1": float(np.median(b256 / b1)),
+                     "per_image_gain_256": float(np.median(256 * b1 / b256)),
+                     "elasticity_1_32": float(np.log(m32 / m1) / np.log(32)),
+                     "elasticity_32_256": float(np.log(m256 / m32) / np.log(8)),
+                     "share_flat_32": float(np.mean(b32 <= 1.2 * b1))})
+    return pd.DataFrame(rows)
+
+
+def nb201_transfer_matrix(df: pd.DataFrame, method: str = "spearman") -> pd.DataFrame:
+    """How one setting's latency ranks the cells of another, for all settings of the ``nb201``
+    dataset (CIFAR-10 input; cells measured on both): the Spearman correlation of the
+    two settings' measured latencies (``method="spearman"``), or the R² of the log-log line
+    from one to the other (``"r2_log"``: the share of log-latency variance a per-device
+    factor and exponent carry over). A square DataFrame, settings sorted."""
+    lat = _nb201_cifar10(df)
+    lat = lat[sorted(lat.columns)]
+    if method == "spearman":
+        return lat.corr(method="spearman")
+    if method == "r2_log":
+        return np.log(lat).corr(method="pearson") ** 2
+    raise ValueError(f"method {method!r}: expected spearman or r2_log")
+
+
+def nb201_decoupling(df: pd.DataFrame, platform: str = "edgegpu") -> dict[str, Any]:
+    """Energy against latency on one energy platform of the ``nb201`` dataset (default the
+    Jetson TX2): how far energy is more than latency times a constant power.
+
+    Returns ``summary`` (rows; mean / sd / p5 / p95 / min / max of the mean power
+    ``energy_j / latency_ms`` in W; R² of log energy on log latency; Spearman of energy
+    with latency; the share of cell pairs, same input, that energy and latency order
+    differently (2,000 cells sampled per input); the MAPE of "latency x median power" as an
+    energy predictor; the noise floor: median |cifar10 - cifar100| / pair mean of energy and
+    latency), ``by_input`` (power per input variant), ``drivers`` (Spearman of power with
+    the latency and each static feature on the CIFAR-10 rows, largest first: what the
+    power depends on; needs the feature columns), ``power`` (the rows' power in W).
+    """
+    d = df[(df["status"] == "ok") & (df["platform"] == platform) & df["energy_j"].notna()].copy()
+    if not len(d):
+        raise ValueError(f"nb201_decoupling: no energy rows on {platform!r}")
+    d["power_w"] = d["energy_j"] / d["latency_ms"] * 1000.0
+    p = d["power_w"].to_numpy(float)
+    le, ll = np.log(d["energy_j"].to_numpy(float)), np.log(d["latency_ms"].to_numpy(float))
+    r2 = float(np.corrcoef(le, ll)[0, 1] ** 2)
+    from scipy.stats import spearmanr
+
+    med_power = float(np.median(p))
+    const = d["latency_ms"].to_numpy(float) * med_power / 1000.0
+    discord = []
+    rng = np.random.default_rng(0)
+    for _, g in d.groupby("dataset"):
+        s = g.iloc[rng.choice(len(g), min(2000, len(g)), replace=False)]
+        e, t = s["energy_j"].to_numpy(), s["latency_ms"].to_numpy()
+        i, j = np.triu_indices(len(s), 1)
+        discord.append(float(np.mean(np.sign(e[i] - e[j]) != np.sign(t[i] - t[j]))))
+    pair = d.pivot_table(index="arch_idx", columns="dataset", values=["energy_j", "latency_ms"])
+    floor = {}
+    for t in ("energy_j", "latency_ms"):
+        if ("cifar10" in pair[t].columns) and ("cifar100" in pair[t].columns):
+            a, b = pair[t]["cifar10"], pair[t]["cifar100"]
+            floor[t] = float(np.nanmedian(np.abs(a - b) / ((a + b) / 2)))
+    summary = {"platform": platform, "rows": int(len(d)), "power_mean_w": float(p.mean()), "power_sd_w": float(p.std()),
+               "power_p5_w": float(np.quantile(p, 0.05)), "power_p95_w": float(np.quantile(p, 0.95)),
+               "power_min_w": float(p.min()), "power_max_w": float(p.max()), "power_median_w": med_power,
+               "r2_log_energy_on_log_latency": r2,
+               "spearman_energy_latency": float(spearmanr(d["energy_j"], d["latency_ms"]).statistic),
+               "pairs_ordered_differently": float(np.mean(discord)),
+               "mape_latency_x_median_power": float(np.mean(np.abs(const - d["energy_j"]) / d["energy_j"])),
+               "noise_floor_cifar10_vs_cifar100": floor}
+    by_input = d.groupby("dataset")["power_w"].agg(["count", "mean", "std", "median"]).reset_index()
+    cand = ["latency_ms", "flops", "params", "activation_bytes", "live_activation_bytes", "n_conv", "n_ops",
+            "n_none", "n_skip_connect", "n_nor_conv_1x1", "n_nor_conv_3x3", "n_avg_pool_3x3", "n_zero_nodes",
+            "arithmetic_intensity", "input_size", "classes"]
+    drivers = []
+    # within one input (CIFAR-10): across inputs the input size alone moves power (by_input)
+    one = d[d["dataset"] == "cifar10"] if (d["dataset"] == "cifar10").any() else d
+    for c in cand:
+        if c in one.columns and one[c].nunique() > 1:
+            drivers.append({"input": c, "spearman_with_power": float(spearmanr(one[c], one["power_w"]).statistic)})
+    drivers = pd.DataFrame(drivers)
+    if len(drivers):
+        drivers = drivers.reindex(drivers["spearman_with_power"].abs().sort_values(ascending=False).index)
+    return {"summary": summary, "by_input": by_input, "drivers": drivers.reset_index(drop=True), "power": d[
+        ["arch_idx", "dataset", "latency_ms", "energy_j", "power_w"]].reset_index(drop=True)}

@@ -10,11 +10,20 @@ Splits (:data:`SPLITS`), every one seeded:
     depth <= 20, ``medium`` 21..56, ``deep`` > 56). CARB tunes itself by internal
     cross-validation, so models are fitted on train + validation (85%) and scored on test.
 ``grouped``
-    Unseen architectures: rows are grouped by (family, block, depth, width,
-    early_downsample) and whole groups (every batch, input size and precision of an
-    architecture) go to one side, ~20% of the rows to test. The strict split.
+    Unseen architectures: rows are grouped by architecture (family, block, depth, width,
+    early_downsample; a NAS-Bench-201 cell's or FBNet's operations:
+    :func:`carb.model._inputs.arch_keys`) and whole groups (every batch, input size and
+    precision of an architecture) go to one side, ~20% of the rows to test. The strict split.
 ``batch-tier``
     Train on batch > 8, test on batch <= 8 (extrapolation to small batches).
+
+Where a family has no depth (``nb201``, ``fbnet``), ``stratified`` uses tertiles of
+``flops_per_image`` in its place.
+
+Besides the presets of :mod:`carb.model`, :data:`BASELINES` can be named as models:
+``power-latency``, energy = a model's own predicted latency x the median power
+(energy / latency) of the training rows: the honest energy baseline where energy is
+nearly latency times a constant power (the Jetson TX2 of the ``nb201`` dataset).
 
 Metrics per model and target (:func:`metrics`): ``r2`` (R² on the original scale: J, ms,
 MB, so dominated by the largest configs), ``r2_log`` (R² of log target, every config
@@ -35,11 +44,13 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-__all__ = ["SPLITS", "split", "metrics", "evaluate", "METRICS"]
+__all__ = ["SPLITS", "split", "metrics", "evaluate", "METRICS", "BASELINES"]
 
 SPLITS: tuple[str, ...] = ("random", "stratified", "grouped", "batch-tier")
 #: the architecture key of the grouped split
 GROUP_KEYS: tuple[str, ...] = ("family", "block", "depth", "width", "early_downsample")
+#: models that are not presets: derived from another model's predictions (module docstring)
+BASELINES: tuple[str, ...] = ("power-latency",)
 METRICS: tuple[str, ...] = ("r2", "r2_log", "mae", "mape", "within_10pct", "spearman", "coverage",
                             "mean_width", "median_rel_width", "budget", "budget_accuracy",
                             "false_accept_rate", "n")
@@ -64,7 +75,11 @@ def split(df: pd.DataFrame, kind: str, seed: int = 0) -> dict[str, np.ndarray]:
         out = {"train": np.sort(perm[k:]), "test": np.sort(perm[:k])}
     elif kind == "stratified":
         batch_tier = _tier(df["batch"].to_numpy(), [8, 64], ["small", "medium", "large"])
-        depth_tier = _tier(df["depth"].to_numpy(), [20, 56], ["shallow", "medium", "deep"])
+        if "depth" in df.columns and df["depth"].notna().all():
+            depth_tier = _tier(df["depth"].to_numpy(), [20, 56], ["shallow", "medium", "deep"])
+        else:  # families without a depth: the network's size in thirds instead
+            f = df["flops_per_image"].to_numpy(float)
+            depth_tier = _tier(f, list(np.nanquantile(f, [1 / 3, 2 / 3])), ["small", "medium", "large"])
         strata = pd.factorize(pd.Series(batch_tier).astype(str) + "/" + pd.Series(depth_tier).astype(str))[0]
         tr, va, te = [], [], []
         for s in np.unique(strata):
@@ -76,10 +91,12 @@ def split(df: pd.DataFrame, kind: str, seed: int = 0) -> dict[str, np.ndarray]:
         val = np.sort(np.concatenate(va))
         out = {"train": np.sort(np.concatenate(tr + va)), "val": val, "test": np.sort(np.concatenate(te))}
     elif kind == "grouped":
-        keys = df[list(GROUP_KEYS)].astype(str).agg("|".join, axis=1)
-        groups, uniq = pd.factorize(keys)
-        order = rng.permutation(len(uniq))
-        sizes = np.bincount(groups, minlength=len(uniq))
+        from carb.model._inputs import arch_keys
+
+        groups = arch_keys(df)
+        n_groups = int(groups.max()) + 1 if n else 0
+        order = rng.permutation(n_groups)
+        sizes = np.bincount(groups, minlength=n_groups)
         test_groups, count = [], 0
         for g in order:  # whole groups to test until a fifth of the rows
             if count >= 0.2 * n:
@@ -181,7 +198,15 @@ def evaluate(df: pd.DataFrame, split_kind: str, presets: Iterable[str] = ("defau
                            "rows": {"ok": len(data), "train": len(train), "test": len(test)},
                            "targets": targets, "budgets": budget_used, "fit_seconds": {}, "predict_seconds": {},
                            "trained": {}, "results": {}}
-    for p in presets:
+    presets = list(presets)
+    unknown_models = [p for p in presets if p in BASELINES and p != "power-latency"]
+    if unknown_models:
+        raise ValueError(f"unknown baseline {unknown_models[0]!r}")
+    fitted = [p for p in presets if p not in BASELINES]
+    if "power-latency" in presets and not fitted:
+        fitted = ["default"]  # the baseline needs a model's latency; CARB's own, not reported
+    preds: dict[str, pd.DataFrame] = {}
+    for p in fitted:
         if progress is not None:
             progress(p)
         model = CARB(preset=p, coverage=coverage, random_state=seed, n_jobs=n_jobs,
@@ -194,8 +219,30 @@ def evaluate(df: pd.DataFrame, split_kind: str, presets: Iterable[str] = ("defau
         t0 = time.perf_counter()
         pred = model.predict(test)
         out["predict_seconds"][p] = time.perf_counter() - t0
+        preds[p] = pred
+        if p not in presets:
+            continue
         out["trained"][p] = list(model.targets_)
         out["results"][p] = {t: metrics(test[t].to_numpy(), pred[t].to_numpy(), pred[f"{t}_lo"].to_numpy(),
                                         pred[f"{t}_hi"].to_numpy(), budget_used[t])
                              for t in targets}
+    if "power-latency" in presets and {"energy_j", "latency_ms"} <= set(targets):
+        # energy = the base model's predicted latency x the training rows' median power
+        base = "default" if "default" in fitted else fitted[0]
+        both = train["energy_j"].notna() & train["latency_ms"].notna() & (train["latency_ms"] > 0)
+        power_w = float(np.median(train.loc[both, "energy_j"] / train.loc[both, "latency_ms"]) * 1000.0)
+        pred = preds[base]
+        res = {t: dict(out["results"][base][t]) if base in out["results"] else
+               metrics(test[t].to_numpy(), pred[t].to_numpy(), pred[f"{t}_lo"].to_numpy(),
+                       pred[f"{t}_hi"].to_numpy(), budget_used[t]) for t in targets if t != "energy_j"}
+        e = pred["latency_ms"].to_numpy() * power_w / 1000.0
+        res["energy_j"] = metrics(test["energy_j"].to_numpy(), e, pred["latency_ms_lo"].to_numpy() * power_w / 1000.0,
+                                  pred["latency_ms_hi"].to_numpy() * power_w / 1000.0, budget_used["energy_j"])
+        out["results"]["power-latency"] = {t: res[t] for t in targets}
+        out["fit_seconds"]["power-latency"] = out["fit_seconds"][base]
+        out["predict_seconds"]["power-latency"] = out["predict_seconds"][base]
+        out["trained"]["power-latency"] = [t for t in targets]
+        out["power_latency"] = {"base": base, "power_w": power_w}
+    elif "power-latency" in presets:
+        out["skipped"] = {"power-latency": "needs energy_j and latency_ms in the data"}
     return out

@@ -15,7 +15,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from carb.space import Config, Space
 
 from ._conformal import ConformalScale, aux_inputs, gaussian_rescale
-from ._inputs import config_frame, matrix, with_features
+from ._inputs import FAMILY_COLUMNS, arch_keys, config_frame, matrix, with_features
 from ._learners import Learner, fit_learner
 from ._presets import resolve
 
@@ -44,14 +44,15 @@ def _inverse(transform: str, z: np.ndarray) -> np.ndarray:
 
 def _folds(df: pd.DataFrame, k: int, kind: str, seed: int) -> np.ndarray:
     """Fold id of each row: ``random`` rows, or ``grouped``: every row of an architecture
-    (family, block, depth, width, early_downsample) in one fold, so that out-of-fold
+    (family, block, depth, width, early_downsample; a cell's or layers' operations for the
+    other families: :func:`carb.model._inputs.arch_keys`) in one fold, so that out-of-fold
     predictions are those of architectures the model has not seen."""
     rng = np.random.default_rng(seed)
     if kind == "grouped":
-        keys = df[["family", "block", "depth", "width", "early_downsample"]].astype(str).agg("|".join, axis=1)
-        groups, uniq = pd.factorize(keys)
-        if len(uniq) >= k:
-            return rng.permutation(len(uniq))[groups] % k
+        groups = arch_keys(df)
+        n_groups = int(groups.max()) + 1 if len(groups) else 0
+        if n_groups >= k:
+            return rng.permutation(n_groups)[groups] % k
     elif kind != "random":
         raise ValueError(f"unknown folds {kind!r} (expected random or grouped)")
     return rng.permutation(len(df)) % k
@@ -436,7 +437,8 @@ class CARB(RegressorMixin, BaseEstimator):
         # in chunks: the input matrix of a chunk stays in cache and memory stays bounded
         for s in range(0, n, PREDICT_CHUNK):
             part = df.iloc[s:s + PREDICT_CHUNK]
-            Xb, xcols = matrix(part, self.spec_["features"], first_row=s)
+            Xb, xcols = matrix(part, self.spec_["features"], first_row=s,
+                           families=sorted(f for f, (c, _) in FAMILY_COLUMNS.items() if c[0] in self.input_columns_))
             batch = part["batch"].to_numpy(dtype=np.float64)
             if domain is not None:
                 outside[s:s + len(part)] = outside_domain(domain, part, Xb, xcols)
