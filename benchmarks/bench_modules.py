@@ -77,6 +77,327 @@ def cmd_measure(args: argparse.Namespace) -> None:
         backend.close()
 
 
+# --------------------------------------------------------------------------- data
+
+
+def read_store(path: str | Path, family: str):
+    """The ok rows of one family from a campaign store; a store that a running campaign
+    holds is read from a copy (DuckDB allows one writer)."""
+    import shutil
+    import tempfile
+
+    from carb.store import Store
+
+    path = Path(path)
+    tmp = Path(tempfile.mkdtemp(prefix="carb-bench-"))
+    shutil.copy(path, tmp / path.name)
+    wal = path.with_name(path.name + ".wal")
+    if wal.exists():
+        shutil.copy(wal, tmp / wal.name)
+    with Store(tmp / path.name) as st:
+        df = st.measurements()
+        speed = st.speed_readings()
+    shutil.rmtree(tmp, ignore_errors=True)
+    df = df[(df["status"] == "ok") & (df["family"] == family)].reset_index(drop=True)
+    return df, speed
+
+
+def layer_data(path: str | Path):
+    from carb.families import layers as L
+
+    df, speed = read_store(path, "layers")
+    lf = L.layer_frame(df)
+    # the 5th percentile of each layer's pooled samples, not the median: on the shared
+    # machine the median of a long layer is inflated by other tenants' time slices (median/p5
+    # up to 12x), while the fast samples keep the layer's own cost
+    return lf.reset_index(drop=True), df["latency_ms_p5"].to_numpy(float), df, speed
+
+
+def zoo_data(path: str | Path):
+    import pandas as pd
+
+    from carb import families, graph, zoo
+
+    if "zoo" not in families.names():
+        families.register(zoo.ZOO)
+    df, speed = read_store(path, "zoo")
+    configs = [zoo._from_row(r) for r in df.to_dict("records")]
+    tables = [_capture_cached(c) for c in configs]
+    return df, configs, tables, speed
+
+
+def _capture_cached(c):
+    """carb.graph.capture of a zoo config on the meta device, cached in the temp dir for
+    reruns of this benchmark (the capture is deterministic)."""
+    import pickle
+    import tempfile
+
+    from carb import graph, zoo
+
+    f = Path(tempfile.gettempdir()) / "carb-bench-modules-cache" / f"{c.config_id}.pkl"
+    if f.exists():
+        return pickle.loads(f.read_bytes())  # our own cache file, written just below
+    t = graph.capture(zoo._meta_build(c), (c.batch, 3, c.input_size, c.input_size), c.precision)
+    f.parent.mkdir(exist_ok=True)
+    f.write_bytes(pickle.dumps(t))
+    return t
+
+
+def metrics(y, pred, lo=None, hi=None) -> dict:
+    import numpy as np
+    from scipy.stats import spearmanr
+
+    y, pred = np.asarray(y, float), np.asarray(pred, float)
+    r = np.abs(pred / y - 1)
+    out = {"n": int(len(y)), "mape": float(100 * r.mean()), "within10": float(100 * (r <= 0.10).mean()),
+           "within20": float(100 * (r <= 0.20).mean()),
+           "spearman": float(spearmanr(y, pred).statistic) if len(y) > 2 else float("nan")}
+    if lo is not None:
+        out["coverage"] = float(100 * ((np.asarray(lo) <= y) & (y <= np.asarray(hi))).mean())
+    return out
+
+
+def _mean_metrics(ms: list[dict]) -> dict:
+    keys = [k for k in ms[0] if k != "n"]
+    out = {k: float(sum(m[k] for m in ms) / len(ms)) for k in keys}
+    out["n"] = ms[0]["n"]
+    return out
+
+
+def _flops_fit(flops, y):
+    import numpy as np
+
+    X = np.column_stack([np.ones(len(y)), np.log(flops)])
+    return np.linalg.lstsq(X, np.log(y), rcond=None)[0]
+
+
+def cmd_evaluate(args: argparse.Namespace) -> None:
+    import numpy as np
+    import pandas as pd
+
+    from carb import netmodel
+
+    t0 = time.time()
+    lf, ly, ldf, lspeed = layer_data(args.layers)
+    print(f"{len(lf)} measured layers ({time.time() - t0:.0f} s)", flush=True)
+    # layer model: 5-fold CV for the record, then the model on all layers
+    rng = np.random.default_rng(0)
+    fold = rng.integers(0, 5, len(lf))
+    cv = np.zeros(len(lf))
+    for k in range(5):
+        lm_k = netmodel.LayerModel.fit(lf[fold != k], ly[fold != k], trees=args.trees)
+        cv[fold == k] = lm_k.predict(lf[fold == k])
+    keep = (lf["op"] != "se").to_numpy()
+    cls = netmodel.op_class(lf)
+    layer_cv = {"all": metrics(ly[keep], cv[keep])}
+    for c in sorted(set(cls[keep])):
+        m = keep & (cls == c)
+        layer_cv[c] = metrics(ly[m], cv[m])
+    lm = netmodel.LayerModel.fit(lf, ly, trees=args.trees)
+    # the SE composites against the sum of their primitives' predictions
+    se = (lf["op"] == "se").to_numpy()
+    se_check = None
+    if se.any():
+        from carb import graph
+        from carb.families import layers as L
+
+        sums = []
+        for r in ldf[se].to_dict("records"):
+            cfg = L.LayerConfig.from_dict({k: r[k] for k in L.PARAMETERS})
+            sums.append(lm.predict(graph.capture(L.build(cfg), (1, 3, 1, 1)).layers).sum())
+        se_check = metrics(ly[se], np.array(sums))
+    print("layer model 5-fold CV:", json.dumps(layer_cv["all"]), flush=True)
+
+    zdf, configs, tables, zspeed = zoo_data(args.zoo)
+    print(f"{len(zdf)} measured networks ({time.time() - t0:.0f} s)", flush=True)
+    rows = pd.DataFrame([netmodel.network_row(t, lm)[0] for t in tables])
+    y = zdf[[args.target, "memory_mb"]].rename(columns={args.target: "latency_ms"}).reset_index(drop=True)
+    arch = np.array([c.arch for c in configs])
+    flops = rows["flops"].to_numpy()
+    static_mb = (rows["model_bytes"] + rows["input_bytes"] + rows["peak_live_bytes"]).to_numpy() / 1e6
+    results: dict = {"families": {}, "conditions": {}}
+    per_net = []
+    for fam in sorted(set(arch)):
+        te, tr_all = arch == fam, arch != fam
+        lat_runs: dict[str, list] = {"carb_k10": [], "carb_all": [], "flops_k10": [], "layers_only": []}
+        mem_runs: dict[str, list] = {"carb_k10": [], "carb_all": [], "static": []}
+        pred_k10 = np.zeros(te.sum())
+        for seed in range(args.repeats):
+            r = np.random.default_rng(100 + seed)
+            k_idx = r.choice(np.flatnonzero(tr_all), size=min(args.k, tr_all.sum()), replace=False)
+            nm = netmodel.fit_netmodel(lm, rows.iloc[k_idx], y.iloc[k_idx], groups=arch[k_idx], device="cpu-1t")
+            p = nm.predict_rows(rows[te])
+            pred_k10 += p["latency_ms"].to_numpy() / args.repeats
+            lat_runs["carb_k10"].append(metrics(y.latency_ms[te], p.latency_ms, p.latency_ms_lo, p.latency_ms_hi))
+            mem_runs["carb_k10"].append(metrics(y.memory_mb[te], p.memory_mb, p.memory_mb_lo, p.memory_mb_hi))
+            c = _flops_fit(flops[k_idx], y.latency_ms.to_numpy()[k_idx])
+            lat_runs["flops_k10"].append(metrics(y.latency_ms[te], np.exp(c[0] + c[1] * np.log(flops[te]))))
+        nm_all = netmodel.fit_netmodel(lm, rows[tr_all], y[tr_all], groups=arch[tr_all], device="cpu-1t")
+        p = nm_all.predict_rows(rows[te])
+        lat_runs["carb_all"].append(metrics(y.latency_ms[te], p.latency_ms, p.latency_ms_lo, p.latency_ms_hi))
+        mem_runs["carb_all"].append(metrics(y.memory_mb[te], p.memory_mb, p.memory_mb_lo, p.memory_mb_hi))
+        lat_runs["layers_only"].append(metrics(y.latency_ms[te], rows["layer_sum_ms"][te]))
+        mem_runs["static"].append(metrics(y.memory_mb[te], static_mb[te]))
+        results["families"][fam] = {
+            "latency": {k: _mean_metrics(v) for k, v in lat_runs.items()},
+            "memory": {k: _mean_metrics(v) for k, v in mem_runs.items()},
+        }
+        for i, j in enumerate(np.flatnonzero(te)):
+            per_net.append({"arch": fam, "label": configs[j].label(), "latency_ms": float(y.latency_ms[j]),
+                            "pred_k10_ms": float(pred_k10[i]), "pred_all_ms": float(p.latency_ms.iloc[i]),
+                            "layer_sum_ms": float(rows.layer_sum_ms[j]), "memory_mb": float(y.memory_mb[j]),
+                            "pred_all_mb": float(p.memory_mb.iloc[i]), "flops": float(flops[j]),
+                            "nodes": int(rows.nodes[j])})
+        fl = results["families"][fam]["latency"]["carb_k10"]
+        fm = results["families"][fam]["memory"]["carb_k10"]
+        print(f"{fam:13s} lat MAPE {fl['mape']:5.1f}% w10 {fl['within10']:5.1f}% rho {fl['spearman']:.3f} "
+              f"cov {fl['coverage']:5.1f}% | mem MAPE {fm['mape']:5.1f}%", flush=True)
+    pn = pd.DataFrame(per_net)
+    # pooled over all held-out networks (each predicted by the model that never saw its family)
+    results["pooled"] = {
+        "latency_k10": metrics(pn.latency_ms, pn.pred_k10_ms), "latency_all": metrics(pn.latency_ms, pn.pred_all_ms),
+        "latency_layers_only": metrics(pn.latency_ms, pn.layer_sum_ms),
+        "memory_all": metrics(pn.memory_mb, pn.pred_all_mb)}
+    # grouped convolutions: resnext vs wideresnet of the same (width, depth, size, batch)
+    pairs = []
+    key = lambda c: (c.width, c.depth, c.input_size, c.batch)  # noqa: E731
+    by = {(c.arch, key(c)): i for i, c in enumerate(configs)}
+    for (a, kk), i in by.items():
+        if a == "resnext" and ("wideresnet", kk) in by:
+            j = by[("wideresnet", kk)]
+            li, lj = pn.set_index("label").loc[configs[i].label()], pn.set_index("label").loc[configs[j].label()]
+            pairs.append({"pair": configs[i].label(), "measured_ratio": lj.latency_ms / li.latency_ms,
+                          "predicted_ratio": lj.pred_k10_ms / li.pred_k10_ms, "flops_ratio": lj.flops / li.flops})
+    results["grouped_pairs"] = pairs
+    results["layer_cv"] = layer_cv
+    results["se_composite_check"] = se_check
+    results["per_network"] = per_net
+    results["conditions"] = {
+        "layers": int(len(lf)), "networks": int(len(zdf)), "k": args.k, "repeats": args.repeats,
+        "network_target": args.target, "layer_target": "latency_ms_p5",
+        "layer_speed": _drift(lspeed), "zoo_speed": _drift(zspeed),
+        "zoo_measured": [str(zdf["measured_at"].min()), str(zdf["measured_at"].max())] if "measured_at" in zdf else None,
+    }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=1, default=float))
+    print(json.dumps({k: results["pooled"][k] for k in results["pooled"]}, indent=1))
+    print("pairs:", json.dumps(pairs, indent=0, default=float))
+    print(f"written {out} ({time.time() - t0:.0f} s)")
+    if args.save_model:
+        nm = netmodel.fit_netmodel(lm, rows, y, groups=arch, device="cpu-1t", meta={
+            "layers": int(len(lf)), "networks": int(len(zdf)), "data": "layers-cpu-1t + zoo-cpu-1t (carb.zoo)",
+            "threads": 1})
+        nm.save(args.save_model)
+        print(f"model -> {args.save_model}")
+
+
+def cmd_consistency(args: argparse.Namespace) -> None:
+    """The ResNets of the shipped cpu-1t dataset through the layer path, beside the
+    config-level CARB model, on the same held-out rows."""
+    import numpy as np
+    import pandas as pd
+
+    from carb import arch, datasets, graph, netmodel
+    from carb.model import CARB
+
+    t0 = time.time()
+    lf, ly, _, _ = layer_data(args.layers)
+    lm = netmodel.LayerModel.fit(lf, ly, trees=args.trees)
+    df = datasets.load("cpu-1t")
+    df = df[df["status"] == "ok"].reset_index(drop=True)
+    rng = np.random.default_rng(args.seed)
+    test_idx = rng.choice(len(df), size=min(args.n, len(df)), replace=False)
+    test = df.iloc[test_idx].reset_index(drop=True)
+    rows = []
+    import torch
+
+    for r in test.to_dict("records"):
+        from carb.space import configs_from_frame
+
+        cfg = configs_from_frame(pd.DataFrame([r]))[0]
+        with torch.device("meta"):
+            m = arch.build(cfg)
+        t = graph.capture(m, (cfg.batch, 3, cfg.input_size, cfg.input_size), cfg.precision)
+        rows.append(netmodel.network_row(t, lm)[0])
+    rows = pd.DataFrame(rows)
+    y = test[["latency_ms", "memory_mb"]]
+    print(f"{len(test)} cpu-1t ResNets captured ({time.time() - t0:.0f} s)", flush=True)
+    out: dict = {"n_test": int(len(test)), "layers": int(len(lf))}
+    # the layer path calibrated with K = 10 of these ResNets (repeated draws), scored on the rest
+    ms, mm = [], []
+    for seed in range(args.repeats):
+        k = np.random.default_rng(200 + seed).choice(len(test), size=args.k, replace=False)
+        rest = np.setdiff1d(np.arange(len(test)), k)
+        nm = netmodel.fit_netmodel(lm, rows.iloc[k], y.iloc[k], device="cpu-1t")
+        p = nm.predict_rows(rows.iloc[rest])
+        ms.append(metrics(y.latency_ms.iloc[rest], p.latency_ms, p.latency_ms_lo, p.latency_ms_hi))
+        mm.append(metrics(y.memory_mb.iloc[rest], p.memory_mb, p.memory_mb_lo, p.memory_mb_hi))
+    out["layer_path_k10"] = {"latency": _mean_metrics(ms), "memory": _mean_metrics(mm)}
+    # the config-level CARB model, trained on every other cpu-1t row (not these), 'fast' preset
+    train = df.drop(index=test_idx).reset_index(drop=True)
+    carb_m = CARB(preset=args.preset).fit(train)
+    p = carb_m.predict(test[[c for c in test.columns if c not in ("latency_ms", "memory_mb", "energy_j")]])
+    out["config_model"] = {"preset": args.preset, "train_rows": int(len(train)),
+                           "latency": metrics(y.latency_ms, p.latency_ms, p.latency_ms_lo, p.latency_ms_hi),
+                           "memory": metrics(y.memory_mb, p.memory_mb, p.memory_mb_lo, p.memory_mb_hi)}
+    print(json.dumps(out, indent=1), flush=True)
+    res = Path(args.out)
+    doc = json.loads(res.read_text()) if res.exists() else {}
+    doc["consistency_cpu1t"] = out
+    res.parent.mkdir(parents=True, exist_ok=True)
+    res.write_text(json.dumps(doc, indent=1, default=float))
+    print(f"written {res} ({time.time() - t0:.0f} s)")
+
+
+def cmd_speed(args: argparse.Namespace) -> None:
+    """Capture + predict time of one ~100-layer network, and of many networks."""
+    import numpy as np
+
+    from carb import netmodel, zoo
+
+    nm = netmodel.load(args.model)
+    cfg = zoo.ZooConfig("resnext", 0.5, 26, 0, 224, 1)  # 135 layers as captured
+    m = zoo.build(cfg)
+    netmodel.predict_module(m, (1, 3, 224, 224), nm)  # warm (imports)
+    ts = []
+    for _ in range(5):
+        t = time.perf_counter()
+        p = netmodel.predict_module(m, (1, 3, 224, 224), nm)
+        ts.append(time.perf_counter() - t)
+    print(f"one network ({len(p.layers)} layers): median {np.median(ts):.3f} s, min {min(ts):.3f} s", flush=True)
+    cfgs = []
+    rng = np.random.default_rng(0)
+    archs = list(zoo.ARCHS)
+    while len(cfgs) < args.n:
+        a = archs[len(cfgs) % len(archs)]
+        g = zoo.GRIDS[a]
+        cfgs.append(zoo.ZooConfig(a, float(rng.choice(g["width"])), float(rng.choice(g["depth"])),
+                                  int(rng.choice(g["kernel"])), int(rng.choice(zoo.SIZES)), 1))
+    t = time.perf_counter()
+    layers = 0
+    for c in cfgs:
+        p = netmodel.predict_module(zoo._meta_build(c), (c.batch, 3, c.input_size, c.input_size), nm)
+        layers += len(p.layers)
+    dt = time.perf_counter() - t
+    print(f"{args.n} networks (build on meta + capture + predict; {layers / args.n:.0f} layers on average): "
+          f"{dt:.1f} s, {dt / args.n * 1000:.1f} ms per network", flush=True)
+
+
+def _drift(speed) -> dict | None:
+    """How much the machine's speed moved during a campaign (the sentinel's readings)."""
+    if speed is None or not len(speed):
+        return None
+    col = "sentinel_ms" if "sentinel_ms" in speed.columns else speed.select_dtypes("number").columns[0]
+    v = speed[col].dropna().to_numpy(float)
+    if not len(v):
+        return None
+    import numpy as np
+
+    return {"readings": int(len(v)), "sentinel_ms_median": float(np.median(v)), "max_over_min": float(v.max() / v.min()),
+            "p90_over_p10": float(np.quantile(v, 0.9) / np.quantile(v, 0.1))}
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -87,6 +408,31 @@ def main(argv: list[str] | None = None) -> None:
     m.add_argument("--rounds", type=int, default=3)
     m.add_argument("--max-time", type=float, default=3.0)
     m.set_defaults(func=cmd_measure)
+    e = sub.add_parser("evaluate", help="leave-one-family-out evaluation on the measured zoo")
+    e.add_argument("--layers", default=str(CAMPAIGNS / "layers-cpu-1t.duckdb"))
+    e.add_argument("--zoo", default=str(CAMPAIGNS / "zoo-cpu-1t.duckdb"))
+    e.add_argument("--k", type=int, default=10)
+    e.add_argument("--repeats", type=int, default=5, help="K draws per held-out family (metrics averaged)")
+    e.add_argument("--trees", type=int, default=200)
+    e.add_argument("--target", default="latency_ms",
+                   help="the networks' latency column: latency_ms (median), latency_ms_p5, latency_ms_norm")
+    e.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "bench_modules.json"))
+    e.add_argument("--save-model", default=None, help="also fit on everything and save the model here")
+    e.set_defaults(func=cmd_evaluate)
+    c = sub.add_parser("consistency", help="cpu-1t ResNets: layer path vs config-level model")
+    c.add_argument("--layers", default=str(CAMPAIGNS / "layers-cpu-1t.duckdb"))
+    c.add_argument("--n", type=int, default=300)
+    c.add_argument("--k", type=int, default=10)
+    c.add_argument("--repeats", type=int, default=5)
+    c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--trees", type=int, default=200)
+    c.add_argument("--preset", default="fast")
+    c.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "bench_modules.json"))
+    c.set_defaults(func=cmd_consistency)
+    sp = sub.add_parser("speed", help="capture + predict time")
+    sp.add_argument("--model", required=True)
+    sp.add_argument("--n", type=int, default=1000)
+    sp.set_defaults(func=cmd_speed)
     args = p.parse_args(argv)
     args.func(args)
 

@@ -9,7 +9,7 @@ How a prediction is made (:func:`predict_module`):
    ``t = a0 + a1 * flops + a2 * bytes`` fitted per class by non-negative least squares on
    relative error, times a correction ``exp(f(x))`` from a forest of regression trees on the
    layer's log-shapes (kernel, stride, groups, channels, map size, batch, ...), fitted on the
-   measured ``layers`` campaign. Views (flatten, reshape, dropout in eval) cost nothing of
+   measured ``layers`` campaign, weighted 0, 0.5 or 1 as cross-validation says. Views (flatten, reshape, dropout in eval) cost nothing of
    their own. An operator the model has no measurements for is **never free**: it is priced
    by the generic roofline fitted on every measured layer, listed in ``unknown``, and its
    share widens the interval.
@@ -63,6 +63,8 @@ _ACT_CLASSES = ("relu", "hardswish", "hardsigmoid", "sigmoid", "silu", "gelu", "
 #: Classes pooled for the roofline when a class has few measurements.
 _MEMORY_BOUND = ("relu", "hardswish", "hardsigmoid", "sigmoid", "silu", "gelu", "tanh", "softmax", "bn", "layernorm",
                  "pool", "gap", "add", "mul", "cat", "copy")
+#: Weights of the forest's correction that :meth:`LayerModel.fit` chooses among.
+SHRINKS = (0.0, 0.5, 1.0)
 _FEATURES = ["l_flops", "l_in", "l_out", "l_w", "l_batch", "l_cin", "l_cout", "l_hw", "l_howo", "kernel", "stride",
              "l_groups", "l_cin_g", "n_inputs", "broadcast"]
 
@@ -120,6 +122,7 @@ class LayerModel:
         forest: trees of the log-correction (``None``: no correction).
         q_generic: 90% quantile of the generic roofline's |log error| on the measured layers.
         n: measurements per class.
+        shrink: weight of the forest's log-correction (0, 0.5 or 1), chosen by cross-validation.
     """
 
     rooflines: dict[str, list[float]]
@@ -128,6 +131,7 @@ class LayerModel:
     forest: Any = None
     q_generic: float = 1.0
     n: dict[str, int] = field(default_factory=dict)
+    shrink: float = 1.0
 
     @classmethod
     def fit(cls, layers: pd.DataFrame, y_ms: np.ndarray, *, min_class: int = 6, trees: int = 200,
@@ -161,10 +165,29 @@ class LayerModel:
         q_generic = float(np.quantile(np.abs(np.log(np.maximum(_apply_roofline(generic, flops, nbytes), 1e-6) / y)),
                                       0.9))
         X = _x(layers, classes)
-        et = ExtraTreesRegressor(n_estimators=trees, min_samples_leaf=3, max_features=0.6, random_state=seed, n_jobs=1)
-        et.fit(X, np.log(y / base))
-        return cls(rooflines=roof, generic=generic, classes=classes, forest=ArrayForest.from_sklearn(et),
-                   q_generic=q_generic, n=counts)
+        resid = np.log(y / base)
+
+        def forest(rows: np.ndarray) -> Any:
+            et = ExtraTreesRegressor(n_estimators=trees, min_samples_leaf=3, max_features=0.6, random_state=seed,
+                                     n_jobs=1)
+            return et.fit(X[rows], resid[rows])
+
+        # how much of the forest's correction to trust: chosen by 3-fold cross-validation
+        # (mean |log error|); on noisy measurements the rooflines alone can win
+        fold = np.random.default_rng(seed).integers(0, 3, len(y))
+        errs = {s: 0.0 for s in SHRINKS}
+        for k in range(3):
+            tr, te = fold != k, fold == k
+            if tr.sum() < 5 or not te.any():
+                continue
+            f = forest(tr).predict(X[te])
+            for s in SHRINKS:
+                errs[s] += float(np.abs(resid[te] - s * f).sum())
+        shrink = min(SHRINKS, key=lambda s: (errs[s], s))
+        et = forest(np.ones(len(y), bool)) if shrink > 0 else None
+        return cls(rooflines=roof, generic=generic, classes=classes,
+                   forest=ArrayForest.from_sklearn(et) if et is not None else None,
+                   q_generic=q_generic, n=counts, shrink=shrink)
 
     def known(self, layers: pd.DataFrame) -> np.ndarray:
         """Which rows the model knows: a measured class, or a view (no cost of its own)."""
@@ -186,7 +209,7 @@ class LayerModel:
             out[m] = _apply_roofline(self.rooflines[k], flops[m], nbytes[m])
         out = np.maximum(out, 1e-6)
         if self.forest is not None and known.any():
-            out[known] *= np.exp(self.forest.predict(_x(layers[known], self.classes)))
+            out[known] *= np.exp(self.shrink * self.forest.predict(_x(layers[known], self.classes)))
         unk = ~known & (c != "view")
         out[unk] = np.maximum(_apply_roofline(self.generic, flops[unk], nbytes[unk]), 1e-6)
         out[c == "view"] = 0.0
@@ -320,6 +343,7 @@ class NetModel:
                "mem_coef": self.mem_coef, "q": self.q, "calibration": self.calibration, "meta": self.meta,
                "layer": {"rooflines": self.layer.rooflines, "generic": self.layer.generic,
                          "classes": self.layer.classes, "q_generic": self.layer.q_generic, "n": self.layer.n,
+                         "shrink": self.layer.shrink,
                          "forest": "layer_forest.npz" if self.layer.forest is not None else None}}
         (d / "netmodel.json").write_text(json.dumps(doc, indent=1))
         return d
@@ -346,7 +370,8 @@ def load(directory: str | Path) -> NetModel:
         forest = ArrayForest.load(d / ly["forest"]) if ly.get("forest") else None
         layer = LayerModel(rooflines={k: list(map(float, v)) for k, v in ly["rooflines"].items()},
                            generic=list(map(float, ly["generic"])), classes=list(ly["classes"]), forest=forest,
-                           q_generic=float(ly["q_generic"]), n=dict(ly.get("n", {})))
+                           q_generic=float(ly["q_generic"]), n=dict(ly.get("n", {})),
+                           shrink=float(ly.get("shrink", 1.0)))
         return NetModel(layer=layer, lat_coef=list(map(float, doc["lat_coef"])),
                         mem_coef=list(map(float, doc["mem_coef"])), q={k: float(v) for k, v in doc["q"].items()},
                         calibration=doc.get("calibration") or {}, coverage=float(doc.get("coverage", 0.9)),

@@ -462,6 +462,11 @@ def features(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _from_row(row: Mapping[str, Any]) -> ZooConfig:
+    a = row.get("arch")
+    if isinstance(a, str) and a.startswith("{"):
+        # a store row: its ``arch`` column is the family's parameters as JSON, and this
+        # family's own ``arch`` parameter is inside it
+        row = {**row, **json.loads(a)}
     return ZooConfig.from_dict({k: row[k] for k in PARAMETERS if k in row and not missing(row[k])})
 
 
