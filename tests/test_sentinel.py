@@ -290,3 +290,38 @@ def test_a_noisy_reading_is_kept_but_corrects_nothing(tmp_path):
     s = drift.speed_summary(rd)
     assert s["platforms"]["cpu-1t"]["readings"] == 0 and "too noisy" in drift.speed_lines(s, rd)[0]
     assert drift.speed_plot(rd, tmp_path / "n.png") is None
+
+
+def test_demo_reports_drift_first_and_scores_raw_and_corrected(tmp_path):
+    """run_demo with a synthetic measure(): calibration rows at sentinel 1.0 ms, validation
+    rows measured 25% slower (latency and sentinel x1.25): synthetic values, real pipeline."""
+    import warnings
+
+    from carb import datasets
+    from carb.demo import DemoSettings, run_demo
+    from carb.model import CARB
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        source = CARB(preset="fast").fit(datasets.load("cpu-1t"))  # as the demo trains it
+
+    def measure(frame, what):
+        # a synthetic device 1.5x the source's prediction, 1.25x slower still while validating
+        f = frame.reset_index(drop=True)
+        p = source.predict(f)
+        slow = 1.25 if what == "validating" else 1.0
+        return f.assign(status="ok", latency_ms=p["latency_ms"].to_numpy() * 1.5 * slow,
+                        memory_mb=p["memory_mb"].to_numpy(), energy_j=np.nan, sentinel_ms=0.6 * slow)
+
+    said = []
+    s = run_demo(DemoSettings(out=tmp_path / "demo", samples=6, validate=3, control=3), measure, say=said.append)
+    d = s["drift"]
+    assert d["speed_change"] == pytest.approx(1 / 1.25 - 1) and d["exceeds"]
+    assert "slower" in d["line"]
+    # the drift line comes before the validation figures when it exceeds the noise
+    assert said.index(d["line"]) < next(i for i, m in enumerate(said) if m.startswith("validated on"))
+    raw, corr = s["validation_median_abs_error"]["latency_ms"], s["validation_median_abs_error_corrected"]["latency_ms"]
+    # the map learnt the 1.5x; raw, only the drift is left (pred / measured - 1 = 1 / 1.25 - 1)
+    assert raw == pytest.approx(0.2, abs=0.02) and corr < 0.02
+    val = pd.read_csv(tmp_path / "demo" / "validation.csv")
+    assert val.latency_ms_corrected.to_numpy() == pytest.approx(val.latency_ms.to_numpy() / 1.25)
