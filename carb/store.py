@@ -208,7 +208,7 @@ class Store:
     def begin_run(self, platform: str, device: str, provenance: dict[str, Any],
                   protocol: dict[str, Any], command: str = "") -> str:
         """Record the start of a campaign run; returns its ``run_id``."""
-        from carb import __version__
+        from carb._version import __version__
 
         run_id = uuid.uuid4().hex[:12]
         self.con.execute(

@@ -52,7 +52,7 @@ app.add_typer(dataset_app, name="dataset")
 
 def _print_version(value: bool) -> None:
     if value:
-        from carb import __version__
+        from carb._version import __version__
 
         print(f"carb {__version__}")
         raise typer.Exit()

@@ -29,6 +29,8 @@ from carb.measure.base import STATUSES
 from carb.space import PARAMETERS, SpaceError, configs_from_frame
 from carb.store import Store
 
+from ._errors import DatasetError
+
 __all__ = ["from_store", "write", "slim", "list", "load", "read", "check", "DatasetError", "DatasetInfo",
            "REQUIRED_COLUMNS", "TARGET_COLUMNS"]
 
@@ -41,8 +43,6 @@ REQUIRED_COLUMNS = ("config_id", "device", *PARAMETERS, "status", *TARGET_COLUMN
 _NUMERIC = ("depth", "width", "input_size", "batch", "classes", *TARGET_COLUMNS)
 
 
-class DatasetError(ValueError):
-    """A dataset name is unknown or a dataset file is broken; the message is one line."""
 
 
 @dataclass(frozen=True)

@@ -78,7 +78,7 @@ def _data_dir(data_dir: str | Path | None = None) -> Path:
 
 
 def _read(path: Path) -> pd.DataFrame:
-    from . import DatasetError
+    from ._errors import DatasetError
 
     if not path.is_file():
         raise DatasetError(f"{path}: file missing (the nb201 dataset ships {', '.join(_FILES)})")
@@ -91,7 +91,7 @@ def _read(path: Path) -> pd.DataFrame:
 @functools.cache
 def _raw(directory: str) -> tuple[pd.DataFrame, pd.DataFrame, tuple[int, ...]]:
     """The three files, checked: (archs, measurements, reference arch ids)."""
-    from . import DatasetError
+    from ._errors import DatasetError
 
     d = Path(directory)
     archs_df, meas, ref = (_read(d / f) for f in _FILES)
@@ -151,7 +151,7 @@ def _wide_by_metric(directory: str) -> pd.DataFrame:
     out = lat[["value", "source", "measured"]].rename(columns={"value": "latency_ms"}).join(en, how="left")
     extra = en.index.difference(lat.index)
     if len(extra):
-        from . import DatasetError
+        from ._errors import DatasetError
 
         raise DatasetError(f"{directory}: energy without latency for {extra[0]}")
     return out.reset_index()
@@ -174,7 +174,7 @@ def load(platform: str | None = None, *, features: bool = True, data_dir: str | 
         carb.datasets.DatasetError: (one line) an unknown platform (naming the 29 there
             are) or a missing / damaged file.
     """
-    from . import DatasetError
+    from ._errors import DatasetError
 
     directory = str(_data_dir(data_dir))
     w = _wide_by_metric(directory)

@@ -30,7 +30,7 @@ from __future__ import annotations
 from importlib import metadata
 from typing import Any, Mapping
 
-from . import fbnet, nb201, resnet
+from . import fbnet, layers, nb201, resnet
 from ._base import PRECISIONS, Family, SpaceError, missing, stable_id
 
 __all__ = ["Family", "SpaceError", "PRECISIONS", "register", "get", "names", "of", "config_from_row",
@@ -95,7 +95,7 @@ def _load() -> None:
     if _LOADED:
         return
     _LOADED = True
-    for fam in (resnet.CIFAR, resnet.IMAGENET, fbnet.FBNET, nb201.NB201, __import__(f"{__name__}.layers", fromlist=["LAYERS"]).LAYERS):
+    for fam in (resnet.CIFAR, resnet.IMAGENET, fbnet.FBNET, nb201.NB201, layers.LAYERS):
         _REGISTRY[fam.name] = fam
     for ep in metadata.entry_points(group="carb.families"):
         try:

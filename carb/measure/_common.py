@@ -100,14 +100,7 @@ def cpu_model() -> str | None:
 
 def host_facts() -> dict[str, Any]:
     """Hostname, platform, Python, torch and carb versions."""
-    try:
-        from importlib.metadata import version
-
-        carb_version = version("carb")
-    except Exception:  # not installed as a distribution (e.g. a source checkout on sys.path)
-        import carb
-
-        carb_version = getattr(carb, "__version__", None)
+    from carb._version import __version__ as carb_version
     try:
         import torch
 

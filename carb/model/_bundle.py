@@ -102,7 +102,7 @@ def save(model, directory: str | Path, holdout: dict[str, Any] | None = None) ->
     Raises:
         BundleError: the model is not fitted, or ``directory`` holds something else.
     """
-    from carb import __version__
+    from carb._version import __version__
 
     if not hasattr(model, "models_"):
         raise BundleError("cannot save an unfitted CARB model: call fit first")

@@ -289,7 +289,7 @@ def build_report(data: Any, model: Any = None, screen_dir: str | Path | None = N
     now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     doc: dict[str, Any] = {"title": "", "generated_at": now, "data": sources, "primary": primary}
     try:
-        from carb import __version__
+        from carb._version import __version__
 
         doc["carb_version"] = __version__
     except ImportError:  # pragma: no cover - carb always has it
@@ -312,6 +312,13 @@ def build_report(data: Any, model: Any = None, screen_dir: str | Path | None = N
         notes.append(f"no scaling analysis (no batch column): {', '.join(no_batch)}")
     scal_profile = pd.concat(profs, ignore_index=True) if profs else pd.DataFrame()
     scal_summary = pd.concat(sums, ignore_index=True) if sums else pd.DataFrame()
+    if len(scal_summary):
+        # a curve from a handful of architectures zigzags with the ones drawn: the figure leaves it out
+        # (threshold: _figures.MIN_LINKED_ARCHS) and the table and the notes say why
+        why = _figures.scaling_not_drawn(scal_summary)
+        scal_summary["note"] = ["; ".join(x for x in (n, w) if x) for n, w in zip(scal_summary["note"], why)]
+        for dev, w in scal_summary[why != ""].groupby("device", sort=False):
+            notes.append(f"scaling, {dev} ({', '.join(w['target'])}): {why[w.index[0]]}")
     doc["scaling"] = analysis._records(scal_summary) if len(scal_summary) else []
     doc["scaling_profile"] = analysis._records(scal_profile) if len(scal_profile) else []
     scal_prec = pd.concat(by_prec, ignore_index=True) if by_prec else pd.DataFrame()
@@ -553,7 +560,10 @@ def _html(r: dict[str, Any], doc: dict[str, Any], figs: dict[str, Path | None]) 
         per_prec = ("<details><summary>by precision</summary>"
                     + _table(bp, cols[:2] + [("precision", "precision", "")] + cols[2:]) + "</details>") \
             if len(bp) else ""
-        body = _img(figs["scaling"], "scaling curves", "cost against batch, log-log") + _table(ss, cols) + per_prec \
+        gaps = ss[ss["note"].astype(str).str.contains("curve not drawn", regex=False)]
+        gap = "".join(f'<p class="note">{e(str(d))}, {e(str(t))}: no curve ({e(str(w).split("curve not drawn: ")[-1])}).</p>'
+                      for d, t, w in zip(gaps["device"], gaps["target"], gaps["note"]))
+        body = _img(figs["scaling"], "scaling curves", "cost against batch, log-log") + gap + _table(ss, cols) + per_prec \
             + f"<details><summary>definitions</summary><ul>{defs}</ul></details>"
         sections.append(_section("scaling", "Scaling with the batch", lead, body))
         nav.append(("scaling", "Scaling"))

@@ -1,0 +1,6 @@
+"""The datasets' one-line error, in a module of its own so that the dataset loaders of the
+package import it without importing the package's ``__init__`` (which imports them)."""
+
+
+class DatasetError(ValueError):
+    """A dataset name is unknown or a dataset file is broken; the message is one line."""
