@@ -163,6 +163,8 @@ class CalibratedModel:
                 p = m.apply(np.column_stack([feats[list(m.features)].to_numpy(float), s]))
                 out[t], lo, hi = p, p * np.exp(-m.q), p * np.exp(m.q)
             out[f"{t}_lo"], out[f"{t}_hi"] = np.minimum(lo, hi), np.maximum(lo, hi)
+        if "extrapolated" in src.columns:  # outside the source model's training domain
+            out["extrapolated"] = src["extrapolated"].to_numpy()
         return out
 
     def save(self, directory: str | Path, source_dir: str | Path) -> Path:

@@ -602,3 +602,26 @@ def test_screen_warns_in_one_line_about_extrapolated_rows(tmp_path, monkeypatch,
     assert "warning: CARB: 2 of 2 rows lie outside the training domain" in err
     assert "UserWarning" not in err
     assert pd.read_parquet(tmp_path / "o" / "shortlist.parquet")["extrapolated"].all()
+
+
+def test_a_calibrated_model_carries_the_extrapolated_flag(tmp_path) -> None:
+    """Synthetic rows (not measurements): a source trained on batch <= 8 only, calibrated,
+    then asked about batch 256: the flag of the source comes through the calibration."""
+    import warnings
+
+    import numpy as np
+
+    from carb import space
+    from carb.calibrate import fit_calibrated
+    from carb.model import CARB
+
+    frame = space.load("cpu").to_frame()
+    small = frame[frame.batch <= 8].head(80).reset_index(drop=True)
+    df = small.assign(latency_ms=small.batch * small.depth * 0.01, memory_mb=10 + small.batch * 0.5, status="ok")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        src = CARB(preset="fast").fit(df)
+        cal = fit_calibrated(src, df.head(6))
+        big = frame[frame.batch > 8].head(3).reset_index(drop=True)
+        p = cal.predict(big)
+    assert "extrapolated" in p.columns and bool(np.all(p["extrapolated"]))
