@@ -16,7 +16,9 @@ same machine by our pipeline (``carb dataset list``). The source model is CARB
    :func:`carb.validate.validate_against_truth`): Stage 1 ranks with the ``cpu-1t``
    model; Stage 2 uses a ``cpu-2t`` model, either the device-specific model of the study
    (CARB trained on ``cpu-2t``, out-of-fold: each config is predicted by a model that never
-   saw its architecture, 5 folds) or the source calibrated from K = 20 measurements (the
+   saw its architecture: folds group rows by :data:`carb.evaluate.GROUP_KEYS`, the key of
+   ``carb evaluate``'s grouped split, so every input size and class count of an
+   architecture is on one side; 5 folds) or the source calibrated from K = 20 measurements (the
    product's path to a new device; those 20 are left out of the table). Budgets on
    latency and memory at the 25th, 50th and 75th percentiles of the measured ``cpu-2t``
    values; budgets applied on the upper bound of the interval (``risk=safe``, the default)
@@ -24,12 +26,24 @@ same machine by our pipeline (``carb dataset list``). The source model is CARB
    accuracy, 2.1% false accepts.
 
     python benchmarks/bench_cpu_transfer.py [--seeds 0 1 2 3 4] [--preset default]
+
+Deterministic: every draw is seeded, every learner runs on one thread (CARB ``n_jobs=1``:
+XGBoost, ExtraTrees; BLAS pinned to one thread), and the output starts with the library
+versions and the git commit. The active sampler's picks follow the source model's exact
+predictions, so a change to the model code (or a library version) changes the picks and
+the active columns by a few points; the per-seed spread is printed beside the means.
 """
 
 from __future__ import annotations
 
+import os
+
+for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):  # before numpy loads BLAS
+    os.environ.setdefault(_v, "1")
+
 import argparse
 import itertools
+import subprocess
 import sys
 import warnings
 
@@ -57,21 +71,72 @@ class _Fixed:
         return self.pred.loc[configs["config_id"].to_numpy()].reset_index(drop=True)
 
 
+def versions() -> str:
+    """Python, the libraries the figures depend on, and the git commit of the tree."""
+    import importlib
+
+    # module versions: xgboost ships as the xgboost-cpu distribution
+    libs = ("numpy", "scipy", "pandas", "sklearn", "xgboost", "lightgbm")
+    try:
+        commit = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True,
+                                cwd=os.path.dirname(os.path.abspath(__file__)), timeout=10).stdout.strip()
+    except OSError:
+        commit = ""
+    mods = ", ".join(f"{n} {importlib.import_module(n).__version__}" for n in libs)
+    return f"python {sys.version.split()[0]}, {mods}; git {commit or 'unknown'}"
+
+
+def arch_folds(df: pd.DataFrame, folds: int = 5, seed: int = 0) -> np.ndarray:
+    """Fold of each row, whole architectures per fold: grouped by ``carb evaluate``'s key
+    (:data:`carb.evaluate.GROUP_KEYS`: family, block, depth, width, early_downsample), so
+    no input size or class count of a test architecture is in training."""
+    from carb.evaluate import GROUP_KEYS
+
+    keys = [c for c in GROUP_KEYS if c in df.columns]
+    groups = pd.factorize(df[keys].astype(str).agg("|".join, axis=1))[0]
+    return np.random.default_rng(seed).permutation(groups.max() + 1)[groups] % folds
+
+
 def _out_of_fold(df: pd.DataFrame, preset: str, folds: int = 5, seed: int = 0) -> pd.DataFrame:
-    from carb.features import ARCH_KEYS
     from carb.model import CARB
 
-    keys = [c for c in ARCH_KEYS if c in df.columns]
-    arch = df[keys].astype(str).agg("|".join, axis=1)
-    groups = pd.factorize(arch)[0]
-    fold_of = np.random.default_rng(seed).permutation(groups.max() + 1)[groups] % folds
+    fold_of = arch_folds(df, folds, seed)
     parts = []
     for f in range(folds):
-        m = CARB(preset=preset, random_state=seed).fit(df[fold_of != f])
+        m = CARB(preset=preset, random_state=seed, n_jobs=1).fit(df[fold_of != f])
         p = m.predict(df[fold_of == f])
         p.index = df.loc[fold_of == f, "config_id"].to_numpy()
         parts.append(p)
     return pd.concat(parts)
+
+
+def calibration_rows(tgt: pd.DataFrame, source, seeds, ks) -> pd.DataFrame:
+    """Spearman, MAPE and coverage on the target's other configs, one row per seed, K,
+    method (source, active, random, nnls) and target."""
+    from carb.calibrate import choose_samples, fit_calibrated
+
+    rows = []
+    for seed in seeds:
+        for k in [0, *ks]:
+            for method in (("source",) if k == 0 else ("active", "random")):
+                if k == 0:
+                    chosen = tgt.iloc[:0]
+                elif method == "active":
+                    chosen = choose_samples(tgt, source, k, seed=seed)
+                else:
+                    chosen = tgt.sample(k, random_state=seed)
+                test = tgt[~tgt.config_id.isin(chosen.config_id)]
+                model = source if k == 0 else fit_calibrated(source, chosen)
+                p = model.predict(test)
+                for t in TARGETS:
+                    rows.append({"k": k, "method": method, "seed": seed, "target": t,
+                                 **_metrics(test[t].to_numpy(float), p, t)})
+                if method == "active":  # the HELP-style NNLS map (carb calibrate --method nnls), same K
+                    p = fit_calibrated(source, chosen, method="nnls").predict(test)
+                    for t in TARGETS:
+                        rows.append({"k": k, "method": "nnls", "seed": seed, "target": t,
+                                     **_metrics(test[t].to_numpy(float), p, t)})
+    return pd.DataFrame(rows)
 
 
 def main() -> None:
@@ -94,36 +159,26 @@ def main() -> None:
     tgt = datasets.load(a.target)
     src, tgt = src[src.status == "ok"].reset_index(drop=True), tgt[tgt.status == "ok"].reset_index(drop=True)
     print(f"command: python {' '.join(sys.argv)}")
+    print(versions())
     print(f"source {a.source}: {len(src)} configs; target {a.target}: {len(tgt)} configs; "
           f"{len(set(src.config_id) & set(tgt.config_id))} configs measured on both")
-    source = CARB(preset=a.preset, random_state=0).fit(src)
+    source = CARB(preset=a.preset, random_state=0, n_jobs=1).fit(src)
 
     # -- 1. calibration against K --------------------------------------------------------
-    rows = []
-    for seed in a.seeds:
-        for k in [0, *a.ks]:
-            for method in (("source",) if k == 0 else ("active", "random")):
-                if k == 0:
-                    chosen = tgt.iloc[:0]
-                elif method == "active":
-                    chosen = choose_samples(tgt, source, k, seed=seed)
-                else:
-                    chosen = tgt.sample(k, random_state=seed)
-                test = tgt[~tgt.config_id.isin(chosen.config_id)]
-                model = source if k == 0 else fit_calibrated(source, chosen)
-                p = model.predict(test)
-                for t in TARGETS:
-                    rows.append({"k": k, "method": method, "seed": seed, "target": t,
-                                 **_metrics(test[t].to_numpy(float), p, t)})
-                if method == "active":  # the HELP-style NNLS map (carb calibrate --method nnls), same K
-                    p = fit_calibrated(source, chosen, method="nnls").predict(test)
-                    for t in TARGETS:
-                        rows.append({"k": k, "method": "nnls", "seed": seed, "target": t,
-                                     **_metrics(test[t].to_numpy(float), p, t)})
-    curve = pd.DataFrame(rows).groupby(["target", "method", "k"])[["spearman", "mape", "coverage"]].mean()
+    rows = calibration_rows(tgt, source, a.seeds, a.ks)
+    g = rows.groupby(["target", "method", "k"])[["spearman", "mape", "coverage"]]
+    curve = g.mean().join(g.std(ddof=0)[["mape"]].rename(columns={"mape": "mape sd"}))
     print(f"\n1. calibration {a.source} -> {a.target} against K (mean over seeds {a.seeds}; "
           "test = the target's other configs)")
     print(curve.round(4).to_string())
+    print("(mape sd: standard deviation over the seeds)")
+    print("\nas in RESULTS.md: | target | K | active | random | nnls | (Spearman / MAPE / coverage)")
+    cell = lambda r: f"{r.spearman:.3f} / {100 * r.mape:.{1 if r.mape >= 0.1 else 2}f}% / {100 * r.coverage:.0f}%"
+    for t in TARGETS:
+        print(f"| {t.split('_')[0]} | 0 (source) | {cell(curve.loc[(t, 'source', 0)])} | | |")
+        for k in a.ks:
+            print(f"| {t.split('_')[0]} | {k} | " + " | ".join(cell(curve.loc[(t, m, k)])
+                                                          for m in ("active", "random", "nnls")) + " |")
 
     # -- 2. paper-style screening table --------------------------------------------------
     oof = _out_of_fold(tgt, a.preset)
@@ -150,6 +205,10 @@ def main() -> None:
     table = pd.DataFrame(out)
     print(table.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     print("study (RTX 5090 -> 3080, 3,072 configs): pruning >0.90, budget accuracy 0.958, false accepts 0.021")
+    print("\nas in RESULTS.md:")
+    for r in table.itertuples(index=False):
+        print(f"| {r[0]:.2f} | {r[1].replace(' (OOF)', '')} | {r[2]} | {r[3]:,} | {r[4]:,} | {r[6]:,} | "
+              f"{100 * r[7]:.1f}% | {r[8]:.3f} | {100 * r[9]:.1f}% | {100 * r[10]:.1f}% | {r[11]:.2f} | {r[12]:.3f} |")
 
 
 if __name__ == "__main__":

@@ -204,8 +204,10 @@ def fit_calibrated(source: Any, measured: pd.DataFrame, coverage: float = 0.9,
     source device: ``log`` (default) maps its prediction in log space
     (:func:`carb.transfer.fit_log_map`); ``nnls`` adds the cost features
     :data:`NNLS_FEATURES` and fits HELP-style non-negative weights in the target's units.
-    On the shipped cpu-1t -> cpu-2t pair ``log`` wins (latency MAPE 16.8% against 23.8%
-    at K = 10, ``benchmarks/RESULTS.md``)."""
+    On the shipped cpu-1t -> cpu-2t pair ``log`` wins at K = 5, 10 and 50 (latency MAPE
+    17.2% against 20.2% at K = 10) and ties at K = 20 (16.1% against 15.2%, inside the
+    seeds' spread); mean over 5 seeds, ``benchmarks/bench_cpu_transfer.py``,
+    ``benchmarks/RESULTS.md``."""
     from carb.transfer import FewShotModel, ModelSource
 
     if method not in ("log", "nnls"):

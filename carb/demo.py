@@ -189,6 +189,8 @@ def _figures(out: Path, calib: pd.DataFrame, val: pd.DataFrame, feasible: pd.Dat
     matplotlib.use("Agg")  # no display on our machines; files only
     import matplotlib.pyplot as plt
 
+    from carb.report._figures import plain_log_axes
+
     fig, axes = plt.subplots(1, len(targets), figsize=(5 * len(targets), 4.5), squeeze=False)
     for ax, t in zip(axes[0], targets):
         for df, label, marker in ((calib, "calibration (K)", "o"), (val, "validation", "s")):
@@ -202,6 +204,7 @@ def _figures(out: Path, calib: pd.DataFrame, val: pd.DataFrame, feasible: pd.Dat
         ax.set(xscale="log", yscale="log", xlabel=f"measured {t}", ylabel=f"predicted {t}",
                title=f"{t}: measured vs predicted (90% interval)")
         ax.legend()
+    plain_log_axes(fig)  # matplotlib's default labels minor ticks on short log axes and they overlap
     fig.tight_layout()
     fig.savefig(out / "measured_vs_predicted.png", dpi=110)
     plt.close(fig)
@@ -213,6 +216,7 @@ def _figures(out: Path, calib: pd.DataFrame, val: pd.DataFrame, feasible: pd.Dat
         ax.set(xscale="log", yscale="log", xlabel="predicted latency (ms)", ylabel="FLOPs per image",
                title="screening: capacity vs latency")
         ax.legend()
+        plain_log_axes(fig)
         fig.tight_layout()
         fig.savefig(out / "pareto.png", dpi=110)
         plt.close(fig)

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 __all__ = ["measured_vs_predicted", "scaling_curves", "transfer_heatmap", "pareto_projections",
-           "feature_importance", "LABELS"]
+           "feature_importance", "LABELS", "MIN_LINKED_ARCHS", "scaling_not_drawn", "plain_log_axes"]
 
 #: axis labels with units
 LABELS: dict[str, str] = {
@@ -23,6 +23,16 @@ LABELS: dict[str, str] = {
     "latency_ms_per_image": "latency per image (ms)",
 }
 DPI = 110
+
+#: Fewest architectures measured at two or more batch sizes for a device's batch-scaling
+#: curve to be drawn. Chosen on the shipped campaigns: curves from n random such
+#: architectures against the curve from all of them (40 draws each, growth from the
+#: smallest batch): with 3, latency misses by a median 29% (cpu-1t) / 45% (cpu-2t) and by
+#: a factor 2.4 / 3.6 at the worst batch (p90 of the draws), and the cost per forward falls
+#: with the batch somewhere in 15% / 45% of the draws (the zigzag); with 20, the median miss
+#: is 6% / 14% and a fall 0% / 25% (memory: 3% / 7%). Below it the report says why there is
+#: no curve.
+MIN_LINKED_ARCHS = 20
 
 
 def _plt():
@@ -51,6 +61,14 @@ def _plain(fig: Any) -> None:
                     lambda v, _: f"{v:g}" if round(v / 10 ** np.floor(np.log10(v) + 1e-9)) in (2, 3, 5) else ""))
             else:
                 axis.set_minor_formatter(NullFormatter())
+
+
+def plain_log_axes(fig: Any) -> None:
+    """Label every log axis of ``fig`` as the report's figures do (:func:`_plain`): plain
+    numbers, minor ticks labelled only at 2, 3, 5 and only on short axes, so that labels
+    such as ``3x10^1`` and ``4x10^1`` do not run into each other. Call it once the axis
+    limits are final."""
+    _plain(fig)
 
 
 def _save(fig: Any, path: Path) -> Path:
@@ -99,10 +117,37 @@ def measured_vs_predicted(rows: pd.DataFrame, targets: Sequence[str], metrics: d
     return _save(fig, path)
 
 
-def scaling_curves(profile: pd.DataFrame, summary: pd.DataFrame, path: Path) -> Path | None:
+def scaling_not_drawn(summary: pd.DataFrame, min_archs: int = MIN_LINKED_ARCHS) -> pd.Series:
+    """Per summary row (device x target), why its batch-scaling curve is not drawn: ``""``
+    when it is, else a sentence (too few architectures measured at two or more batch
+    sizes: fewer than ``min_archs``, see :data:`MIN_LINKED_ARCHS`)."""
+    if summary.empty or "n_archs_linked" not in summary.columns:
+        return pd.Series("", index=summary.index, dtype=object)
+    linked = pd.to_numeric(summary["n_archs_linked"], errors="coerce").fillna(0).astype(int)
+    # rows without a profile (target not measured, one batch size) have their own note already
+    has_curve = np.isfinite(pd.to_numeric(summary.get("factor", pd.Series(np.nan, index=summary.index)),
+                                          errors="coerce").to_numpy(float))
+    return pd.Series([
+        "" if n >= min_archs or not c else
+        f"curve not drawn: {n} architecture{'s' if n != 1 else ''} measured at two or more batch sizes, "
+        f"fewer than {min_archs} (a curve from so few zigzags with the architectures drawn)"
+        for n, c in zip(linked, has_curve)], index=summary.index, dtype=object)
+
+
+def scaling_curves(profile: pd.DataFrame, summary: pd.DataFrame, path: Path,
+                   min_archs: int = MIN_LINKED_ARCHS) -> Path | None:
     """Per target: cost per forward (top) and per image (bottom) against batch, one colour
     per device; lines are the within-architecture profile, crosses the plain medians, the
-    dotted line the regime boundary."""
+    dotted line the regime boundary. A device x target with fewer than ``min_archs``
+    architectures measured at two or more batch sizes is left out
+    (:func:`scaling_not_drawn` says why); ``None`` when nothing is left."""
+    if profile.empty or summary.empty:
+        return None
+    why = scaling_not_drawn(summary, min_archs)
+    drawn = summary.loc[why == "", ["device", "target"]]
+    keep = pd.MultiIndex.from_frame(drawn.astype(str))
+    profile = profile[pd.MultiIndex.from_arrays([profile["device"].astype(str), profile["target"].astype(str)])
+                      .isin(keep)]
     if profile.empty:
         return None
     targets = [t for t in ("energy_j", "latency_ms", "memory_mb") if t in set(profile["target"])]
