@@ -222,6 +222,8 @@ def evaluate(df: pd.DataFrame, split_kind: str, presets: Iterable[str] = ("defau
         preds[p] = pred
         if p not in presets:
             continue
+        # which upstream predictions each target reads (the cascade the preset chose)
+        out.setdefault("cascade", {})[p] = {t: list(model.models_[t].upstream) for t in model.targets_}
         out["trained"][p] = list(model.targets_)
         out["results"][p] = {t: metrics(test[t].to_numpy(), pred[t].to_numpy(), pred[f"{t}_lo"].to_numpy(),
                                         pred[f"{t}_hi"].to_numpy(), budget_used[t])

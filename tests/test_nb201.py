@@ -266,3 +266,120 @@ def test_features_errors_are_one_line_and_frames_agree(table: pd.DataFrame) -> N
         with pytest.raises(ValueError, match=match) as info:
             nb201.features(bad)
         assert "\n" not in str(info.value)
+
+
+# --- measured on this CPU through a campaign, like every family --------------------------
+
+
+@pytest.mark.slow
+def test_nb201_is_measured_and_stored(tmp_path) -> None:
+    from carb import space
+    from carb.campaign import run_campaign
+    from carb.measure import get_backend
+    from carb.measure.base import Protocol
+    from carb.store import Store
+
+    fast = Protocol(min_repeats=3, max_repeats=10, max_time_s=0.1, warmup=1, warmup_s=0.0, timeout_s=120.0)
+    cfgs = [NB201Config(("nor_conv_3x3", "skip_connect", "none", "avg_pool_3x3", "nor_conv_1x1", "none"),
+                        input_size=16, classes=120), NB201Config(("none",) * 6, batch=2)]
+    with get_backend("cpu", threads=1, protocol=fast) as b, Store(tmp_path / "s.duckdb") as store:
+        r = run_campaign(cfgs, b, store)
+        assert r.by_status == {"ok": 2}
+        rows = store.measurements()
+    assert set(rows.family) == {"nb201"} and (rows.latency_ms > 0).all() and (rows.memory_mb > 0).all()
+    assert space.configs_from_frame(rows) == cfgs  # the store gives the configs back
+    assert rows["edge_0"].tolist() == ["nor_conv_3x3", "none"]
+
+
+# --- the nb201 dataset ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def edgegpu() -> pd.DataFrame:
+    from carb import datasets
+
+    return datasets.load("nb201", device="edgegpu")
+
+
+def test_dataset_rows_units_and_ids(edgegpu: pd.DataFrame) -> None:
+    from carb import datasets
+    from carb.datasets import nb201 as d
+
+    assert len(edgegpu) == 3 * 15625 and set(edgegpu.dataset) == {"cifar10", "cifar100", "ImageNet16-120"}
+    assert (edgegpu.platform == edgegpu.device).all() and (edgegpu.platform == "edgegpu").all()
+    # energy is J per forward: HW-NAS-Bench's README, arch 0 on cifar10: 24.226614330768584 mJ, 5.807... ms
+    a0 = edgegpu[(edgegpu.arch_idx == 0) & (edgegpu.dataset == "cifar10")].iloc[0]
+    assert a0.energy_j == pytest.approx(24.226614330768584e-3, rel=1e-12)
+    assert a0.latency_ms == pytest.approx(5.807418537139893, rel=1e-12)
+    assert a0.measured and a0.source == "HW-NAS-Bench" and a0.status == "ok"
+    # config ids are those of the family's configs; the space nb201 names the CIFAR-10 rows
+    cfg = NB201Config(a0.arch_str, input_size=32, classes=10)
+    assert a0.config_id == cfg.config_id and a0.flops == nb201.features(cfg)["flops"].iloc[0]
+    assert (edgegpu.energy_j > 0).all() and edgegpu.memory_mb.isna().all()
+    assert len(d.platforms()) == 29 and "titan_rtx_b256" in d.platforms()
+    assert d.help_device("titan_rtx_b256") == "titan_rtx_256" and d.platform_of("1080ti_32") == "1080ti_b32"
+    names = {i.name: i for i in datasets.list()}
+    assert names["nb201"].rows == 640_625
+    assert datasets.check(edgegpu).empty  # memory is missing for a stated reason, not a problem
+
+
+def test_dataset_other_platforms_and_bad_names() -> None:
+    from carb import datasets
+
+    gpu = datasets.load("nb201", device="titan_rtx_b256", features=False)
+    assert len(gpu) == 15625 and (gpu.batch == 256).all() and gpu.energy_j.isna().all()
+    assert gpu.energy_missing_reason.notna().all()
+    tpu = datasets.load("nb201", device="edgetpu", features=False)
+    assert (tpu.status == "unsupported").sum() == 3 * 4699 and tpu.loc[tpu.status != "ok", "latency_ms"].isna().all()
+    est = datasets.load("nb201", device="eyeriss", features=False)
+    assert not est.measured.any() and est.energy_j.notna().all()
+    with pytest.raises(datasets.DatasetError, match=r"unknown platform 'jetson' \(platforms: 1080ti_b1, ") as info:
+        datasets.load("nb201", device="jetson")
+    assert "\n" not in str(info.value)
+
+
+def test_help_protocol_trims_like_helps_loader() -> None:
+    from carb.datasets import nb201 as d
+    from carb.transfer import fewshot_help_nb201
+
+    r = fewshot_help_nb201("raspi4", seed=0)
+    # HELP's loader: 1,000 test archs -> sorted positions [100, 900); 10 reference + 10 drawn
+    assert r["test_archs"] == 800 and r["k"] == 20 and r["device"] == "raspi4"
+    assert set(d.reference_arch_ids()) <= set(r["measured_ids"])
+    drawn = set(r["measured_ids"]) - set(d.reference_arch_ids())
+    assert len(drawn) == 10 and all(i < 900 for i in drawn)
+    assert 0.8 < r["spearman"] <= 1.0
+    with pytest.raises(ValueError, match="device 'jetson' not in nb201"):
+        fewshot_help_nb201("jetson")
+
+
+def test_evaluate_energy_with_the_power_latency_baseline(edgegpu: pd.DataFrame) -> None:
+    from carb.evaluate import evaluate, split
+
+    # grouped split: every input variant of a cell on one side
+    sides = split(edgegpu, "grouped", 0)
+    tr, te = set(edgegpu.arch_idx.iloc[sides["train"]]), set(edgegpu.arch_idx.iloc[sides["test"]])
+    assert not tr & te and 0.15 < len(te) / 15625 < 0.25
+    small = edgegpu[edgegpu.arch_idx < 1500]
+    res = evaluate(small, "grouped", ["flops-linear", "power-latency"], seed=0)
+    assert set(res["results"]) == {"flops-linear", "power-latency"}
+    assert res["power_latency"]["base"] == "flops-linear" and 4.0 < res["power_latency"]["power_w"] < 5.0
+    for m in res["results"].values():
+        assert {"energy_j", "latency_ms"} <= set(m) and 0 < m["energy_j"]["mape"] < 1
+    # the baseline's latency is its base model's, unchanged; its energy differs from the base's
+    assert res["results"]["power-latency"]["latency_ms"] == res["results"]["flops-linear"]["latency_ms"]
+    assert res["results"]["power-latency"]["energy_j"] != res["results"]["flops-linear"]["energy_j"]
+
+
+@pytest.mark.parametrize("args, match", [
+    (["evaluate", "--data", "nb201", "--platform", "jetson"], "error: nb201: unknown platform 'jetson' (platforms: 1080ti_b1,"),
+    (["evaluate", "--data", "nb201", "--platform", "raspi4", "--budget", "energy_j=0.01"],
+     "error: --budget energy_j: nb201 on raspi4 has no energy_j (targets there: latency_ms)"),
+    (["fewshot", "--space", "nb201", "--platform", "jetson"], "error: device 'jetson' not in nb201 (devices: 1080ti_1,"),
+])
+def test_cli_bad_input_is_one_line(args: list[str], match: str) -> None:
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "carb.cli", *args], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 2 and r.stderr.startswith(match) and r.stderr.count("\n") == 1, r.stderr[-500:]

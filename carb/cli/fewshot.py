@@ -1,5 +1,6 @@
 """``carb fewshot``: latency of every FBNet architecture of HELP's public data on a device
-with only K of them measured (:func:`carb.transfer.fewshot_help_fbnet`)."""
+with only K of them measured (:func:`carb.transfer.fewshot_help_fbnet`), or of every
+NAS-Bench-201 cell (``--space nb201``: :func:`carb.transfer.fewshot_help_nb201`)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ def fewshot(
     method: str = typer.Option("auto", "--method", help="Map: auto, nnls or single (see carb.transfer)."),
     out: Optional[Path] = typer.Option(None, "--out", help="Write the predictions (.parquet or .csv)."),
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    space: str = typer.Option("fbnet", "--space", help="fbnet (HELP's 5,000 FBNet archs) or nb201 (NAS-Bench-201's 15,625 cells, HELP's protocol: the 10 reference cells + --samples drawn from the trimmed pool 0..899, scored on the trimmed test set 900..1899)."),
 ) -> None:
     """Few-shot latency transfer on HELP's FBNet data: K measurements of a new device -> all 5,000 archs.
 
@@ -47,6 +49,11 @@ def fewshot(
     device = pick_option(device, device_old, "--platform", "--device")
     if (measured is None) == (device is None):
         raise _usage("give exactly one of --data or --platform")
+    if space not in ("fbnet", "nb201"):
+        raise _usage(f"--space {space}: unknown value (expected fbnet or nb201)")
+    if space == "nb201":
+        _fewshot_nb201(measured, device, samples, seed, source, out, json_out)
+        return
     if method not in ("auto", "nnls", "single"):
         raise _usage(f"--method: unknown value {method!r} (expected auto, nnls or single)")
     if out is not None and out.suffix not in (".parquet", ".csv"):
@@ -98,6 +105,47 @@ def fewshot(
                 f"{summary['test_archs']} test archs (HELP's protocol: archs 4000..4999)")
     if out is not None:
         c.print(f"wrote {out} ({len(pred)} archs)")
+
+
+def _fewshot_nb201(measured, device, samples: int, seed: int, source, out, json_out: bool) -> None:
+    """``carb fewshot --space nb201``: :func:`carb.transfer.fewshot_help_nb201` on a platform of
+    the nb201 dataset, or :func:`carb.transfer.fewshot_nb201` on your measurements."""
+    import pandas as pd
+    from rich.console import Console
+
+    from carb.transfer import fewshot_help_nb201, fewshot_nb201
+
+    if out is not None:
+        if out.suffix not in (".parquet", ".csv"):
+            raise _usage(f"--out {out}: expected a .parquet or .csv file")
+        check_out_file(out)
+    try:
+        if device is not None:
+            r = fewshot_help_nb201(device, samples=samples, seed=seed, sources=source)
+            pred = r.pop("predictions")
+            summary = {k: v for k, v in r.items() if k != "measured_ids"}
+        else:
+            try:
+                meas = pd.read_parquet(measured) if measured.suffix == ".parquet" else pd.read_csv(measured)
+            except (OSError, ValueError) as e:
+                raise _usage(f"--data {measured}: cannot read ({' '.join(str(e).split())[:160]})") from None
+            pred, summary = fewshot_nb201(meas, sources=source)
+    except ValueError as e:
+        raise _usage(str(e)) from None
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        pred.to_parquet(out, index=False) if out.suffix == ".parquet" else pred.to_csv(out, index=False)
+        summary["out"] = str(out)
+    if json_out:
+        print(json.dumps(summary, indent=2))
+        return
+    c = Console()
+    c.print(f"nb201: map from K = {summary['k']} measurements, sources {', '.join(summary['sources'])}")
+    if device is not None:
+        c.print(f"{summary['device']}: Spearman {summary['spearman']:.3f}, MAPE {100 * summary['mape']:.1f}% on "
+                f"{summary['test_archs']} test cells (HELP's protocol: 10 reference + {samples} random, trimmed)")
+    if out is not None:
+        c.print(f"wrote {out} ({len(pred)} cells)")
 
 
 def register(app: typer.Typer) -> None:

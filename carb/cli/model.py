@@ -19,7 +19,7 @@ from ._app import UsageError, check_out_dir, check_out_file, pick_option
 
 __all__ = ["register", "load_data", "parse_budgets"]
 
-DEFAULT_EVAL_PRESETS = ["default", "paper", "flops-linear", "lgbm"]
+DEFAULT_EVAL_PRESETS = ["default", "paper", "flops-linear", "lgbm", "power-latency"]
 
 
 def _usage(msg: str) -> Exception:
@@ -33,8 +33,9 @@ def load_data(spec: str, platform: str | None = None):
     from carb import datasets
 
     try:
-        df = datasets.load(spec)
-    except ValueError as e:  # DatasetError and friends
+        # a dataset that can load one platform alone does (nb201: 640,625 rows in all)
+        df = datasets.load(spec, device=platform)
+    except ValueError as e:  # DatasetError and friends (nb201: an unknown platform, naming the 29)
         raise _usage(str(e)) from None
     col = "platform" if "platform" in df.columns else "device" if "device" in df.columns else None
     if col is not None:
@@ -65,11 +66,23 @@ def parse_budgets(items: list[str] | None) -> dict[str, float]:
 
 
 def _check_preset(names: list[str]) -> None:
+    from carb.evaluate import BASELINES
     from carb.model import PRESETS
 
     for p in names:
-        if p not in PRESETS:
-            raise _usage(f"--preset {p}: unknown preset (expected one of {', '.join(PRESETS)})")
+        if p not in PRESETS and p not in BASELINES:
+            raise _usage(f"--preset {p}: unknown preset (expected one of {', '.join([*PRESETS, *BASELINES])})")
+
+
+def check_budget_targets(budgets: dict[str, float], df, where: str) -> None:
+    """A budget on a target the rows lack (energy on a latency-only platform) is a usage
+    error naming the targets there are."""
+    from carb.model import TARGETS
+
+    present = [t for t in TARGETS if t in df.columns and df[t].notna().any()]
+    for t in budgets:
+        if t not in present:
+            raise _usage(f"--budget {t}: {where} has no {t} (targets there: {', '.join(present) or 'none'})")
 
 
 def _fmt(v: Any, spec: str) -> str:
@@ -229,7 +242,7 @@ def register(app: typer.Typer) -> None:
     def evaluate_cmd(
         data: str = typer.Option(..., "--data", help="Dataset name or .parquet/.csv file."),
         split: str = typer.Option("grouped", "--split", help="random, stratified, grouped or batch-tier."),
-        presets: Optional[List[str]] = typer.Option(None, "--preset", help="Model preset to compare (repeat; default: default, paper, flops-linear, lgbm)."),
+        presets: Optional[List[str]] = typer.Option(None, "--preset", help="Model preset to compare (repeat; default: default, paper, flops-linear, lgbm, power-latency = the default model's latency x the training rows' median power)."),
         json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the results as JSON here (results\\[model]\\[target]\\[metric])."),
         budget: Optional[List[str]] = typer.Option(None, "--budget", help="TARGET=VALUE budget for the budget metrics (repeat; default: the test median)."),
         device: Optional[str] = typer.Option(None, "--platform", help="The platform whose rows to use (when the data holds several)."),
@@ -264,7 +277,9 @@ def register(app: typer.Typer) -> None:
         if not 0 < coverage < 1:
             raise _usage(f"--coverage {coverage}: must be in (0, 1)")
         budgets = parse_budgets(budget)
-        df = load_data(data, pick_option(device, device_old, "--platform", "--device"))
+        platform = pick_option(device, device_old, "--platform", "--device")
+        df = load_data(data, platform)
+        check_budget_targets(budgets, df, f"{data}" + (f" on {platform}" if platform else ""))
         console = _console()
         with console.status("evaluating") as status:
             try:

@@ -402,6 +402,11 @@ def write_report(out_dir: str | Path, data: Any, model: Any = None, screen_dir: 
         raise ReportError("give screen_dir or screen, not both")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    if (data == "nb201" or (isinstance(data, (list, tuple)) and list(data) == ["nb201"])) and model is None \
+            and screen_dir is None and screen is None:
+        from . import _nb201  # its own analyses: batch scaling, 29 x 29 transfer, Jetson energy vs latency
+
+        return _nb201.write(out, say=say)
     r = build_report(data, model, screen_dir, screen=screen, holdout=holdout, seed=seed, transfer=transfer, say=say)
     doc = r["json"]
     doc["title"] = title
