@@ -470,6 +470,29 @@ def cmd_ship(args: argparse.Namespace) -> None:
     print(f"wrote {out / args.name}.parquet ({len(df)} rows) and .md")
 
 
+def cmd_compare(args: argparse.Namespace) -> None:
+    """Two measurements of the same zoo networks (two runs): how much the machine drifted,
+    and how well one run predicts the other (the floor for any model scored on one run)."""
+    import numpy as np
+
+    a, _ = read_store(args.a, "zoo")
+    b, _ = read_store(args.b, "zoo")
+    j = a.merge(b, on="config_id", suffixes=("_a", "_b"))
+    out = {"networks": int(len(j)),
+           "latency_ratio_b_over_a": {"median": float(np.median(j.latency_ms_b / j.latency_ms_a)),
+                                      "p10": float(np.quantile(j.latency_ms_b / j.latency_ms_a, 0.1)),
+                                      "p90": float(np.quantile(j.latency_ms_b / j.latency_ms_a, 0.9))},
+           "latency_b_predicted_by_a": metrics(j.latency_ms_b, j.latency_ms_a),
+           "memory_b_predicted_by_a": metrics(j.memory_mb_b, j.memory_mb_a),
+           "measured": {"a": [str(a.measured_at.min()), str(a.measured_at.max())],
+                        "b": [str(b.measured_at.min()), str(b.measured_at.max())]}}
+    print(json.dumps(out, indent=1))
+    res = Path(args.out)
+    doc = json.loads(res.read_text()) if res.exists() else {}
+    doc["zoo_runs_compared"] = out
+    res.write_text(json.dumps(doc, indent=1, default=float))
+
+
 def cmd_report(args: argparse.Namespace) -> None:
     """Markdown tables of a results JSON, for benchmarks/RESULTS.md."""
     d = json.loads(Path(args.json).read_text())
@@ -573,6 +596,11 @@ def main(argv: list[str] | None = None) -> None:
     sh.add_argument("--conditions", default="other sessions ran campaigns, tests and benchmarks on both cores "
                     "throughout (load average 8-10 on 2 cores); the zoo campaign of bench_modules ran beside it")
     sh.set_defaults(func=cmd_ship)
+    cp = sub.add_parser("compare", help="two runs of the zoo: drift and run-to-run agreement")
+    cp.add_argument("a")
+    cp.add_argument("b")
+    cp.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "bench_modules.json"))
+    cp.set_defaults(func=cmd_compare)
     rp = sub.add_parser("report", help="markdown tables of a results JSON")
     rp.add_argument("json")
     rp.set_defaults(func=cmd_report)
