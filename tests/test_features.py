@@ -18,12 +18,14 @@ from carb import arch, features, space
 from carb.space import Config
 
 K_PER_SPACE = 15
+RESNET_SPACES = [n for n in space.builtin_names() if all(isinstance(c, Config) for c in space.load(n).sample(5))]
 
 
 def _sample() -> list[Config]:
-    """A seeded sample of every built-in space, plus every imagenet config of ``cpu``."""
+    """A seeded sample of every built-in ResNet space, plus every imagenet config of ``cpu``
+    (the spaces of other families, nb201 and layers, have their own tests)."""
     out: list[Config] = []
-    for name in space.builtin_names():
+    for name in RESNET_SPACES:
         out += space.load(name).sample(K_PER_SPACE, seed=0)
     out += [c for c in space.load("cpu") if c.family == "imagenet"]
     # corners the sample may miss: fp16/bf16, width rounding down to 1 channel, odd sizes
@@ -60,7 +62,8 @@ def table() -> pd.DataFrame:
 
 
 def test_sample_covers_every_space_and_family() -> None:
-    assert len(SAMPLE) >= K_PER_SPACE * len(space.builtin_names())
+    assert {"paper", "screening", "cpu", "tiny"} <= set(RESNET_SPACES)
+    assert len(SAMPLE) >= K_PER_SPACE * len(RESNET_SPACES)
     assert {c.family for c in SAMPLE} == {"cifar", "imagenet"}
     assert {c.block for c in SAMPLE} == {"basic", "bottleneck"}
     assert {c.precision for c in SAMPLE} == {"fp32", "fp16", "bf16"}
