@@ -383,3 +383,19 @@ def test_cli_bad_input_is_one_line(args: list[str], match: str) -> None:
 
     r = subprocess.run([sys.executable, "-m", "carb.cli", *args], capture_output=True, text=True, timeout=600)
     assert r.returncode == 2 and r.stderr.startswith(match) and r.stderr.count("\n") == 1, r.stderr[-500:]
+
+
+def test_cli_validate_with_a_dataset_of_several_platforms_needs_one(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    out = tmp_path / "s"
+    (out).mkdir()
+    # the smallest screening output validate reads: summary, shortlist and feasible sets
+    pd.DataFrame({"config_id": []}).to_parquet(out / "shortlist.parquet")
+    pd.DataFrame({"config_id": []}).to_parquet(out / "feasible.parquet")
+    (out / "summary.json").write_text('{"budgets": {"energy_j": 0.02}, "objectives": ["min:energy_j"], "space": "nb201"}')
+    r = subprocess.run([sys.executable, "-m", "carb.cli", "validate", "--screen", str(out), "--data", "nb201"],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 2 and r.stderr.startswith("error: --data nb201 holds 29 platforms (1080ti_b1,")
+    assert r.stderr.rstrip().endswith("choose one with --platform") and r.stderr.count("\n") == 1

@@ -203,6 +203,7 @@ def validate(
     device: Optional[str] = typer.Option(None, "--device", help="Measure on this device (cpu, cuda[:i])."),
     truth: Optional[str] = typer.Option(None, "--data", help="Instead of measuring: a dataset (name or file) that measured the whole space on the target."),
     truth_old: Optional[str] = typer.Option(None, "--truth", hidden=True, help="Old name of --data."),
+    platform: Optional[str] = typer.Option(None, "--platform", help="With --data: the platform whose rows are the truth, for a dataset of several (nb201: e.g. edgegpu)."),
     threads: Optional[int] = typer.Option(None, "--threads", min=1, help="CPU threads (default 1)."),
     control: int = typer.Option(10, "--control", min=0, help="Random configs of the space measured besides the shortlist."),
     limit: int = typer.Option(20, "--limit", min=1, help="Measure at most this many shortlisted configs (best ranked first)."),
@@ -244,7 +245,15 @@ def validate(
     if truth is not None:
         from carb import datasets
 
-        data = _screened_rows(datasets.load(truth), summary, truth)
+        rows = datasets.load(truth, device=platform)
+        if "platform" in rows.columns:  # a dataset of several platforms: the truth is one of them
+            names = sorted(map(str, rows["platform"].dropna().unique()))
+            if platform is not None and platform not in names:
+                fail(f"--platform {platform}: not in {truth} (platforms: {', '.join(names)})")
+            if platform is None and len(names) > 1:
+                fail(f"--data {truth} holds {len(names)} platforms ({', '.join(names)}); choose one with --platform")
+            rows = rows[rows["platform"] == (platform or names[0])]
+        data = _screened_rows(rows, summary, truth)
         res = validate_against_truth(list(accepted), list(shortlist.config_id), data, budgets, objs,
                                      measure_ids=list(to_measure.config_id) if to_measure is not None else None)
         res["mode"] = f"truth: {truth}"
