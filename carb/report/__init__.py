@@ -40,6 +40,7 @@ import pandas as pd
 
 from carb import analysis
 from carb.report import _figures
+from carb.report._json import clean as _clean
 
 __all__ = ["write_report", "build_report", "load_screen", "ReportError", "MAX_EXPLORER_POINTS", "REPORT_FILES"]
 
@@ -436,15 +437,6 @@ def write_report(out_dir: str | Path, data: Any, model: Any = None, screen_dir: 
     tmp.write_text(page, encoding="utf-8")
     tmp.replace(out / "report.html")
     return out / "report.html"
-
-
-def _clean(v: Any) -> Any:
-    """JSON-safe: NaN/inf -> None, numpy scalars -> Python."""
-    if isinstance(v, dict):
-        return {str(k): _clean(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_clean(x) for x in v]
-    return analysis._jsonable(v)
 
 
 # -- HTML --------------------------------------------------------------------------------------

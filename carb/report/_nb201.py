@@ -87,7 +87,7 @@ def write(out: Path, say: Callable[[str], None] | None = None, title: str = "CAR
                                  "drivers": dec["drivers"].to_dict("records")}},
         "figures": figs,
     }
-    from . import _clean
+    from ._json import clean as _clean
 
     (out / "report.json").write_text(json.dumps(_clean(doc), indent=2, allow_nan=False))
 
