@@ -2,36 +2,9 @@
 family (:mod:`carb.families`). The ResNet networks themselves live in
 :mod:`carb.families._resnet_nets` and are re-exported here.
 
-Two families, both plain ``nn.Module`` trees with no data-dependent Python control flow
-(so they trace, script, export and run on the ``meta`` device):
-
-``cifar``
-    The 3-stage ResNet of He et al. (2016), section 4.2: a 3x3 convolution stem
-    (stride 2 when ``early_downsample``, else 1) with BN and ReLU; three stages of ``n``
-    blocks with base channels 16/32/64 times ``width``; stride 2 in the first block of
-    stages 2 and 3; global average pooling and a linear classifier. ``depth = 6n + 2``
-    for basic blocks and ``9n + 2`` for bottleneck blocks (expansion 4: the stage's
-    channels are the bottleneck's inner width, its output is 4x). Shortcuts are
-    identities, except where the shape changes: there a 1x1 convolution + BN projects
-    (option B of the paper).
-
-``imagenet``
-    torchvision's ``ResNet`` (``resnet18`` ... ``resnet152``), rebuilt here: 7x7/2 stem,
-    BN, ReLU, 3x3/2 max-pool, 4 stages of 64/128/256/512 times ``width`` channels with the
-    block counts of :data:`carb.space.IMAGENET_LAYERS`, v1.5 bottlenecks (stride on the
-    3x3 convolution), 1x1 conv + BN downsample shortcuts, adaptive average pooling and a
-    linear classifier. At ``width = 1`` and 1000 classes the parameter counts equal
-    torchvision's (ResNet-18: 11,689,512; ResNet-50: 25,557,032).
-
-Channel counts under a width multiplier are :func:`channels` of the base count
-(``max(1, round(base * width))``, Python's round-half-to-even); the stem of the imagenet
-family is scaled the same way. Convolutions have no bias (each is followed by BN), ReLU
-and the residual addition are in place, and the forwards are written one statement per
-layer, as in torchvision, so that eager PyTorch holds the same tensors alive (the
-``live_activation_bytes`` model of :mod:`carb.features` relies on this).
-
-:mod:`carb.features` computes the same networks' FLOPs, parameters and activation sizes in
-closed form without building them; the tests check that both agree exactly.
+The ResNet families' networks (``cifar``: He et al. 2016; ``imagenet``: torchvision's
+ResNet-18..152, same parameter counts) are described in :mod:`carb.families._resnet_nets`;
+:mod:`carb.features` computes their FLOPs, parameters and activations in closed form.
 """
 
 from __future__ import annotations

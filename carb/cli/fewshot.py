@@ -88,12 +88,7 @@ def fewshot(
         summary.update(device=device, seed=seed, test_archs=int(len(test)),
                        spearman=float(spearmanr(test.latency_ms, y).statistic),
                        mape=float(np.mean(np.abs(test.latency_ms.to_numpy() - y) / y)))
-    if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        pred.to_parquet(out, index=False) if out.suffix == ".parquet" else pred.to_csv(out, index=False)
-        summary["out"] = str(out)
-    if json_out:
-        print(json.dumps(summary, indent=2))
+    if _write_and_print_json(pred, summary, out, json_out):
         return
     c = Console()
     t = Table("feature", "weight", title=f"map ({summary['method']}) from K = {summary['k']} measurements")
@@ -132,12 +127,7 @@ def _fewshot_nb201(measured, device, samples: int, seed: int, source, out, json_
             pred, summary = fewshot_nb201(meas, sources=source)
     except ValueError as e:
         raise _usage(str(e)) from None
-    if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        pred.to_parquet(out, index=False) if out.suffix == ".parquet" else pred.to_csv(out, index=False)
-        summary["out"] = str(out)
-    if json_out:
-        print(json.dumps(summary, indent=2))
+    if _write_and_print_json(pred, summary, out, json_out):
         return
     c = Console()
     c.print(f"nb201: map from K = {summary['k']} measurements, sources {', '.join(summary['sources'])}")
@@ -151,3 +141,15 @@ def _fewshot_nb201(measured, device, samples: int, seed: int, source, out, json_
 def register(app: typer.Typer) -> None:
     """Add the ``fewshot`` command to ``app``."""
     app.command("fewshot")(fewshot)
+
+
+def _write_and_print_json(pred, summary: dict, out: Optional[Path], json_out: bool) -> bool:
+    """Write the predictions to ``out`` (when given) and, with ``--json``, print the summary;
+    True when the JSON was printed (the caller prints nothing more)."""
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        pred.to_parquet(out, index=False) if out.suffix == ".parquet" else pred.to_csv(out, index=False)
+        summary["out"] = str(out)
+    if json_out:
+        print(json.dumps(summary, indent=2))
+    return json_out
