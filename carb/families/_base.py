@@ -131,3 +131,20 @@ class Family:
     #: the names of the family's parameters (the keys a space grid of this family may set,
     #: ``family`` excluded)
     parameters: tuple[str, ...] = ()
+
+
+def own_parameters(d: Mapping[str, Any], family: str, parameters: tuple[str, ...],
+                   required: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A family's parameters from a mapping: ``family``, if present, must be ``family``; an
+    unknown key or a missing ``required`` one raises a one-line :class:`SpaceError`."""
+    d = dict(d)
+    name = d.pop("family", family)
+    if name != family:
+        raise SpaceError(f"family: {name!r} is not {family!r}")
+    unknown = set(d) - set(parameters)
+    if unknown:
+        raise SpaceError(f"unknown parameter {sorted(unknown)[0]!r} (known: {', '.join(parameters)})")
+    for need in required:
+        if need not in d:
+            raise SpaceError(f"{need}: missing")
+    return d

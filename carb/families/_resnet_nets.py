@@ -35,8 +35,6 @@ closed form without building them; the tests check that both agree exactly.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
-
 import torch
 from torch import Tensor, nn
 

@@ -69,7 +69,17 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from ._base import PRECISIONS, Family, SpaceError, _as_int, _py, init_weights, missing, run_limits_problem
+from ._base import (
+    PRECISIONS,
+    Family,
+    SpaceError,
+    _as_int,
+    _py,
+    init_weights,
+    missing,
+    own_parameters,
+    run_limits_problem,
+)
 
 if TYPE_CHECKING:  # pragma: no cover - types only; torch is imported lazily
     from torch import nn
@@ -242,15 +252,7 @@ class FBNetConfig:
     def from_dict(cls, d: Mapping[str, Any]) -> "FBNetConfig":
         """A config from a mapping of its parameters (``family``, if present, must be
         ``"fbnet"``); unknown keys raise :class:`~carb.space.SpaceError`."""
-        d = dict(d)
-        family = d.pop("family", FAMILY)
-        if family != FAMILY:
-            raise SpaceError(f"family: {family!r} is not {FAMILY!r}")
-        unknown = set(d) - set(PARAMETERS)
-        if unknown:
-            raise SpaceError(f"unknown parameter {sorted(unknown)[0]!r} (known: {', '.join(PARAMETERS)})")
-        if "ops" not in d:
-            raise SpaceError("ops: missing")
+        d = own_parameters(d, FAMILY, PARAMETERS, required=("ops",))
         return cls(**d)
 
     def canonical(self) -> str:

@@ -55,7 +55,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from ._base import BYTES_PER_ELEMENT, PRECISIONS, Family, SpaceError, _as_int, _py, missing
+from ._base import BYTES_PER_ELEMENT, PRECISIONS, Family, SpaceError, _as_int, _py, missing, own_parameters
 
 if TYPE_CHECKING:  # pragma: no cover
     from torch import nn
@@ -153,16 +153,7 @@ class LayerConfig:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "LayerConfig":
         """A config from its parameters (``family``, if present, must be ``layers``)."""
-        d = dict(d)
-        family = d.pop("family", FAMILY)
-        if family != FAMILY:
-            raise SpaceError(f"family: {family!r} is not {FAMILY!r}")
-        unknown = set(d) - set(PARAMETERS)
-        if unknown:
-            raise SpaceError(f"unknown parameter {sorted(unknown)[0]!r} (known: {', '.join(PARAMETERS)})")
-        for need in ("op", "cin"):
-            if need not in d:
-                raise SpaceError(f"{need}: missing")
+        d = own_parameters(d, FAMILY, PARAMETERS, required=("op", "cin"))
         return cls(**d)
 
     def canonical(self) -> str:

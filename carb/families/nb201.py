@@ -64,7 +64,18 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from ._base import BYTES_PER_ELEMENT, PRECISIONS, Family, SpaceError, _as_int, _py, init_weights, missing, stable_id
+from ._base import (
+    BYTES_PER_ELEMENT,
+    PRECISIONS,
+    Family,
+    SpaceError,
+    _as_int,
+    _py,
+    init_weights,
+    missing,
+    own_parameters,
+    stable_id,
+)
 
 if TYPE_CHECKING:  # pragma: no cover - types only; torch is imported lazily
     from torch import nn
@@ -202,15 +213,7 @@ class NB201Config:
     def from_dict(cls, d: Mapping[str, Any]) -> "NB201Config":
         """A config from a mapping of its parameters (``family``, if present, must be
         ``"nb201"``); unknown keys raise :class:`~carb.space.SpaceError`."""
-        d = dict(d)
-        family = d.pop("family", FAMILY)
-        if family != FAMILY:
-            raise SpaceError(f"family: {family!r} is not {FAMILY!r}")
-        unknown = set(d) - set(PARAMETERS)
-        if unknown:
-            raise SpaceError(f"unknown parameter {sorted(unknown)[0]!r} (known: {', '.join(PARAMETERS)})")
-        if "edges" not in d:
-            raise SpaceError("edges: missing")
+        d = own_parameters(d, FAMILY, PARAMETERS, required=("edges",))
         return cls(**d)
 
     def canonical(self) -> str:
