@@ -41,7 +41,7 @@ from carb.measure.base import Backend, Measurement, Protocol, Stats
 from carb.measure.protocol import summarize
 from carb.measure.sentinel import CPU_SENTINEL, Sentinel, effective_sentinel_ms
 from carb.space import Config
-from carb.store import Store
+from carb.store import ENERGY_DOMAIN_COLUMNS, Store
 
 __all__ = ["CampaignResult", "Executor", "Job", "LocalExecutor", "run_campaign", "platform_label", "pool_rounds", "read_config_file"]
 
@@ -431,6 +431,8 @@ def pool_rounds(visits: Sequence[Measurement]) -> Measurement:
     (``extra["latency_samples_ms"]``). Energy: median of the visits' medians (mean of
     means, min p5, max p95, mean CoV, summed n; no CI). Memory: median of the visits'
     peaks. A failed visit makes the config failed with that visit's status and message.
+    Per-domain energy (``extra["energy_pkg_j"]``, ``["energy_dram_j"]``): median of the
+    visits' values; ``None`` when any visit lacks it.
     """
     if not visits:
         raise ValueError("pool_rounds: no visits")
@@ -452,6 +454,13 @@ def pool_rounds(visits: Sequence[Measurement]) -> Measurement:
     extra = {**visits[0].extra, "rounds": len(visits), "latency_samples_ms": samples,
              "round_latency_ms": [v.latency_ms.median if v.latency_ms else None for v in visits],
              "round_memory_mb": [v.memory_mb for v in visits]}
+    for key in (c for c, _ in ENERGY_DOMAIN_COLUMNS):
+        # per-domain energy (RAPL package/DRAM) pooled like energy_j, the median over
+        # visits, not the first visit's value carried over by the copy above
+        vals = [v.extra.get(key) for v in visits]
+        if any(x is not None for x in vals):
+            nums = [float(x) for x in vals if isinstance(x, (int, float)) and math.isfinite(x)]
+            extra[key] = float(np.median(nums)) if len(nums) == len(vals) else None
     if any("sentinel_ms" in v.extra for v in visits):
         # drift: every sample at the sentinel of its own visit (carb.measure.sentinel)
         sent = [v.extra.get("sentinel_ms") for v in visits]

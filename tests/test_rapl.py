@@ -189,3 +189,23 @@ def test_store_keeps_package_and_dram_columns_and_migrates_old_stores(tmp_path, 
         s.add(Config(depth=8, width=0.5, early_downsample=True, batch=1), "cpu-synthetic", m, run)
         out = datasets.from_store(s, "cpu-synthetic", with_features=False)
     assert sorted(out["energy_pkg_j"].dropna()) == [1.5] and sorted(out["energy_dram_j"].dropna()) == [0.5]
+
+
+def test_pooled_rounds_take_the_median_energy_per_domain_not_the_first_visit():
+    """Synthetic visits (made-up figures): three rounds of one config with package/DRAM
+    energy 3, 1, 2 J pool to their median 2 J; a visit without DRAM energy gives no pooled DRAM."""
+    from carb.campaign import pool_rounds
+    from carb.measure.base import Measurement, Stats
+
+    def visit(pkg, dram):
+        st = Stats(median=pkg, mean=pkg, p5=pkg, p95=pkg, cov=0.0, n=3, ci_rel=0.01)
+        extra = {"energy_pkg_j": pkg, "latency_samples_ms": [2.0, 2.1, 1.9]}
+        if dram is not None:
+            extra["energy_dram_j"] = dram
+        return Measurement(status="ok", latency_ms=st, energy_j=st, energy_gross_j=st, memory_mb=3.0, extra=extra)
+
+    pooled = pool_rounds([visit(3.0, 0.3), visit(1.0, 0.1), visit(2.0, 0.2)])
+    assert pooled.extra["energy_pkg_j"] == 2.0 and pooled.extra["energy_dram_j"] == 0.2
+    assert pooled.energy_j.median == 2.0
+    partial = pool_rounds([visit(3.0, 0.3), visit(1.0, None), visit(2.0, 0.2)])
+    assert partial.extra["energy_pkg_j"] == 2.0 and partial.extra["energy_dram_j"] is None
