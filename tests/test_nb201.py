@@ -249,6 +249,10 @@ def test_config_id_is_stable_and_round_trips() -> None:
     ({"edges": ("none",) * 6, "input_size": 30}, "input_size: 30 must be a positive multiple of 4"),
     ({"edges": ("none",) * 6, "batch": 0}, "batch: 0 must be >= 1"),
     ({"edges": ("none",) * 6, "classes": 0}, "classes: 0 must be >= 1"),
+    # the limits every family shares (carb.families._base.run_limits_problem), as the ResNets refuse them
+    ({"edges": ("none",) * 6, "input_size": 8196}, "input_size: 8196 is above the limit 8,192"),
+    ({"edges": ("none",) * 6, "batch": 2**50 + 1}, "batch: 1125899906842625 is above the limit"),
+    ({"edges": ("none",) * 6, "classes": 10**6 + 1}, "classes: 1000001 is above the limit 1,000,000"),
 ])
 def test_validation_errors_are_one_line(kwargs: dict, match: str) -> None:
     with pytest.raises(ValueError, match=match) as info:
@@ -266,6 +270,23 @@ def test_features_errors_are_one_line_and_frames_agree(table: pd.DataFrame) -> N
         with pytest.raises(ValueError, match=match) as info:
             nb201.features(bad)
         assert "\n" not in str(info.value)
+    for col, value in (("batch", 2**50 + 1), ("input_size", 8196), ("classes", 10**6 + 1)):
+        with pytest.raises(ValueError, match=f"row 0: {col}: {value} must be .* <= ") as info:
+            nb201.features(frame.head(1).assign(**{col: value}))
+        assert "\n" not in str(info.value)
+
+
+def test_features_at_the_batch_limit_do_not_overflow() -> None:
+    # int64 would wrap silently at batch 2^50: the integer columns turn float64, values exact
+    # to 16 significant digits, and each is the batch-1 figure times the batch
+    cfg = NB201Config(("nor_conv_3x3",) * 6)
+    one = nb201.features(cfg)
+    big = nb201.features(NB201Config(cfg.edges, batch=2**50))
+    assert big["flops"].dtype == np.float64
+    for c in ("flops", "activation_bytes", "input_bytes", "live_activation_bytes"):
+        assert big[c].iloc[0] > 0
+        assert big[c].iloc[0] == pytest.approx(float(one[c].iloc[0]) * 2**50, rel=1e-12)
+    assert big["params"].iloc[0] == one["params"].iloc[0]
 
 
 # --- measured on this CPU through a campaign, like every family --------------------------

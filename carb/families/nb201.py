@@ -66,6 +66,9 @@ import pandas as pd
 
 from ._base import (
     BYTES_PER_ELEMENT,
+    MAX_BATCH,
+    MAX_CLASSES,
+    MAX_INPUT_SIZE,
     PRECISIONS,
     Family,
     SpaceError,
@@ -74,6 +77,7 @@ from ._base import (
     init_weights,
     missing,
     own_parameters,
+    run_limits_problem,
     stable_id,
 )
 
@@ -191,7 +195,8 @@ class NB201Config:
             return f"batch: {self.batch!r} must be >= 1"
         if self.classes < 1:
             return f"classes: {self.classes!r} must be >= 1"
-        return None
+        # the limits every family shares: absurd values refused here, as the ResNets do
+        return run_limits_problem(self.input_size, self.batch, self.classes)
 
     @property
     def codes(self) -> tuple[int, ...]:
@@ -639,9 +644,11 @@ def features(configs: NB201Config | Iterable[NB201Config] | pd.DataFrame) -> pd.
     size = _int_values(df, "input_size", 32)
     batch = _int_values(df, "batch", 1)
     classes = _int_values(df, "classes", 10)
-    for name, v, ok, why in (("input_size", size, (size >= 4) & (size % 4 == 0), "must be a positive multiple of 4"),
-                             ("batch", batch, batch >= 1, "must be >= 1"),
-                             ("classes", classes, classes >= 1, "must be >= 1")):
+    for name, v, ok, why in (("input_size", size, (size >= 4) & (size % 4 == 0) & (size <= MAX_INPUT_SIZE),
+                              f"must be a positive multiple of 4 and <= {MAX_INPUT_SIZE:,}"),
+                             ("batch", batch, (batch >= 1) & (batch <= MAX_BATCH), f"must be >= 1 and <= {MAX_BATCH:,}"),
+                             ("classes", classes, (classes >= 1) & (classes <= MAX_CLASSES),
+                              f"must be >= 1 and <= {MAX_CLASSES:,}")):
         if not ok.all():
             i = int(np.flatnonzero(~ok)[0])
             raise ValueError(f"nb201.features: row {i}: {name}: {v[i]} {why}")
@@ -707,6 +714,13 @@ def features(configs: NB201Config | Iterable[NB201Config] | pd.DataFrame) -> pd.
     int_cols = [c for c in FEATURE_COLUMNS if c not in _FLOAT_COLUMNS]
     assert list(per_net) == int_cols
     rows = np.stack([v for v, _, _ in per_net.values()], axis=1)[group] if g else np.zeros((0, len(int_cols)), np.int64)
+    # a huge batch (a legitimate what-if, up to MAX_BATCH) would overflow int64 silently:
+    # then the whole table's integer columns are float64, as carb.families.resnet does
+    for k, (_, by_batch, by_bpe) in enumerate(per_net.values()):
+        if rows.dtype == np.int64 and (by_batch or by_bpe) and len(rows):
+            scaled = rows[:, k].astype(np.float64) * (batch if by_batch else 1) * (bpe if by_bpe else 1)
+            if scaled.max() >= 2.0**62:
+                rows = rows.astype(np.float64)
     for k, (_, by_batch, by_bpe) in enumerate(per_net.values()):
         if by_batch:
             rows[:, k] *= batch
