@@ -58,6 +58,17 @@ def cmd_measure(args: argparse.Namespace) -> None:
         CAMPAIGNS.mkdir(exist_ok=True)
         df.to_parquet(cfg_file)
     print(f"{len(configs)} zoo networks -> {args.store}", flush=True)
+    if args.layers_configs:
+        # truth and layers in one campaign: the layer configs and the zoo networks shuffled
+        # together, so both are measured in the same minutes (chunks keep a kill cheap)
+        import random
+
+        from carb.space import configs_from_frame
+
+        lc = configs_from_frame(pd.read_parquet(args.layers_configs))
+        configs = list(configs) + lc
+        random.Random(args.seed).shuffle(configs)
+        print(f"+ {len(lc)} layer configs ({args.layers_configs}), shuffled together", flush=True)
     protocol = replace(Protocol.default_for("cpu"), max_time_s=args.max_time)
     backend = get_backend("cpu", threads=1, protocol=protocol)
     store = Store(args.store)
@@ -69,7 +80,7 @@ def cmd_measure(args: argparse.Namespace) -> None:
               flush=True)
 
     try:
-        res = run_campaign(configs, backend, store, rounds=args.rounds, chunk=None,
+        res = run_campaign(configs, backend, store, rounds=args.rounds, chunk=args.chunk,
                            command="python " + " ".join(sys.argv), on_result=on_result)
         print(res.to_dict() if hasattr(res, "to_dict") else res, flush=True)
     finally:
@@ -566,6 +577,10 @@ def main(argv: list[str] | None = None) -> None:
     m.add_argument("--seed", type=int, default=0)
     m.add_argument("--rounds", type=int, default=3)
     m.add_argument("--max-time", type=float, default=3.0)
+    m.add_argument("--chunk", type=int, default=None,
+                   help="configs visited round-robin together (default: all of them)")
+    m.add_argument("--layers-configs", default=None,
+                   help="also measure these layer configs (parquet), shuffled in with the zoo")
     m.set_defaults(func=cmd_measure)
     e = sub.add_parser("evaluate", help="leave-one-family-out evaluation on the measured zoo")
     e.add_argument("--layers", default=str(CAMPAIGNS / "layers-cpu-1t.duckdb"))
