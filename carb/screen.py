@@ -25,7 +25,12 @@ Shortlist
     chance of being on the front of the feasible configs, estimated by Monte-Carlo draws
     of the true costs from the predictive intervals (log-Student-t with :data:`TAIL_DF`
     degrees of freedom, as heavy-tailed as the measured errors; independent per config),
-    and those with a chance of at least ``front_min_prob`` are the shortlist.
+    and those with a chance of at least ``front_min_prob`` are the shortlist, at most
+    ``shortlist_share`` of the candidates (:data:`SHORTLIST_SHARE`, 10% by default: on
+    cpu-1t -> cpu-2t the threshold alone kept 127-144 of 1,200 configs at the median and
+    upper-quartile budgets, 88-89% pruning, while the 120 likeliest kept 95-100% of the
+    true front at every budget quantile and the 100 likeliest only 90-100%:
+    ``benchmarks/bench_decisions.py``, recall against shortlist size in RESULTS.md).
 
 Predictors are objects with ``predict(DataFrame) -> DataFrame`` giving, for each target
 they model, columns ``<target>``, ``<target>_lo``, ``<target>_hi``, and an attribute
@@ -34,6 +39,7 @@ they model, columns ``<target>``, ``<target>_lo``, ``<target>_hi``, and an attri
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Protocol as TypingProtocol, Sequence
@@ -44,7 +50,7 @@ import pandas as pd
 from carb import pareto
 
 __all__ = ["Predictor", "ScreenResult", "screen", "parse_budgets", "predict_at", "RISKS", "FRONTS",
-           "DECISIONS", "FRONT_MIN_PROB"]
+           "DECISIONS", "FRONT_MIN_PROB", "SHORTLIST_SHARE"]
 
 RISKS = ("safe", "point", "optimistic", "decide")
 FRONTS = ("point", "probable")
@@ -52,6 +58,10 @@ FRONTS = ("point", "probable")
 DECISIONS = ("accept", "measure", "reject")
 #: default least chance of being on the front for the probable shortlist (benchmarks/bench_decisions.py)
 FRONT_MIN_PROB = 0.02
+#: default largest probable shortlist, as a share of the candidates (chosen on the measured
+#: front recall against shortlist size, benchmarks/bench_decisions.py: 10% is the smallest
+#: share that kept >= 95% of the true front at every budget quantile; 90% pruning)
+SHORTLIST_SHARE = 0.10
 #: degrees of freedom of the Student t the probable front draws log-cost errors from
 TAIL_DF = 3.0
 #: coverage of the intervals of the "dominated with high probability" filter
@@ -165,9 +175,10 @@ def _stage1_map(src: pd.DataFrame, tgt: pd.DataFrame, target: str) -> dict[str, 
 
 def screen(candidates: pd.DataFrame, target: Predictor, budgets: Mapping[str, float], *,
            source: Predictor | None = None, objectives: Sequence[tuple[str, str]] | None = None,
-           risk: str = "safe", z: float = 2.0, calibration: int = 512, seed: int = 0,
+           risk: str = "decide", z: float = 2.0, calibration: int = 512, seed: int = 0,
            confidence: float = 0.9, front: str | None = None, front_min_prob: float = FRONT_MIN_PROB,
-           samples: int = 1000, max_shortlist: int | None = None) -> ScreenResult:
+           samples: int = 1000, max_shortlist: int | None = None,
+           shortlist_share: float | None = SHORTLIST_SHARE) -> ScreenResult:
     """Screen ``candidates`` (a DataFrame of configs: ``config_id`` and the parameters).
 
     Args:
@@ -177,8 +188,8 @@ def screen(candidates: pd.DataFrame, target: Predictor, budgets: Mapping[str, fl
         source: a source device's model for Stage 1; without it Stage 1 keeps everything.
         objectives: (column, min|max) pairs for the Pareto front; default
             :data:`carb.pareto.DEFAULT_OBJECTIVES`, less those the target model lacks.
-        risk: how budgets use the intervals: ``decide`` (three-way: accept, measure,
-            reject), or the two-way ``safe`` (upper bound), ``point``, ``optimistic`` (lower bound).
+        risk: how budgets use the intervals: ``decide`` (the default; three-way: accept,
+            measure, reject), or the two-way ``safe`` (upper bound), ``point``, ``optimistic`` (lower bound).
         confidence: coverage of the intervals the calls and the probable front use, in
             (0, 1): an accept or reject is made only when the whole ``confidence``
             interval is on one side of every budget.
@@ -189,6 +200,10 @@ def screen(candidates: pd.DataFrame, target: Predictor, budgets: Mapping[str, fl
         samples: Monte-Carlo draws of the probable front.
         max_shortlist: keep at most this many shortlisted configs (the best ranked): a
             profiling budget. ``None``: no cap.
+        shortlist_share: with the probable front, keep at most ``ceil(shortlist_share *
+            len(candidates))`` configs (the likeliest on the front); default
+            :data:`SHORTLIST_SHARE` (chosen by measurement, see the module docstring).
+            ``None``: no share cap. With ``max_shortlist`` too, the smaller cap holds.
         z: Stage 1 margin in residual standard deviations of the source-to-target map.
         calibration: configs predicted by both models to fit the Stage 1 map.
         seed: seed of the calibration sample.
@@ -204,6 +219,8 @@ def screen(candidates: pd.DataFrame, target: Predictor, budgets: Mapping[str, fl
         raise ValueError("front_min_prob must be in [0, 1] and samples >= 1")
     if max_shortlist is not None and int(max_shortlist) < 1:
         raise ValueError(f"max_shortlist {max_shortlist!r}: must be >= 1 (or None: no cap)")
+    if shortlist_share is not None and not 0 < float(shortlist_share) <= 1:
+        raise ValueError(f"shortlist_share {shortlist_share!r}: must be in (0, 1] (or None: no cap)")
     if candidates.empty:
         raise ValueError("no candidates to screen")
     missing = [t for t in budgets if t not in target.targets_]
@@ -296,6 +313,12 @@ def screen(candidates: pd.DataFrame, target: Predictor, budgets: Mapping[str, fl
         summary["front_min_prob"] = float(front_min_prob)
         summary["samples"] = int(samples)
         summary["front_candidates"] = int(len(cand))
+        if shortlist_share is not None:
+            share_cap = max(1, math.ceil(float(shortlist_share) * n))
+            summary["shortlist_share"] = float(shortlist_share)
+            if len(shortlist) > share_cap:
+                summary["shortlist_share_cap"] = share_cap
+                max_shortlist = share_cap if max_shortlist is None else min(int(max_shortlist), share_cap)
     elif len(feasible):
         front_rows = feasible[pareto.front_mask(feasible, objs)].copy()
         # rank: mean of the per-objective ranks (1 = best), a simple, explainable order

@@ -55,7 +55,7 @@ def test_probable_front_without_uncertainty_is_the_point_front(cands):
     budgets = {"latency_ms": 20.0, "memory_mb": 200.0}
     sharp = Synthetic(rel=0.0)  # no uncertainty at all: every draw is the point prediction
     point = screen(cands, sharp, budgets, risk="safe")
-    prob = screen(cands, sharp, budgets, risk="decide", samples=20)
+    prob = screen(cands, sharp, budgets, risk="decide", samples=20, shortlist_share=None)
     assert set(prob.shortlist.config_id) == set(point.shortlist.config_id)
     assert (prob.shortlist.p_front == 1.0).all() and (prob.decisions.p_front.fillna(0).isin([0.0, 1.0])).all()
     assert list(prob.shortlist["rank"]) == list(range(1, len(prob.shortlist) + 1))
@@ -64,12 +64,14 @@ def test_probable_front_without_uncertainty_is_the_point_front(cands):
 def test_probable_front_keeps_more_under_uncertainty(cands):
     budgets = {"latency_ms": 20.0, "memory_mb": 200.0}
     point = screen(cands, Synthetic(rel=0.3), budgets, risk="point")
-    prob = screen(cands, Synthetic(rel=0.3), budgets, risk="decide", samples=200, front_min_prob=0.0)
+    prob = screen(cands, Synthetic(rel=0.3), budgets, risk="decide", samples=200, front_min_prob=0.0,
+                  shortlist_share=None)
     # every config of the predicted front has a chance; ranked by it
     assert set(point.shortlist.config_id) <= set(prob.shortlist.config_id)
     assert prob.shortlist.p_front.is_monotonic_decreasing and len(prob.shortlist) > len(point.shortlist)
     # deterministic for a seed
-    again = screen(cands, Synthetic(rel=0.3), budgets, risk="decide", samples=200, front_min_prob=0.0)
+    again = screen(cands, Synthetic(rel=0.3), budgets, risk="decide", samples=200, front_min_prob=0.0,
+                   shortlist_share=None)
     assert list(again.shortlist.config_id) == list(prob.shortlist.config_id)
 
 
@@ -208,3 +210,24 @@ def test_cli_screen_decide_and_validate(tmp_path):
     assert old.returncode == 0 and not (tmp_path / "old" / "measure.parquet").exists()
     nm = carb("validate", "--screen", tmp_path / "old", "--device", "cpu", "--measure-first")
     assert nm.returncode == 2 and "no measure set" in nm.stderr
+
+
+def test_default_is_decide_with_a_share_capped_shortlist(cands):
+    """The library default matches the CLI (three-way calls, probable front), and the
+    probable shortlist holds at most SHORTLIST_SHARE of the candidates, the likeliest on
+    the front: the same configs as the uncapped shortlist's head."""
+    from carb.screen import SHORTLIST_SHARE
+
+    budgets = {"latency_ms": 20.0, "memory_mb": 200.0}
+    free = screen(cands, Synthetic(rel=0.3), budgets, samples=200, front_min_prob=0.0, shortlist_share=None)
+    assert free.summary["risk"] == "decide" and free.summary["front"] == "probable"
+    cap = int(np.ceil(SHORTLIST_SHARE * len(cands)))
+    assert len(free.shortlist) > cap  # the cap binds in this case
+    capped = screen(cands, Synthetic(rel=0.3), budgets, samples=200, front_min_prob=0.0)
+    assert len(capped.shortlist) == cap == capped.summary["shortlist_share_cap"]
+    assert capped.summary["pruning_ratio"] == pytest.approx(1 - cap / len(cands))
+    assert list(capped.shortlist.config_id) == list(free.shortlist.config_id[:cap])
+    # a smaller absolute cap wins; a bad share is one clear error
+    assert len(screen(cands, Synthetic(rel=0.3), budgets, samples=50, max_shortlist=7).shortlist) == 7
+    with pytest.raises(ValueError, match="shortlist_share"):
+        screen(cands, Synthetic(rel=0.3), budgets, shortlist_share=0.0)

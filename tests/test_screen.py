@@ -41,7 +41,7 @@ def cands():
 
 def test_budgets_and_pareto(cands):
     budgets = {"latency_ms": 20.0, "memory_mb": 200.0}
-    r = screen(cands, Synthetic(), budgets)
+    r = screen(cands, Synthetic(), budgets, risk="safe")
     s = r.summary
     assert s["candidates"] == 3072 and s["after_stage1"] == 3072
     assert 0 < s["shortlist"] < s["feasible"] < 3072 and s["pruning_ratio"] == pytest.approx(1 - s["shortlist"] / 3072)
@@ -66,14 +66,19 @@ def test_measured_columns_of_candidates_never_decide(cands):
 def test_stage1_prunes_without_dropping_feasible(cands):
     budgets = {"latency_ms": 20.0}
     target = Synthetic(scale=2.0)
-    full = screen(cands, target, budgets)
-    two = screen(cands, target, budgets, source=Synthetic(scale=1.0, noise=0.2))
+    full = screen(cands, target, budgets, risk="safe")
+    two = screen(cands, target, budgets, source=Synthetic(scale=1.0, noise=0.2), risk="safe")
     s = two.summary
     assert s["after_stage1"] < 3072
     assert s["stage1"]["maps"]["latency_ms"]["slope"] == pytest.approx(1.0, abs=0.15)
     # the margin keeps every config the target model would accept
     assert set(full.feasible.config_id) <= set(two.feasible.config_id) | set()
     assert set(full.shortlist.config_id) == set(two.shortlist.config_id)
+    # three-way calls (the default): a Stage 1 prune is a reject, never an accept or measure
+    d_full = screen(cands, target, budgets)
+    d_two = screen(cands, target, budgets, source=Synthetic(scale=1.0, noise=0.2))
+    assert d_two.summary["risk"] == "decide" and d_two.summary["after_stage1"] < 3072
+    assert set(d_full.feasible.config_id) <= set(d_two.feasible.config_id)
 
 
 def test_missing_target_and_bad_input(cands):

@@ -27,6 +27,7 @@ def screen(
     risk: str = typer.Option("decide", "--risk", help="decide (three-way: accept, measure or reject at --confidence), or the two-way safe (interval upper bound within budget), point, optimistic."),
     confidence: float = typer.Option(0.9, "--confidence", help="Coverage of the intervals the budget calls and the shortlist use, in (0, 1): a config is accepted or rejected only when its whole interval is on one side of every budget; otherwise it is to measure."),
     max_shortlist: Optional[int] = typer.Option(None, "--max-shortlist", min=1, help="Keep at most this many shortlisted configs (best ranked first): your profiling budget."),
+    shortlist_share: float = typer.Option(0.10, "--shortlist-share", help="With --risk decide: keep at most this share of the candidates on the shortlist, the likeliest on the Pareto front first (default 0.10 = 90% pruning; chosen by measurement: on cpu-1t -> cpu-2t the 10% likeliest held 95-100% of the true front at every budget quantile, 8% only 90%; see benchmarks/RESULTS.md, issue 18). 1 = no share cap."),
     front_min_prob: Optional[float] = typer.Option(None, "--front-min-prob", help="With --risk decide: shortlist the configs on the sampled Pareto front at least this often (default 0.02)."),
     z: float = typer.Option(2.0, "--margin", help="Stage 1 margin, in residual standard deviations of the source-to-target map."),
     out: Path = typer.Option(..., "--out", help="Output directory: shortlist.parquet/.csv, feasible.parquet, summary.json."),
@@ -43,6 +44,8 @@ def screen(
     target = pick_option(target, target_old, "--target-model", "--target", required=True)
     source = pick_option(source, source_old, "--source-model", "--source")
     budgets = parse_budget_options(budget)
+    if not 0 < shortlist_share <= 1:
+        fail(f"--shortlist-share {shortlist_share:g}: must be in (0, 1], a share of the candidates")
     if not z >= 0:  # a negative margin would prune configs the source model itself keeps
         fail(f"--margin {z:g}: must be >= 0 (residual standard deviations of the source-to-target map)")
     check_out_dir(out)
@@ -56,7 +59,8 @@ def screen(
     try:
         extra = {"front_min_prob": front_min_prob} if front_min_prob is not None else {}
         res = run_screen(sp.to_frame(), tgt, budgets, source=src, objectives=objs, risk=risk, z=z,
-                         confidence=confidence, max_shortlist=max_shortlist, **extra)
+                         confidence=confidence, max_shortlist=max_shortlist,
+                         shortlist_share=None if shortlist_share >= 1 else shortlist_share, **extra)
     except ValueError as e:
         fail(str(e))
     res.summary.update(space=sp.name, space_source=sp.source, target_model=str(target),
