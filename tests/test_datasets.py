@@ -95,3 +95,33 @@ def test_registry_lists_shipped_datasets():
             assert len(df) == d.rows
             if "platform" not in df.columns:  # our campaigns: one platform, named as the dataset
                 assert set(df.device) == {d.name}
+
+
+@pytest.mark.parametrize("rows", [300, 1500])  # row by row, and once per distinct config (>= 1,000 rows)
+def test_a_dataset_of_another_family_reads_back_by_path(tmp_path, rows):
+    # nb201 rows (real, from the shipped public data) written to a file: read() asks for the
+    # family's own parameters (edge_0 .. edge_5 ...), not the ResNets'; load(path) adds the
+    # family's features, equal to those of load("nb201")
+    ref = datasets.load("nb201", device="edgegpu")
+    part = ref.groupby("dataset", group_keys=False).head(rows // 3).reset_index(drop=True)
+    from carb.families import nb201
+
+    p = tmp_path / "nb.parquet"
+    part.drop(columns=nb201.FEATURE_COLUMNS).to_parquet(p, index=False)
+    back = datasets.read(p)
+    assert len(back) == rows and list(back.config_id) == list(part.config_id)
+    loaded = datasets.load(str(p))
+    pd.testing.assert_frame_equal(loaded[nb201.FEATURE_COLUMNS], part[nb201.FEATURE_COLUMNS], check_dtype=False)
+    bad = part.drop(columns=nb201.FEATURE_COLUMNS)
+    bad.loc[rows - 2, "edge_2"] = "conv"
+    bad.to_parquet(p, index=False)
+    with pytest.raises(DatasetError, match=f"row {rows - 2}: edges\\[2\\]: unknown operation 'conv'"):
+        datasets.read(p)
+    bad = part.drop(columns=nb201.FEATURE_COLUMNS)
+    bad.loc[rows - 1, "config_id"] = "0" * 16
+    bad.to_parquet(p, index=False)
+    with pytest.raises(DatasetError, match=f"row {rows - 1}: config_id '0{{16}}' does not match"):
+        datasets.read(p)
+    part.drop(columns=["edge_3"]).to_parquet(p, index=False)
+    with pytest.raises(DatasetError, match="missing column 'edge_3' .*edge_0, edge_1"):
+        datasets.read(p)
