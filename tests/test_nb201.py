@@ -420,3 +420,61 @@ def test_cli_validate_with_a_dataset_of_several_platforms_needs_one(tmp_path) ->
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 2 and r.stderr.startswith("error: --data nb201 holds 29 platforms (1080ti_b1,")
     assert r.stderr.rstrip().endswith("choose one with --platform") and r.stderr.count("\n") == 1
+
+
+def _cell_reference(ops: tuple[int, ...]) -> list[float]:
+    """cell_features of one cell by a plain graph walk (path enumeration), written apart from
+    the vectorized version."""
+    edges = [(src, dst, op) for (dst, src), op in zip(nb201.EDGES, ops) if op != 0]
+
+    def paths(node: int) -> list[list[tuple[int, int, int]]]:  # input -> node, as edge lists
+        if node == 0:
+            return [[]]
+        return [p + [e] for e in edges if e[1] == node for p in paths(e[0])]
+
+    full = paths(3)
+    eff = {e for p in full for e in p}
+    conv = lambda e: e[2] in (2, 3)  # noqa: E731
+    return [float(sum(e[2] == op for e in eff)) for op in (1, 2, 3, 4)] + [
+        float(len(eff)), float(max((len(p) for p in full), default=0)),
+        float(max((sum(map(conv, p)) for p in full), default=0)),
+        float(sum(conv(e) for e in edges if e not in eff)), float(len(edges) - len(eff))]
+
+
+def test_cell_features_of_every_cell_equal_a_graph_walk() -> None:
+    codes = np.array(list(itertools.product(range(5), repeat=6)))
+    got = nb201.cell_features(codes)
+    assert got.shape == (15625, len(nb201.CELL_FEATURE_COLUMNS))
+    want = np.array([_cell_reference(tuple(c)) for c in codes.tolist()])
+    np.testing.assert_array_equal(got, want)
+    # a row of another family (negative codes) is -1 throughout; a bad shape is one line
+    assert (nb201.cell_features(np.full((1, 6), -1)) == -1).all()
+    with pytest.raises(ValueError, match=r"codes of shape \(n, 6\) expected"):
+        nb201.cell_features(np.zeros((2, 5)))
+
+
+def test_nb201_preset_derives_cell_inputs_and_round_trips(edgegpu: pd.DataFrame, tmp_path) -> None:
+    from carb.model import CARB, load, save
+    from carb.model._learners import fit_learner
+
+    small = edgegpu[edgegpu.arch_idx < 600]
+    model = CARB(preset="nb201", random_state=0, learner_params={"lgbm": {"n_estimators": 40}}).fit(small)
+    lgbm = model.models_["energy_j"].learners["lgbm"]
+    assert lgbm.name == "nb201-cell" and lgbm.kind == "lightgbm"
+    # the derived columns are read: the trees split on them
+    used = set(lgbm.inner.booster.trees_to_dataframe()["split_feature"].dropna())
+    n_in = len(model.input_columns_)  # energy reads no upstream target: derived columns come next
+    assert any(int(f.split("_")[1]) >= n_in for f in used if f.startswith("Column_"))
+    test = edgegpu[(edgegpu.arch_idx >= 600) & (edgegpu.arch_idx < 700)]
+    pred = model.predict(test)
+    save(model, tmp_path / "m")
+    back = load(tmp_path / "m").predict(test)
+    pd.testing.assert_frame_equal(pred, back)
+    assert 0 < np.mean(np.abs(pred.energy_j / test.energy_j - 1)) < 0.2
+    X, y = np.zeros((4, 3)), np.zeros(4)
+    with pytest.raises(ValueError, match="derive='nb201-cell': the inputs lack column edge_0"):
+        fit_learner("lightgbm", {"derive": "nb201-cell"}, X, y, ["a", "b", "c"])
+    with pytest.raises(ValueError, match="derive: unknown value 'x'"):
+        fit_learner("lightgbm", {"derive": "x"}, X, y, ["a", "b", "c"])
+    with pytest.raises(ValueError, match="only tree learners derive inputs, not 'linear'"):
+        fit_learner("linear", {"derive": "nb201-cell"}, X, y, ["a", "b", "c"])

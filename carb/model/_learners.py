@@ -25,12 +25,24 @@ from typing import Any
 
 import numpy as np
 
+from carb.families import nb201 as _nb201
+
 from ._forest import ArrayForest
 from ._inputs import BATCH_SCALED, CODES
 
-__all__ = ["KINDS", "fit_learner", "load_learner", "Learner"]
+__all__ = ["KINDS", "DERIVED", "fit_learner", "load_learner", "Learner"]
 
 KINDS = ("xgboost", "lightgbm", "extratrees", "linear", "additive")
+
+#: Inputs a tree learner may derive from its matrix (learner setting ``derive``: a name
+#: here): name -> (the input columns it reads, the names of the columns it adds, a
+#: closed-form vectorized function of the read columns' values). ``nb201-cell``: the
+#: figures of a NAS-Bench-201 cell's effective DAG from its six edge codes
+#: (:func:`carb.families.nb201.cell_features`; -1 on rows of other families).
+DERIVED: dict[str, tuple[tuple[str, ...], tuple[str, ...], Any]] = {
+    "nb201-cell": (tuple(_nb201.EDGE_COLUMNS), _nb201.CELL_FEATURE_COLUMNS,
+                   lambda v: _nb201.cell_features(np.where(np.isfinite(v), v, -1).astype(np.int64))),
+}
 
 
 class Learner:
@@ -56,7 +68,25 @@ def _monotone(columns: list[str], monotone: bool) -> list[int] | None:
 
 def fit_learner(kind: str, params: dict[str, Any], X: np.ndarray, y: np.ndarray, columns: list[str],
                 monotone: bool = False, n_jobs: int = 1, seed: int = 0) -> Learner:
-    """Fit one base learner of ``kind`` with ``params`` on ``X`` (rows x columns) and ``y``."""
+    """Fit one base learner of ``kind`` with ``params`` on ``X`` (rows x columns) and ``y``.
+    ``params["derive"]`` (tree kinds): a name of :data:`DERIVED`, whose columns the learner
+    adds to its inputs (and recomputes when it predicts)."""
+    if "derive" in params:
+        params = dict(params)
+        name = params.pop("derive")
+        if kind not in ("xgboost", "lightgbm", "extratrees"):
+            raise ValueError(f"learner setting derive: only tree learners derive inputs, not {kind!r}")
+        if name not in DERIVED:
+            raise ValueError(f"learner setting derive: unknown value {name!r} (expected one of {', '.join(DERIVED)})")
+        reads, adds, _ = DERIVED[name]
+        absent = [c for c in reads if c not in columns]
+        if absent:
+            raise ValueError(f"learner setting derive={name!r}: the inputs lack column {absent[0]} "
+                             f"(it reads {', '.join(reads)})")
+        index = [columns.index(c) for c in reads]
+        inner = fit_learner(kind, params, _Derived.augment(X, name, index), y, [*columns, *adds],
+                            monotone=monotone, n_jobs=n_jobs, seed=seed)
+        return _Derived(inner, name, index)
     if kind == "xgboost":
         return _XGB.fit(params, X, y, _monotone(columns, monotone), n_jobs, seed)
     if kind == "lightgbm":
@@ -72,6 +102,15 @@ def fit_learner(kind: str, params: dict[str, Any], X: np.ndarray, y: np.ndarray,
 
 def load_learner(directory: Path, entry: dict[str, Any], n_jobs: int = 1) -> Learner:
     """Load a learner from its manifest entry (files already checksum-verified)."""
+    if "derive" in entry:
+        name, index = entry.get("derive"), entry.get("derive_index")
+        reads = DERIVED.get(name, ((),))[0] if isinstance(name, str) else ()
+        if not reads or not isinstance(index, list) or len(index) != len(reads) or \
+                not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in index):
+            raise ValueError(f"learner entry: malformed derive {name!r} / derive_index {index!r}")
+        inner = load_learner(directory, {k: v for k, v in entry.items() if k not in ("derive", "derive_index")},
+                             n_jobs)
+        return _Derived(inner, name, index)
     kind = entry.get("kind")
     if kind == "xgboost":
         return _XGB.load(directory / entry["file"], n_jobs)
@@ -84,6 +123,26 @@ def load_learner(directory: Path, entry: dict[str, Any], n_jobs: int = 1) -> Lea
     if kind == "additive":
         return _Additive.from_entry(entry)
     raise ValueError(f"unknown learner kind {kind!r}")
+
+
+class _Derived(Learner):
+    """A tree learner that reads derived inputs (:data:`DERIVED`) after its matrix's columns."""
+
+    def __init__(self, inner: Learner, name: str, index: list[int]) -> None:
+        self.inner, self.name, self.index = inner, name, [int(i) for i in index]
+        self.kind = inner.kind
+
+    @staticmethod
+    def augment(X: np.ndarray, name: str, index: list[int]) -> np.ndarray:
+        if len(index) and max(index) >= X.shape[1]:
+            raise ValueError(f"learner derive={name!r}: input column {max(index)} beyond the matrix's {X.shape[1]}")
+        return np.column_stack([X, DERIVED[name][2](X[:, index])])
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        return self.inner.predict(self.augment(X, self.name, self.index))
+
+    def save(self, directory: Path, stem: str) -> dict[str, Any]:
+        return {**self.inner.save(directory, stem), "derive": self.name, "derive_index": list(self.index)}
 
 
 class _XGB(Learner):
