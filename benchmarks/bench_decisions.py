@@ -80,9 +80,9 @@ class OutOfFold:
                 tm.interval = None
         return other
 
-    def predict(self, configs: pd.DataFrame, coverage: float | None = None) -> pd.DataFrame:
+    def predict(self, configs: pd.DataFrame, coverage: float | None = None, budgets: dict | None = None) -> pd.DataFrame:
         fold = configs[self.id_col].map(self.fold_of).to_numpy()
-        parts = [self.models[f].predict(configs[fold == f], coverage=coverage) for f in np.unique(fold)]
+        parts = [self.models[f].predict(configs[fold == f], coverage=coverage, budgets=budgets) for f in np.unique(fold)]
         return pd.concat(parts).loc[configs.index]
 
 
@@ -184,29 +184,35 @@ def _recall_curve(res, truth: pd.DataFrame, budgets: dict, objs, sizes=(5, 10, 2
     return {"true_front": len(true_front), "ranked": len(ranked), "by_size": curve, "by_threshold": thr}
 
 
+#: the calls compared: (label, screen() keyword arguments); "decide" is screen()'s default
+METHODS = (("point", {"risk": "point"}), ("safe", {"risk": "safe"}), ("decide", {}),
+           ("decide, interval rule", {"rule": "interval"}), ("decide, no cap", {"shortlist_share": None}))
+
+
 def _rows_for(dataset: str, name: str, model, source, cands: pd.DataFrame, targets: list[str], conf: float,
-              sweep: list[float], log: list) -> tuple[list[dict], list[dict], list[dict]]:
+              sweep: list[float], log: list, methods: tuple[str, ...] | None = None
+              ) -> tuple[list[dict], list[dict], list[dict]]:
     from carb.screen import screen
     from carb.validate import validate_against_truth
 
     rows, curves, sweeps = [], [], []
     for q in QS:
         budgets = {t: float(cands[t].quantile(q)) for t in targets}
-        for method in ("point", "safe", "decide", "decide, cap 10%"):
+        for method, kw in METHODS:
+            if methods is not None and method not in methods:
+                continue
             for c in ([conf] if method != "decide" else sorted({conf, *sweep})):
                 t0 = time.perf_counter()
-                cap = int(0.1 * len(cands)) if method.endswith("10%") else None
-                res = screen(cands, model, budgets, source=source, risk=method.split(",")[0], confidence=c,
-                             max_shortlist=cap)
+                res = screen(cands, model, budgets, source=source, confidence=c, **kw)
+                decide = res.summary["risk"] == "decide"
                 el = time.perf_counter() - t0
                 objs = [(o.split(":", 1)[1], o.split(":", 1)[0]) for o in res.summary["objectives"]]
                 v = validate_against_truth(list(res.feasible.config_id), list(res.shortlist.config_id), cands,
                                            budgets, objs,
-                                           measure_ids=list(res.measure.config_id) if cap or method == "decide"
-                                           else None)
+                                           measure_ids=list(res.measure.config_id) if decide else None)
                 dm = v.get("decisions", {**v, "decided": 1.0, "measure_share": 0.0})
                 row = {"dataset": dataset, "model": name, "method": method,
-                       "confidence": c if method.startswith("decide") else None,
+                       "confidence": c if decide else None, "rule": res.summary.get("rule"),
                        "q": q, "budgets": budgets, "candidates": len(cands), "after_stage1": res.summary["after_stage1"],
                        "shortlist": res.summary["shortlist"], "pruning": res.summary["pruning_ratio"],
                        "front_recall": v.get("pareto_recall"), "true_front": v.get("true_front"),
@@ -261,6 +267,14 @@ def _cpu_pair(a, out: dict) -> None:
     print(f"cpu-1t -> cpu-2t: models fitted in {time.perf_counter() - t0:.0f} s", flush=True)
     objs = [("latency_ms", "min"), ("memory_mb", "min"), ("flops_per_image", "max")]
     refit = RefitIntervals(calibrated, source, chosen)
+    # ablation: the interval scale without the blend members' spread (as before it read it)
+    import carb.model._estimator as est
+
+    est.SPREAD_SCALE = False
+    t0 = time.perf_counter()
+    device_nospread = OutOfFold(tgt, a.preset)
+    est.SPREAD_SCALE = True
+    print(f"device model without the spread scale fitted in {time.perf_counter() - t0:.0f} s", flush=True)
     for name, model, cands in (("device model (OOF)", device, tgt), ("calibrated K=20", calibrated, rest),
                                ("calibrated K=20, intervals refit", refit, rest)):
         cf = cands if "flops_per_image" in cands.columns else cands.join(compute(cands)[["flops_per_image"]])
@@ -271,14 +285,18 @@ def _cpu_pair(a, out: dict) -> None:
         out["confidence_sweep"] += sweeps
         budgets_by_q = {q: {t: float(cands[t].quantile(q)) for t in targets} for q in QS}
         fronts = _true_fronts(cf, targets, objs)
-        variants = [("adaptive", model)] + ([("plain", model.plain())] if isinstance(model, OutOfFold) else [])
+        variants = [("adaptive", model)] + ([("plain", model.plain()), ("adaptive, no spread", device_nospread)]
+                                            if isinstance(model, OutOfFold) else [])
         for kind, m in variants:
             for r in _coverage_table(m, cands, targets, budgets_by_q, fronts):
                 out["coverage"].append({"dataset": "cpu-1t->cpu-2t", "model": name, "intervals": kind, **r})
         if isinstance(model, OutOfFold):  # the decisions with the plain intervals, for the ablation
             rows, _, _ = _rows_for("cpu-1t->cpu-2t", name + ", plain intervals", model.plain(), source, cands,
-                                   targets, a.confidence, [], [])
-            out["ablation_plain_intervals"] += [r for r in rows if r["method"] == "decide"]
+                                   targets, a.confidence, [], [], methods=("decide", "decide, interval rule"))
+            out["ablation_plain_intervals"] += rows
+            rows, _, _ = _rows_for("cpu-1t->cpu-2t", name + ", scale without spread", device_nospread, source,
+                                   cands, targets, a.confidence, [], [], methods=("decide", "decide, interval rule"))
+            out["ablation_no_spread"] += rows
 
 
 def _nb201_pair(a, out: dict) -> None:
@@ -324,7 +342,7 @@ def main() -> None:
     out: dict = {"command": "python " + " ".join(sys.argv), "versions": _versions(),
                  "threads": {v: os.environ.get(v) for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")},
                  "confidence": a.confidence, "rows": [], "recall_curves": [], "confidence_sweep": [],
-                 "coverage": [], "ablation_plain_intervals": []}
+                 "coverage": [], "ablation_plain_intervals": [], "ablation_no_spread": []}
     _cpu_pair(a, out)
     if a.nb201:
         _nb201_pair(a, out)

@@ -23,7 +23,7 @@ def cands():
 
 def test_three_way_calls_follow_the_intervals(cands):
     budgets = {"latency_ms": 20.0, "memory_mb": 200.0}
-    r = screen(cands, Synthetic(rel=0.2), budgets, risk="decide", confidence=0.9)
+    r = screen(cands, Synthetic(rel=0.2), budgets, risk="decide", confidence=0.9, rule="interval")
     d = r.decisions
     lo_over = (d.latency_ms_lo > 20) | (d.memory_mb_lo > 200)
     hi_within = (d.latency_ms_hi <= 20) & (d.memory_mb_hi <= 200)
@@ -35,6 +35,25 @@ def test_three_way_calls_follow_the_intervals(cands):
     assert set(r.measure.config_id) == set(d.config_id[d.decision == "measure"])
     # the measure list starts with the configs most likely on the front
     assert r.measure.p_front.is_monotonic_decreasing
+
+
+def test_joint_rule_calls_from_the_chance_of_meeting_every_budget(cands):
+    budgets = {"latency_ms": 20.0, "memory_mb": 200.0}
+    r = screen(cands, Synthetic(rel=0.2), budgets, confidence=0.9)
+    assert r.summary["rule"] == "joint"
+    d = r.decisions
+    pw = d[["latency_ms_p_within", "memory_mb_p_within"]].to_numpy()
+    assert np.allclose(d.p_within, pw.prod(axis=1))
+    expect = np.where((1 - pw).max(axis=1) >= 0.9, "reject", np.where(pw.prod(axis=1) >= 0.9, "accept", "measure"))
+    assert (d.decision == expect).all() and set(d.decision) == {"accept", "measure", "reject"}
+    # the chance is monotone in the distance to the budget, and 1/2 at the budget
+    one = d.assign(x=np.log(20.0 / d.latency_ms)).sort_values("x")
+    assert one.latency_ms_p_within.is_monotonic_increasing
+    # the interval rule (each target's whole interval on one side) decides no more configs
+    old = screen(cands, Synthetic(rel=0.2), budgets, confidence=0.9, rule="interval")
+    assert old.summary["decisions"]["measure"] >= r.summary["decisions"]["measure"]
+    with pytest.raises(ValueError, match="rule"):
+        screen(cands, Synthetic(), budgets, rule="vote")
 
 
 def test_confidence_widens_the_measure_zone(cands):
@@ -231,3 +250,38 @@ def test_default_is_decide_with_a_share_capped_shortlist(cands):
     assert len(screen(cands, Synthetic(rel=0.3), budgets, samples=50, max_shortlist=7).shortlist) == 7
     with pytest.raises(ValueError, match="shortlist_share"):
         screen(cands, Synthetic(rel=0.3), budgets, shortlist_share=0.0)
+
+
+def test_carb_spread_scale_and_chance_within_budget(tmp_path):
+    """The default preset blends XGBoost and ExtraTrees: its interval scale reads their
+    spread (saved and reloaded exactly), and ``predict(budgets=)`` gives the chance of
+    being within a budget that agrees with the intervals from the same scores. Model:
+    CARB `default` on a slice of the shipped cpu-1t measurements."""
+    from carb import datasets
+    from carb.model import CARB, load, save
+
+    data = datasets.load("cpu-1t")
+    data = data[data.status == "ok"].head(400)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m = CARB(preset="default").fit(data)
+    assert any(m.models_[t].reads_spread for t in m.targets_)
+    X = data.tail(60)
+    p = m.predict(X, coverage=0.8)
+    # a budget at a config's own 80% upper bound: within with chance >= 90%; at its lower
+    # bound: <= 10%; at the point: 1/2 (symmetric scores)
+    for t in ("latency_ms", "memory_mb"):
+        for col, f, check in ((f"{t}_hi", 1.001, lambda v: v >= 0.9), (f"{t}_lo", 0.999, lambda v: v <= 0.1),
+                              (t, 1.0, lambda v: np.isclose(v, 0.5))):
+            got = np.array([m.predict(X.iloc[[i]], budgets={t: f * float(p[col].iloc[i])})[f"{t}_p_within"].iloc[0]
+                            for i in range(0, 60, 12)])
+            assert check(got).all(), (t, col, got)
+    q = m.predict(X, budgets={"latency_ms": float(X.latency_ms.median())})
+    assert q.latency_ms_p_within.between(0, 1).all() and "memory_mb_p_within" not in q.columns
+    # one config: the chance rises with the budget, from ~0 to ~1
+    one = X.iloc[[0]]
+    ch = [m.predict(one, budgets={"latency_ms": f * float(p.latency_ms.iloc[0])}).latency_ms_p_within.iloc[0]
+          for f in (0.5, 0.9, 1.0, 1.1, 2.0)]
+    assert np.all(np.diff(ch) >= 0) and ch[0] < 0.05 and ch[-1] > 0.95
+    save(m, tmp_path / "b")
+    assert load(tmp_path / "b").predict(X, coverage=0.8).equals(p)

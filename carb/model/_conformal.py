@@ -15,8 +15,10 @@ some regimes and too wide for others.
   cpu-2t, 90% memory intervals of one width covered 100% of batch-1 bf16 configs but 80%
   of batch-1 fp32 ones, and the other way round at batch 8), and the (centred) log
   prediction and its square (relative memory errors are largest for the smallest and
-  the largest configs),
-  each clipped to the training range so that the scale never extrapolates;
+  the largest configs), and, when the blend has two or more members, the log of their
+  spread (the standard deviation of the members' predictions: where XGBoost and
+  ExtraTrees disagree, the config is hard), each clipped to the training range so that
+  the scale never extrapolates;
 * the conformal scores are ``|r| / sigma(x)``, and their quantile is taken **per batch
   regime** (Mondrian: ``batch <= 2``, ``<= 8``, larger; a regime with fewer than
   :data:`MIN_REGIME_ROWS` scores uses the pooled ones), so coverage holds within each
@@ -50,8 +52,10 @@ REGIME_EDGES: tuple[int, ...] = (2, 8)
 MIN_REGIME_ROWS = 100
 #: fewest rows to fit a scale model (else the scale is constant: plain CV conformal)
 MIN_SCALE_ROWS = 100
-#: columns of the scale model's basis
+#: columns of the scale model's basis (one more with the members' spread)
 N_BASIS = 8
+#: floor of the members' spread (log space) before its log is taken
+SPREAD_FLOOR = 1e-4
 
 
 def conformal_quantile(sorted_scores: np.ndarray, coverage: float) -> float:
@@ -96,30 +100,43 @@ class ConformalScale:
     center: float  # mean training log prediction
     edges: list[int]
     scores: dict[str, list[float]] = field(default_factory=dict)  # regime ("all", "0", "1" ...) -> sorted scores
+    # with a third clip range: the scale also reads log(members' spread) (halfwidth's ``spread``)
+
+    @property
+    def uses_spread(self) -> bool:
+        """Whether the scale reads the blend members' spread (``halfwidth(..., spread=)``)."""
+        return len(self.ranges) == 3
 
     # -- fitting ----------------------------------------------------------------------------
 
     @classmethod
     def fit(cls, resid: np.ndarray, batch: np.ndarray, wide: np.ndarray, pred_log: np.ndarray,
-            edges: tuple[int, ...] = REGIME_EDGES) -> "ConformalScale":
+            edges: tuple[int, ...] = REGIME_EDGES, spread: np.ndarray | None = None) -> "ConformalScale":
         """From out-of-fold residuals ``resid`` (log space) of configs with ``batch``,
-        ``wide`` precision flags and out-of-fold predictions ``pred_log``."""
+        ``wide`` precision flags and out-of-fold predictions ``pred_log``; ``spread``: the
+        out-of-fold standard deviation of the blend members' predictions (log space), or
+        ``None`` (one member: not used)."""
         r = np.abs(np.asarray(resid, float))
         lb = np.log2(np.maximum(np.asarray(batch, float), 1.0))
         pl = np.asarray(pred_log, float)
         ranges = [[float(lb.min()), float(lb.max())], [float(pl.min()), float(pl.max())]]
+        if spread is not None:
+            ls = np.log(np.maximum(np.asarray(spread, float), SPREAD_FLOOR))
+            ranges.append([float(ls.min()), float(ls.max())])
         center = float(pl.mean())
         self = cls(coef=[0.0] * N_BASIS, ranges=ranges, center=center, edges=list(edges))
-        B = self._basis(lb, np.asarray(wide, float), pl)
+        B = self._basis(lb, np.asarray(wide, float), pl, spread)
+        nb = B.shape[1]
+        self.coef = [0.0] * nb
         if len(r) >= MIN_SCALE_ROWS:
             # log |r| is floored: a residual of exactly 0 would pull the fit to -inf
             u = np.log(np.maximum(r, max(float(np.quantile(r, 0.05)), 1e-9)))
             # a light ridge keeps constant columns (one batch, one precision) harmless
             lam = 1e-3 * len(r)
-            A = B.T @ B + lam * np.diag([0.0] + [1.0] * (N_BASIS - 1))
+            A = B.T @ B + lam * np.diag([0.0] + [1.0] * (nb - 1))
             self.coef = [float(c) for c in np.linalg.solve(A, B.T @ u)]
         else:
-            self.coef = [float(np.log(max(float(np.median(r)) if len(r) else 1.0, 1e-9)))] + [0.0] * (N_BASIS - 1)
+            self.coef = [float(np.log(max(float(np.median(r)) if len(r) else 1.0, 1e-9)))] + [0.0] * (nb - 1)
         s = r / self._sigma(B)
         reg = _regimes(np.asarray(batch, float), tuple(edges))
         self.scores = {"all": sorted(map(float, s))}
@@ -130,19 +147,26 @@ class ConformalScale:
 
     # -- prediction -------------------------------------------------------------------------
 
-    def _basis(self, lb: np.ndarray, wide: np.ndarray, pl: np.ndarray) -> np.ndarray:
+    def _basis(self, lb: np.ndarray, wide: np.ndarray, pl: np.ndarray, spread: np.ndarray | None = None) -> np.ndarray:
         lb = np.clip(lb, *self.ranges[0])
         pl = np.clip(pl, *self.ranges[1]) - self.center
-        return np.column_stack([np.ones(len(lb)), lb, lb ** 2, wide, wide * lb, wide * lb ** 2, pl, pl ** 2])
+        cols = [np.ones(len(lb)), lb, lb ** 2, wide, wide * lb, wide * lb ** 2, pl, pl ** 2]
+        if self.uses_spread:
+            if spread is None:
+                raise ValueError("these intervals read the blend members' spread: pass spread=")
+            cols.append(np.clip(np.log(np.maximum(np.asarray(spread, float), SPREAD_FLOOR)), *self.ranges[2]))
+        return np.column_stack(cols)
 
     def _sigma(self, B: np.ndarray) -> np.ndarray:
         return np.exp(B @ np.asarray(self.coef))
 
-    def halfwidth(self, batch: np.ndarray, wide: np.ndarray, pred_log: np.ndarray, coverage: float) -> np.ndarray:
-        """Half-width in log space of each config's ``coverage`` interval."""
+    def halfwidth(self, batch: np.ndarray, wide: np.ndarray, pred_log: np.ndarray, coverage: float,
+                  spread: np.ndarray | None = None) -> np.ndarray:
+        """Half-width in log space of each config's ``coverage`` interval (``spread``: the
+        blend members' spread, required when :attr:`uses_spread`)."""
         batch = np.asarray(batch, float)
         sigma = self._sigma(self._basis(np.log2(np.maximum(batch, 1.0)), np.asarray(wide, float),
-                                        np.asarray(pred_log, float)))
+                                        np.asarray(pred_log, float), spread))
         reg = _regimes(batch, tuple(self.edges))
         q = np.full(len(batch), conformal_quantile(np.asarray(self.scores["all"]), coverage))
         for g in np.unique(reg):
@@ -150,6 +174,28 @@ class ConformalScale:
             if key in self.scores:
                 q[reg == g] = conformal_quantile(np.asarray(self.scores[key]), coverage)
         return sigma * q
+
+    def prob_within(self, batch: np.ndarray, wide: np.ndarray, pred_log: np.ndarray, budget_log: np.ndarray | float,
+                    spread: np.ndarray | None = None) -> np.ndarray:
+        """Chance that each config's true value (log space) is at most ``budget_log``, read
+        off the kept scores of its regime: with ``d = budget_log - pred_log`` and ``F`` the
+        count of the ``n`` scores at most ``|d| / sigma`` over ``n + 1`` (the conformal
+        guarantee: a fresh score is at most the k-th smallest with chance >= k / (n + 1)),
+        ``(1 + F) / 2`` when ``d >= 0`` and ``(1 - F) / 2`` otherwise (the scores
+        are of absolute residuals: errors taken as symmetric). Conservative both ways: a
+        chance near 1 (or 0) is claimed only as far as the scores support it."""
+        batch = np.asarray(batch, float)
+        pred_log = np.asarray(pred_log, float)
+        sigma = self._sigma(self._basis(np.log2(np.maximum(batch, 1.0)), np.asarray(wide, float), pred_log, spread))
+        d = np.asarray(budget_log, float) - pred_log
+        s = np.abs(d) / sigma
+        reg = _regimes(batch, tuple(self.edges))
+        F = np.empty(len(batch))
+        for g in np.unique(reg):
+            sc = np.asarray(self.scores.get(str(int(g)), self.scores["all"]))
+            m = reg == g
+            F[m] = np.searchsorted(sc, s[m], side="right") / (len(sc) + 1)
+        return np.where(d >= 0, (1 + F) / 2, (1 - F) / 2)
 
     # -- persistence (plain JSON numbers) ----------------------------------------------------
 
@@ -163,7 +209,7 @@ class ConformalScale:
             raise ValueError(f"unknown interval kind {d.get('kind')!r}")
         coef = [float(c) for c in d["coef"]]
         ranges = [[float(a), float(b)] for a, b in d["ranges"]]
-        if len(coef) != N_BASIS or len(ranges) != 2:
+        if len(ranges) not in (2, 3) or len(coef) != N_BASIS + len(ranges) - 2:
             raise ValueError("malformed interval parameters")
         scores = {str(k): sorted(float(v) for v in s) for k, s in d["scores"].items()}
         if "all" not in scores or not scores["all"]:

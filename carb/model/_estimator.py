@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -105,25 +105,67 @@ class TargetModel:
     info: dict[str, Any] = field(default_factory=dict)
     interval: ConformalScale | None = None
 
-    def halfwidths(self, df: pd.DataFrame, pred_log: np.ndarray, coverage: float, nominal: float) -> np.ndarray:
+    def halfwidths(self, df: pd.DataFrame, pred_log: np.ndarray, coverage: float, nominal: float,
+                   spread: np.ndarray | None = None) -> np.ndarray:
         """Half-width in log space of each row's ``coverage`` interval (``nominal``: the
-        coverage ``halfwidth`` was fitted at, for bundles without ``interval``)."""
+        coverage ``halfwidth`` was fitted at, for bundles without ``interval``; ``spread``:
+        the blend members' spread of the rows from :meth:`predict_log`, for intervals
+        that read it)."""
         if self.interval is not None:
             batch, wide = aux_inputs(df)
-            return self.interval.halfwidth(batch, wide, pred_log, coverage)
+            return self.interval.halfwidth(batch, wide, pred_log, coverage, spread=spread)
         hw = self.halfwidth if coverage == nominal else float(gaussian_rescale(self.halfwidth, nominal, coverage))
         return np.full(len(pred_log), hw)
 
-    def predict_log(self, Z: np.ndarray, batch: np.ndarray) -> np.ndarray:
-        """Point prediction in log space for inputs ``Z`` (base inputs + upstream predictions)."""
+    def prob_within(self, df: pd.DataFrame, pred_log: np.ndarray, budget: float, nominal: float,
+                    spread: np.ndarray | None = None) -> np.ndarray:
+        """Chance that each row's true value is within ``budget`` (the target's unit), from
+        the conformal scores (:meth:`ConformalScale.prob_within`); bundles without them: a
+        normal error of the constant half-width (fitted at coverage ``nominal``)."""
+        b = float(_forward(self.transform, np.array([budget]))[0])
+        if self.interval is not None:
+            batch, wide = aux_inputs(df)
+            return self.interval.prob_within(batch, wide, pred_log, b, spread=spread)
+        from scipy.stats import norm
+
+        d = b - np.asarray(pred_log, float)
+        sd = self.halfwidth / norm.ppf((1 + nominal) / 2)
+        if not np.isfinite(sd):  # too few rows for an interval: no call either way
+            return np.full(len(d), 0.5)
+        return norm.cdf(d / sd) if sd > 0 else (d >= 0).astype(float)
+
+    @property
+    def reads_spread(self) -> bool:
+        """Whether the interval reads the blend members' spread."""
+        return self.interval is not None and self.interval.uses_spread
+
+    def predict_log(self, Z: np.ndarray, batch: np.ndarray, spread_out: np.ndarray | None = None) -> np.ndarray:
+        """Point prediction in log space for inputs ``Z`` (base inputs + upstream
+        predictions). ``spread_out``: filled with the standard deviation (log space) of the
+        blend members' predictions, how much XGBoost and ExtraTrees disagree on a config
+        (a difficulty the interval scale reads)."""
         out = self.offset.predict(Z) if self.offset is not None else np.zeros(len(Z))
+        members = []
         for name, learner in self.learners.items():
-            out = out + self.weights[name] * learner.predict(Z)
+            members.append(learner.predict(Z))
+            out = out + self.weights[name] * members[-1]
+        if spread_out is not None:
+            spread_out[:] = member_std(np.column_stack(members)) if members else 0.0
         if self.corrector is not None:
             small = batch <= self.corrector_batch_max
             if small.any():
                 out[small] += self.corrector_scale * self.corrector.predict(Z[small])
         return out
+
+
+def member_std(preds: np.ndarray) -> np.ndarray:
+    """Row-wise standard deviation of the blend members' predictions (columns)."""
+    return np.std(preds, axis=1) if preds.ndim == 2 and preds.shape[1] >= 2 else np.zeros(len(preds))
+
+
+#: whether the interval scale reads the blend members' spread (two or more members);
+#: an ablation switch for benchmarks/bench_decisions.py
+SPREAD_SCALE = True
 
 
 class CARB(RegressorMixin, BaseEstimator):
@@ -286,9 +328,12 @@ class CARB(RegressorMixin, BaseEstimator):
             # locally adaptive intervals from the same out-of-fold residuals (_conformal.py)
             r = cvres["rows"]
             bt, wide = aux_inputs(df.iloc[r])
-            model.interval = ConformalScale.fit(ylog[r] - cvres["pred_oof"], bt, wide, cvres["pred_oof"])
+            kept = [j for j, n in enumerate(cvres["members"]) if n in model.learners]
+            spread = member_std(cvres["member_oof"][:, kept]) if SPREAD_SCALE and len(kept) >= 2 else None
+            model.interval = ConformalScale.fit(ylog[r] - cvres["pred_oof"], bt, wide, cvres["pred_oof"],
+                                                spread=spread)
             cvres["coverage"] = float(np.mean(np.abs(ylog[r] - cvres["pred_oof"]) <= model.interval.halfwidth(
-                bt, wide, cvres["pred_oof"], float(self.coverage))))
+                bt, wide, cvres["pred_oof"], float(self.coverage), spread=spread)))
             model.info = {"cascade_options": [list(o) for o in options],
                           **{k: v for k, v in cvres.items() if not isinstance(v, np.ndarray)}}
             models[t] = model
@@ -370,6 +415,7 @@ class CARB(RegressorMixin, BaseEstimator):
         yt, pt = _inverse(spec["transform"], y), _inverse(spec["transform"], pred_oof)
         return {
             "rows": rows, "blend_oof": blend_oof, "pred_oof": pred_oof, "weights": weights,
+            "member_oof": oof, "members": names,
             "corrector_rows": small, "halfwidth": halfwidth,
             "mse_log": float(np.mean((y - pred_oof) ** 2)),
             "r2_log": float(1 - np.sum((y - pred_oof) ** 2) / max(np.sum((y - y.mean()) ** 2), 1e-300)),
@@ -414,7 +460,7 @@ class CARB(RegressorMixin, BaseEstimator):
     # -- prediction -----------------------------------------------------------------------
 
     def predict(self, X: pd.DataFrame | Space | Config | Iterable[Config],
-                coverage: float | None = None) -> pd.DataFrame:
+                coverage: float | None = None, budgets: Mapping[str, float] | None = None) -> pd.DataFrame:
         """Predict every target with its interval for configs (a DataFrame of config
         parameters, a Space, a Config or Configs; features are computed when absent).
         ``coverage``: of the intervals, in (0, 1); default the model's :attr:`coverage`.
@@ -423,7 +469,10 @@ class CARB(RegressorMixin, BaseEstimator):
             A DataFrame with the input's index (a fresh one for non-DataFrame input) and
             columns ``energy_j`` (J), ``latency_ms`` (ms), ``memory_mb`` (MB), each with
             ``<target>_lo`` and ``<target>_hi``: the ``coverage`` prediction interval.
-            Targets that were not trained (:attr:`missing_targets_`) are NaN.
+            Targets that were not trained (:attr:`missing_targets_`) are NaN. With
+            ``budgets`` (target -> budget in its unit), also ``<target>_p_within``: the
+            chance that the true value is within the budget, from the same conformal
+            scores as the intervals (what :func:`carb.screen.screen`'s joint budget calls read).
         """
         self._check_fitted()
         cov = float(self.coverage if coverage is None else coverage)
@@ -432,6 +481,7 @@ class CARB(RegressorMixin, BaseEstimator):
         df = with_features(config_frame(X))
         n = len(df)
         logs = {t: np.empty(n) for t in self.targets_}
+        spreads = {t: np.empty(n) for t in self.targets_ if self.models_[t].reads_spread}
         domain = getattr(self, "domain_", None)
         outside = np.zeros(n, dtype=bool)
         # in chunks: the input matrix of a chunk stays in cache and memory stays bounded
@@ -445,15 +495,19 @@ class CARB(RegressorMixin, BaseEstimator):
             for t in self.targets_:
                 m = self.models_[t]
                 Z = np.column_stack([Xb, *[logs[u][s:s + len(part)] for u in m.upstream]]) if m.upstream else Xb
-                logs[t][s:s + len(part)] = m.predict_log(Z, batch)
+                logs[t][s:s + len(part)] = m.predict_log(Z, batch, spreads[t][s:s + len(part)]
+                                                         if t in spreads else None)
         out = pd.DataFrame(index=df.index)
         for t in TARGETS:
             if t in logs:
                 m = self.models_[t]
                 out[t] = _inverse(m.transform, logs[t])
-                hw = m.halfwidths(df, logs[t], cov, float(self.coverage))
+                hw = m.halfwidths(df, logs[t], cov, float(self.coverage), spread=spreads.get(t))
                 out[f"{t}_lo"] = _inverse(m.transform, logs[t] - hw)
                 out[f"{t}_hi"] = _inverse(m.transform, logs[t] + hw)
+                if budgets and t in budgets:
+                    out[f"{t}_p_within"] = m.prob_within(df, logs[t], float(budgets[t]), float(self.coverage),
+                                                         spread=spreads.get(t))
             else:
                 out[t] = out[f"{t}_lo"] = out[f"{t}_hi"] = np.nan
         if domain is not None:
