@@ -4,11 +4,15 @@ Parts (each prints its table and, with ``--json``, adds its results under its na
 
 ``accuracy``
     ``carb.evaluate`` on ``edgegpu`` (46,875 rows: 15,625 cells x 3 input variants), per
-    split: CARB ``default`` beside ``flops-linear``, ``lgbm`` and ``power-latency`` (energy =
-    the default model's predicted latency x the training rows' median power); on the
-    grouped split also the cascade compared: ``default`` (cascade chosen per target by
-    out-of-fold error), ``cascade=paper`` (energy first, latency reads it) and
-    ``cascade=none``. Targets: energy <= 2.0% MAPE, >= 98% within +-10%.
+    split: CARB's ``nb201`` preset beside ``default``, ``flops-linear``, ``lgbm`` and
+    ``power-latency`` (energy = the nb201 model's predicted latency x the training rows'
+    median power); on the grouped split also the cascade compared: ``nb201`` (energy
+    first, latency reads it), ``cascade=none`` and ``cascade=auto`` (per target by
+    out-of-fold error). Targets: energy <= 2.0% MAPE, >= 98% within +-10%.
+``ablation``
+    The energy model's ideas one at a time (LightGBM alone on the grouped split: one-hot
+    edges, the cell's effective-DAG figures, sizes, L1 loss), what the residuals say is
+    left (cell-specific error vs measurement noise) and how isomorphic cells fall.
 ``fewshot``
     HELP's few-shot protocol on NAS-Bench-201 as HELP's code runs it (its ``loader.py``):
     archs 0..899 the pool, 900..1899 the test set, each trimmed per device to the sorted
@@ -18,7 +22,8 @@ Parts (each prints its table and, with ``--json``, adds its results under its na
     (:func:`carb.transfer.fewshot_help_nb201`), HELP's published figures beside it.
 ``screen``
     Paper-style two-stage screening with an energy budget on a real cross-device pair:
-    Stage 1 CARB on ``titan_rtx_b1`` latency (all 15,625 CIFAR-10 rows of that GPU),
+    Stage 1 CARB (``--preset``, default ``nb201``; ``--trees``, ``--lr``, ``--cv-folds``
+    make it lighter) on ``titan_rtx_b1`` latency (all 15,625 CIFAR-10 rows of that GPU),
     Stage 2 CARB on ``edgegpu`` energy + latency, out-of-fold by architecture (5 folds: each
     config predicted by the model that never saw its cell); budgets on energy at the 25/50/75%
     quantiles of the measured Jetson energy; ``safe`` and ``point`` calls: pruning, budget
@@ -28,7 +33,7 @@ Parts (each prints its table and, with ``--json``, adds its results under its na
     Batch scaling on the five desktop GPUs, the 29 x 29 latency transfer matrix, the
     energy-latency decoupling on the Jetson (:mod:`carb.analysis`).
 
-    python benchmarks/bench_nb201.py [accuracy fewshot screen analyses] [--splits grouped random stratified]
+    python benchmarks/bench_nb201.py [accuracy ablation fewshot screen analyses] [--splits grouped random stratified]
         [--json OUT.json] [--jobs 2]
 
 Timings are not the point here; all figures are model accuracy on public measurements.
@@ -56,21 +61,23 @@ def accuracy(a, out: dict) -> None:
     from carb.evaluate import evaluate
     from carb.model import PRESETS
 
-    # cascade variants of the default preset, registered for this run only
-    for c in ("paper", "none"):
-        spec = copy.deepcopy(PRESETS["default"])
+    # cascade variants of the nb201 preset, registered for this run only (its own order is
+    # paper: energy first, latency reads predicted energy)
+    variants = []
+    for c in ("none", "auto"):
+        spec = copy.deepcopy(PRESETS["nb201"])
         spec["cascade"] = c
-        spec["description"] = f"default with cascade={c} (benchmark variant)"
-        PRESETS[f"default/cascade={c}"] = spec
+        spec["description"] = f"nb201 with cascade={c} (benchmark variant)"
+        PRESETS[f"nb201/cascade={c}"] = spec
+        variants.append(f"nb201/cascade={c}")
     df = datasets.load("nb201", device="edgegpu")
     res_all = {}
     for split in a.splits:
-        presets = ["default", "flops-linear", "lgbm", "power-latency"]
-        if split == "grouped" and not a.no_cascade:
-            presets += ["default/cascade=paper", "default/cascade=none"]
         # one evaluate per model (same split and seed), so that each prints as it finishes;
-        # power-latency rides on the default model's fit
-        groups = [["flops-linear"], ["lgbm"], ["default", "power-latency"]] + [[p] for p in presets[4:]]
+        # power-latency rides on the first model of its group: the nb201 preset's latency
+        groups = [["nb201", "power-latency"], ["default"], ["lgbm"], ["flops-linear"]]
+        if split == "grouped" and not a.no_cascade:
+            groups += [[v] for v in variants]
         res: dict = {}
         for g in groups:
             t0 = time.perf_counter()
@@ -103,34 +110,52 @@ def accuracy(a, out: dict) -> None:
 
 def fewshot(a, out: dict) -> None:
     from carb.datasets import nb201 as d
-    from carb.transfer import fewshot_help_nb201
+    from carb.transfer import NB201_METHODS, fewshot_help_nb201
 
+    # HELP's validation devices (its choices were made on them) beside its unseen targets;
+    # every map of carb.transfer.fewshot_nb201 on the same draws, side by side
+    devices = [*d.HELP_VALIDATION_DEVICES, *d.HELP_TARGET_DEVICES]
     rows = []
-    for tgt in d.HELP_TARGET_DEVICES:
+    for tgt in devices:
         for seed in range(a.seeds):
-            r = fewshot_help_nb201(tgt, seed=seed)
-            rows.append({"device": tgt, "seed": seed, "spearman": r["spearman"], "mape": r["mape"]})
-    t = pd.DataFrame(rows).groupby("device", sort=False)[["spearman", "mape"]].mean()
-    t["HELP"] = [d.HELP_RESULTS[x] for x in t.index]
-    print(f"\nHELP NB201 protocol (10 reference + 10 random archs, trimmed, seeds 0..{a.seeds - 1}):")
-    print(t.round(3).to_string())
-    print(f"mean Spearman {t['spearman'].mean():.3f} (HELP {np.mean(list(d.HELP_RESULTS.values())):.3f})")
-    out["fewshot"] = {"per_seed": rows, "mean": {k: float(v) for k, v in t["spearman"].items()},
-                      "mean_spearman": float(t["spearman"].mean())}
+            for method in NB201_METHODS:
+                r = fewshot_help_nb201(tgt, seed=seed, method=method)
+                rows.append({"device": tgt, "seed": seed, "method": method, "spearman": r["spearman"], "mape": r["mape"]})
+    df = pd.DataFrame(rows)
+    t = df.pivot_table(index="device", columns="method", values=["spearman", "mape"], sort=False)
+    t.columns = [f"{m} {v}" for v, m in t.columns]
+    t = t[[f"{m} {v}" for m in NB201_METHODS for v in ("spearman", "mape")]]
+    sd = df.groupby(["device", "method"], sort=False)["spearman"].std().unstack()[list(NB201_METHODS)]
+    t[[f"{m} sd" for m in NB201_METHODS]] = sd.to_numpy()
+    t["HELP"] = [d.HELP_RESULTS.get(x, np.nan) for x in t.index]
+    print(f"\nHELP NB201 protocol (10 reference + 10 random archs, trimmed, seeds 0..{a.seeds - 1}; "
+          f"Spearman and MAPE means, Spearman SD over seeds):")
+    print(t.round(4).to_string())
+    summary = {}
+    for part, devs in (("validation", d.HELP_VALIDATION_DEVICES), ("targets", d.HELP_TARGET_DEVICES)):
+        devs = [x for x in devs if x in t.index]
+        if devs:
+            summary[part] = {m: float(t.loc[devs, f"{m} spearman"].mean()) for m in NB201_METHODS}
+            print(f"mean Spearman, {part}: " + ", ".join(f"{m} {v:.4f}" for m, v in summary[part].items())
+                  + (f" (HELP {np.mean(list(d.HELP_RESULTS.values())):.3f})" if part == "targets" else ""))
+    out["fewshot"] = {"per_seed": rows, "mean_spearman": summary,
+                      "per_device": t.reset_index().to_dict("records")}
 
 
 class OutOfFold:
     """A CARB model of one device, out-of-fold by architecture: each config predicted by
     the fold model that never saw its cell."""
 
-    def __init__(self, df: pd.DataFrame, preset: str, folds: int = 5, seed: int = 0, jobs: int = 1) -> None:
+    def __init__(self, df: pd.DataFrame, preset: str, folds: int = 5, seed: int = 0, jobs: int = 1,
+                 learner_params: dict | None = None, cv_folds: int = 5) -> None:
         from carb.model import CARB
         from carb.model._inputs import arch_keys
 
         groups = arch_keys(df)
         fold_of = np.random.default_rng(seed).permutation(groups.max() + 1)[groups] % folds
         self.fold_of = dict(zip(df["config_id"], fold_of))
-        self.models = [CARB(preset=preset, random_state=seed, n_jobs=jobs).fit(df[fold_of != f])
+        self.models = [CARB(preset=preset, random_state=seed, n_jobs=jobs, learner_params=learner_params,
+                            n_folds=cv_folds).fit(df[fold_of != f])
                        for f in range(folds)]
         self.targets_ = list(self.models[0].targets_)
         self.coverage = self.models[0].coverage
@@ -143,7 +168,7 @@ class OutOfFold:
 
 def screen(a, out: dict) -> None:
     from carb import datasets
-    from carb.model import CARB
+    from carb.model import CARB, PRESETS
     from carb.screen import screen as run_screen
     from carb.validate import validate_against_truth
 
@@ -153,16 +178,31 @@ def screen(a, out: dict) -> None:
     t0 = time.perf_counter()
     import pickle
 
-    cache = f"/tmp/bench_nb201_screen_{a.preset}.pkl"  # models of an earlier run (benchmark only, never shipped)
+    # lighter models where asked (--trees/--lr: the learners' size; --cv-folds: CARB's internal
+    # cross-validation, which sets the conformal intervals): the machine is shared
+    lp = ({name: {k: v for k, v in (("n_estimators", a.trees), ("learning_rate", a.lr)) if v is not None}
+           for name in PRESETS[a.preset]["learners"]} if (a.trees or a.lr) else None)
+    tag = f"{a.preset}_t{a.trees}_lr{a.lr}_cv{a.cv_folds}"
+    cache = f"/tmp/bench_nb201_screen_{tag}.pkl"  # models of an earlier run (benchmark only, never shipped)
     try:
         with open(cache, "rb") as f:
             source, device = pickle.load(f)
     except OSError:
-        source = CARB(preset=a.preset, random_state=0, n_jobs=a.jobs).fit(src.drop(columns=["energy_j"]))
-        device = OutOfFold(tgt, a.preset, jobs=a.jobs)
+        source = CARB(preset=a.preset, random_state=0, n_jobs=a.jobs, learner_params=lp,
+                      n_folds=a.cv_folds).fit(src.drop(columns=["energy_j"]))
+        device = OutOfFold(tgt, a.preset, jobs=a.jobs, learner_params=lp, cv_folds=a.cv_folds)
         with open(cache, "wb") as f:
             pickle.dump((source, device), f)
     fit_s = time.perf_counter() - t0
+    # the Stage 2 model's own accuracy, out of fold (each cell by the model that never saw it)
+    oof = device.predict(tgt)
+    oof_acc = {t: {"mape": float(np.mean(np.abs(oof[t] / tgt[t] - 1))),
+                   "within_10pct": float(np.mean(np.abs(oof[t] / tgt[t] - 1) <= 0.10)),
+                   "coverage": float(np.mean((tgt[t] >= oof[f"{t}_lo"]) & (tgt[t] <= oof[f"{t}_hi"])))}
+               for t in ("energy_j", "latency_ms")}
+    print(f"Stage 2 out of fold on {len(tgt)} CIFAR-10 cells: " + "; ".join(
+        f"{t} MAPE {_pct(v['mape'])} ±10% {_pct(v['within_10pct'])} cover {_pct(v['coverage'])}"
+        for t, v in oof_acc.items()), flush=True)
     cands = tgt
     # energy and latency down, network capacity (FLOPs per image) up: the front of useful
     # trade-offs; with energy and latency alone (nearly proportional here) the front is a
@@ -191,7 +231,80 @@ def screen(a, out: dict) -> None:
                   f"shortlist {row['shortlist']:3d} pruned {_pct(row['pruning'])} acc {_pct(row['budget_accuracy'])} "
                   f"FA {_pct(row['false_accept'])} FR {_pct(row['false_reject'])} recall {row['front_recall']:.2f} "
                   f"hv {row['hv_ratio']:.3f}", flush=True)
-    out["screen"] = {"rows": rows, "fit_s": fit_s, "preset": a.preset}
+    out["screen"] = {"rows": rows, "fit_s": fit_s, "preset": a.preset, "learner_params": lp,
+                     "cv_folds": a.cv_folds, "stage2_out_of_fold": oof_acc}
+
+
+def ablation(a, out: dict) -> None:
+    """The ideas for the Jetson energy model, one at a time: LightGBM alone (log energy,
+    the grouped split's train and test rows of ``carb evaluate``, seed 0) on the inputs
+    CARB builds (``extended``: shared features + the six edge codes), with the 30 one-hot
+    edge columns, with the cell's effective-DAG figures
+    (:func:`carb.families.nb201.cell_features`), and other sizes and losses; then what
+    is left: how the residuals of the copies of a test cell correlate (cell-specific error
+    vs measurement noise), and how NAS-Bench-201's isomorphic cells fall across the split."""
+    import lightgbm as lgb
+
+    from carb import datasets
+    from carb.evaluate import split
+    from carb.families import nb201 as fam
+    from carb.model._inputs import matrix
+
+    df = datasets.load("nb201", device="edgegpu")
+    sides = split(df, "grouped", seed=0)
+    tr, te = sides["train"], sides["test"]
+    y = np.log(df["energy_j"].to_numpy())
+    X, _ = matrix(df, "extended")
+    codes = fam.edge_codes(df)
+    onehot = (codes[:, :, None] == np.arange(len(fam.OPS))).reshape(len(df), -1).astype(float)
+    cell = fam.cell_features(codes)
+    base = {"n_estimators": 800, "num_leaves": 31, "learning_rate": 0.05}
+    runs = [("extended (CARB's inputs: shared features + edge codes)", [X], {}),
+            ("+ one-hot edges (30)", [X, onehot], {}),
+            ("+ cell figures (nb201 preset's inputs)", [X, cell], {}),
+            ("+ cell figures + one-hot edges", [X, cell, onehot], {}),
+            ("+ cell figures, 300 trees", [X, cell], {"n_estimators": 300}),
+            ("+ cell figures, 1,500 trees at lr 0.03", [X, cell], {"n_estimators": 1500, "learning_rate": 0.03}),
+            ("+ cell figures, 3,000 trees of 63 leaves at lr 0.02, row/column subsampling", [X, cell],
+             {"n_estimators": 3000, "num_leaves": 63, "learning_rate": 0.02, "subsample": 0.8,
+              "subsample_freq": 1, "colsample_bytree": 0.5}),
+            ("+ cell figures, L1 loss", [X, cell], {"objective": "l1"})]
+    rows, resid = [], None
+    print(f"\nablation: LightGBM on log energy, grouped split ({len(tr)} train / {len(te)} test rows)", flush=True)
+    for name, parts, over in runs:
+        Z = np.column_stack(parts)
+        t0 = time.perf_counter()
+        m = lgb.LGBMRegressor(**{**base, **over}, n_jobs=a.jobs, random_state=0, verbose=-1).fit(Z[tr], y[tr])
+        p = m.predict(Z[te])
+        err = np.abs(np.exp(p - y[te]) - 1)
+        rows.append({"variant": name, "mape": float(err.mean()), "within_10pct": float((err <= 0.1).mean()),
+                     "seconds": time.perf_counter() - t0})
+        print(f"  {name:78s} MAPE {_pct(rows[-1]['mape'])} ±10% {_pct(rows[-1]['within_10pct'])}", flush=True)
+        if name.startswith("+ cell figures (nb201"):
+            resid = p - y[te]
+    # what is left: residuals of a test cell's three copies (same cell, other input)
+    t = df.iloc[te][["arch_idx", "dataset"]].assign(res=resid)
+    corr = t.pivot_table(index="arch_idx", columns="dataset", values="res").corr()
+    e = df.pivot_table(index="arch_idx", columns="dataset", values="energy_j")
+    d = (e["cifar100"] / e["cifar10"] - 1).abs()
+    # isomorphic cells: equal codes on the effective edges (same function), cost apart
+    eff = np.where(fam.effective_edges(codes), codes, 0)
+    canon = pd.Series(eff @ (5 ** np.arange(6)), index=df.index)
+    c10 = df["dataset"].to_numpy() == "cifar10"
+    cls = pd.DataFrame({"canon": canon[c10].to_numpy(), "e": df.loc[c10, "energy_j"].to_numpy()})
+    size = cls.groupby("canon")["e"].transform("size")
+    spread = (cls["e"] / cls.groupby("canon")["e"].transform("median") - 1).abs()[size > 1]
+    twin = canon.iloc[te].isin(set(canon.iloc[tr]))
+    floor = {"copy_diff_median": float(d.median()), "copy_diff_mean": float(d.mean()),
+             "residual_corr_c10_c100": float(corr.loc["cifar10", "cifar100"]),
+             "residual_corr_c10_imagenet": float(corr.loc["cifar10", "ImageNet16-120"]),
+             "iso_classes": int(cls["canon"].nunique()), "cells_in_shared_class": int((size > 1).sum()),
+             "iso_energy_spread_median": float(spread.median()), "iso_energy_spread_mean": float(spread.mean()),
+             "test_rows_with_iso_twin_in_train": float(twin.mean()),
+             "test_mape_with_twin": float(np.mean(np.abs(np.exp(-resid[twin.to_numpy()]) - 1))),
+             "test_mape_without_twin": float(np.mean(np.abs(np.exp(-resid[~twin.to_numpy()]) - 1)))}
+    print(json.dumps(floor, indent=1), flush=True)
+    out["ablation"] = {"rows": rows, "left": floor}
 
 
 def analyses(a, out: dict) -> None:
@@ -220,7 +333,10 @@ def main() -> None:
     ap.add_argument("parts", nargs="*", default=["accuracy", "fewshot", "screen", "analyses"])
     ap.add_argument("--splits", nargs="*", default=["grouped", "random", "stratified", "batch-tier"])
     ap.add_argument("--no-cascade", action="store_true", help="skip the cascade variants")
-    ap.add_argument("--preset", default="default", help="CARB preset of the screening models")
+    ap.add_argument("--preset", default="nb201", help="CARB preset of the screening models")
+    ap.add_argument("--trees", type=int, default=None, help="screening: trees of each learner (preset's if absent)")
+    ap.add_argument("--lr", type=float, default=None, help="screening: learning rate of each learner")
+    ap.add_argument("--cv-folds", type=int, default=5, help="screening: CARB's internal CV folds")
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--json", default=None)
@@ -228,7 +344,8 @@ def main() -> None:
     warnings.filterwarnings("ignore")
     out: dict = {"command": "python " + " ".join(sys.argv)}
     for p in a.parts:
-        {"accuracy": accuracy, "fewshot": fewshot, "screen": screen, "analyses": analyses}[p](a, out)
+        {"accuracy": accuracy, "fewshot": fewshot, "screen": screen, "analyses": analyses,
+         "ablation": ablation}[p](a, out)
     if a.json:
         from carb.cli.model import _clean
 

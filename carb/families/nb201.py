@@ -87,7 +87,7 @@ if TYPE_CHECKING:  # pragma: no cover - types only; torch is imported lazily
 __all__ = [
     "FAMILY", "OPS", "EDGES", "EDGE_COLUMNS", "PARAMETERS", "FEATURE_COLUMNS", "OP_COUNT_COLUMNS",
     "INPUT_VARIANTS", "NB201Config", "build", "features", "to_frame", "parse_arch_str", "arch_str",
-    "CELL_FEATURE_COLUMNS", "cell_features", "edge_codes",
+    "CELL_FEATURE_COLUMNS", "cell_features", "effective_edges", "edge_codes",
 ]
 
 #: The ``family`` key of a config's canonical form.
@@ -270,6 +270,30 @@ CELL_FEATURE_COLUMNS: tuple[str, ...] = (
 )
 
 
+def effective_edges(codes: np.ndarray) -> np.ndarray:
+    """Which edges of each cell are effective (see :func:`cell_features`), shape (n, 6),
+    bool, from edge codes of shape (n, 6) (negative codes count as ``none``). Cells with
+    equal codes on their effective edges compute the same function (NAS-Bench-201's
+    isomorphic cells, up to the constants a convolution of zeros leaves), though not at
+    the same cost: dead edges still run."""
+    codes = np.asarray(codes)
+    present = codes > NONE
+    n = len(codes)
+    reach_in = np.zeros((n, 4), bool)
+    reach_in[:, 0] = True
+    for j in (1, 2, 3):
+        for k, (dst, src) in enumerate(EDGES):
+            if dst == j:
+                reach_in[:, j] |= present[:, k] & reach_in[:, src]
+    reach_out = np.zeros((n, 4), bool)
+    reach_out[:, 3] = True
+    for j in (2, 1, 0):
+        for k, (dst, src) in enumerate(EDGES):
+            if src == j:
+                reach_out[:, j] |= present[:, k] & reach_out[:, dst]
+    return present & reach_in[:, [s for _, s in EDGES]] & reach_out[:, [d for d, _ in EDGES]]
+
+
 def cell_features(codes: np.ndarray) -> np.ndarray:
     """Closed-form figures of each cell's effective DAG, vectorized: shape (n, 9), the
     columns of :data:`CELL_FEATURE_COLUMNS`, float64.
@@ -297,21 +321,7 @@ def cell_features(codes: np.ndarray) -> np.ndarray:
     codes = np.where(other[:, None], NONE, codes).astype(np.int64)
     n = len(codes)
     present = codes != NONE
-    reach_in = np.zeros((n, 4), bool)
-    reach_in[:, 0] = True
-    for j in (1, 2, 3):
-        for k, (dst, src) in enumerate(EDGES):
-            if dst == j:
-                reach_in[:, j] |= present[:, k] & reach_in[:, src]
-    reach_out = np.zeros((n, 4), bool)
-    reach_out[:, 3] = True
-    for j in (2, 1, 0):
-        for k, (dst, src) in enumerate(EDGES):
-            if src == j:
-                reach_out[:, j] |= present[:, k] & reach_out[:, dst]
-    src_of = [s for _, s in EDGES]
-    dst_of = [d for d, _ in EDGES]
-    eff = present & reach_in[:, src_of] & reach_out[:, dst_of]
+    eff = effective_edges(codes)
     conv = (codes == CONV1) | (codes == CONV3)
     # longest paths over effective edges (nodes in topological order 0..3); -n: unreached
     path_e = np.full((n, 4), -n - 10, np.int64)
