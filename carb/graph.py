@@ -236,6 +236,148 @@ def _flop_mode() -> Any:
     return _Flops()
 
 
+# Operator types that dispatch no aten operator with a FLOP formula (FlopCounterMode counts
+# only matrix products, convolutions and attention): run without the counting mode, whose
+# Python dispatch of every aten call was a third of the capture time.
+_NO_FLOPS = frozenset(KNOWN_OPS) - {"conv", "linear", "matmul"}
+
+#: Use the closed forms below (False: run every node on meta tensors under the counting
+#: mode, as before; the tests compare both).
+_CLOSED_FORMS = True
+
+# Closed forms. Running a node on meta tensors goes through torch's Python meta kernels and
+# decompositions (0.1-1 ms a node); the output of the common CNN nodes is a contiguous tensor
+# whose shape and FLOP count follow from a formula. Each fast path below only applies where
+# its formula is exactly what the real operator gives (contiguous inputs, plain arguments);
+# anything else runs on meta as before. tests/test_graph.py checks both agree.
+
+
+def _plain(t: Any) -> bool:
+    import torch
+
+    return isinstance(t, torch.Tensor) and t.is_meta and t.is_contiguous()
+
+
+def _torch_own(target: Any) -> bool:
+    """A function of torch or of the ``operator`` module (not a user's wrapped function
+    that merely has a torch-like name)."""
+    if isinstance(target, str):
+        return True  # a method name: called on a tensor
+    mod = getattr(target, "__module__", None) or ""
+    return mod in ("_operator", "operator", "builtins") or mod == "torch" or mod.startswith("torch.")
+
+
+def _like(x: Any) -> Any:
+    """``torch.empty_like`` of a contiguous meta tensor (empty_like itself goes through a
+    Python decomposition on meta: 50x slower)."""
+    import torch
+
+    return torch.empty(x.shape, dtype=x.dtype, device="meta")
+
+
+def _call_op(target: Any) -> str | None:
+    """The operator type of a call_function/call_method target, if it is torch's own."""
+    if not _torch_own(target):
+        return None
+    return _FUNCTION_OPS.get(_name(target).removeprefix("__").removesuffix("__"))
+
+
+def _pool_len(n: int, k: int, s: int, p: int, d: int, ceil: bool) -> int:
+    """torch's pooling_output_shape (aten/src/ATen/native/Pool.h)."""
+    num = n + 2 * p - d * (k - 1) - 1 + (s - 1 if ceil else 0)
+    out = num // s + 1
+    if ceil and (out - 1) * s >= n + p:
+        out -= 1
+    return out
+
+
+def _fast_module(mod: Any, op: str | None, args: Any, kwargs: Any) -> tuple[Any, int] | None:
+    """(output, FLOP) of a standard module call by formula, or None (run it instead)."""
+    import torch
+
+    if kwargs or len(args) != 1 or not _plain(args[0]):
+        return None
+    x = args[0]
+    if op in _SHAPE_KEEPING:
+        # BN and activations keep the shape and have no FLOP formula (BN on meta tensors
+        # goes through slow Python decompositions)
+        return (x if getattr(mod, "inplace", False) else _like(x)), 0
+    kind = type(mod).__name__
+    if kind == "Conv2d" and x.dim() == 4 and isinstance(mod.padding, tuple) and mod.padding_mode == "zeros" \
+            and mod.weight.dtype == x.dtype and x.shape[1] == mod.in_channels:
+        (kh, kw), (sh, sw), (ph, pw), (dh, dw) = mod.kernel_size, mod.stride, mod.padding, mod.dilation
+        n, _, h, w = x.shape
+        ho, wo = _pool_len(h, kh, sh, ph, dh, False), _pool_len(w, kw, sw, pw, dw, False)
+        if ho < 1 or wo < 1:
+            return None
+        cout = mod.out_channels
+        # torch.utils.flop_counter.conv_flop_count: 2 x batch x output positions x
+        # filter size x c_out x c_in per group (the bias is not counted)
+        flops = 2 * n * ho * wo * kh * kw * cout * (mod.in_channels // mod.groups)
+        return torch.empty((n, cout, ho, wo), dtype=x.dtype, device="meta"), flops
+    if kind == "Linear" and x.dim() == 2 and x.shape[1] == mod.in_features and mod.weight.dtype == x.dtype:
+        # addmm (bias) or mm (no bias): mm_flop = 2 m n k
+        return (torch.empty((x.shape[0], mod.out_features), dtype=x.dtype, device="meta"),
+                2 * x.shape[0] * mod.in_features * mod.out_features)
+    if kind in ("MaxPool2d", "AvgPool2d") and x.dim() == 4 and not getattr(mod, "return_indices", False):
+        k, s, p = _pair(mod.kernel_size), _pair(mod.stride if mod.stride else mod.kernel_size), _pair(mod.padding)
+        d = _pair(getattr(mod, "dilation", 1))
+        n, c, h, w = x.shape
+        ho, wo = _pool_len(h, k[0], s[0], p[0], d[0], mod.ceil_mode), _pool_len(w, k[1], s[1], p[1], d[1], mod.ceil_mode)
+        if ho < 1 or wo < 1 or p[0] > k[0] // 2 or p[1] > k[1] // 2:
+            return None  # torch raises: let it
+        return torch.empty((n, c, ho, wo), dtype=x.dtype, device="meta"), 0
+    if kind == "AdaptiveAvgPool2d" and x.dim() == 4:
+        o = mod.output_size
+        o = (o, o) if not isinstance(o, (tuple, list)) else tuple(o)
+        n, c, h, w = x.shape
+        ho, wo = (h if o[0] is None else int(o[0])), (w if o[-1] is None else int(o[-1]))
+        return torch.empty((n, c, ho, wo), dtype=x.dtype, device="meta"), 0
+    return None
+
+
+_BINARY = {"add": False, "iadd": True, "add_": True, "mul": False, "imul": True, "mul_": True}
+
+
+def _fast_call(name: str, args: Any, kwargs: Any) -> Any | None:
+    """The output of a common function/method call by formula, or None (run it instead)."""
+    import torch
+
+    key = name.removeprefix("__").removesuffix("__")
+    if key in _BINARY and len(args) == 2 and not kwargs:
+        a, b = args
+        if not _plain(a) or not (_plain(b) or (type(b) in (int, float) and a.is_floating_point())):
+            return None
+        if isinstance(b, torch.Tensor) and (b.dtype != a.dtype or b.dim() > a.dim()):
+            return None  # type promotion or broadcasting up: let torch decide
+        shape = torch.broadcast_shapes(a.shape, b.shape) if isinstance(b, torch.Tensor) else a.shape
+        if _BINARY[key]:
+            return a if shape == a.shape else None
+        return torch.empty(shape, dtype=a.dtype, device="meta")
+    if key in ("cat", "concat") and args and isinstance(args[0], (list, tuple)) and args[0]:
+        ts = args[0]
+        dim = args[1] if len(args) > 1 else kwargs.get("dim", 0)
+        if len(args) > 2 or set(kwargs) - {"dim"} or not isinstance(dim, int):
+            return None
+        t0 = ts[0]
+        if not all(_plain(t) and t.dtype == t0.dtype and t.dim() == t0.dim() for t in ts) or t0.dim() == 0:
+            return None
+        d = dim % t0.dim()
+        if any(t.shape[:d] != t0.shape[:d] or t.shape[d + 1:] != t0.shape[d + 1:] for t in ts):
+            return None
+        shape = list(t0.shape)
+        shape[d] = sum(t.shape[d] for t in ts)
+        return torch.empty(shape, dtype=t0.dtype, device="meta")
+    if _FUNCTION_OPS.get(key) in _ACT_FUNCS and args and _plain(args[0]) and key not in ("hardtanh", "hardtanh_") \
+            and all(type(a) in (bool, str) for a in args[1:]) and set(kwargs) <= {"inplace", "approximate"}:
+        x = args[0]
+        if not x.is_floating_point():
+            return None
+        inplace = key.endswith("_") or kwargs.get("inplace") is True or any(a is True for a in args[1:])
+        return x if inplace else _like(x)
+    return None
+
+
 def _tensors(x: Any) -> list[Any]:
     import torch
 
@@ -303,12 +445,14 @@ def capture(module: Any, example_input: Any, precision: str | None = None, *, fo
         # constants computed at trace time, on the real tensors)
         tracer = fx.Tracer()
         tracer.proxy_buffer_attributes = True
-        gm = fx.GraphModule(work, tracer.trace(work))
+        # the graph alone: a GraphModule would generate and compile Python code we never
+        # run (a sixth of the capture time); node targets resolve on ``work`` itself
+        graph_ = tracer.trace(work)
     except Exception as e:  # noqa: BLE001 - whatever fx raises, the user gets one line
         msg = " ".join(str(e).split())[:300]
         raise CaptureError(f"module does not trace with torch.fx ({type(e).__name__}: {msg})") from None
 
-    modules = dict(gm.named_modules())
+    modules = dict(work.named_modules())
     env: dict[Any, Any] = {}
     rows: list[dict[str, Any]] = []
     owner: dict[int, int] = {}        # id(storage root tensor) -> row index that allocated it
@@ -323,7 +467,7 @@ def capture(module: Any, example_input: Any, precision: str | None = None, *, fo
         return fx.node.map_arg(a, lambda n: env[n])
 
     try:
-        for node in gm.graph.nodes:
+        for node in graph_.nodes:
             if node.op == "placeholder":
                 try:
                     env[node] = next(placeholders)
@@ -334,7 +478,7 @@ def capture(module: Any, example_input: Any, precision: str | None = None, *, fo
                 break
             args, kwargs = load(node.args), load(node.kwargs)
             if node.op == "get_attr":
-                obj: Any = gm
+                obj: Any = work
                 for part in str(node.target).split("."):
                     obj = getattr(obj, part)
                 env[node] = _meta(obj, dtype)
@@ -343,22 +487,37 @@ def capture(module: Any, example_input: Any, precision: str | None = None, *, fo
             if node.op == "call_module":
                 mod = _meta_module(modules[node.target], dtype, shims)
                 op0 = _MODULE_OPS.get(type(mod).__name__)
-                if op0 in _SHAPE_KEEPING and len(args) == 1 and not kwargs and isinstance(args[0], torch.Tensor):
-                    # BN and activations keep the shape and have no FLOP formula: no need to
-                    # run them (BN on meta tensors goes through slow Python decompositions)
-                    out = args[0] if getattr(mod, "inplace", False) else torch.empty_like(args[0])
+                fast = _fast_module(mod, op0, args, kwargs) if _CLOSED_FORMS else None
+                if fast is not None:
+                    out, mode.flops = fast
+                elif op0 in _NO_FLOPS and _CLOSED_FORMS:
+                    out = mod(*args, **kwargs)  # no FLOP formula applies: no counting mode
                 else:
                     with mode:
                         out = mod(*args, **kwargs)
             elif node.op == "call_function":
                 mod = None
-                with mode:
+                fast = (_fast_call(_name(node.target), args, kwargs)
+                        if _CLOSED_FORMS and _torch_own(node.target) else None)
+                if fast is not None:
+                    out = fast
+                elif _call_op(node.target) in _NO_FLOPS and _CLOSED_FORMS:
                     out = node.target(*args, **kwargs)
+                else:
+                    with mode:
+                        out = node.target(*args, **kwargs)
             else:  # call_method
                 mod = None
                 self_obj, *rest = args
-                with mode:
+                fast = (_fast_call(str(node.target), args, kwargs)
+                        if _CLOSED_FORMS and isinstance(self_obj, torch.Tensor) else None)
+                if fast is not None:
+                    out = fast
+                elif _call_op(node.target) in _NO_FLOPS and _CLOSED_FORMS:
                     out = getattr(self_obj, node.target)(*rest, **kwargs)
+                else:
+                    with mode:
+                        out = getattr(self_obj, node.target)(*rest, **kwargs)
             env[node] = out
             outs = _tensors(out)
             if not outs:
@@ -400,7 +559,7 @@ def capture(module: Any, example_input: Any, precision: str | None = None, *, fo
 
     # graph outputs stay alive to the end
     n = len(rows)
-    out_node = next(nd for nd in gm.graph.nodes if nd.op == "output")
+    out_node = next(nd for nd in graph_.nodes if nd.op == "output")
     final = [owner.get(id(_root(t))) for t in _tensors(load(out_node.args))]
     last = np.arange(n)
     for i, rd in reads.items():
@@ -419,7 +578,7 @@ def capture(module: Any, example_input: Any, precision: str | None = None, *, fo
         r["live_bytes"] = int(live[i])
     df = pd.DataFrame(rows, columns=_COLUMNS)
     if fold_bn:
-        df = _fold_bn(df, gm, node_row)
+        df = _fold_bn(df, node_row)
     esize = torch.empty((), dtype=dtype).element_size() if dtype is not None else None
 
     def nbytes(t: Any) -> int:
@@ -524,7 +683,7 @@ def _row(node: Any, mod: Any, ins: list[Any], outs: list[Any], flops: int) -> di
             "broadcast": bool(broadcast), "fused": ""}
 
 
-def _fold_bn(df: pd.DataFrame, gm: Any, node_row: dict[Any, int]) -> pd.DataFrame:
+def _fold_bn(df: pd.DataFrame, node_row: dict[Any, int]) -> pd.DataFrame:
     """Drop each BN row whose input is a convolution's output used only by that BN."""
     drop = []
     for node, i in node_row.items():

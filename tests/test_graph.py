@@ -3,6 +3,7 @@ liveness, bad input."""
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 import torch
 from torch import nn
@@ -131,3 +132,92 @@ def test_bad_inputs_one_line_errors() -> None:
     for bad in ("8x3xx160", "axb", "0x3x4x4", ""):
         with pytest.raises(graph.CaptureError, match="malformed input shape"):
             graph.parse_shape(bad)
+
+
+class Edges(nn.Module):
+    """Nodes the closed forms of carb.graph price by formula, and their edge cases (ceil
+    mode, padding, dilation, in-place and broadcast element-wise ops, a 3-D linear and a
+    'same'-padded conv that fall back to running on meta)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c1 = nn.Conv2d(3, 12, (3, 5), stride=(2, 1), padding=(1, 2), dilation=(1, 2))
+        self.same = nn.Conv2d(12, 12, 3, padding="same", groups=3, bias=False)
+        self.mp = nn.MaxPool2d(3, 2, 1, ceil_mode=True)
+        self.mp2 = nn.MaxPool2d(2, dilation=2)
+        self.ap = nn.AvgPool2d(3, 2, 1, ceil_mode=True, count_include_pad=False)
+        self.gp = nn.AdaptiveAvgPool2d((2, None))
+        self.fc3 = nn.Linear(5, 7)
+        self.fc = nn.Linear(12 * 2, 4, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.nn.functional.relu(self.c1(x), inplace=True)
+        y = self.same(x)
+        y.add_(x)
+        y = y * torch.sigmoid(y.mean((2, 3), keepdim=True)) + 1.0
+        z = torch.cat([self.mp(y), self.ap(y)], dim=-1)
+        z = self.mp2(z).sigmoid()
+        t = self.fc3(z.flatten(2)[..., :5])  # 3-D input: torch's matmul path
+        g = self.gp(z).mean(3).flatten(1)
+        return self.fc(g).sum() + t.sum()
+
+
+def _both(m: nn.Module, shape: tuple[int, ...], monkeypatch: pytest.MonkeyPatch) -> tuple:
+    fast = graph.capture(m, shape)
+    monkeypatch.setattr(graph, "_CLOSED_FORMS", False)
+    slow = graph.capture(m, shape)
+    monkeypatch.setattr(graph, "_CLOSED_FORMS", True)
+    return fast, slow
+
+
+def test_closed_forms_equal_running_on_meta(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the closed forms (shapes, FLOP) give the same table as running every node on meta
+    # tensors under the counting mode, column for column, and FlopCounterMode's total
+    m = Edges().eval()
+    for shape in ((2, 3, 17, 23), (1, 3, 32, 32)):
+        fast, slow = _both(m, shape, monkeypatch)
+        pd.testing.assert_frame_equal(fast.layers, slow.layers)
+        assert fast.peak_live_bytes == slow.peak_live_bytes
+        assert fast.flops == _flops(m, torch.randn(*shape))
+    L = fast.layers.set_index("name")
+    assert L.loc["relu"].inplace and L.loc["add_"].inplace
+    assert L.loc["fc3"].flops == 2 * 1 * 12 * 5 * 7
+
+
+@pytest.mark.parametrize("arch", ["vgg", "mobilenetv2", "mobilenetv3", "shufflenetv2", "mnasnet", "efficientnet",
+                                  "regnet", "densenet", "resnext", "wideresnet"])
+def test_closed_forms_on_every_zoo_family(arch: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from carb import zoo
+
+    g = zoo.GRIDS[arch]
+    cfg = zoo.ZooConfig(arch, float(min(g["width"])), float(min(g["depth"])), int(max(g["kernel"])), 64, 2)
+    # built on meta without initialisation, as the benchmarks do; the same shapes as a real build
+    m = zoo._meta_build(cfg)
+    assert all(p.is_meta for p in m.parameters())
+    real = zoo.build(cfg)
+    assert [p.shape for p in m.parameters()] == [p.shape for p in real.parameters()]
+    fast, slow = _both(m, (2, 3, 64, 64), monkeypatch)
+    pd.testing.assert_frame_equal(fast.layers, slow.layers)
+    assert (fast.peak_live_bytes, fast.model_bytes) == (slow.peak_live_bytes, slow.model_bytes)
+    assert fast.flops == _flops(real, torch.randn(2, 3, 64, 64))
+
+
+def test_user_function_named_like_torch_is_run_not_priced_by_name() -> None:
+    # a user's fx-wrapped function called 'add' that multiplies matrices keeps its FLOPs
+    m = WrappedAdd().eval()
+    t = graph.capture(m, (3, 8))
+    assert t.flops == _flops(m, torch.randn(3, 8)) == 2 * 3 * 8 * 8
+
+
+@torch.fx.wrap
+def add(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return x @ w
+
+
+class WrappedAdd(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(8, 8))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return add(x, self.w)
