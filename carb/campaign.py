@@ -23,7 +23,11 @@ Speed sentinel (issue 16, :mod:`carb.measure.sentinel`): at the start, every
 the same backend, stores the reading in the store's ``speed_index`` table, and records in
 every row the sentinel at its measurement time (the median of the readings within
 ``sentinel.window_s / 2`` of each visit: one reading is noisy, the level around it is not)
-and its latency at the platform's median speed (``latency_ms_norm``).
+and its latency at the platform's median speed (``latency_ms_norm``). With a backend of
+this process that supports it (the CPU backend), the sentinel is also timed *inside* every
+visit, in alternation with the config's samples (:class:`~carb.measure.sentinel.Pairing`):
+such a row's sentinel is its own, taken at the moments of its samples, which is what
+followed the configs' speed on our VMs (benchmarks/RESULTS.md).
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ import numpy as np
 
 from carb.measure.base import Backend, Measurement, Protocol, Stats
 from carb.measure.protocol import summarize
-from carb.measure.sentinel import CPU_SENTINEL, Sentinel, effective_sentinel_ms
+from carb.measure.sentinel import CPU_SENTINEL, Sentinel, effective_sentinel_ms, paired_sentinel_ms
 from carb.space import Config
 from carb.store import ENERGY_DOMAIN_COLUMNS, Store
 
@@ -242,13 +246,29 @@ def run_campaign(configs: Sequence[Config], backend: Backend | Executor, store: 
             return None
         return _sentinel_at(t, read_t, read_ms, sent.window_s)  # type: ignore[union-attr]
 
+    def visit_sentinel(m: Measurement) -> float | None:
+        # a visit timed with the paired sentinel carries its own; else the readings around it
+        own = paired_sentinel_ms([m.extra]) if m.status == "ok" else None
+        return own if own is not None else sentinel_at(m.extra.get("visit_t"))
+
+    # the paired sentinel (carb.measure.sentinel.Pairing): timed inside every visit by a
+    # backend of this process that supports it; restored when the campaign ends
+    pairing = sent.pairing() if sent is not None else None
+    paired_backend = getattr(executor, "backend", None) if pairing is not None else None
+    if paired_backend is not None and not hasattr(paired_backend, "paired_sentinel"):
+        paired_backend = None
+    old_pairing = paired_backend.paired_sentinel if paired_backend is not None else None
+    if paired_backend is not None:
+        paired_backend.paired_sentinel = pairing
+
     # rows whose sentinel a later reading may still change (a visit within half a window of
     # the last reading), with their visits' samples and moments: refined at each reading
     unrefined: list[tuple[Config, list[tuple[list[float], float]]]] = []
 
     def finish(cfg: Config, m: Measurement, parts: list[Measurement] | None = None) -> None:
         store.add(cfg, platform, m, result.run_id, remeasure=remeasure)
-        if sent is not None and m.status == "ok":
+        if sent is not None and m.status == "ok" and paired_sentinel_ms([m.extra]) is None:
+            # (a paired row has its own sentinel: later readings do not change it)
             visits_ = [(list(v.extra.get("latency_samples_ms") or [1.0]), v.extra.get("visit_t"))
                        for v in (parts or [m])]
             if all(isinstance(t, float) for _, t in visits_):
@@ -275,7 +295,7 @@ def run_campaign(configs: Sequence[Config], backend: Backend | Executor, store: 
         ordered = [v[r] for r in sorted(v)]
         if sent is not None:
             # each visit at the sentinel of its own moment, with every reading known by now
-            ordered = [_with_sentinel(x, sentinel_at(x.extra.get("visit_t"))) for x in ordered]
+            ordered = [_with_sentinel(x, visit_sentinel(x)) for x in ordered]
         finish(cfg, pool_rounds(ordered), ordered)
 
     last_reading = [-math.inf]  # monotonic time of the last reading's start
@@ -370,8 +390,8 @@ def run_campaign(configs: Sequence[Config], backend: Backend | Executor, store: 
             if sent is not None:
                 # the visit's middle moment; its sentinel: the readings known now
                 t_visit = time.time() - m.wall_s / 2
-                m = _with_sentinel(replace(m, extra={**m.extra, "visit_t": round(t_visit, 3)}),
-                                   sentinel_at(t_visit))
+                m = replace(m, extra={**m.extra, "visit_t": round(t_visit, 3)})
+                m = _with_sentinel(m, visit_sentinel(m))
             if rounds == 1:
                 finish(cfg, m)
                 continue
@@ -387,6 +407,8 @@ def run_campaign(configs: Sequence[Config], backend: Backend | Executor, store: 
         result.interrupted = True
     finally:
         result.wall_s = time.monotonic() - t0
+        if paired_backend is not None:
+            paired_backend.paired_sentinel = old_pairing
     return result
 
 
@@ -416,7 +438,8 @@ def _sentinel_doc(sent: Sentinel | None) -> dict[str, Any] | None:
     if sent is None:
         return None
     return {"name": sent.name, "configs": [c.label() for c in sent.configs], "every_s": sent.every_s,
-            "window_s": sent.window_s, "protocol": sent.protocol.to_dict()}
+            "window_s": sent.window_s, "protocol": sent.protocol.to_dict(),
+            "paired": ({"every_s": sent.pair_every_s, "sample_s": sent.pair_sample_s} if sent.pairing() else None)}
 
 
 def _with_sentinel(m: Measurement, sentinel_ms: float | None) -> Measurement:
@@ -461,11 +484,17 @@ def pool_rounds(visits: Sequence[Measurement]) -> Measurement:
         if any(x is not None for x in vals):
             nums = [float(x) for x in vals if isinstance(x, (int, float)) and math.isfinite(x)]
             extra[key] = float(np.median(nums)) if len(nums) == len(vals) else None
+    paired = paired_sentinel_ms([v.extra for v in visits])
+    if paired is not None:
+        # every visit timed with the paired sentinel: the pooled row keeps all its blocks
+        extra.update(pair_ratio=[r for v in visits for r in v.extra["pair_ratio"]],
+                     pair_sentinel_ms=[r for v in visits for r in v.extra.get("pair_sentinel_ms", [])])
     if any("sentinel_ms" in v.extra for v in visits):
         # drift: every sample at the sentinel of its own visit (carb.measure.sentinel)
         sent = [v.extra.get("sentinel_ms") for v in visits]
         extra.update(round_sentinel_ms=sent, round_visit_t=[v.extra.get("visit_t") for v in visits],
-                     sentinel_ms=(effective_sentinel_ms([v.extra["latency_samples_ms"] for v in visits], sent)
+                     sentinel_ms=(paired if paired is not None else
+                                  effective_sentinel_ms([v.extra["latency_samples_ms"] for v in visits], sent)
                                   if all(isinstance(x, (int, float)) and x > 0 for x in sent) else None))
         extra.pop("visit_t", None)
     return Measurement(status="ok", latency_ms=summarize(samples), energy_j=_pool_stats([v.energy_j for v in visits]),

@@ -325,3 +325,95 @@ def test_demo_reports_drift_first_and_scores_raw_and_corrected(tmp_path):
     assert raw == pytest.approx(0.2, abs=0.02) and corr < 0.02
     val = pd.read_csv(tmp_path / "demo" / "validation.csv")
     assert val.latency_ms_corrected.to_numpy() == pytest.approx(val.latency_ms.to_numpy() / 1.25)
+
+
+class PairedDriftingBackend(DriftingBackend):
+    """Synthetic: as DriftingBackend, and when a campaign sets ``paired_sentinel`` it times
+    the sentinel inside each visit: 4 blocks whose ratio (config sample / sentinel sample)
+    does not depend on the machine's slowness, as on a machine whose speed both share."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.paired_sentinel = None
+        self.paired_seen = []  # (config, pairing) per call
+
+    def measure(self, config, protocol=None):
+        self.paired_seen.append((config, self.paired_sentinel))
+        m = super().measure(config, protocol)
+        p = self.paired_sentinel
+        if p is None or config == p.config or m.status != "ok":
+            return m
+        s = self.slowness
+        sent = [3.0 * s] * 4
+        ratios = [float(config.depth) / 3.0] * 4
+        return Measurement(status="ok", latency_ms=m.latency_ms, memory_mb=m.memory_mb, timed_s=0.0, wall_s=0.0,
+                           extra={**m.extra, "pair_ratio": ratios, "pair_sentinel_ms": sent})
+
+
+def test_paired_sentinel_cancels_drift_exactly_and_is_restored_after_the_campaign(tmp_path):
+    """Synthetic drift of 10% per call: the raw latencies of equal-depth configs differ, the
+    paired-normalized ones are identical (and the campaign hands the backend back unpaired)."""
+    from dataclasses import replace as dc_replace
+
+    sent = dc_replace(every_visit(), name="synthetic-paired")
+    b = PairedDriftingBackend(step=0.10)
+    cfgs = [c for c in space.load("tiny") if c.depth == 8][:4]
+    with Store(tmp_path / "p.duckdb") as store:
+        r = run_campaign(cfgs, b, store, sentinel=sent, rounds=2)
+        df = store.measurements().set_index("config_id")
+    assert r.measured == len(cfgs) and b.paired_sentinel is None
+    paired_calls = [p for c, p in b.paired_seen if c != SENT]
+    assert paired_calls and all(p is not None and p.config == SENT for p in paired_calls)
+    raw = df.latency_ms.to_numpy(float)
+    norm = df.latency_ms_norm.to_numpy(float)
+    assert raw.max() / raw.min() > 1.2  # the machine slowed down while measuring
+    assert np.allclose(norm, norm[0], rtol=1e-9)  # paired: the slowdown cancels
+    # the pooled row's sentinel is median(all samples) / median(all block ratios)
+    row = df.iloc[0]
+    assert row.sentinel_ms > 0 and math.isclose(row.latency_ms_norm, row.latency_ms * store_ref(tmp_path) / row.sentinel_ms,
+                                                rel_tol=1e-9)
+
+
+def store_ref(tmp_path):
+    with Store(tmp_path / "p.duckdb", read_only=True) as s:
+        return s.speed_ref_ms(s.measurements().platform.iloc[0])
+
+
+def test_pairing_switch_and_paired_sentinel_formula():
+    from carb.measure.sentinel import Pairing, paired_sentinel_ms
+
+    assert CPU_SENTINEL.pairing() == Pairing(CPU_SENTINEL.configs[0], CPU_SENTINEL.pair_every_s,
+                                             CPU_SENTINEL.pair_sample_s, CPU_SENTINEL.pair_share)
+    from dataclasses import replace as dc_replace
+
+    assert dc_replace(CPU_SENTINEL, pair=False).pairing() is None
+    assert dc_replace(CPU_SENTINEL, configs=(SENT, SENT)).pairing() is None
+    visits = [{"latency_samples_ms": [2.0, 4.0, 6.0], "pair_ratio": [2.0, 4.0]},
+              {"latency_samples_ms": [8.0], "pair_ratio": [3.0]}]
+    assert paired_sentinel_ms(visits) == 5.0 / 3.0  # median(2,4,6,8) / median(2,4,3)
+    assert paired_sentinel_ms([visits[0], {"latency_samples_ms": [1.0]}]) is None  # one visit unpaired
+
+
+def test_cpu_backend_times_the_paired_sentinel_inside_a_visit(tmp_path):
+    """Real worker on this CPU: the visit carries its paired sentinel blocks; a visit of the
+    sentinel's own config is not paired with itself."""
+    from carb.measure.cpu import CpuBackend
+    from carb.measure.sentinel import Pairing
+
+    cfg = Config(family="cifar", block="basic", depth=8, width=0.25, early_downsample=False, input_size=32,
+                 batch=2, precision="fp32", classes=10)
+    with CpuBackend(threads=1, protocol=Protocol(max_time_s=0.3, ci_target=1e-6)) as b:
+        b.paired_sentinel = Pairing(CPU_SENTINEL.configs[0])
+        m = b.measure(cfg)
+        own = b.measure(CPU_SENTINEL.configs[0])
+        b.paired_sentinel = None
+        alone = b.measure(cfg)
+    assert m.status == "ok", m.message
+    assert len(m.extra["pair_ratio"]) >= 2 and len(m.extra["pair_ratio"]) == len(m.extra["pair_sentinel_ms"])
+    assert all(r > 0 for r in m.extra["pair_ratio"]) and 0 < m.extra["pair_share"] < 1
+    assert m.memory_mb is not None and m.memory_mb > 0
+    assert own.status == "ok" and "pair_ratio" not in own.extra
+    # memory means what it means unpaired: read before the sentinel exists (built first, its
+    # runtime buffers made the config read ~17 MB less; run during the peak, ~1-2 MB more)
+    assert alone.status == "ok" and abs(m.memory_mb - alone.memory_mb) < 0.1 * alone.memory_mb
+    assert "pair_ratio" not in alone.extra

@@ -55,8 +55,9 @@ import glob
 import multiprocessing
 import os
 import resource
+import statistics
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 from ._common import FAULTS, builder_of, classify, host_facts, inject_fault, one_line, read_text, wait_reply
@@ -71,6 +72,9 @@ MEMORY_DEFINITION = ("peak RSS of a fresh worker process during inference (VmHWM
 
 # "__main__" first: the forkserver imports the main script once, so that each worker
 # inherits it instead of re-running it (multiprocessing re-imports the main module).
+#: warm-up of a paired sentinel (its first calls pay one-off costs)
+SENTINEL_WARMUP = Protocol(warmup=3, warmup_s=0.02)
+
 _PRELOAD = ["__main__", "torch", "carb.arch", "carb.measure.cpu"]
 
 
@@ -290,6 +294,7 @@ def _cpu_child(conn: Any, job: dict[str, Any]) -> None:
         protocol: Protocol = job["protocol"]
         dtype = arch.dtype_of(config.precision)
 
+        pair = job.get("paired")  # the speed sentinel timed in alternation with the config
         gc.collect()
         can_reset = _reset_hwm()
         baseline_kb = _rss_kb()
@@ -312,6 +317,29 @@ def _cpu_child(conn: Any, job: dict[str, Any]) -> None:
         with torch.inference_mode():
             n_warm, per_iter_s = warm_up(lambda: model(x), protocol)
             k = iters_per_sample(per_iter_s, protocol.min_sample_s)
+            hwm_warm_kb = None
+            smodel = sx = None
+            ks = 1
+            # paired sentinel: after every ``every_s`` of config samples, one sentinel sample;
+            # each block's ratio (median config sample / sentinel sample) is taken at one
+            # moment, so the machine's speed then cancels out of it (issue 16)
+            block: list[float] = []
+            block_s = [0.0]
+            pair_ms: list[float] = []
+            pair_ratio: list[float] = []
+            pair_time_ns = [0]
+
+            def sentinel_sample() -> None:
+                t0 = time.perf_counter_ns()
+                for _ in range(ks):
+                    smodel(sx)
+                dt = time.perf_counter_ns() - t0
+                pair_time_ns[0] += dt
+                s_ms = dt / 1e6 / ks
+                pair_ms.append(s_ms)
+                pair_ratio.append(float(statistics.median(block)) / s_ms)
+                block.clear()
+                block_s[0] = 0.0
 
             def sample() -> dict[str, float]:
                 e0 = rapl.read_uj() if rapl else None
@@ -320,6 +348,11 @@ def _cpu_child(conn: Any, job: dict[str, Any]) -> None:
                     model(x)
                 t1 = time.perf_counter_ns()
                 lat_s = (t1 - t0) / 1e9 / k
+                if smodel is not None:
+                    block.append(lat_s * 1e3)
+                    block_s[0] += lat_s * k
+                    if block_s[0] >= pair["every_s"]:
+                        sentinel_sample()
                 out = {"latency_ms": lat_s * 1e3}
                 if rapl is not None and e0 is not None:
                     pkg_j, dram_j = rapl.delta_j(e0, rapl.read_uj())
@@ -332,14 +365,43 @@ def _cpu_child(conn: Any, job: dict[str, Any]) -> None:
                         out["energy_j"] = gross - idle_w * lat_s
                 return out
 
-            run = run_samples(sample, protocol, targets=("latency_ms",))
+            if not pair:
+                run = run_samples(sample, protocol, targets=("latency_ms",))
+            else:
+                # Two phases. 1: the config alone for (1 - share) of the time, as unpaired,
+                # then its peak memory is read: built before, the sentinel's first calls would
+                # allocate runtime buffers (thread pools, kernel caches: ~17 MB here) that the
+                # config's own first calls pay for unpaired, and after, its forwards would add
+                # to the peak. 2: config samples in blocks of ``every_s``, each followed by one
+                # sentinel sample, for the rest of the time (no CI stop: blocks are the point).
+                run = run_samples(sample, replace(protocol, max_time_s=protocol.max_time_s * (1 - pair["share"])),
+                                  targets=("latency_ms",))
+                hwm_warm_kb = _status_kb("VmHWM").get("VmHWM") if can_reset else \
+                    resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+                sc = pair["config"]
+                sdt = arch.dtype_of(sc.precision)
+                smodel = (job.get("paired_build") or arch.build)(sc).to(sdt)
+                sx = torch.randn(sc.batch, 3, sc.input_size, sc.input_size, dtype=sdt)
+                _, s_iter_s = warm_up(lambda: smodel(sx), SENTINEL_WARMUP)
+                ks = iters_per_sample(s_iter_s, pair["sample_s"])
+                run2 = run_samples(sample, replace(protocol, max_time_s=protocol.max_time_s * pair["share"],
+                                                   ci_target=1e-9, min_repeats=1), targets=("latency_ms",))
+                if block:
+                    sentinel_sample()  # the last block gets its sentinel too
+                for key, vals in run2.samples.items():
+                    run.samples.setdefault(key, []).extend(vals)
+                run.elapsed_s += run2.elapsed_s
 
         if can_reset:
             hwm_kb = _status_kb("VmHWM").get("VmHWM", model_kb)
+            if hwm_warm_kb is not None:
+                extra["memory_hwm_end_mb"] = hwm_kb * 1024 / 1e6  # the sentinel's share included
+                hwm_kb = hwm_warm_kb
             memory_kb = hwm_kb - baseline_kb
-            extra["memory_method"] = "VmHWM (clear_refs reset) - VmRSS baseline"
+            extra["memory_method"] = "VmHWM (clear_refs reset) - VmRSS baseline" + (
+                ", peak read before the paired sentinel was built" if hwm_warm_kb is not None else "")
         else:
-            hwm_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            hwm_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss if hwm_warm_kb is None else hwm_warm_kb
             memory_kb = hwm_kb - min(baseline_kb, ru_baseline_kb)
             extra["memory_method"] = "ru_maxrss - baseline (no clear_refs: includes the build; upper bound)"
         extra.update(memory_baseline_mb=baseline_kb * 1024 / 1e6, memory_model_mb=(model_kb - baseline_kb) * 1024 / 1e6,
@@ -348,6 +410,12 @@ def _cpu_child(conn: Any, job: dict[str, Any]) -> None:
         extra.update(cpu_freq_mhz_after=freq, loadavg_after=_loadavg(), warmup_iters=n_warm,
                      iters_per_sample=k, stop_reason=run.stop_reason,
                      latency_samples_ms=[round(v, 6) for v in run.samples["latency_ms"]])
+        if pair:
+            timed_ns = sum(run.samples["latency_ms"]) * k * 1e6
+            extra.update(pair_sentinel=pair["config"].config_id, pair_every_s=pair["every_s"], pair_iters=ks,
+                         pair_phase_share=pair["share"],
+                         pair_sentinel_ms=[round(v, 6) for v in pair_ms], pair_ratio=[round(v, 6) for v in pair_ratio],
+                         pair_share=round(pair_time_ns[0] / (pair_time_ns[0] + timed_ns), 4))
         stats = run.stats()
         for key in ("energy_pkg_j", "energy_dram_j"):  # gross per domain, medians; columns in the store
             extra[key] = stats[key].median if key in stats else None
@@ -408,6 +476,9 @@ class CpuBackend(Backend):
         self.affinity = sorted(int(c) for c in affinity) if affinity else None
         self._fault = _fault
         self._arch = _arch
+        #: a :class:`~carb.measure.sentinel.Pairing` to time in alternation with every config
+        #: (set by a campaign whose speed sentinel pairs); ``None``: configs alone
+        self.paired_sentinel: Any = None
         self.rapl = Rapl.discover()
         self.idle_power_w: float | None = None
         self.idle_power_by_domain_w: dict[str, float | None] = {}
@@ -478,8 +549,13 @@ class CpuBackend(Backend):
         """
         protocol = check_protocol(protocol) if protocol is not None else self.protocol
         t0 = time.perf_counter()
+        paired = self.paired_sentinel if self.paired_sentinel is not None and config != self.paired_sentinel.config \
+            else None
         job = {
             "config": config, "build": builder_of(config), "protocol": protocol, "threads": self.threads,
+            "paired": None if paired is None else {"config": paired.config, "every_s": paired.every_s,
+                                                   "sample_s": paired.sample_s, "share": paired.share},
+            "paired_build": None if paired is None else builder_of(paired.config),
             "affinity": self.affinity,
             "arch": self._arch, "fault": self._fault,
             "rapl": self.rapl if self.rapl.available else None, "idle_power_w": self.idle_power_w,

@@ -27,7 +27,7 @@ from carb.space import Config
 
 from .base import Measurement, Protocol
 
-__all__ = ["Sentinel", "Reading", "CPU_SENTINEL", "SENTINEL_PROTOCOL", "effective_sentinel_ms"]
+__all__ = ["Sentinel", "Pairing", "Reading", "paired_sentinel_ms", "CPU_SENTINEL", "SENTINEL_PROTOCOL", "effective_sentinel_ms"]
 
 #: a short burst per reading: samples of >= 10 ms of forwards (a per-forward median of a
 #: sub-millisecond net is blind to the time slices other processes take of the core, which
@@ -56,6 +56,31 @@ class Reading:
 
 
 @dataclass(frozen=True)
+class Pairing:
+    """The sentinel timed in alternation with a config inside its visit: after every
+    ``every_s`` seconds of the config's samples, one sentinel sample of at least
+    ``sample_s`` seconds of forwards. The visit records each block's ratio (median config
+    sample over the sentinel's per-forward time), whose median is the config's latency in
+    sentinel units: the machine's speed at that moment cancels out of it.
+
+    The visit runs in two phases: the config alone for ``1 - share`` of its sampling time
+    (its peak memory is read at the end of it, so memory means what it means unpaired),
+    then the blocks for the rest (sentinel samples take about a third of that phase).
+
+    Attributes:
+        config: the sentinel's config.
+        every_s: seconds of config samples per block. Units: s.
+        sample_s: minimum length of a sentinel sample. Units: s.
+        share: share of the visit's sampling time (``max_time_s``) given to the paired phase.
+    """
+
+    config: Config
+    every_s: float = 0.02
+    sample_s: float = 0.01
+    share: float = 0.5
+
+
+@dataclass(frozen=True)
 class Sentinel:
     """A fixed workload whose speed stands for the machine's.
 
@@ -74,6 +99,15 @@ class Sentinel:
             would correct only adds noise (on our loaded 2-core machines readings reached
             ±25%: benchmarks/RESULTS.md).
         name: what the readings are called in the store.
+        pair: also time the sentinel *inside* every config's visit, in alternation with
+            the config's samples (:class:`Pairing`): each visit then carries its own
+            sentinel, taken at the same moments as its samples. Measured
+            (benchmarks/RESULTS.md): the readings between visits did not follow the
+            configs' speed on our VMs (the corrected values repeated worse than the raw
+            ones), the paired ones did.
+        pair_every_s: seconds of config samples between two paired sentinel samples. Units: s.
+        pair_sample_s: length of one paired sentinel sample. Units: s.
+        pair_share: share of each visit's sampling time in the paired phase (:class:`Pairing`).
     """
 
     configs: tuple[Config, ...]
@@ -82,6 +116,17 @@ class Sentinel:
     window_s: float = 180.0
     max_ci_rel: float = 0.05
     name: str = "cpu-sentinel"
+    pair: bool = True
+    pair_every_s: float = 0.02
+    pair_sample_s: float = 0.01
+    pair_share: float = 0.5
+
+    def pairing(self) -> "Pairing | None":
+        """How a backend times this sentinel in alternation with every config (``None``
+        when ``pair`` is off or the sentinel has several configs)."""
+        if not self.pair or len(self.configs) != 1:
+            return None
+        return Pairing(self.configs[0], every_s=self.pair_every_s, sample_s=self.pair_sample_s, share=self.pair_share)
 
     def reading(self, measurements: Sequence[Measurement]) -> Reading | None:
         """The reading from one measurement per config (``None`` if any failed)."""
@@ -107,6 +152,23 @@ class Sentinel:
 #: 20 ms samples followed it (x1.42), and they corrected best of the candidates there.
 CPU_SENTINEL = Sentinel(configs=(Config(family="cifar", block="basic", depth=8, width=0.5, early_downsample=False,
                                         input_size=32, batch=1, precision="fp32", classes=10),))
+
+
+def paired_sentinel_ms(extras: Sequence[dict[str, Any]]) -> float | None:
+    """The sentinel of a config from its visits' paired samples (``extra`` of each visit,
+    :class:`Pairing`): ``median(all latency samples) / median(all block ratios)``, so that
+    ``latency_ms * ref / value`` is the median ratio at the reference speed ``ref``. ``None``
+    unless every visit has paired samples. Units: ms."""
+    x: list[float] = []
+    r: list[float] = []
+    for e in extras:
+        ratios, samples = e.get("pair_ratio"), e.get("latency_samples_ms")
+        if not ratios or not samples:
+            return None
+        x.extend(float(v) for v in samples)
+        r.extend(float(v) for v in ratios)
+    med_r = float(np.median(r))
+    return float(np.median(x)) / med_r if med_r > 0 else None
 
 
 def effective_sentinel_ms(samples: Sequence[Sequence[float]], sentinel_ms: Sequence[float]) -> float:
