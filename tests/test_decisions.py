@@ -149,13 +149,21 @@ def test_conformal_scale_covers_each_regime():
     r2, b2, w2, p2 = draw(20000)
     inside = np.abs(r2) <= cs.halfwidth(b2, w2, p2, 0.9)
     plain = np.abs(r2) <= conformal_quantile(np.sort(np.abs(r)), 0.9)
+    # ~2,000 training scores per regime: the coverage a regime reaches has a standard
+    # deviation of ~0.007 (seeds 0-3 gave 0.879-0.913), so 0.025 is a 3.5-sigma bound
     for m in (b2 <= 2, (b2 > 2) & (b2 <= 8), b2 > 8, w2 == 1, w2 == 0):
-        assert abs(inside[m].mean() - 0.9) < 0.02
+        assert abs(inside[m].mean() - 0.9) < 0.025
     assert abs(plain[b2 <= 2].mean() - 0.9) > 0.05  # what the fix is for
     # any coverage from the kept scores; nested
     assert (cs.halfwidth(b2, w2, p2, 0.8) < cs.halfwidth(b2, w2, p2, 0.9)).all()
     back = ConformalScale.from_json(json.loads(json.dumps(cs.to_json())))
     assert np.array_equal(back.halfwidth(b2, w2, p2, 0.9), cs.halfwidth(b2, w2, p2, 0.9))
+    assert len(cs.knots) == 5 and len(back.knots) == 5
+    # a bundle written before the hinges (no "knots"): read as it was written
+    old = cs.to_json()
+    del old["knots"]
+    old["coef"] = old["coef"][:8]
+    assert not ConformalScale.from_json(old).knots
 
 
 def test_carb_intervals_at_any_coverage_and_old_bundles(tmp_path):
