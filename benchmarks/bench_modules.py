@@ -399,6 +399,9 @@ def cmd_speed(args: argparse.Namespace) -> None:
         g = zoo.GRIDS[a]
         cfgs.append(zoo.ZooConfig(a, float(rng.choice(g["width"])), float(rng.choice(g["depth"])),
                                   int(rng.choice(g["kernel"])), int(rng.choice(zoo.SIZES)), 1))
+    if args.before:
+        _speed_side_by_side(args, cfgs, nm)
+        return
     t = time.perf_counter()
     layers = 0
     for c in cfgs:
@@ -407,6 +410,61 @@ def cmd_speed(args: argparse.Namespace) -> None:
     dt = time.perf_counter() - t
     print(f"{args.n} networks (build on meta + capture + predict; {layers / args.n:.0f} layers on average): "
           f"{dt:.1f} s, {dt / args.n * 1000:.1f} ms per network", flush=True)
+
+
+def _speed_side_by_side(args: argparse.Namespace, cfgs: list, nm) -> None:
+    """The same networks through carb.graph as of git revision ``args.before`` (its
+    capture; the build on meta as it was: with weight initialisation) and through the
+    current code, alternating network by network in one run (same machine load), each
+    table checked equal (layers, FLOP, peak live bytes)."""
+    import subprocess
+    import types
+
+    import numpy as np
+    import torch
+
+    from carb import graph, netmodel, zoo
+
+    src = subprocess.run(["git", "show", f"{args.before}:carb/graph.py"], cwd=ROOT, check=True,
+                         capture_output=True, text=True).stdout
+    old = types.ModuleType("carb_graph_before")
+    sys.modules[old.__name__] = old  # dataclasses look their module up
+    exec(compile(src, f"carb/graph.py@{args.before}", "exec"), old.__dict__)  # our own file at that revision
+
+    def before(c):
+        with torch.device("meta"):
+            m = zoo.build(c)
+        return old.capture(m, (c.batch, 3, c.input_size, c.input_size), c.precision)
+
+    def after(c):
+        return graph.capture(zoo._meta_build(c), (c.batch, 3, c.input_size, c.input_size), c.precision)
+
+    ts: dict[str, list[float]] = {"before": [], "after": []}
+    layers = 0
+    for i, c in enumerate(cfgs):
+        tabs = {}
+        for name, f in ((("before", before), ("after", after)) if i % 2 == 0 else (("after", after), ("before", before))):
+            t = time.perf_counter()
+            tab = f(c)
+            netmodel.predict_table(tab, nm)
+            ts[name].append(time.perf_counter() - t)
+            tabs[name] = tab
+        a, b = tabs["after"], tabs["before"]
+        if len(a.layers) != len(b.layers) or a.flops != b.flops or a.peak_live_bytes != b.peak_live_bytes:
+            raise SystemExit(f"tables differ for {c.label()}: {len(a.layers)}/{len(b.layers)} layers, "
+                             f"{a.flops}/{b.flops} FLOP, {a.peak_live_bytes}/{b.peak_live_bytes} B")
+        layers += len(a.layers)
+    tb, ta = float(np.sum(ts["before"])), float(np.sum(ts["after"]))
+    print(f"{len(cfgs)} networks ({layers / len(cfgs):.0f} layers on average), build on meta + capture + predict, "
+          f"alternating: before ({args.before}) {tb:.1f} s ({1000 * tb / len(cfgs):.1f} ms/network), "
+          f"now {ta:.1f} s ({1000 * ta / len(cfgs):.1f} ms/network): {tb / ta:.2f}x faster; tables equal", flush=True)
+    out = {"n": len(cfgs), "before_rev": args.before, "before_s": tb, "after_s": ta, "speedup": tb / ta,
+           "layers_mean": layers / len(cfgs), "before_ms_median": 1000 * float(np.median(ts["before"])),
+           "after_ms_median": 1000 * float(np.median(ts["after"]))}
+    res = Path(args.out)
+    doc = json.loads(res.read_text()) if res.exists() else {}
+    doc["speed_side_by_side"] = out
+    res.write_text(json.dumps(doc, indent=1, default=float))
 
 
 def cmd_ship(args: argparse.Namespace) -> None:
@@ -622,6 +680,9 @@ def main(argv: list[str] | None = None) -> None:
     sp = sub.add_parser("speed", help="capture + predict time")
     sp.add_argument("--model", required=True)
     sp.add_argument("--n", type=int, default=1000)
+    sp.add_argument("--before", default=None,
+                    help="git revision: also time carb/graph.py as of it, network by network alternating")
+    sp.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "bench_modules_quiet.json"))
     sp.set_defaults(func=cmd_speed)
     args = p.parse_args(argv)
     args.func(args)
