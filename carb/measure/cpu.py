@@ -388,9 +388,10 @@ def _cpu_child(conn: Any, job: dict[str, Any]) -> None:
                                                    ci_target=1e-9, min_repeats=1), targets=("latency_ms",))
                 if block:
                     sentinel_sample()  # the last block gets its sentinel too
-                for key, vals in run2.samples.items():
-                    run.samples.setdefault(key, []).extend(vals)
-                run.elapsed_s += run2.elapsed_s
+                # phase 2's config samples feed the block ratios only: after each sentinel
+                # sample the config starts on caches the sentinel used, so the raw
+                # latency (and energy) stays phase 1's, exactly what it means unpaired
+                pair_n = len(run2.samples.get("latency_ms", []))
 
         if can_reset:
             hwm_kb = _status_kb("VmHWM").get("VmHWM", model_kb)
@@ -411,9 +412,9 @@ def _cpu_child(conn: Any, job: dict[str, Any]) -> None:
                      iters_per_sample=k, stop_reason=run.stop_reason,
                      latency_samples_ms=[round(v, 6) for v in run.samples["latency_ms"]])
         if pair:
-            timed_ns = sum(run.samples["latency_ms"]) * k * 1e6
+            timed_ns = sum(run.samples["latency_ms"]) * k * 1e6 + sum(run2.samples.get("latency_ms", [])) * k * 1e6
             extra.update(pair_sentinel=pair["config"].config_id, pair_every_s=pair["every_s"], pair_iters=ks,
-                         pair_phase_share=pair["share"],
+                         pair_phase_share=pair["share"], pair_samples=pair_n,
                          pair_sentinel_ms=[round(v, 6) for v in pair_ms], pair_ratio=[round(v, 6) for v in pair_ratio],
                          pair_share=round(pair_time_ns[0] / (pair_time_ns[0] + timed_ns), 4))
         stats = run.stats()

@@ -63,9 +63,10 @@ class Pairing:
     sample over the sentinel's per-forward time), whose median is the config's latency in
     sentinel units: the machine's speed at that moment cancels out of it.
 
-    The visit runs in two phases: the config alone for ``1 - share`` of its sampling time
-    (its peak memory is read at the end of it, so memory means what it means unpaired),
-    then the blocks for the rest (sentinel samples take about a third of that phase).
+    The visit runs in two phases: the config alone for ``1 - share`` of its sampling time,
+    which gives the raw latency, energy and peak memory exactly as an unpaired visit does
+    (the peak is read before the sentinel exists); then the blocks for the rest (sentinel
+    samples take about a third of that phase), which give only the ratios.
 
     Attributes:
         config: the sentinel's config.
