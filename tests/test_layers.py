@@ -45,6 +45,12 @@ def test_normalisation_gives_equal_ids() -> None:
     (dict(op="nope", cin=3), "op: unknown"),
     (dict(op="relu", cin=0), "cin"),
     (dict(op="relu", cin=8, precision="fp8"), "precision"),
+    # absurd values: the limits every family shares (run_limits_problem), then the layers' own
+    (dict(op="relu", cin=8, input_size=10**6), "input_size: 1000000 is above the limit 8,192"),
+    (dict(op="conv", cin=8, batch=2**60), "batch: .* is above the limit"),
+    (dict(op="linear", cin=8, cout=10**9), "cout: 1000000000 is above the limit 1,000,000"),
+    (dict(op="conv", cin=10**7, groups=0), "cin: 10000000 is above the limit"),
+    (dict(op="conv", cin=8, input_size=8, kernel=10**5), "kernel: 100000 is above the limit 8,192"),
 ])
 def test_invalid_configs_one_line(bad: dict, match: str) -> None:
     with pytest.raises(families.SpaceError, match=match):

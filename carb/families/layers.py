@@ -55,7 +55,8 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from ._base import BYTES_PER_ELEMENT, PRECISIONS, Family, SpaceError, _as_int, _py, missing, own_parameters
+from ._base import (BYTES_PER_ELEMENT, MAX_INPUT_SIZE, PRECISIONS, Family, SpaceError, _as_int, _py, missing,
+                    own_parameters, run_limits_problem)
 
 if TYPE_CHECKING:  # pragma: no cover
     from torch import nn
@@ -73,6 +74,9 @@ _ACTS = ("bn", "relu", "relu6", "hardswish", "hardsigmoid", "sigmoid", "silu", "
 _WITH_COUT = ("conv", "linear", "matmul", "cat", "se")
 _WITH_KERNEL = ("conv", "maxpool", "avgpool")
 _WITH_GROUPS = ("conv", "matmul", "copy")
+#: Most channels (features) a layer may have: far above any real CNN's, low enough that
+#: an absurd value is refused before anything is built or priced.
+MAX_CHANNELS = 1_000_000
 
 #: The parameters of a config (the fields of :class:`LayerConfig`).
 PARAMETERS: tuple[str, ...] = ("op", "cin", "cout", "input_size", "kernel", "stride", "groups", "batch", "precision")
@@ -136,6 +140,16 @@ class LayerConfig:
                 return f"{name}: {getattr(self, name)} must be >= 1"
         if self.precision not in PRECISIONS:
             return f"precision: unknown value {self.precision!r} (expected one of {', '.join(PRECISIONS)})"
+        # the limits every family refuses (input side, batch), then this family's own
+        limits = run_limits_problem(self.input_size, self.batch, 1)
+        if limits:
+            return limits
+        for name in ("cin", "cout", "groups"):
+            if getattr(self, name) > MAX_CHANNELS:
+                return f"{name}: {getattr(self, name)} is above the limit {MAX_CHANNELS:,}"
+        for name in ("kernel", "stride"):
+            if getattr(self, name) > MAX_INPUT_SIZE:
+                return f"{name}: {getattr(self, name)} is above the limit {MAX_INPUT_SIZE:,}"
         if self.op == "conv" and (self.cin % self.groups or self.cout % self.groups):
             return f"groups: {self.groups} must divide cin ({self.cin}) and cout ({self.cout})"
         if self.op == "copy" and self.cin % self.groups:
