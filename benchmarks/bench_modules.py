@@ -115,15 +115,15 @@ def read_store(path: str | Path, family: str):
     return df, speed
 
 
-def layer_data(path: str | Path):
+def layer_data(path: str | Path, target: str = "latency_ms_p5"):
     from carb.families import layers as L
 
     df, speed = read_store(path, "layers")
     lf = L.layer_frame(df)
-    # the 5th percentile of each layer's pooled samples, not the median: on the shared
-    # machine the median of a long layer is inflated by other tenants' time slices (median/p5
-    # up to 12x), while the fast samples keep the layer's own cost
-    return lf.reset_index(drop=True), df["latency_ms_p5"].to_numpy(float), df, speed
+    # default: the 5th percentile of each layer's pooled samples, not the median: on the
+    # shared machine the median of a long layer is inflated by other tenants' time slices
+    # (median/p5 up to 12x), while the fast samples keep the layer's own cost
+    return lf.reset_index(drop=True), df[target].to_numpy(float), df, speed
 
 
 def zoo_data(path: str | Path):
@@ -191,7 +191,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     from carb import netmodel
 
     t0 = time.time()
-    lf, ly, ldf, lspeed = layer_data(args.layers)
+    lf, ly, ldf, lspeed = layer_data(args.layers, args.layer_target)
     print(f"{len(lf)} measured layers ({time.time() - t0:.0f} s)", flush=True)
     # layer model: 5-fold CV for the record, then the model on all layers
     rng = np.random.default_rng(0)
@@ -286,6 +286,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     # same network (3 visits minutes apart, same run): the floor for any predictor
     rd = zspeed.attrs.get("rounds")
     if rd is not None and len(rd):
+        rd = rd[rd["config_id"].isin(set(zdf["config_id"]))]  # a combined store holds the layers too
         w = rd.pivot_table(index="config_id", columns="round", values="latency_ms")
         w = w.dropna()
         if w.shape[1] >= 2:
@@ -299,7 +300,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     results["per_network"] = per_net
     results["conditions"] = {
         "layers": int(len(lf)), "networks": int(len(zdf)), "k": args.k, "repeats": args.repeats,
-        "network_target": args.target, "layer_target": "latency_ms_p5",
+        "network_target": args.target, "layer_target": args.layer_target,
         "layer_speed": _drift(lspeed), "zoo_speed": _drift(zspeed),
         "zoo_measured": [str(zdf["measured_at"].min()), str(zdf["measured_at"].max())] if "measured_at" in zdf else None,
     }
@@ -327,7 +328,7 @@ def cmd_consistency(args: argparse.Namespace) -> None:
     from carb.model import CARB
 
     t0 = time.time()
-    lf, ly, _, _ = layer_data(args.layers)
+    lf, ly, _, _ = layer_data(args.layers, args.layer_target)
     lm = netmodel.LayerModel.fit(lf, ly, trees=args.trees)
     df = datasets.load("cpu-1t")
     df = df[df["status"] == "ok"].reset_index(drop=True)
@@ -617,12 +618,17 @@ def _drift(speed) -> dict | None:
     if speed is None or not len(speed):
         return None
     col = "sentinel_ms" if "sentinel_ms" in speed.columns else speed.select_dtypes("number").columns[0]
+    noisy = 0
+    if "used" in speed.columns:  # readings less precise than the drift they would measure are not used
+        used = speed["used"].fillna(True).astype(bool)
+        noisy = int((~used).sum())
+        speed = speed[used]
     v = speed[col].dropna().to_numpy(float)
     if not len(v):
         return None
     import numpy as np
 
-    return {"readings": int(len(v)), "sentinel_ms_median": float(np.median(v)), "max_over_min": float(v.max() / v.min()),
+    return {"readings": int(len(v)), "noisy_readings_left_out": noisy, "sentinel_ms_median": float(np.median(v)), "max_over_min": float(v.max() / v.min()),
             "p90_over_p10": float(np.quantile(v, 0.9) / np.quantile(v, 0.1))}
 
 
@@ -648,6 +654,8 @@ def main(argv: list[str] | None = None) -> None:
     e.add_argument("--trees", type=int, default=200)
     e.add_argument("--target", default="latency_ms",
                    help="the networks' latency column: latency_ms (median), latency_ms_p5, latency_ms_norm")
+    e.add_argument("--layer-target", default="latency_ms_p5",
+                   help="the layers' latency column the layer model learns: latency_ms_p5 or latency_ms (median)")
     e.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "bench_modules.json"))
     e.add_argument("--save-model", default=None, help="also fit on everything and save the model here")
     e.set_defaults(func=cmd_evaluate)
@@ -659,6 +667,7 @@ def main(argv: list[str] | None = None) -> None:
     c.add_argument("--seed", type=int, default=0)
     c.add_argument("--trees", type=int, default=200)
     c.add_argument("--preset", default="fast")
+    c.add_argument("--layer-target", default="latency_ms_p5")
     c.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "bench_modules.json"))
     c.set_defaults(func=cmd_consistency)
     sh = sub.add_parser("ship", help="ship the layer campaign as a dataset + card")
