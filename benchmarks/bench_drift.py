@@ -11,6 +11,11 @@ Order, in one process pinned to one core (run it under ``taskset``):
 5. campaign B: the same configs again (``remeasure``: the store's ``remeasurements`` table,
    same platform, so both campaigns are normalized to one median sentinel reading).
 
+Since the paired sentinel (``carb.measure.sentinel.Pairing``), every CPU visit times the
+sentinel in alternation with the config, and ``latency_ms_norm`` is corrected by the
+visit's own paired sentinel; "raw x campaign-median reading ratio" is the between-visit
+readings' correction (one factor per campaign), for comparison in the same run.
+
 Printed per method: median ratio B/A, mean and max |B/A - 1|, share within ±5%; and the
 sentinel's overhead (its wall time over the campaigns' wall time), the speed index
 between and within the campaigns.
@@ -124,7 +129,7 @@ def main() -> None:
     level = raw * med["A"] / med["B"]
     rows = {"plain steady-state loop": stats(plain), "campaign, raw latency_ms": stats(raw),
             "campaign, drift-corrected latency_ms_norm": stats(corr),
-            "campaign, raw x campaign-median sentinel ratio": stats(level)}
+            "campaign, raw x campaign-median reading ratio": stats(level)}
     res["methods"] = rows
     res["per_config"] = {i: {"plain": float(p), "raw": float(x), "corrected": float(y), "latency_ms_A": float(m.latency_ms[i])}
                          for i, p, x, y in zip(ids, plain, raw, corr)}
@@ -141,7 +146,19 @@ def main() -> None:
                        "share": (ra.sentinel_s + rb.sentinel_s) / wall,
                        "speed_A_over_B": float(np.median(sb) / np.median(sa)),
                        "within_A_ratio": float(sa.max() / sa.min()), "within_B_ratio": float(sb.max() / sb.min())}
+    # the paired sentinel (timed inside each visit): its share of the visits' sampling time
+    shares = []
+    for tbl in (m, r):
+        for e in tbl.get("extra", []):
+            e = json.loads(e) if isinstance(e, str) else (e or {})
+            if "pair_share" in e:
+                shares.append(float(e["pair_share"]))
+    res["sentinel"]["paired_visits"] = len(shares)
+    res["sentinel"]["paired_share_of_sampling"] = float(np.median(shares)) if shares else None
     s = res["sentinel"]
+    if shares:
+        print(f"\npaired sentinel in {len(shares)} pooled rows: median {100 * s['paired_share_of_sampling']:.1f}% of the "
+              "visits' sampling time (inside max_time: no wall time added)")
     print(f"\nsentinel: {s['readings']} readings ({s['usable']} precise enough to use), {s['sentinel_s']:.1f} s of {wall:.1f} s campaign wall time "
           f"= {100 * s['share']:.1f}% overhead")
     print(f"machine speed A -> B (median sentinel): x{1 / s['speed_A_over_B']:.3f}; slowest/fastest reading within "

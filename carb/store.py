@@ -298,12 +298,15 @@ class Store:
 
     def speed_ref_ms(self, platform: str) -> float | None:
         """The platform's median sentinel reading (ms): the speed every ``latency_ms_norm``
-        of the platform is normalized to; ``None`` without readings."""
+        of the platform is normalized to; the median of all its readings when none was
+        precise enough to correct with (the reference only sets the level of
+        ``latency_ms_norm``; rows timed with a paired sentinel are corrected by their own);
+        ``None`` without readings."""
         if platform not in self._ref:
             if not self.has_speed_index():
                 return None
-            v = self.con.execute("SELECT median(sentinel_ms) FROM speed_index WHERE platform = ? "
-                                 "AND used IS NOT FALSE",
+            v = self.con.execute("SELECT coalesce(median(sentinel_ms) FILTER (WHERE used IS NOT FALSE), "
+                                 "median(sentinel_ms)) FROM speed_index WHERE platform = ?",
                                  [platform]).fetchone()[0]
             self._ref[platform] = None if v is None else float(v)
         return self._ref[platform]

@@ -417,3 +417,16 @@ def test_cpu_backend_times_the_paired_sentinel_inside_a_visit(tmp_path):
     # runtime buffers made the config read ~17 MB less; run during the peak, ~1-2 MB more)
     assert alone.status == "ok" and abs(m.memory_mb - alone.memory_mb) < 0.1 * alone.memory_mb
     assert "pair_ratio" not in alone.extra
+
+
+def test_reference_falls_back_to_all_readings_when_none_is_precise(tmp_path):
+    """Synthetic readings: the reference (the level of latency_ms_norm) is the median of the
+    precise readings, or of all of them when every one was too noisy to correct with."""
+    with Store(tmp_path / "r.duckdb") as s:
+        run = s.begin_run("p", "cpu", {}, {})
+        s.add_speed_reading(run, "p", 2.0, 0.2, 0.1, used=False)
+        s.add_speed_reading(run, "p", 4.0, 0.2, 0.1, used=False)
+        assert s.speed_ref_ms("p") == 3.0
+        s.add_speed_reading(run, "p", 10.0, 0.01, 0.1, used=True)
+        assert s.speed_ref_ms("p") == 10.0
+        assert s.speed_ref_ms("other") is None
