@@ -4,7 +4,9 @@
    project's own CPU campaign).
 2. **Characterize**: K configs of the ``cpu`` space, chosen by the active sampler, are
    measured on this machine (all numbers are measured here).
-3. **Calibrate**: the source model is mapped to this machine from those K measurements.
+3. **Calibrate**: the source model is mapped to this machine from those K measurements
+   (their latencies at the calibration's median speed, when each row carries its own
+   paired speed sentinel).
 4. **Screen**: the space is screened in two stages (source model, then the calibrated
    model) under budgets set from the calibrated predictions (the space's median latency
    and memory unless given).
@@ -100,7 +102,17 @@ def run_demo(s: DemoSettings, measure: Callable[[pd.DataFrame, str], pd.DataFram
     say(f"characterized {len(ok)} of {len(pick)} configs on this machine in {timings['characterize_s']:.0f} s")
 
     t0 = time.perf_counter()
-    model = fit_calibrated(source, measured, meta={"device": s.device, "samples": s.samples})
+    # Each calibration row timed with the paired sentinel carries the machine's speed at its
+    # own moments: the map is fitted on latencies at the calibration's median speed, so the
+    # speed changes between the K configs (tens of % on our VMs) do not bend it.
+    cal_ref = _all_sentinels_median(ok)
+    fit_rows = measured
+    if cal_ref is not None:
+        fit_rows = measured.copy()
+        fit_rows.loc[ok.index, "latency_ms"] = drift.normalize(ok, ref_ms=cal_ref)
+    model = fit_calibrated(source, fit_rows, meta={"device": s.device, "samples": s.samples,
+                                                   "calibrated_on": "latency at the calibration's median sentinel speed"
+                                                   if cal_ref is not None else "raw latency"})
     timings["calibrate_s"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
@@ -135,7 +147,7 @@ def run_demo(s: DemoSettings, measure: Callable[[pd.DataFrame, str], pd.DataFram
     corr_val = val.copy()
     if "speed_change" in moved:
         # validation latencies at the calibration's median speed, the one the map was fitted at
-        corr_val["latency_ms"] = drift.normalize(val, ref_ms=moved["sentinel_ms_before"])
+        corr_val["latency_ms"] = drift.normalize(val, ref_ms=cal_ref or moved["sentinel_ms_before"])
     err_corr = {t: float(np.nanmedian(np.abs(vpred[t] / corr_val[t] - 1))) for t in model.targets_}
     if moved.get("exceeds"):
         say(drift.drift_line(moved))
@@ -157,6 +169,7 @@ def run_demo(s: DemoSettings, measure: Callable[[pd.DataFrame, str], pd.DataFram
                                                               "shortlist", "pruning_ratio")},
         "validation": metrics, "validation_median_abs_error": err, "validation_interval_coverage": cover,
         "validation_median_abs_error_corrected": err_corr if "speed_change" in moved else None,
+        "calibrated_on": "latency at the calibration's median sentinel speed" if cal_ref is not None else "raw latency",
         "drift": {**moved, "line": drift.drift_line(moved)},
         "timings": timings,
     }
@@ -220,6 +233,14 @@ def _figures(out: Path, calib: pd.DataFrame, val: pd.DataFrame, feasible: pd.Dat
         fig.tight_layout()
         fig.savefig(out / "pareto.png", dpi=110)
         plt.close(fig)
+
+
+def _all_sentinels_median(rows: pd.DataFrame) -> float | None:
+    """The median ``sentinel_ms`` of ``rows`` when every row has one, else ``None``."""
+    if "sentinel_ms" not in rows.columns or rows.empty:
+        return None
+    s = pd.to_numeric(rows["sentinel_ms"], errors="coerce")
+    return float(s.median()) if (s > 0).all() else None
 
 
 def default_threads() -> int:
