@@ -184,9 +184,11 @@ def _recall_curve(res, truth: pd.DataFrame, budgets: dict, objs, sizes=(5, 10, 2
     return {"true_front": len(true_front), "ranked": len(ranked), "by_size": curve, "by_threshold": thr}
 
 
-#: the calls compared: (label, screen() keyword arguments); "decide" is screen()'s default
-METHODS = (("point", {"risk": "point"}), ("safe", {"risk": "safe"}), ("decide", {}),
-           ("decide, interval rule", {"rule": "interval"}), ("decide, no cap", {"shortlist_share": None}))
+#: the calls compared: (label, screen() keyword arguments)
+#: (labels as in the recorded JSON: "decide" is the joint rule, the default when it was run)
+METHODS = (("point", {"risk": "point"}), ("safe", {"risk": "safe"}), ("decide", {"rule": "joint"}),
+           ("decide, interval rule", {"rule": "interval"}),
+           ("decide, no cap", {"shortlist_share": None, "rule": "joint"}))
 
 
 def _rows_for(dataset: str, name: str, model, source, cands: pd.DataFrame, targets: list[str], conf: float,

@@ -23,7 +23,8 @@ def cands():
 
 def test_three_way_calls_follow_the_intervals(cands):
     budgets = {"latency_ms": 20.0, "memory_mb": 200.0}
-    r = screen(cands, Synthetic(rel=0.2), budgets, risk="decide", confidence=0.9, rule="interval")
+    r = screen(cands, Synthetic(rel=0.2), budgets, risk="decide", confidence=0.9)
+    assert r.summary["rule"] == "interval"  # the default
     d = r.decisions
     lo_over = (d.latency_ms_lo > 20) | (d.memory_mb_lo > 200)
     hi_within = (d.latency_ms_hi <= 20) & (d.memory_mb_hi <= 200)
@@ -39,7 +40,7 @@ def test_three_way_calls_follow_the_intervals(cands):
 
 def test_joint_rule_calls_from_the_chance_of_meeting_every_budget(cands):
     budgets = {"latency_ms": 20.0, "memory_mb": 200.0}
-    r = screen(cands, Synthetic(rel=0.2), budgets, confidence=0.9)
+    r = screen(cands, Synthetic(rel=0.2), budgets, confidence=0.9, rule="joint")
     assert r.summary["rule"] == "joint"
     d = r.decisions
     pw = d[["latency_ms_p_within", "memory_mb_p_within"]].to_numpy()
