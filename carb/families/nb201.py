@@ -306,7 +306,7 @@ def cell_features(codes: np.ndarray) -> np.ndarray:
     and in all; the longest input-to-output path in effective edges and in convolutions
     (0 when the output is zero); dead convolutions; dead edges. These say where a cell's
     operations sit, which its totals (FLOPs, op counts) do not: on the Jetson TX2 they
-    bring LightGBM's energy error on unseen cells from 2.46% to 2.33% MAPE
+    bring LightGBM's energy error on unseen cells from 2.40% to 2.30% MAPE
     (``benchmarks/RESULTS.md``, issue 14).
 
     Args:

@@ -99,12 +99,12 @@ PRESETS: dict[str, dict[str, Any]] = {
         "transform": "log",
         # no additive offset and no monotone constraint: every nb201 row of a platform has one
         # batch, and a roofline sum of the totals explains little of where a cell spends
-        # (Jetson TX2 energy, grouped split: LightGBM alone on the extended features 2.46%
+        # (Jetson TX2 energy, grouped split: LightGBM alone on the extended features 2.40%
         # MAPE against the default preset's 2.91%)
         "offset": None,
-        # settings ours (issue 14, Jetson TX2 energy on unseen cells: 1,000 trees of 31 leaves
-        # 2.31% MAPE, 500 trees 2.33%, 300 2.54%; deeper trees and larger ensembles fit the
-        # measurement noise: 3,000 trees of 63 leaves 2.57%)
+        # settings ours (issue 14, Jetson TX2 energy on unseen cells, `bench_nb201.py ablation`:
+        # 800 trees of 31 leaves 2.30% MAPE, 300 trees 2.36%, 1,500 at lr 0.03 2.29%; larger
+        # ensembles fit the measurement noise: 3,000 trees of 63 leaves 2.34%)
         "learners": {"lgbm": ("lightgbm", {"n_estimators": 800, "num_leaves": 31, "learning_rate": 0.05,
                                            "derive": "nb201-cell"})},
         "blend": "nnls",
