@@ -306,7 +306,9 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=1, default=float))
+    # keys other subcommands added to the same file (consistency, compare, speed) are kept
+    doc = json.loads(out.read_text()) if out.exists() else {}
+    out.write_text(json.dumps({**doc, **results}, indent=1, default=float))
     print(json.dumps({k: results["pooled"][k] for k in results["pooled"]}, indent=1))
     print("pairs:", json.dumps(pairs, indent=0, default=float))
     print(f"written {out} ({time.time() - t0:.0f} s)")
@@ -498,7 +500,7 @@ def cmd_ship(args: argparse.Namespace) -> None:
         "layers, linear, attention-style matmul, BN, activations, pooling, add, broadcast multiply, concat, "
         "channel shuffle copy, whole SE blocks), a per-operator balanced, space-filling sample "
         "(`carb.families.layers.balanced_sample`), measured with CARB's own pipeline "
-        "(`carb characterize --configs ... --threads 1 --max-time 1.5 --rounds 3 --chunk 48`). "
+        f"(`{args.how}`). "
         "One row per layer; the layer's parameters are columns (`op`, `cin`, `cout`, `input_size`, `kernel`, "
         "`stride`, `groups`, `batch`, `precision`), the per-layer columns of `carb.families.layers.layer_frame` "
         "are recomputed on load. Used by `carb.netmodel` (per-operator cost models).",
@@ -508,26 +510,27 @@ def cmd_ship(args: argparse.Namespace) -> None:
         "## Machine and software",
         f"- CPU: {p.get('cpu_model')} ({p.get('logical_cpus')} logical CPUs), frequency seen {p.get('cpu_freq_mhz')} MHz",
         f"- python {p.get('python')}, torch {p.get('torch')}, carb {p.get('carb')}",
-        "- threads: 1 intra-op and inter-op (`torch.set_num_threads`), not pinned to a core",
+        f"- threads: 1 intra-op and inter-op (`torch.set_num_threads`); {args.pinning}",
         "",
         "## Protocol",
         f"- each layer visited in {pr.get('rounds')} rounds at different moments (round-robin over chunks), "
         "each visit a fresh worker process; timed forwards until the 95% CI of the median is within "
         f"{100 * pr.get('ci_target', 0):g}% or {pr.get('max_time_s', 0) / max(pr.get('rounds', 1), 1):g} s per visit",
         "- latency_ms: median per-forward time (one module call: the operator on inputs held as buffers); "
-        "latency_ms_p5: the 5th percentile of the pooled samples, which carb.netmodel learns from (see below)",
+        f"latency_ms_p5: the 5th percentile of the pooled samples; carb.netmodel learns from `{args.layer_target}` "
+        "(see below)",
         f"- measured {f['first_measured'][:16]} to {f['last_measured'][:16]} UTC in {f['runs']} resumed run(s)",
         "",
         "## Counts and noise",
-        f"- rows by status: {', '.join(f'{k}: {v}' for k, v in f['by_status'].items())}",
-        f"- latency: median CoV of the pooled samples {f['latency_cov_median']:.3f} (p95 {f['latency_cov_p95']:.3f}); "
-        f"median samples per layer {f['latency_n_median']:.0f}",
+        f"- rows by status: {', '.join(f'{k}: {v}' for k, v in df['status'].value_counts().items())}",
+        f"- latency: median CoV of the pooled samples {df['latency_ms_cov'].median():.3f} "
+        f"(p95 {df['latency_ms_cov'].quantile(0.95):.3f}); median samples per layer "
+        f"{df['latency_ms_n'].median():.0f}",
         *[f"- {ln}" for ln in f.get("speed_lines", [])],
         "",
-        "## Known limits: a heavily shared machine",
+        "## Conditions and known limits",
         f"- {args.conditions}",
-        "- the median of a long layer is inflated by other tenants' time slices (median / p5 up to 12x), so "
-        "the network model learns the 5th percentile; the share of this noise that remains is in RESULTS.md",
+        *[f"- {n}" for n in args.note],
         "- no CPU energy (no RAPL on this VM); peak memory of a single layer is mostly the process's own pages",
         "- fp32 only: a fp16/bf16 network is priced by this fp32 data (its bytes halve, nothing else changes); "
         "no reduced-precision layer was measured",
@@ -677,6 +680,11 @@ def main(argv: list[str] | None = None) -> None:
     sh.add_argument("--out", default=str(ROOT / "carb" / "data"))
     sh.add_argument("--conditions", default="other sessions ran campaigns, tests and benchmarks on both cores "
                     "throughout (load average 8-10 on 2 cores); the zoo campaign of bench_modules ran beside it")
+    sh.add_argument("--how", default="carb characterize --configs ... --threads 1 --max-time 1.5 --rounds 3 --chunk 48",
+                    help="the measuring command, for the card")
+    sh.add_argument("--pinning", default="not pinned to a core")
+    sh.add_argument("--layer-target", default="latency_ms_p5")
+    sh.add_argument("--note", action="append", default=[], help="a further line of the card's limits (repeatable)")
     sh.set_defaults(func=cmd_ship)
     cp = sub.add_parser("compare", help="two runs of the zoo: drift and run-to-run agreement")
     cp.add_argument("a")
