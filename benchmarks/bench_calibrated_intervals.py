@@ -2,7 +2,9 @@
 (source interval mapped and widened by the map's leave-one-out error) against new (the
 source's locally adaptive width scaled by the conformal quantile of the map's leave-one-out
 errors in units of that width), side by side in one run: K = 10, 12, 20, seeds 0-2; test =
-the cpu-2t configs not measured for calibration. Data only (shipped measurements): no
+the cpu-2t configs not measured for calibration. "new-carried": the new intervals with the
+map's slope carried on outside its K's range of source predictions (before the map held its
+ratio there, ``LogMap.s_range``); "new" holds it. Data only (shipped measurements): no
 timing, so machine load does not change the figures.
 
     python benchmarks/bench_calibrated_intervals.py
@@ -23,12 +25,16 @@ for K in (10, 12, 20):
         cal = fit_calibrated(src, meas)
         old = copy.deepcopy(cal)
         for m in old.maps_.values():
-            m.scale_q = None
-        for name, mdl in (("old", old), ("new", cal)):
+            m.scale_q, m.s_range = None, None
+        carried = copy.deepcopy(cal)  # the conformal scale, the map's slope carried outside its K's range
+        for m in carried.maps_.values():
+            m.s_range = None
+        for name, mdl in (("old", old), ("new-carried", carried), ("new", cal)):
             p = mdl.predict(rest)
             row = [name, K, seed]
             for t in ("latency_ms", "memory_mb"):
                 y = rest[t].to_numpy(); cov = np.mean((y >= p[f"{t}_lo"]) & (y <= p[f"{t}_hi"]))
                 w = np.median(np.log(p[f"{t}_hi"] / p[f"{t}_lo"]) / 2)
-                row += [f"{t} cov {cov:.3f} hw {w:.3f}"]
+                mape = np.mean(np.abs(p[t].to_numpy() / y - 1))
+                row += [f"{t} cov {cov:.3f} hw {w:.3f} mape {mape:.4f}"]
             print(*row, flush=True)

@@ -15,7 +15,9 @@ Variants side by side in one run, each on the same source model, candidates and 
 (the screen follows the calibrated model, so each variant gets its own shortlist):
 
 - ``current``: ``carb calibrate``'s map as shipped (:func:`carb.transfer.fit_log_map`:
-  identity, factor, line, line + log batch, chosen by median leave-one-out error);
+  identity, factor, line, line + log batch, chosen by median leave-one-out error; outside
+  the K's range of source predictions it holds its ratio); ``slope carried``: the same map
+  with its slope carried on outside that range (the map before);
 - ``+overhead``, ``+overhead-line``, ``+ramp``, ``+quad``: one more candidate form in the
   same leave-one-out choice (benchmark-only code below: they did not win, so the library
   does not carry them): ``y = e^a s + c`` and ``y = e^(a + b log s) + c`` with ``c >= 0``
@@ -32,7 +34,10 @@ Variants side by side in one run, each on the same source model, candidates and 
 
 Data only: no timing, machine load does not change the figures.
 
-    python benchmarks/bench_demo_offline.py [--seeds 40] [--variants current overhead ...]
+``--real DIR ...`` first re-scores real ``carb demo`` runs from their output folders, the
+current map beside the slope carried on (data of those runs only).
+
+    python benchmarks/bench_demo_offline.py [--seeds 20] [--variants current ...] [--real /tmp/demo1 ...]
 """
 
 from __future__ import annotations
@@ -124,6 +129,18 @@ def _with_forms(extra: tuple[str, ...]):
     return fit
 
 
+def _carried(fit):
+    """The map before it kept its range (:attr:`carb.transfer.LogMap.s_range`): its slope
+    carried on below and above the K's source predictions."""
+
+    def wrapped(s, y, batch, coverage=0.9):
+        m = fit(s, y, batch, coverage)
+        m.s_range = None
+        return m
+
+    return wrapped
+
+
 def _focused(gamma: float, cheapest: bool = False):
     """choose_samples with its quantile bins of predicted latency warped by u^gamma; with
     ``cheapest``, the first bin's pick is its cheapest config (predicted) instead of a random
@@ -190,16 +207,47 @@ VARIANTS: dict[str, tuple[tuple[str, ...], float, int, bool]] = {
     "focus 2": ((), 2.0, 12, False),
     "cheapest": ((), 1.0, 12, True),
     "cheapest+oh-line": (("overhead-line",), 1.0, 12, True),
+    "slope carried": (("carried",), 1.0, 12, False),
     "K = 24": ((), 1.0, 24, False),
     "K = 48": ((), 1.0, 48, False),
     "all": ((), 1.0, 10 ** 6, False),
 }
 
 
+def rescore(runs: list[str], source) -> None:
+    """Re-score real ``carb demo`` runs from their own files (``characterized.csv``: the K
+    measured here; ``validation.csv``: the 16 validated, with ``latency_ms_corrected``):
+    each map variant fitted on the run's K, scored on its validation rows, raw and
+    drift-corrected; the source model is the demo's (CARB fast on cpu-1t)."""
+    import os.path
+
+    for run in runs:
+        ch = pd.read_csv(os.path.join(run, "characterized.csv"))
+        val = pd.read_csv(os.path.join(run, "validation.csv"))
+        ok = ch[ch.status == "ok"] if "status" in ch.columns else ch
+        sub = val["latency_ms"].to_numpy() < 1
+        cells = []
+        for name, fit in (("current", _FIT_LOG_MAP), ("slope carried", _carried(_FIT_LOG_MAP))):
+            T.fit_log_map = fit
+            try:
+                m = C.fit_calibrated(source, ch)
+            finally:
+                T.fit_log_map = _FIT_LOG_MAP
+            p = m.predict(val)["latency_ms"].to_numpy()
+            raw = np.abs(p / val["latency_ms"].to_numpy() - 1)
+            corr = np.abs(p / val["latency_ms_corrected"].to_numpy() - 1) if "latency_ms_corrected" in val else raw
+            cells.append(f"{name}: {100 * np.median(raw):.1f}% raw, {100 * np.nanmedian(corr):.1f}% drift-corrected, "
+                         f"sub-ms configs {100 * np.median(raw[sub]):.1f}%" if sub.any() else "")
+        print(f"{run}: K measured {ok.latency_ms.min():.2f}-{ok.latency_ms.max():.0f} ms, {int(sub.sum())} of "
+              f"{len(val)} validated below 1 ms | " + " | ".join(cells), flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--variants", nargs="*", default=list(VARIANTS))
+    ap.add_argument("--real", nargs="*", default=[],
+                    help="also re-score these carb demo output folders (their characterized.csv, validation.csv)")
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
     warnings.simplefilter("ignore")
@@ -212,6 +260,8 @@ def main() -> None:
     cands = space.load("cpu").to_frame()
     cands = cands[cands.config_id.isin(truth.index)].reset_index(drop=True)
     source = CARB(preset="fast").fit(src_rows)  # as carb demo trains it
+    if a.real:
+        rescore(a.real, source)
     print(f"offline demo: source CARB fast on cpu-1t ({len(src_rows)} rows); {len(cands)} candidates (the cpu "
           f"space's configs with cpu-2t values); 8 top + 8 random validated; seeds 0..{a.seeds - 1}")
     print("median |error| of validated latency: median / mean / p90 over seeds, share of seeds <= 10%; "
@@ -219,7 +269,9 @@ def main() -> None:
     out = {}
     for name in a.variants:
         extra, gamma, k, cheapest = VARIANTS[name]
-        T.fit_log_map, C.choose_samples = _with_forms(extra), _focused(gamma, cheapest)
+        fit = _with_forms(tuple(f for f in extra if f != "carried"))
+        T.fit_log_map = _carried(fit) if "carried" in extra else fit
+        C.choose_samples = _focused(gamma, cheapest)
         try:
             seeds = range(1) if k >= len(cands) else range(a.seeds)  # all: one fit, no draw
             df = pd.DataFrame([simulate(source, cands, truth, s, k=k) for s in seeds])

@@ -12,8 +12,10 @@ predictions to the new device's values, per target:
   (a device factor), ``a + b log s`` (a factor and a different growth with cost) or,
   from 8 measurements on, ``a + b log s + c log batch``
   (energy and latency scale differently with load on different devices), whichever has
-  the least exact leave-one-out error. Intervals: the source interval mapped through the
-  map and widened by the map's leave-one-out residual quantile.
+  the least exact leave-one-out error. Outside the range of the K's source predictions the
+  map holds the ratio it has at the nearer end rather than carry its slope on (the demo's
+  shortlist lives below its K: ``benchmarks/bench_demo_offline.py``). Intervals: the source
+  interval mapped through the map and widened by the map's leave-one-out residual quantile.
 
 The map is :mod:`carb.transfer`'s few-shot model (the one ``carb fewshot`` uses), with the
 source model as its one source device: ``method="log"`` is the map above; ``"nnls"`` is
@@ -184,7 +186,8 @@ class CalibratedModel:
         shutil.copytree(src, d / "source")
         doc = {"format": "carb-calibration", "version": 1, "coverage": self.coverage, "meta": self.meta,
                "source_sha256": model_checksum(d / "source"),
-               "maps": {t: {"coef": m.coef, "q": m.q, "n": m.n, "scale_q": m.scale_q} if isinstance(m, LogMap) else
+               "maps": {t: {"coef": m.coef, "q": m.q, "n": m.n, "scale_q": m.scale_q,
+                            "s_range": None if m.s_range is None else list(m.s_range)} if isinstance(m, LogMap) else
                         {"kind": "nnls", "coef": m.coef, "intercept": m.intercept, "features": m.features,
                          "q": m.q, "n": m.n} for t, m in self.maps_.items()}}
         from carb.model._bundle import doc_checksum
@@ -341,7 +344,10 @@ def load_predictor(directory: str | Path) -> Any:
                             features=[str(f) for f in m["features"]], q=float(m["q"]), n=int(m["n"]))
                     if m.get("kind") == "nnls" else
                     LogMap(coef=[float(c) for c in m["coef"]], q=float(m["q"]), n=int(m["n"]),
-                           scale_q=None if m.get("scale_q") is None else float(m["scale_q"])))
+                           scale_q=None if m.get("scale_q") is None else float(m["scale_q"]),
+                           # files written before the range was kept: the map carries its slope on
+                           s_range=None if m.get("s_range") is None else
+                           (float(m["s_range"][0]), float(m["s_range"][1]))))
                 for t, m in doc["maps"].items()}
     except BundleError:
         raise

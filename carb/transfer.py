@@ -244,6 +244,12 @@ class LogMap:
     scale_q: float | None = None
     #: the leave-one-out residuals (log) of the chosen map, kept for fitting ``scale_q``
     loo: list[float] | None = field(default=None, repr=False, compare=False)
+    #: ``(min, max)`` of the source predictions the map was fitted on (target units). Outside
+    #: it the map holds the ratio target / source it has at the nearer end (slope 1 in log)
+    #: instead of carrying its fitted slope on: a slope learnt between 2 and 600 ms said
+    #: nothing about 0.4 ms configs, and on the cpu pair the 2-thread ratio flattens at both
+    #: ends (``benchmarks/RESULTS.md``, the demo simulated offline). ``None``: no limit.
+    s_range: tuple[float, float] | None = None
 
     def design(self, log_s: np.ndarray, batch: np.ndarray) -> np.ndarray:
         cols = [np.ones_like(log_s), log_s]
@@ -252,9 +258,12 @@ class LogMap:
         return np.column_stack(cols)
 
     def apply(self, s: np.ndarray, batch: np.ndarray, widen: float = 0.0) -> np.ndarray:
-        """``exp(map(log s) + widen)``, in the target's units."""
-        z = self.design(np.log(np.maximum(np.asarray(s, float), 1e-12)), np.asarray(batch, float))
-        return np.exp(z @ np.asarray(self.coef) + widen)
+        """``exp(map(log s) + widen)``, in the target's units; outside ``s_range`` the ratio
+        at its nearer end times ``s``."""
+        s = np.maximum(np.asarray(s, float), 1e-12)
+        inside = s if self.s_range is None else np.clip(s, *self.s_range)
+        z = self.design(np.log(inside), np.asarray(batch, float))
+        return np.exp(z @ np.asarray(self.coef) + widen) * (s / inside)
 
 
 def fit_log_map(s: np.ndarray, y: np.ndarray, batch: np.ndarray, coverage: float = 0.9) -> LogMap:
@@ -262,7 +271,8 @@ def fit_log_map(s: np.ndarray, y: np.ndarray, batch: np.ndarray, coverage: float
     the identity (``log y = log s``), a device factor alone (``log y = a + log s``), a
     line (``a + b log s``), and, from :data:`MIN_K_BATCH_TERM` measurements, a line plus
     ``c log batch``. With few or noisy measurements the simpler maps win: they cannot
-    overfit. ``s`` and ``y`` are positive costs (e.g. ms), ``batch`` images per forward."""
+    overfit. ``s`` and ``y`` are positive costs (e.g. ms), ``batch`` images per forward.
+    The map keeps the range of ``s`` (:attr:`LogMap.s_range`): outside it, it holds its ratio."""
     log_s, log_y = np.log(np.asarray(s, float)), np.log(np.asarray(y, float))
     batch = np.asarray(batch, float)
     n = len(log_y)
@@ -295,7 +305,8 @@ def fit_log_map(s: np.ndarray, y: np.ndarray, batch: np.ndarray, coverage: float
     _, coef_list, loo = best
     level = min(1.0, math.ceil((n + 1) * coverage) / n)
     q = float(np.quantile(np.abs(loo), level)) if n > 1 else 0.0
-    return LogMap(coef=coef_list, q=q, n=n, loo=[float(v) for v in loo])
+    return LogMap(coef=coef_list, q=q, n=n, loo=[float(v) for v in loo],
+                  s_range=(float(np.exp(log_s.min())), float(np.exp(log_s.max()))))
 
 
 class ModelSource:

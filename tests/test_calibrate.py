@@ -108,3 +108,61 @@ def test_nnls_map_is_carb_transfers_and_round_trips(cands, tmp_path):
     np.testing.assert_allclose(again.latency_ms, pred.latency_ms, rtol=1e-6)
     with pytest.raises(ValueError, match="expected 'log' or 'nnls'"):
         fit_calibrated(src_model, pick.join(tgt.truth(pick)), method="magic")
+
+
+def test_log_map_holds_its_ratio_outside_the_range_it_was_fitted_on():
+    """SYNTHETIC costs: target = 2 s^0.8 measured between 2 and 600 ms; below and above,
+    the map holds the ratio of its nearer end instead of carrying its slope on."""
+    from carb.transfer import fit_log_map
+
+    s = np.geomspace(2.0, 600.0, 12)
+    y = 2.0 * s ** 0.8
+    m = fit_log_map(s, y, np.ones_like(s))
+    assert m.s_range == pytest.approx((2.0, 600.0)) and m.coef[1] == pytest.approx(0.8)
+    inside = np.array([3.0, 50.0, 500.0])
+    np.testing.assert_allclose(m.apply(inside, np.ones(3)), 2.0 * inside ** 0.8, rtol=1e-9)
+    ratio_lo, ratio_hi = 2.0 * 2.0 ** 0.8 / 2.0, 2.0 * 600.0 ** 0.8 / 600.0
+    np.testing.assert_allclose(m.apply(np.array([0.4, 1.0]), np.ones(2)), ratio_lo * np.array([0.4, 1.0]), rtol=1e-9)
+    np.testing.assert_allclose(m.apply(np.array([3000.0]), np.ones(1)), ratio_hi * 3000.0, rtol=1e-9)
+    m.s_range = None  # the map before: its slope carried on
+    np.testing.assert_allclose(m.apply(np.array([0.4]), np.ones(1)), 2.0 * 0.4 ** 0.8, rtol=1e-9)
+
+
+def test_log_map_range_round_trips_and_old_files_load(cands, tmp_path):
+    """SYNTHETIC devices: the calibrated model keeps the range it was fitted on through
+    save/load; a calibration.json written before the range was kept loads without one."""
+    import json
+
+    from carb.calibrate import load_predictor
+    from carb.model import CARB, save
+    from carb.model._bundle import doc_checksum
+
+    train = cands.sample(300, random_state=0)
+    with pytest.warns(UserWarning, match="not training energy_j"):
+        src_model = CARB(preset="fast").fit(train.join(Device(0.01).truth(train)))
+    tgt = Device(0.03, p=0.9, noise=0.02, seed=3)
+    pick = choose_samples(cands, src_model, 12, seed=0)
+    model = fit_calibrated(src_model, pick.join(tgt.truth(pick)))
+    lm = model.maps_["latency_ms"]
+    src_k = src_model.predict(pick)["latency_ms"].to_numpy()
+    assert lm.s_range == pytest.approx((src_k.min(), src_k.max()))
+    save(src_model, tmp_path / "src")
+    model.save(tmp_path / "cal", source_dir=tmp_path / "src")
+    rest = cands.sample(300, random_state=4)
+    again = load_predictor(tmp_path / "cal")
+    assert again.maps_["latency_ms"].s_range == pytest.approx(lm.s_range)
+    np.testing.assert_allclose(again.predict(rest).latency_ms, model.predict(rest).latency_ms, rtol=1e-9)
+    # an old file: no s_range key (re-sealed with its checksum, as the old code wrote it)
+    f = tmp_path / "cal" / "calibration.json"
+    doc = json.loads(f.read_text())
+    for m in doc["maps"].values():
+        m.pop("s_range", None)
+    doc["calibration_sha256"] = doc_checksum(doc, "calibration_sha256")
+    f.write_text(json.dumps(doc))
+    old = load_predictor(tmp_path / "cal")
+    assert old.maps_["latency_ms"].s_range is None
+    carried = model.predict(rest)  # the same maps with the slope carried on
+    for m in model.maps_.values():
+        m.s_range = None
+    np.testing.assert_allclose(old.predict(rest).latency_ms, model.predict(rest).latency_ms, rtol=1e-9)
+    assert not np.allclose(carried.latency_ms, model.predict(rest).latency_ms)  # the range mattered here
