@@ -315,7 +315,8 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     if args.save_model:
         nm = netmodel.fit_netmodel(lm, rows, y, groups=arch, device="cpu-1t", meta={
             "layers": int(len(lf)), "networks": int(len(zdf)), "data": "layers-cpu-1t + zoo-cpu-1t (carb.zoo)",
-            "threads": 1})
+            "threads": 1, "layer_store": Path(args.layers).name, "zoo_store": Path(args.zoo).name,
+            "layer_target": args.layer_target, "zoo_measured": results["conditions"]["zoo_measured"]})
         nm.save(args.save_model)
         print(f"model -> {args.save_model}")
 
