@@ -478,3 +478,8 @@ def test_nb201_preset_derives_cell_inputs_and_round_trips(edgegpu: pd.DataFrame,
         fit_learner("lightgbm", {"derive": "x"}, X, y, ["a", "b", "c"])
     with pytest.raises(ValueError, match="only tree learners derive inputs, not 'linear'"):
         fit_learner("linear", {"derive": "nb201-cell"}, X, y, ["a", "b", "c"])
+    from carb.model._learners import load_learner
+
+    for name, index in (("nope", [0] * 6), ("nb201-cell", [0] * 5), ("nb201-cell", [0, 1, 2, 3, 4, -5])):
+        with pytest.raises(ValueError, match="malformed derive"):
+            load_learner(tmp_path, {"kind": "lightgbm", "file": "x.txt", "derive": name, "derive_index": index})
