@@ -38,6 +38,8 @@ def test_fewshot_cli_on_a_held_out_device(tmp_path):
     (("--platform", "nope"), "--platform 'nope': not in help-fbnet"),
     (("--device", "fpga", "--method", "magic"), "--method: unknown value 'magic'"),
     (("--device", "fpga", "--source", "tpu"), "source device 'tpu' not in help-fbnet"),
+    (("--space", "nb201", "--platform", "raspi4", "--method", "nnls"),
+     "--method: unknown value 'nnls' for --space nb201 (expected ensemble, ridge)"),
 ])
 def test_fewshot_cli_errors_are_one_line(args, message):
     p = run(*args)
@@ -113,3 +115,14 @@ def test_nb201_maps_side_by_side():
     assert spearmanr(pred.latency_ms, p.latency_ms).statistic > 0.9999
     with pytest.raises(ValueError, match="method 'magic': expected one of ensemble, ridge"):
         fewshot_nb201(pd.DataFrame({"arch_idx": ids, "latency_ms": lat[ids]}), method="magic")
+
+
+def test_fewshot_cli_nb201_method(tmp_path):
+    p = run("--space", "nb201", "--platform", "titanx_32", "--seed", "0", "--method", "ridge", "--json")
+    assert p.returncode == 0, p.stderr
+    ridge = json.loads(p.stdout)
+    p = run("--space", "nb201", "--platform", "titanx_32", "--seed", "0", "--json")  # auto: the ensemble
+    assert p.returncode == 0, p.stderr
+    ens = json.loads(p.stdout)
+    assert ridge["method"] == "ridge" and ens["method"] == "ensemble" and ens["k"] == ridge["k"] == 20
+    assert ens["spearman"] > ridge["spearman"]  # HELP's validation device, where the ensemble was chosen

@@ -27,7 +27,7 @@ def fewshot(
     seed: int = typer.Option(0, "--seed", help="Seed of the K drawn with --device."),
     source: Optional[List[str]] = typer.Option(
         None, "--source", help="Source device (repeat); default HELP's source devices."),
-    method: str = typer.Option("auto", "--method", help="Map: auto, nnls or single (see carb.transfer)."),
+    method: str = typer.Option("auto", "--method", help="Map: auto, nnls or single (see carb.transfer); with --space nb201: ensemble (auto) or ridge."),
     out: Optional[Path] = typer.Option(None, "--out", help="Write the predictions (.parquet or .csv)."),
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     space: str = typer.Option("fbnet", "--space", help="fbnet (HELP's 5,000 FBNet archs) or nb201 (NAS-Bench-201's 15,625 cells, HELP's protocol: the 10 reference cells + --samples drawn from the trimmed pool 0..899, scored on the trimmed test set 900..1899)."),
@@ -52,7 +52,12 @@ def fewshot(
     if space not in ("fbnet", "nb201"):
         raise _usage(f"--space {space}: unknown value (expected fbnet or nb201)")
     if space == "nb201":
-        _fewshot_nb201(measured, device, samples, seed, source, out, json_out)
+        from carb.transfer import NB201_METHODS
+
+        nb_method = "ensemble" if method == "auto" else method
+        if nb_method not in NB201_METHODS:
+            raise _usage(f"--method: unknown value {method!r} for --space nb201 (expected {', '.join(NB201_METHODS)})")
+        _fewshot_nb201(measured, device, samples, seed, source, out, json_out, nb_method)
         return
     if method not in ("auto", "nnls", "single"):
         raise _usage(f"--method: unknown value {method!r} (expected auto, nnls or single)")
@@ -102,7 +107,8 @@ def fewshot(
         c.print(f"wrote {out} ({len(pred)} archs)")
 
 
-def _fewshot_nb201(measured, device, samples: int, seed: int, source, out, json_out: bool) -> None:
+def _fewshot_nb201(measured, device, samples: int, seed: int, source, out, json_out: bool,
+                   method: str = "ensemble") -> None:
     """``carb fewshot --space nb201``: :func:`carb.transfer.fewshot_help_nb201` on a platform of
     the nb201 dataset, or :func:`carb.transfer.fewshot_nb201` on your measurements."""
     import pandas as pd
@@ -116,7 +122,7 @@ def _fewshot_nb201(measured, device, samples: int, seed: int, source, out, json_
         check_out_file(out)
     try:
         if device is not None:
-            r = fewshot_help_nb201(device, samples=samples, seed=seed, sources=source)
+            r = fewshot_help_nb201(device, samples=samples, seed=seed, sources=source, method=method)
             pred = r.pop("predictions")
             summary = {k: v for k, v in r.items() if k != "measured_ids"}
         else:
@@ -124,13 +130,14 @@ def _fewshot_nb201(measured, device, samples: int, seed: int, source, out, json_
                 meas = pd.read_parquet(measured) if measured.suffix == ".parquet" else pd.read_csv(measured)
             except (OSError, ValueError) as e:
                 raise _usage(f"--data {measured}: cannot read ({' '.join(str(e).split())[:160]})") from None
-            pred, summary = fewshot_nb201(meas, sources=source)
+            pred, summary = fewshot_nb201(meas, sources=source, method=method)
     except ValueError as e:
         raise _usage(str(e)) from None
     if _write_and_print_json(pred, summary, out, json_out):
         return
     c = Console()
-    c.print(f"nb201: map from K = {summary['k']} measurements, sources {', '.join(summary['sources'])}")
+    c.print(f"nb201: map ({summary['method']}) from K = {summary['k']} measurements, "
+            f"sources {', '.join(summary['sources'])}")
     if device is not None:
         c.print(f"{summary['device']}: Spearman {summary['spearman']:.3f}, MAPE {100 * summary['mape']:.1f}% on "
                 f"{summary['test_archs']} test cells (HELP's protocol: 10 reference + {samples} random, trimmed)")
