@@ -13,6 +13,8 @@ Stage 2 (device-specific)
     ``risk="decide"`` every budget call is three-way: ``accept`` (the whole interval is
     within every budget), ``reject`` (an interval lies wholly above a budget) or
     ``measure`` (an interval straddles a budget: not a decision, a config to profile).
+    With ``rule="joint"`` a call is made when the chance that every budget is met (or
+    that one is missed) is at least ``confidence``, from the model's conformal scores.
     The two-way calls of before stay: a budget is met when the interval's upper bound is
     within it (``risk="safe"``), or the point prediction (``"point"``), or the lower bound
     (``"optimistic"``).

@@ -18,7 +18,7 @@ some regimes and too wide for others.
   the largest configs) plus hinges ``max(0, log prediction - k)`` at its 10/25/50/75/90%
   training quantiles (a quadratic alone overstated the relative memory error of small
   configs: 90% intervals covered 94-96% of the memories within 10% of the lower budgets
-  and 82% on the true fronts; with the hinges 91-93% and 92%, the intervals 9% narrower;
+  and 82% on the true fronts; with the hinges 90-93% and 92%, the intervals 9% narrower;
   ``benchmarks/bench_decisions.py``), and, when the blend has two or more members, the log of their
   spread (the standard deviation of the members' predictions: where XGBoost and
   ExtraTrees disagree, the config is hard), each clipped to the training range so that
