@@ -9,7 +9,7 @@ timing, so machine load does not change the figures.
 
     python benchmarks/bench_calibrated_intervals.py
 """
-import copy, numpy as np, pandas as pd, warnings
+import copy, numpy as np, warnings
 warnings.simplefilter("ignore")
 from carb import datasets
 from carb.model import CARB
