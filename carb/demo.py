@@ -74,7 +74,7 @@ def run_demo(s: DemoSettings, measure: Callable[[pd.DataFrame, str], pd.DataFram
     from carb.calibrate import choose_samples, fit_calibrated
     from carb.model import CARB
     from carb.screen import screen
-    from carb.validate import budget_metrics, truly_feasible
+    from carb.validate import decision_metrics, truly_feasible
 
     out = Path(s.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -137,8 +137,11 @@ def run_demo(s: DemoSettings, measure: Callable[[pd.DataFrame, str], pd.DataFram
     val = measure(todo, "validating")
     val = val[val.status == "ok"].reset_index(drop=True)
     timings["validate_s"] = time.perf_counter() - t0
-    accepted = val.config_id.isin(set(res.feasible.config_id)).to_numpy()
-    metrics = budget_metrics(accepted, truly_feasible(val, budgets))
+    # three-way calls (screen's default): configs Stage 1 pruned are rejects
+    call_of = dict(zip(res.decisions.config_id, res.decisions.decision)) if not res.decisions.empty else {}
+    calls = np.array([call_of.get(i, "reject") for i in val.config_id])
+    accepted = calls == "accept"
+    metrics = decision_metrics(calls, truly_feasible(val, budgets))
     vpred = model.predict(val)
     err = {t: float(np.median(np.abs(vpred[t] / val[t] - 1))) for t in model.targets_}
     cover = {t: float(np.mean((val[t] >= vpred[f"{t}_lo"]) & (val[t] <= vpred[f"{t}_hi"]))) for t in model.targets_}
@@ -151,8 +154,9 @@ def run_demo(s: DemoSettings, measure: Callable[[pd.DataFrame, str], pd.DataFram
     err_corr = {t: float(np.nanmedian(np.abs(vpred[t] / corr_val[t] - 1))) for t in model.targets_}
     if moved.get("exceeds"):
         say(drift.drift_line(moved))
-    say(f"validated on {len(val)} measured configs: budget accuracy {metrics['accuracy']:.3f}, "
-        f"false accepts {metrics['false_accepts']}, false rejects {metrics['false_rejects']}")
+    say(f"validated on {len(val)} measured configs: budget accuracy {metrics['accuracy']:.3f} on the "
+        f"{len(val) - metrics['measure']} decided (false accepts {metrics['false_accepts']}, false rejects "
+        f"{metrics['false_rejects']}); {metrics['measure']} called 'measure' (interval across a budget)")
     if "latency_ms" in err:
         say(f"median latency error {100 * err['latency_ms']:.1f}% raw, "
             f"{100 * err_corr['latency_ms']:.1f}% drift-corrected" if "speed_change" in moved else
@@ -175,7 +179,7 @@ def run_demo(s: DemoSettings, measure: Callable[[pd.DataFrame, str], pd.DataFram
     }
     datasets.write(measured, out / "characterized.csv")
     datasets.write(res.shortlist, out / "shortlist.csv")
-    val_out = val.join(vpred.add_prefix("pred_")).assign(accepted=accepted,
+    val_out = val.join(vpred.add_prefix("pred_")).assign(call=calls, accepted=accepted,
                                                          latency_ms_corrected=corr_val["latency_ms"])
     datasets.write(val_out, out / "validation.csv")
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=float))
