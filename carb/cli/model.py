@@ -178,7 +178,7 @@ def register(app: typer.Typer) -> None:
     @app.command("train")
     def train(
         data: str = typer.Option(..., "--data", help="Dataset name or .parquet/.csv file."),
-        preset: str = typer.Option("default", "--preset", help="Model preset: default, paper, fast, flops-linear, lgbm."),
+        preset: str = typer.Option("default", "--preset", help="Model preset: default, paper, fast, flops-linear, lgbm, nb201 (tuned for NAS-Bench-201 cells)."),
         out: Path = typer.Option(..., "--out", help="Bundle directory to write."),
         device: Optional[str] = typer.Option(None, "--platform", help="The platform whose rows to train on (when the data holds several)."),
         device_old: Optional[str] = typer.Option(None, "--device", hidden=True, help="Old name of --platform."),
@@ -242,7 +242,7 @@ def register(app: typer.Typer) -> None:
     def evaluate_cmd(
         data: str = typer.Option(..., "--data", help="Dataset name or .parquet/.csv file."),
         split: str = typer.Option("grouped", "--split", help="random, stratified, grouped or batch-tier."),
-        presets: Optional[List[str]] = typer.Option(None, "--preset", help="Model preset to compare (repeat; default: default, paper, flops-linear, lgbm, power-latency = the default model's latency x the training rows' median power)."),
+        presets: Optional[List[str]] = typer.Option(None, "--preset", help="Model preset to compare (repeat; default: default, paper, flops-linear, lgbm, power-latency = the default model's latency x the training rows' median power; plus nb201 on NAS-Bench-201 data)."),
         json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the results as JSON here (results\\[model]\\[target]\\[metric])."),
         budget: Optional[List[str]] = typer.Option(None, "--budget", help="TARGET=VALUE budget for the budget metrics (repeat; default: the test median)."),
         device: Optional[str] = typer.Option(None, "--platform", help="The platform whose rows to use (when the data holds several)."),
@@ -280,6 +280,8 @@ def register(app: typer.Typer) -> None:
         platform = pick_option(device, device_old, "--platform", "--device")
         df = load_data(data, platform)
         check_budget_targets(budgets, df, f"{data}" + (f" on {platform}" if platform else ""))
+        if not presets and "family" in df.columns and (df["family"] == "nb201").all():
+            names.append("nb201")  # the preset tuned for NAS-Bench-201 cells (benchmarks/RESULTS.md)
         console = _console()
         with console.status("evaluating") as status:
             try:
