@@ -437,7 +437,7 @@ def sample_configs(per_family: int = 10, seed: int = 0, max_gflops: float = 3.0,
 def _meta_build(cfg: ZooConfig) -> Any:
     """The network of ``cfg`` on the meta device, built without running any weight
     initialisation (a meta tensor has no values to initialise: on meta, ``normal_`` and
-    ``uniform_`` go through slow Python decompositions and were 40% of build + capture)."""
+    ``uniform_`` go through slow Python decompositions: about a third of build + capture)."""
     import torch
 
     with torch.device("meta"), _no_init():
