@@ -127,9 +127,7 @@ def layer_data(path: str | Path, target: str = "latency_ms_p5"):
 
 
 def zoo_data(path: str | Path):
-    import pandas as pd
-
-    from carb import families, graph, zoo
+    from carb import families, zoo
 
     if "zoo" not in families.names():
         families.register(zoo.ZOO)

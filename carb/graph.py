@@ -2,10 +2,13 @@
 
 :func:`capture` traces a module with ``torch.fx.symbolic_trace`` (standard ``torch.nn``
 modules are leaves: a ``Conv2d`` is one layer, a user's ``Block`` is traced through), then
-runs the traced graph node by node on **meta** tensors, so no weight or activation is ever
+propagates shapes node by node on **meta** tensors, so no weight or activation is ever
 allocated: a module whose parameters are real is first copied with every parameter and
 buffer replaced by a meta tensor of the same shape and dtype (the user's module is not
-touched). Each node that produces a tensor becomes a row of :class:`LayerTable`:
+touched). The common CNN nodes (conv2d, 2-D linear, pooling, BN, activations, element-wise
+add/mul, cat on contiguous tensors) get their output shape and FLOP from closed forms (the
+formulas ``FlopCounterMode`` uses); any other node runs on meta tensors. Each node that
+produces a tensor becomes a row of :class:`LayerTable`:
 
 - ``op``: the operator type the cost model knows (:data:`KNOWN_OPS`: ``conv``, ``linear``,
   ``matmul``, ``bn``, ``relu``, ... ``view``), or ``unknown`` (then ``kind`` says what it was);
@@ -323,7 +326,8 @@ def _fast_module(mod: Any, op: str | None, args: Any, kwargs: Any) -> tuple[Any,
         k, s, p = _pair(mod.kernel_size), _pair(mod.stride if mod.stride else mod.kernel_size), _pair(mod.padding)
         d = _pair(getattr(mod, "dilation", 1))
         n, c, h, w = x.shape
-        ho, wo = _pool_len(h, k[0], s[0], p[0], d[0], mod.ceil_mode), _pool_len(w, k[1], s[1], p[1], d[1], mod.ceil_mode)
+        ho = _pool_len(h, k[0], s[0], p[0], d[0], mod.ceil_mode)
+        wo = _pool_len(w, k[1], s[1], p[1], d[1], mod.ceil_mode)
         if ho < 1 or wo < 1 or p[0] > k[0] // 2 or p[1] > k[1] // 2:
             return None  # torch raises: let it
         return torch.empty((n, c, ho, wo), dtype=x.dtype, device="meta"), 0
