@@ -105,11 +105,7 @@ def run_demo(s: DemoSettings, measure: Callable[[pd.DataFrame, str], pd.DataFram
     # Each calibration row timed with the paired sentinel carries the machine's speed at its
     # own moments: the map is fitted on latencies at the calibration's median speed, so the
     # speed changes between the K configs (tens of % on our VMs) do not bend it.
-    cal_ref = _all_sentinels_median(ok)
-    fit_rows = measured
-    if cal_ref is not None:
-        fit_rows = measured.copy()
-        fit_rows.loc[ok.index, "latency_ms"] = drift.normalize(ok, ref_ms=cal_ref)
+    fit_rows, cal_ref = drift.at_median_speed(measured)
     model = fit_calibrated(source, fit_rows, meta={"device": s.device, "samples": s.samples,
                                                    "calibrated_on": "latency at the calibration's median sentinel speed"
                                                    if cal_ref is not None else "raw latency"})
@@ -237,14 +233,6 @@ def _figures(out: Path, calib: pd.DataFrame, val: pd.DataFrame, feasible: pd.Dat
         fig.tight_layout()
         fig.savefig(out / "pareto.png", dpi=110)
         plt.close(fig)
-
-
-def _all_sentinels_median(rows: pd.DataFrame) -> float | None:
-    """The median ``sentinel_ms`` of ``rows`` when every row has one, else ``None``."""
-    if "sentinel_ms" not in rows.columns or rows.empty:
-        return None
-    s = pd.to_numeric(rows["sentinel_ms"], errors="coerce")
-    return float(s.median()) if (s > 0).all() else None
 
 
 def default_threads() -> int:

@@ -187,6 +187,26 @@ def corrected(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def at_median_speed(rows: pd.DataFrame) -> tuple[pd.DataFrame, float | None]:
+    """Rows measured in one sitting (e.g. calibration's K configs) with ``latency_ms`` put
+    at their median sentinel speed: ``latency_ms * median(sentinel_ms) / sentinel_ms``, the
+    raw value kept as ``latency_ms_raw``; and that median (ms). Unchanged (a copy) with
+    ``None`` unless every ``ok`` row has a sentinel. With the paired sentinel each row's
+    sentinel is taken at its own samples' moments, which is what repeated (benchmarks/
+    RESULTS.md, issue 16): the speed changes between the configs no longer bend a fit."""
+    out = rows.copy()
+    ok = out["status"] == "ok" if "status" in out.columns else pd.Series(True, index=out.index)
+    if "sentinel_ms" not in out.columns or not ok.any():
+        return out, None
+    s = pd.to_numeric(out.loc[ok, "sentinel_ms"], errors="coerce")
+    if not (s > 0).all():
+        return out, None
+    ref = float(s.median())
+    out["latency_ms_raw"] = out["latency_ms"]
+    out.loc[ok, "latency_ms"] = out.loc[ok, "latency_ms"] * ref / s
+    return out, ref
+
+
 def _sentinels(df: pd.DataFrame) -> np.ndarray:
     if df is None or "sentinel_ms" not in df.columns:
         return np.array([])

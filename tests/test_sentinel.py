@@ -430,3 +430,16 @@ def test_reference_falls_back_to_all_readings_when_none_is_precise(tmp_path):
         s.add_speed_reading(run, "p", 10.0, 0.01, 0.1, used=True)
         assert s.speed_ref_ms("p") == 10.0
         assert s.speed_ref_ms("other") is None
+
+
+def test_rows_put_at_their_median_speed_only_when_every_ok_row_has_a_sentinel():
+    """Synthetic rows: latency x median(sentinel) / sentinel, raw kept; failed rows ignored;
+    a row without a sentinel leaves the rows as they are."""
+    rows = pd.DataFrame({"status": ["ok", "ok", "ok", "error"], "latency_ms": [10.0, 20.0, 30.0, np.nan],
+                         "sentinel_ms": [1.0, 2.0, 4.0, np.nan]})
+    out, ref = drift.at_median_speed(rows)
+    assert ref == 2.0
+    assert out.latency_ms.tolist()[:3] == [20.0, 20.0, 15.0] and out.latency_ms_raw.tolist()[:3] == [10.0, 20.0, 30.0]
+    same, none = drift.at_median_speed(rows.assign(sentinel_ms=[1.0, np.nan, 4.0, np.nan]))
+    assert none is None and same.latency_ms.tolist()[:3] == [10.0, 20.0, 30.0]
+    assert drift.at_median_speed(rows.drop(columns="sentinel_ms"))[1] is None

@@ -130,7 +130,7 @@ def calibrate(
 
     Example: carb calibrate --model models/cpu-1t --device cpu --threads 2 --samples 10 --out models/cpu-2t
     """
-    from carb import space
+    from carb import drift, space
     from carb.calibrate import NnlsMap, choose_samples, fit_calibrated
 
     import shutil
@@ -153,8 +153,12 @@ def calibrate(
     with tempfile.TemporaryDirectory(prefix="carb-calibrate-") as tmp:
         store = Path(tmp) / "calibration.duckdb"
         measured = _measure_frame(pick, device, threads, max_time, store, "calibrating")
-        model = fit_calibrated(src, measured, meta={"device": device, "samples": samples, "space": sp.name,
-                                                    "seed": seed, "source": str(source)}, method=method)
+        # fitted at the K configs' median speed when each carries its own (paired) sentinel
+        fit_rows, ref = drift.at_median_speed(measured)
+        model = fit_calibrated(src, fit_rows, meta={"device": device, "samples": samples, "space": sp.name,
+                                                    "seed": seed, "source": str(source),
+                                                    "calibrated_on": "latency at the K configs' median sentinel speed"
+                                                    if ref is not None else "raw latency"}, method=method)
         model.save(out, source_dir=source)
         shutil.copy2(store, out / "calibration.duckdb")  # the K measurements, kept with the model
     t = Table("target", "K", "map", "interval widening (x)", title=f"calibrated to {device}")
