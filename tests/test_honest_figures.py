@@ -116,7 +116,7 @@ def test_cpu_transfer_calibration_rows_reproduce():
         source = CARB(preset="fast", random_state=0, n_jobs=1).fit(src)
         frames.append(bct.calibration_rows(tgt, source, seeds=[0], ks=[5]))
     pd.testing.assert_frame_equal(frames[0], frames[1])
-    assert set(frames[0]["method"]) == {"source", "active", "random", "nnls"}
+    assert set(frames[0]["method"]) == {"source", "active", "random", "nnls", "active, slope carried"}
 
 
 def test_device_model_folds_group_whole_architectures():
