@@ -14,7 +14,7 @@
    measured, and the budget decisions are scored against those measurements. The speed
    sentinel (:mod:`carb.measure.sentinel`) is read while both calibration and validation
    are measured: the demo says how much the machine's speed moved between the two (first,
-   when that exceeds the sentinel's noise) and scores the predictions against the raw
+   when that exceeds its chance variation) and scores the predictions against the raw
    validation latencies and against them corrected to the calibration's speed.
 6. **Report**: tables, a summary and PNG figures in the output folder.
 """

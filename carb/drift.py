@@ -147,10 +147,12 @@ def phase_drift(before: pd.DataFrame, after: pd.DataFrame) -> dict[str, Any]:
     moments (e.g. calibration and validation), from their ``sentinel_ms``.
 
     Returns ``speed_change`` (relative: +0.2 = the machine ran 20% faster during ``after``,
-    i.e. its sentinel took 1/1.2 the time), ``noise`` (the sentinel's spread within the two
-    phases: the relative half-range of the central readings, at least 1%), ``exceeds``
-    (``|speed_change| > noise``), and the medians (ms); ``{"note": "no speed index"}``
-    when either side has no sentinel.
+    i.e. its sentinel took 1/1.2 the time), ``noise`` (how far the ratio of the two phases'
+    median sentinels moves by chance: twice its standard error, from the rows' spread in
+    log around each phase's median (MAD) and their counts; at least 1%. With the paired
+    sentinel the rows' values differ from config to config, so the spread of single rows
+    would overstate it), ``exceeds`` (``|speed_change| > noise``), and the medians (ms);
+    ``{"note": "no speed index"}`` when either side has no sentinel.
     """
     a = _sentinels(before)
     b = _sentinels(after)
@@ -158,8 +160,10 @@ def phase_drift(before: pd.DataFrame, after: pd.DataFrame) -> dict[str, Any]:
         return {"note": NO_INDEX}
     ma, mb = float(np.median(a)), float(np.median(b))
     change = ma / mb - 1.0
-    spread = [float((np.quantile(x, 0.9) - np.quantile(x, 0.1)) / 2 / np.median(x)) for x in (a, b) if x.size > 1]
-    noise = max([0.01, *spread])
+    dev = np.concatenate([np.log(a / ma), np.log(b / mb)])
+    sigma = 1.4826 * float(np.median(np.abs(dev)))  # robust sd of one row's log sentinel
+    se = 1.2533 * sigma * math.sqrt(1 / a.size + 1 / b.size)  # of the difference of the log medians
+    noise = max(0.01, float(np.expm1(2 * se)))
     return {"speed_change": change, "noise": noise, "exceeds": bool(abs(change) > noise),
             "sentinel_ms_before": ma, "sentinel_ms_after": mb, "n_before": int(a.size), "n_after": int(b.size)}
 
@@ -170,9 +174,9 @@ def drift_line(d: dict[str, Any], what: str = "between calibration and validatio
         return f"machine speed {what}: {NO_INDEX}"
     c = d["speed_change"]
     word = "faster" if c > 0 else "slower"
-    verdict = "exceeds" if d["exceeds"] else "within"
+    verdict = "beyond" if d["exceeds"] else "within"
     return (f"the machine ran {100 * abs(c):.1f}% {word} {what} (speed sentinel: {d['sentinel_ms_before']:.3f} -> "
-            f"{d['sentinel_ms_after']:.3f} ms), {verdict} the sentinel's noise ±{100 * d['noise']:.1f}%")
+            f"{d['sentinel_ms_after']:.3f} ms), {verdict} the sentinel's chance variation ±{100 * d['noise']:.1f}%")
 
 
 def corrected(df: pd.DataFrame) -> pd.DataFrame:

@@ -443,3 +443,21 @@ def test_rows_put_at_their_median_speed_only_when_every_ok_row_has_a_sentinel():
     same, none = drift.at_median_speed(rows.assign(sentinel_ms=[1.0, np.nan, 4.0, np.nan]))
     assert none is None and same.latency_ms.tolist()[:3] == [10.0, 20.0, 30.0]
     assert drift.at_median_speed(rows.drop(columns="sentinel_ms"))[1] is None
+
+
+def test_phase_drift_noise_is_the_chance_variation_of_the_medians_not_of_single_rows():
+    """Synthetic rows whose sentinels scatter ±20% from row to row (as paired sentinels of
+    different configs do): a 15% speed change is within chance with 4 rows a phase, beyond
+    it with 200 (the noise shrinks like 1/sqrt(n))."""
+    from statistics import NormalDist
+
+    def phases(n):
+        # n rows at evenly spaced quantiles of a log-normal spread of 0.2 (no random draw)
+        z = np.array([NormalDist().inv_cdf((i + 0.5) / n) for i in range(n)])
+        a = pd.DataFrame({"sentinel_ms": np.exp(0.2 * z)})
+        b = pd.DataFrame({"sentinel_ms": np.exp(np.log(1.15) + 0.2 * z[::-1])})
+        return drift.phase_drift(a, b)
+
+    few, many = phases(4), phases(200)
+    assert few["noise"] > 0.15 and not few["exceeds"]
+    assert many["noise"] < 0.1 and many["exceeds"] and many["speed_change"] < -0.08
