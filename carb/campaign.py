@@ -251,16 +251,6 @@ def run_campaign(configs: Sequence[Config], backend: Backend | Executor, store: 
         own = paired_sentinel_ms([m.extra]) if m.status == "ok" else None
         return own if own is not None else sentinel_at(m.extra.get("visit_t"))
 
-    # the paired sentinel (carb.measure.sentinel.Pairing): timed inside every visit by a
-    # backend of this process that supports it; restored when the campaign ends
-    pairing = sent.pairing() if sent is not None else None
-    paired_backend = getattr(executor, "backend", None) if pairing is not None else None
-    if paired_backend is not None and not hasattr(paired_backend, "paired_sentinel"):
-        paired_backend = None
-    old_pairing = paired_backend.paired_sentinel if paired_backend is not None else None
-    if paired_backend is not None:
-        paired_backend.paired_sentinel = pairing
-
     # rows whose sentinel a later reading may still change (a visit within half a window of
     # the last reading), with their visits' samples and moments: refined at each reading
     unrefined: list[tuple[Config, list[tuple[list[float], float]]]] = []
@@ -380,8 +370,17 @@ def run_campaign(configs: Sequence[Config], backend: Backend | Executor, store: 
                 keep.append((c, parts))  # a later reading still falls in its window
         unrefined[:] = keep
 
+    # the paired sentinel (carb.measure.sentinel.Pairing): timed inside every visit by a
+    # backend of this process that supports it; handed back unpaired when the campaign ends
+    pairing = sent.pairing() if sent is not None else None
+    paired_backend = getattr(executor, "backend", None)
+    if pairing is None or not hasattr(paired_backend, "paired_sentinel"):
+        paired_backend = None
+    old_pairing = paired_backend.paired_sentinel if paired_backend is not None else None
     t0 = time.monotonic()
     try:
+        if paired_backend is not None:
+            paired_backend.paired_sentinel = pairing
         for job, m in executor.run(jobs()):
             cfg = job.config
             if job.kind == "sentinel":
@@ -439,7 +438,8 @@ def _sentinel_doc(sent: Sentinel | None) -> dict[str, Any] | None:
         return None
     return {"name": sent.name, "configs": [c.label() for c in sent.configs], "every_s": sent.every_s,
             "window_s": sent.window_s, "protocol": sent.protocol.to_dict(),
-            "paired": ({"every_s": sent.pair_every_s, "sample_s": sent.pair_sample_s} if sent.pairing() else None)}
+            "paired": ({"every_s": sent.pair_every_s, "sample_s": sent.pair_sample_s, "share": sent.pair_share}
+                       if sent.pairing() else None)}
 
 
 def _with_sentinel(m: Measurement, sentinel_ms: float | None) -> Measurement:

@@ -207,7 +207,7 @@ def at_median_speed(rows: pd.DataFrame) -> tuple[pd.DataFrame, float | None]:
         return out, None
     ref = float(s.median())
     out["latency_ms_raw"] = out["latency_ms"]
-    out.loc[ok, "latency_ms"] = out.loc[ok, "latency_ms"] * ref / s
+    out.loc[ok, "latency_ms"] = normalize(out.loc[ok], ref_ms=ref)
     return out, ref
 
 

@@ -70,11 +70,11 @@ __all__ = ["CpuBackend", "Rapl", "rapl_delta_uj", "MEMORY_DEFINITION"]
 MEMORY_DEFINITION = ("peak RSS of a fresh worker process during inference (VmHWM, reset once the model "
                      "is built and cast) minus its VmRSS after imports and before the model exists; MB = 1e6 bytes")
 
-# "__main__" first: the forkserver imports the main script once, so that each worker
-# inherits it instead of re-running it (multiprocessing re-imports the main module).
 #: warm-up of a paired sentinel (its first calls pay one-off costs)
 SENTINEL_WARMUP = Protocol(warmup=3, warmup_s=0.02)
 
+# "__main__" first: the forkserver imports the main script once, so that each worker
+# inherits it instead of re-running it (multiprocessing re-imports the main module).
 _PRELOAD = ["__main__", "torch", "carb.arch", "carb.measure.cpu"]
 
 
@@ -294,7 +294,7 @@ def _cpu_child(conn: Any, job: dict[str, Any]) -> None:
         protocol: Protocol = job["protocol"]
         dtype = arch.dtype_of(config.precision)
 
-        pair = job.get("paired")  # the speed sentinel timed in alternation with the config
+        pair = job.get("paired")  # a Pairing: the speed sentinel timed in alternation with the config
         gc.collect()
         can_reset = _reset_hwm()
         baseline_kb = _rss_kb()
@@ -323,25 +323,27 @@ def _cpu_child(conn: Any, job: dict[str, Any]) -> None:
             # paired sentinel: after every ``every_s`` of config samples, one sentinel sample;
             # each block's ratio (median config sample / sentinel sample) is taken at one
             # moment, so the machine's speed then cancels out of it (issue 16)
-            block: list[float] = []
-            block_s = [0.0]
+            block: list[float] = []  # config samples (ms) since the last sentinel sample
+            block_s = 0.0  # their forwards' time (s)
             pair_ms: list[float] = []
             pair_ratio: list[float] = []
-            pair_time_ns = [0]
+            pair_time_ns = 0
 
             def sentinel_sample() -> None:
+                nonlocal block_s, pair_time_ns
                 t0 = time.perf_counter_ns()
                 for _ in range(ks):
                     smodel(sx)
                 dt = time.perf_counter_ns() - t0
-                pair_time_ns[0] += dt
+                pair_time_ns += dt
                 s_ms = dt / 1e6 / ks
                 pair_ms.append(s_ms)
                 pair_ratio.append(float(statistics.median(block)) / s_ms)
                 block.clear()
-                block_s[0] = 0.0
+                block_s = 0.0
 
             def sample() -> dict[str, float]:
+                nonlocal block_s
                 e0 = rapl.read_uj() if rapl else None
                 t0 = time.perf_counter_ns()
                 for _ in range(k):
@@ -350,8 +352,8 @@ def _cpu_child(conn: Any, job: dict[str, Any]) -> None:
                 lat_s = (t1 - t0) / 1e9 / k
                 if smodel is not None:
                     block.append(lat_s * 1e3)
-                    block_s[0] += lat_s * k
-                    if block_s[0] >= pair["every_s"]:
+                    block_s += lat_s * k
+                    if block_s >= pair.every_s:
                         sentinel_sample()
                 out = {"latency_ms": lat_s * 1e3}
                 if rapl is not None and e0 is not None:
@@ -374,17 +376,17 @@ def _cpu_child(conn: Any, job: dict[str, Any]) -> None:
                 # config's own first calls pay for unpaired, and after, its forwards would add
                 # to the peak. 2: config samples in blocks of ``every_s``, each followed by one
                 # sentinel sample, for the rest of the time (no CI stop: blocks are the point).
-                run = run_samples(sample, replace(protocol, max_time_s=protocol.max_time_s * (1 - pair["share"])),
+                run = run_samples(sample, replace(protocol, max_time_s=protocol.max_time_s * (1 - pair.share)),
                                   targets=("latency_ms",))
                 hwm_warm_kb = _status_kb("VmHWM").get("VmHWM") if can_reset else \
                     resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-                sc = pair["config"]
+                sc = pair.config
                 sdt = arch.dtype_of(sc.precision)
                 smodel = (job.get("paired_build") or arch.build)(sc).to(sdt)
                 sx = torch.randn(sc.batch, 3, sc.input_size, sc.input_size, dtype=sdt)
                 _, s_iter_s = warm_up(lambda: smodel(sx), SENTINEL_WARMUP)
-                ks = iters_per_sample(s_iter_s, pair["sample_s"])
-                run2 = run_samples(sample, replace(protocol, max_time_s=protocol.max_time_s * pair["share"],
+                ks = iters_per_sample(s_iter_s, pair.sample_s)
+                run2 = run_samples(sample, replace(protocol, max_time_s=protocol.max_time_s * pair.share,
                                                    ci_target=1e-9, min_repeats=1), targets=("latency_ms",))
                 if block:
                     sentinel_sample()  # the last block gets its sentinel too
@@ -412,11 +414,11 @@ def _cpu_child(conn: Any, job: dict[str, Any]) -> None:
                      iters_per_sample=k, stop_reason=run.stop_reason,
                      latency_samples_ms=[round(v, 6) for v in run.samples["latency_ms"]])
         if pair:
-            timed_ns = sum(run.samples["latency_ms"]) * k * 1e6 + sum(run2.samples.get("latency_ms", [])) * k * 1e6
-            extra.update(pair_sentinel=pair["config"].config_id, pair_every_s=pair["every_s"], pair_iters=ks,
-                         pair_phase_share=pair["share"], pair_samples=pair_n,
+            timed_ns = (sum(run.samples["latency_ms"]) + sum(run2.samples.get("latency_ms", []))) * k * 1e6
+            extra.update(pair_sentinel=pair.config.config_id, pair_every_s=pair.every_s, pair_iters=ks,
+                         pair_phase_share=pair.share, pair_samples=pair_n,
                          pair_sentinel_ms=[round(v, 6) for v in pair_ms], pair_ratio=[round(v, 6) for v in pair_ratio],
-                         pair_share=round(pair_time_ns[0] / (pair_time_ns[0] + timed_ns), 4))
+                         pair_share=round(pair_time_ns / (pair_time_ns + timed_ns), 4))
         stats = run.stats()
         for key in ("energy_pkg_j", "energy_dram_j"):  # gross per domain, medians; columns in the store
             extra[key] = stats[key].median if key in stats else None
@@ -554,8 +556,7 @@ class CpuBackend(Backend):
             else None
         job = {
             "config": config, "build": builder_of(config), "protocol": protocol, "threads": self.threads,
-            "paired": None if paired is None else {"config": paired.config, "every_s": paired.every_s,
-                                                   "sample_s": paired.sample_s, "share": paired.share},
+            "paired": paired,  # a carb.measure.sentinel.Pairing (picklable) or None
             "paired_build": None if paired is None else builder_of(paired.config),
             "affinity": self.affinity,
             "arch": self._arch, "fault": self._fault,
