@@ -363,7 +363,9 @@ def demo(
         t.add_row("machine speed drift", moved["line"])
     t.add_row("candidates -> shortlist", f"{sc['candidates']:,} -> {sc['shortlist']:,} ({100 * sc['pruning_ratio']:.1f}% pruned)")
     t.add_row("budgets", ", ".join(f"{k} <= {b:g}" for k, b in summary["budgets"].items()))
-    t.add_row("budget accuracy (measured)", f"{v['accuracy']:.3f} on {v['n']} configs")
+    t.add_row("budget accuracy (measured)", (f"{v['accuracy']:.3f} on {v['n']} decided configs" if v["n"] else
+                                             "no config decided")
+              + (f", {v['measure']} called 'measure'" if v.get("measure") else ""))
     t.add_row("false accepts / rejects", f"{v['false_accepts']} / {v['false_rejects']}")
     for k, e in summary["validation_median_abs_error"].items():
         t.add_row(f"{k}: median |error|, interval coverage",
