@@ -13,7 +13,9 @@ Subcommands (run from the repository root, ``. .venv/bin/activate``):
               Spearman, 90% interval coverage, beside a FLOPs-only and a sum-of-layers-only
               baseline; memory too; the resnext/wideresnet pairs; the ResNets of cpu-1t.
               Writes ``benchmarks/results/bench_modules.json``.
-``speed``     capture + predict of a ~100-layer network, and of 1,000 networks.
+``speed``     capture + predict of a ~100-layer network, and of 1,000 networks: network by
+              network (``predict_module``) beside ``predict_modules`` in-process and in
+              worker processes, in one run (ABBA).
 
 Every figure was measured on a 2-core machine shared with other sessions; see RESULTS.md.
 """
@@ -25,6 +27,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 CAMPAIGNS = ROOT / "campaigns"
@@ -404,14 +407,63 @@ def cmd_speed(args: argparse.Namespace) -> None:
     if args.before:
         _speed_side_by_side(args, cfgs, nm)
         return
-    t = time.perf_counter()
+    _speed_many(args, cfgs, nm)
+
+
+def _speed_many(args: argparse.Namespace, cfgs: list, nm) -> None:
+    """1,000 networks (build on meta + capture + predict) three ways, in one run, ABBA over
+    the two halves (each way sees the same drift): ``loop`` = ``predict_module`` network by
+    network; ``batch`` = ``predict_modules(workers=1)`` (in-process capture, one batched
+    prediction); ``workers N`` = ``predict_modules(workers=N)`` (N spawned capture
+    processes, their start-up counted in each call)."""
+    import functools
+    import os
+
+    import numpy as np
+
+    from carb import netmodel, zoo
+
+    shapes = [(c.batch, 3, c.input_size, c.input_size) for c in cfgs]
+    half = len(cfgs) // 2
+    parts = [(cfgs[:half], shapes[:half]), (cfgs[half:], shapes[half:])]
+    ways: dict[str, Any] = {}
+
+    def loop(cs, ss):
+        return [netmodel.predict_module(zoo._meta_build(c), s, nm) for c, s in zip(cs, ss)]
+
+    ways["loop"] = loop
+    for w in [int(x) for x in str(args.workers).split(",")]:
+        ways["batch" if w == 1 else f"workers {w}"] = (
+            lambda cs, ss, w=w: netmodel.predict_modules([functools.partial(zoo._meta_build, c) for c in cs], ss, nm,
+                                                         workers=w))
+    names = list(ways)
+    ts = {k: 0.0 for k in names}
+    lat: dict[str, list[float]] = {k: [] for k in names}
     layers = 0
-    for c in cfgs:
-        p = netmodel.predict_module(zoo._meta_build(c), (c.batch, 3, c.input_size, c.input_size), nm)
-        layers += len(p.layers)
-    dt = time.perf_counter() - t
-    print(f"{args.n} networks (build on meta + capture + predict; {layers / args.n:.0f} layers on average): "
-          f"{dt:.1f} s, {dt / args.n * 1000:.1f} ms per network", flush=True)
+    for k, (cs, ss) in enumerate(parts):
+        for name in (names if k % 2 == 0 else names[::-1]):
+            t = time.perf_counter()
+            ps = ways[name](cs, ss)
+            ts[name] += time.perf_counter() - t
+            lat[name] += [p.latency_ms for p in ps]
+            if name == "loop":
+                layers += sum(len(p.layers) for p in ps)
+    for name in names[1:]:
+        if not np.allclose(lat[name], lat["loop"], rtol=1e-9):
+            raise SystemExit(f"{name}: predictions differ from predict_module's")
+    n = len(cfgs)
+    cpus = len(os.sched_getaffinity(0))
+    print(f"{n} networks (build on meta + capture + predict; {layers / n:.0f} layers on average; ABBA over two halves; "
+          f"{cpus} usable CPUs; predictions equal):", flush=True)
+    for name in names:
+        print(f"  {name:10s} {ts[name]:6.1f} s  {1000 * ts[name] / n:6.1f} ms/network  "
+              f"{ts['loop'] / ts[name]:.2f}x the loop", flush=True)
+    out = {"n": n, "layers_mean": layers / n, "usable_cpus": cpus, "seconds": ts,
+           "speedup_vs_loop": {k: ts["loop"] / v for k, v in ts.items()}}
+    res = Path(args.out)
+    doc = json.loads(res.read_text()) if res.exists() else {}
+    doc["speed_many"] = out
+    res.write_text(json.dumps(doc, indent=1, default=float))
 
 
 def _speed_side_by_side(args: argparse.Namespace, cfgs: list, nm) -> None:
@@ -699,6 +751,8 @@ def main(argv: list[str] | None = None) -> None:
     sp.add_argument("--before", default=None,
                     help="git revision: also time carb/graph.py as of it, network by network alternating")
     sp.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "bench_modules_quiet.json"))
+    sp.add_argument("--workers", default="1,2",
+                    help="predict_modules worker counts to time beside the per-network loop (1 = in-process)")
     sp.set_defaults(func=cmd_speed)
     args = p.parse_args(argv)
     args.func(args)

@@ -46,7 +46,7 @@ from scipy.optimize import nnls
 
 from carb.graph import CaptureError, LayerTable
 
-__all__ = ["NetModel", "LayerModel", "Prediction", "predict_module", "op_class", "network_row", "fit_netmodel",
+__all__ = ["NetModel", "LayerModel", "Prediction", "predict_module", "predict_modules", "predict_table", "predict_tables", "op_class", "network_row", "fit_netmodel",
            "load", "ModelError", "FORMAT"]
 
 FORMAT = "carb-netmodel/1"
@@ -448,13 +448,30 @@ class Prediction:
     coverage_flops: float
     coverage_layers: float
     unknown_ops: list[str]
-    layers: pd.DataFrame
     flops: int
     params: int
     interval: float = 0.9
     device: str = ""
     energy_j: float | None = None
     energy_missing_reason: str | None = "the device model has no energy measurements"
+    # the captured table, per-layer ms and known flags the breakdown is made of, on first
+    # use of ``layers`` (sorting and copying the table was most of the per-network predict
+    # time, and a sweep over many networks seldom reads it)
+    _source: tuple[pd.DataFrame, np.ndarray, np.ndarray] | None = field(default=None, repr=False, compare=False)
+    _layers: pd.DataFrame | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def layers(self) -> pd.DataFrame:
+        """The per-layer table with ``latency_ms`` (predicted, ms), ``known`` and ``share``,
+        the most expensive first."""
+        if self._layers is None:
+            table, t, known = self._source if self._source is not None else (pd.DataFrame(), np.zeros(0), np.zeros(0, bool))
+            order = np.argsort(-t, kind="stable")
+            total = t.sum()
+            L = table.take(order).reset_index(drop=True)
+            self._layers = L.assign(latency_ms=t[order], known=known[order],
+                                    share=(t[order] / total) if total > 0 else 0.0)
+        return self._layers
 
     def top(self, n: int = 10) -> pd.DataFrame:
         """The ``n`` most expensive layers: name, op, shapes, predicted ms, share."""
@@ -503,22 +520,161 @@ def predict_module(module: Any, example_input: Any, model: NetModel | str | Path
 
 def predict_table(table: LayerTable, nm: NetModel) -> Prediction:
     """:func:`predict_module` on an already captured network."""
-    row, t = network_row(table, nm.layer)
-    pred = nm.predict_rows(pd.DataFrame([row])).iloc[0]
-    total = t.sum()
-    # the breakdown, costliest first: one reorder of the captured table with the three
-    # columns added (copy + three inserts + sort_values was a quarter of predict_module)
-    order = np.argsort(-t, kind="stable")
-    known = nm.layer.known(table.layers)
-    L = table.layers.take(order).reset_index(drop=True)
-    L = L.assign(latency_ms=t[order], known=known[order], share=(t[order] / total) if total > 0 else 0.0)
-    unknown = list(dict.fromkeys(L.loc[~L["known"], "kind"].astype(str)))
-    return Prediction(latency_ms=float(pred["latency_ms"]), latency_ms_lo=float(pred["latency_ms_lo"]),
-                      latency_ms_hi=float(pred["latency_ms_hi"]), memory_mb=float(pred["memory_mb"]),
-                      memory_mb_lo=float(pred["memory_mb_lo"]), memory_mb_hi=float(pred["memory_mb_hi"]),
-                      coverage_flops=row["flops_known_share"], coverage_layers=row["layers_known_share"],
-                      unknown_ops=unknown, layers=L, flops=table.flops, params=table.params, interval=nm.coverage,
-                      device=nm.device)
+    return predict_tables([table], nm)[0]
+
+
+def predict_tables(tables: Sequence[LayerTable], nm: NetModel) -> list[Prediction]:
+    """:func:`predict_table` over many captured networks at once: one layer-model call
+    over all their layers and one network-model call over all networks (per network,
+    the fixed cost of those calls was most of the prediction time). Same figures as
+    predicting each table alone."""
+    if not tables:
+        return []
+    sizes = np.array([len(t.layers) for t in tables], dtype=np.int64)
+    ends = np.cumsum(sizes)
+    starts = ends - sizes
+    frames = [t.layers for t in tables if len(t.layers)]
+    # one table (predict_table): its own frame, no copy
+    L = (frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)) if frames else tables[0].layers
+    cls = op_class(L) if len(L) else np.zeros(0, object)
+    t_all = nm.layer.predict(L, cls)
+    known_all = nm.layer.known(L, cls)
+    flops_all = L["flops"].to_numpy(np.float64) if len(L) else np.zeros(0)
+    costed = (L["op"] != "view").to_numpy() if len(L) else np.zeros(0, bool)
+    wb = L["weight_bytes"].to_numpy(np.float64) if len(L) else np.zeros(0)
+    seg = np.repeat(np.arange(len(tables)), sizes)
+    n = len(tables)
+
+    def per_net(w: np.ndarray) -> np.ndarray:
+        return np.bincount(seg, weights=w, minlength=n)
+
+    flops = per_net(flops_all)
+    flops_known = per_net(np.where(known_all, flops_all, 0.0))
+    n_costed = per_net(costed.astype(np.float64))
+    n_known_costed = per_net((known_all & costed).astype(np.float64))
+    max_w = np.zeros(n)
+    np.maximum.at(max_w, seg, wb)
+    rows = pd.DataFrame({
+        "layer_sum_ms": per_net(t_all), "unknown_ms": per_net(np.where(known_all, 0.0, t_all)),
+        "nodes": sizes.astype(np.float64), "flops": flops,
+        "model_bytes": [float(t.model_bytes) for t in tables], "input_bytes": [float(t.input_bytes) for t in tables],
+        "peak_live_bytes": [float(t.peak_live_bytes) for t in tables], "max_weight_bytes": max_w,
+        "batch": [float(t.input_shape[0]) if t.input_shape else 1.0 for t in tables],
+        "flops_known_share": np.divide(flops_known, flops, out=np.ones(n), where=flops > 0),
+        "layers_known_share": np.divide(n_known_costed, n_costed, out=np.ones(n), where=n_costed > 0),
+    })
+    pred = nm.predict_rows(rows)
+    cols = {c: pred[c].to_numpy(np.float64) for c in pred.columns}
+    kind_all = L["kind"].to_numpy() if len(L) else np.zeros(0, object)
+    share_f, share_l = rows["flops_known_share"].to_numpy(), rows["layers_known_share"].to_numpy()
+    out = []
+    for i, table in enumerate(tables):
+        t, known = t_all[starts[i]:ends[i]], known_all[starts[i]:ends[i]]
+        order = np.argsort(-t, kind="stable")
+        unknown = list(dict.fromkeys(str(k) for k in kind_all[starts[i]:ends[i]][order][~known[order]]))
+        out.append(Prediction(
+            latency_ms=float(cols["latency_ms"][i]), latency_ms_lo=float(cols["latency_ms_lo"][i]),
+            latency_ms_hi=float(cols["latency_ms_hi"][i]), memory_mb=float(cols["memory_mb"][i]),
+            memory_mb_lo=float(cols["memory_mb_lo"][i]), memory_mb_hi=float(cols["memory_mb_hi"][i]),
+            coverage_flops=float(share_f[i]), coverage_layers=float(share_l[i]),
+            unknown_ops=unknown, flops=table.flops, params=table.params, interval=nm.coverage, device=nm.device,
+            _source=(table.layers, t, known)))
+    return out
+
+
+#: Below this many networks :func:`predict_modules` captures in-process by default: a
+#: worker process starts in ~2 s (it imports torch), about the capture time of 50 networks.
+PARALLEL_MIN = 100
+
+
+def _capture_chunk(jobs: list[tuple[int, Any, Any, str | None, bool]]) -> list[tuple[int, Any]]:
+    """Capture ``(index, module or builder, example input, precision, fold_bn)`` jobs in a
+    worker; each result is a :class:`LayerTable` or the one-line error it raised."""
+    from carb import graph
+
+    out = []
+    for i, obj, example, precision, fold_bn in jobs:
+        try:
+            out.append((i, graph.capture(graph.build_meta(obj, f"network {i}: building it"), example, precision, fold_bn=fold_bn)))
+        except CaptureError as e:
+            out.append((i, str(e)))
+    return out
+
+
+def _one_thread() -> None:
+    """Capture workers run no kernel: one torch thread each (not the machine's count)."""
+    import torch
+
+    torch.set_num_threads(1)
+
+
+def predict_modules(modules: Sequence[Any], example_inputs: Any, model: NetModel | str | Path, *,
+                    precision: str | None = None, fold_bn: bool = False, workers: int | None = None,
+                    progress: Any = None) -> list[Prediction]:
+    """:func:`predict_module` for many networks (a sweep, a NAS population): each is
+    captured (in ``workers`` processes), then all are predicted in one batched call.
+
+    Args:
+        modules: ``torch.nn.Module`` objects, or zero-argument callables returning one
+            (e.g. ``functools.partial(build, cfg)``; built on the meta device, so nothing is
+            allocated, and in the worker, so only the callable is pickled).
+        example_inputs: one input for all networks (a tensor or a shape such as
+            ``(1, 3, 224, 224)``), or a list with one per network.
+        model: the device's network model (a :class:`NetModel` or its directory).
+        precision: ``fp32``, ``fp16``, ``bf16``; ``None``: each input's dtype.
+        workers: capture processes; ``None``: one per usable CPU from
+            :data:`PARALLEL_MIN` networks on, in-process below; ``1``: in-process.
+            Modules and builders must be picklable for ``workers > 1``.
+        progress: called with the number of networks captured so far (e.g. a progress bar's
+            ``update``), after each chunk.
+
+    Returns:
+        One :class:`Prediction` per network, in order; the same figures as
+        :func:`predict_module` on each.
+
+    Raises:
+        carb.graph.CaptureError: a network does not build or trace, or bad input (one
+            line, naming the network's index).
+        ModelError: the model cannot be loaded (one line).
+    """
+    import os
+
+    nm = model if isinstance(model, NetModel) else load(model)
+    n = len(modules)
+    if isinstance(example_inputs, list) and not all(isinstance(d, int) for d in example_inputs):
+        if len(example_inputs) != n:
+            raise CaptureError(f"example_inputs: {len(example_inputs)} inputs for {n} networks")
+        inputs = example_inputs
+    else:
+        inputs = [example_inputs] * n
+    if workers is None:
+        workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        workers = workers if n >= PARALLEL_MIN else 1
+    workers = max(1, min(int(workers), n or 1))
+    jobs = [(i, modules[i], inputs[i], precision, fold_bn) for i in range(n)]
+    # chunks of ~20 networks: few round trips, and a progress step every fraction of a second
+    size = max(1, min(20, -(-n // max(4 * workers, 1))))
+    chunks = [jobs[k:k + size] for k in range(0, n, size)]
+    results: dict[int, Any] = {}
+    if workers == 1:
+        for ch in chunks:
+            results.update(_capture_chunk(ch))
+            if progress is not None:
+                progress(len(results))
+    else:
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
+
+        # spawn: a fork of a process that has run torch's thread pools can deadlock
+        with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"), initializer=_one_thread) as pool:
+            for done in pool.map(_capture_chunk, chunks):
+                results.update(done)
+                if progress is not None:
+                    progress(len(results))
+    for i in range(n):
+        if isinstance(results[i], str):
+            raise CaptureError(results[i] if results[i].startswith(f"network {i}") else f"network {i}: {results[i]}")
+    return predict_tables([results[i] for i in range(n)], nm)
 
 
 _ = CaptureError  # re-exported for callers catching capture errors through this module

@@ -436,32 +436,15 @@ def sample_configs(per_family: int = 10, seed: int = 0, max_gflops: float = 3.0,
 
 def _meta_build(cfg: ZooConfig) -> Any:
     """The network of ``cfg`` on the meta device, built without running any weight
-    initialisation (a meta tensor has no values to initialise: on meta, ``normal_`` and
-    ``uniform_`` go through slow Python decompositions: about a third of build + capture)."""
+    initialisation (:func:`carb.graph.skip_meta_init`: a meta tensor has no values to
+    initialise, and on meta ``normal_`` and ``uniform_`` go through slow Python
+    decompositions)."""
     import torch
 
-    with torch.device("meta"), _no_init():
-        return build(cfg)
+    from carb import graph
 
-
-def _no_init() -> Any:
-    """A torch function mode under which ``torch.nn.init``'s functions and the in-place
-    random/fill methods return their tensor untouched. Only for meta tensors (no values)."""
-    import torch
-    from torch.overrides import TorchFunctionMode
-
-    skip = {torch.Tensor.uniform_, torch.Tensor.normal_, torch.Tensor.fill_, torch.Tensor.zero_}
-
-    class _NoInit(TorchFunctionMode):
-        def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-            kwargs = kwargs or {}
-            if func in skip or getattr(func, "__module__", "") == "torch.nn.init":
-                t = args[0] if args else next(iter(kwargs.values()))
-                if isinstance(t, torch.Tensor) and t.is_meta:
-                    return t
-            return func(*args, **kwargs)
-
-    return _NoInit()
+    with torch.device("meta"), graph.skip_meta_init():
+        return graph._gc_paused(build)(cfg)
 
 
 def features(df: pd.DataFrame) -> pd.DataFrame:

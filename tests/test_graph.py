@@ -162,10 +162,10 @@ class Edges(nn.Module):
         return self.fc(g).sum() + t.sum()
 
 
-def _both(m: nn.Module, shape: tuple[int, ...], monkeypatch: pytest.MonkeyPatch) -> tuple:
-    fast = graph.capture(m, shape)
+def _both(m: nn.Module, shape: tuple[int, ...], monkeypatch: pytest.MonkeyPatch, precision: str | None = None) -> tuple:
+    fast = graph.capture(m, shape, precision)
     monkeypatch.setattr(graph, "_CLOSED_FORMS", False)
-    slow = graph.capture(m, shape)
+    slow = graph.capture(m, shape, precision)
     monkeypatch.setattr(graph, "_CLOSED_FORMS", True)
     return fast, slow
 
@@ -181,6 +181,14 @@ def test_closed_forms_equal_running_on_meta(monkeypatch: pytest.MonkeyPatch) -> 
         assert fast.flops == _flops(m, torch.randn(*shape))
     L = fast.layers.set_index("name")
     assert L.loc["relu"].inplace and L.loc["add_"].inplace
+    # at another precision the closed forms read the user's fp32 module as cast (no copy
+    # of it is made for them): the same table as running the cast copy on meta
+    for precision in ("bf16", "fp16"):
+        fast16, slow16 = _both(m, (1, 3, 32, 32), monkeypatch, precision)
+        pd.testing.assert_frame_equal(fast16.layers, slow16.layers)
+        assert fast16.model_bytes * 2 == fast.model_bytes and fast16.layers["weight_bytes"].sum() > 0
+        assert (fast16.layers["weight_bytes"] * 2 == fast.layers["weight_bytes"]).all()
+    assert next(m.parameters()).dtype == torch.float32 and not next(m.parameters()).is_meta  # untouched
     assert L.loc["fc3"].flops == 2 * 1 * 12 * 5 * 7
 
 

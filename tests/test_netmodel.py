@@ -153,6 +153,76 @@ def test_import_carb_stays_light_and_exports_predict_module() -> None:
     assert carb.predict_module is netmodel.predict_module
 
 
+def test_predict_tables_equals_one_table_at_a_time(model) -> None:
+    # batched prediction (one layer-model call over every network's layers) gives each
+    # network the figures it gets alone, unknown operators and breakdown included
+    nets = [WithUnknown(True), zoo._meta_build(zoo.ZooConfig("resnext", 0.25, 26, 0, 96, 2)), WithUnknown(False),
+            zoo._meta_build(zoo.ZooConfig("mobilenetv3", 0.5, 0.5, 3, 96, 1))]
+    shapes = [(1, 3, 32, 32), (2, 3, 96, 96), (1, 3, 16, 16), (1, 3, 96, 96)]
+    tables = [graph.capture(m, s) for m, s in zip(nets, shapes)]
+    many = netmodel.predict_tables(tables, model)
+    for t, b in zip(tables, many):
+        a = netmodel.predict_table(t, model)
+        for f in ("latency_ms", "latency_ms_lo", "latency_ms_hi", "memory_mb", "memory_mb_lo", "memory_mb_hi",
+                  "coverage_flops", "coverage_layers"):
+            assert getattr(b, f) == pytest.approx(getattr(a, f), rel=1e-12), f
+        assert (b.unknown_ops, b.flops, b.params) == (a.unknown_ops, a.flops, a.params)
+        pd.testing.assert_frame_equal(b.layers, a.layers)
+        assert b.to_dict()["top_layers"] == a.to_dict()["top_layers"]
+    assert many[0].unknown_ops and not many[2].unknown_ops and many[0].coverage_layers < 1.0
+    assert netmodel.predict_tables([], model) == []
+
+
+def test_predict_modules_in_workers_matches_predict_module(model) -> None:
+    import functools
+
+    cfgs = [zoo.ZooConfig(a, 0.5, 0.5 if a != "vgg" else 11, 3 if a in ("mobilenetv3", "shufflenetv2") else 0, 96, 1)
+            for a in ("mobilenetv3", "shufflenetv2", "vgg")]
+    builders = [functools.partial(zoo._meta_build, c) for c in cfgs]
+    shape = (1, 3, 96, 96)
+    one = [netmodel.predict_module(zoo._meta_build(c), shape, model) for c in cfgs]
+    seen: list[int] = []
+    for workers in (1, 2):  # in-process, and two spawned capture processes
+        many = carb.predict_modules(builders, shape, model, workers=workers, progress=seen.append)
+        assert [p.latency_ms for p in many] == pytest.approx([p.latency_ms for p in one], rel=1e-12)
+        assert [p.memory_mb for p in many] == pytest.approx([p.memory_mb for p in one], rel=1e-12)
+        assert [len(p.layers) for p in many] == [len(p.layers) for p in one]
+    assert seen and seen[-1] == 3
+    # modules themselves, one input each
+    got = netmodel.predict_modules([WithUnknown(True), WithUnknown(False)], [(1, 3, 32, 32), (1, 3, 16, 16)], model)
+    assert got[0].unknown_ops and not got[1].unknown_ops
+    # a network that does not build: one line naming it; a wrong number of inputs
+    bad = builders[:1] + [functools.partial(zoo.ZooConfig, "nosuch")]
+    with pytest.raises(graph.CaptureError, match=r"^network 1: building it failed \(SpaceError") as e:
+        netmodel.predict_modules(bad, shape, model, workers=1)
+    assert "\n" not in str(e.value)
+    with pytest.raises(graph.CaptureError, match="2 inputs for 3 networks"):
+        netmodel.predict_modules(builders, [shape, shape], model)
+
+
+def test_skip_meta_init_skips_meta_tensors_only() -> None:
+    import gc
+
+    import torch.nn.init as init
+
+    before = init.kaiming_uniform_
+    with torch.device("meta"), graph.skip_meta_init():
+        meta = nn.Conv2d(3, 4, 3)
+        real = nn.Conv2d(3, 4, 3, device="cpu")  # a real tensor meanwhile: initialised as usual
+        assert init.kaiming_uniform_ is not before
+    assert init.kaiming_uniform_ is before  # restored
+    assert meta.weight.is_meta and real.weight.abs().sum() > 0
+    # capture pauses the garbage collector and restores its state, either way
+    gc.disable()
+    try:
+        graph.capture(real, (1, 3, 8, 8))
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    graph.capture(real, (1, 3, 8, 8))
+    assert gc.isenabled()
+
+
 # --------------------------------------------------------------------------- CLI
 
 NETS = '''
