@@ -651,13 +651,14 @@ def capture(module: Any, example_input: Any, precision: str | None = None, *, fo
     df = pd.DataFrame(rows, columns=_COLUMNS)
     if fold_bn:
         df = _fold_bn(df, node_row)
-    esize = torch.empty((), dtype=dtype).element_size() if dtype is not None else None
+    esize = _esize(dtype) or None
 
     def nbytes(t: Any) -> int:
         return t.numel() * (esize if esize is not None and t.is_floating_point() else t.element_size())
 
-    model_bytes = sum(nbytes(p) for p in work.parameters()) + sum(nbytes(b) for b in work.buffers())
-    params = sum(p.numel() for p in work.parameters())
+    ps = list(work.parameters())  # one walk of the module tree (each walk visits every submodule)
+    model_bytes = sum(nbytes(p) for p in ps) + sum(nbytes(b) for b in work.buffers())
+    params = sum(p.numel() for p in ps)
     return LayerTable(layers=df.reset_index(drop=True), input_shape=tuple(inputs[0].shape), precision=precision,
                       input_bytes=int(sum(t.numel() * t.element_size() for t in inputs)),
                       model_bytes=int(model_bytes), params=int(params),
