@@ -583,29 +583,27 @@ def predict_tables(tables: Sequence[LayerTable], nm: NetModel) -> list[Predictio
 
 
 #: Below this many networks :func:`predict_modules` captures in-process by default: a
-#: worker process starts in ~2 s (it imports torch), about the capture time of 50 networks.
+#: worker process starts in 2-4 s (it imports torch), the capture time of 50-100 networks.
 PARALLEL_MIN = 100
 
 
-def _capture_chunk(jobs: list[tuple[int, Any, Any, str | None, bool]]) -> list[tuple[int, Any]]:
-    """Capture ``(index, module or builder, example input, precision, fold_bn)`` jobs in a
-    worker; each result is a :class:`LayerTable` or the one-line error it raised."""
+def _capture_chunk(jobs: list[tuple[int, Any, Any, str | None, bool]], in_worker: bool = False) -> list[tuple[int, Any]]:
+    """Capture ``(index, module or builder, example input, precision, fold_bn)`` jobs; each
+    result is a :class:`LayerTable` or the one-line error it raised."""
     from carb import graph
 
+    if in_worker:
+        import torch
+
+        torch.set_num_threads(1)  # capture runs no kernel: one thread per worker process
     out = []
     for i, obj, example, precision, fold_bn in jobs:
         try:
-            out.append((i, graph.capture(graph.build_meta(obj, f"network {i}: building it"), example, precision, fold_bn=fold_bn)))
+            out.append((i, graph.capture(graph.build_meta(obj, f"network {i}: building it"), example, precision,
+                                         fold_bn=fold_bn)))
         except CaptureError as e:
             out.append((i, str(e)))
     return out
-
-
-def _one_thread() -> None:
-    """Capture workers run no kernel: one torch thread each (not the machine's count)."""
-    import torch
-
-    torch.set_num_threads(1)
 
 
 def predict_modules(modules: Sequence[Any], example_inputs: Any, model: NetModel | str | Path, *,
@@ -617,14 +615,14 @@ def predict_modules(modules: Sequence[Any], example_inputs: Any, model: NetModel
     Args:
         modules: ``torch.nn.Module`` objects, or zero-argument callables returning one
             (e.g. ``functools.partial(build, cfg)``; built on the meta device, so nothing is
-            allocated, and in the worker, so only the callable is pickled).
+            allocated, and in the worker, so only the callable is sent there).
         example_inputs: one input for all networks (a tensor or a shape such as
             ``(1, 3, 224, 224)``), or a list with one per network.
         model: the device's network model (a :class:`NetModel` or its directory).
         precision: ``fp32``, ``fp16``, ``bf16``; ``None``: each input's dtype.
-        workers: capture processes; ``None``: one per usable CPU from
-            :data:`PARALLEL_MIN` networks on, in-process below; ``1``: in-process.
-            Modules and builders must be picklable for ``workers > 1``.
+        workers: capture processes (joblib's loky workers: no ``if __name__ ==
+            "__main__"`` guard needed, and kept for the next call); ``None``: one per usable
+            CPU from :data:`PARALLEL_MIN` networks on, in-process below; ``1``: in-process.
         progress: called with the number of networks captured so far (e.g. a progress bar's
             ``update``), after each chunk.
 
@@ -657,20 +655,16 @@ def predict_modules(modules: Sequence[Any], example_inputs: Any, model: NetModel
     chunks = [jobs[k:k + size] for k in range(0, n, size)]
     results: dict[int, Any] = {}
     if workers == 1:
-        for ch in chunks:
-            results.update(_capture_chunk(ch))
-            if progress is not None:
-                progress(len(results))
+        done_chunks: Any = (_capture_chunk(ch) for ch in chunks)
     else:
-        import multiprocessing as mp
-        from concurrent.futures import ProcessPoolExecutor
+        from joblib import Parallel, delayed
 
-        # spawn: a fork of a process that has run torch's thread pools can deadlock
-        with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"), initializer=_one_thread) as pool:
-            for done in pool.map(_capture_chunk, chunks):
-                results.update(done)
-                if progress is not None:
-                    progress(len(results))
+        done_chunks = Parallel(n_jobs=workers, backend="loky", return_as="generator")(
+            delayed(_capture_chunk)(ch, True) for ch in chunks)
+    for done in done_chunks:
+        results.update(done)
+        if progress is not None:
+            progress(len(results))
     for i in range(n):
         if isinstance(results[i], str):
             raise CaptureError(results[i] if results[i].startswith(f"network {i}") else f"network {i}: {results[i]}")
