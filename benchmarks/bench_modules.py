@@ -414,8 +414,8 @@ def _speed_many(args: argparse.Namespace, cfgs: list, nm) -> None:
     """1,000 networks (build on meta + capture + predict) three ways, in one run, ABBA over
     the two halves (each way sees the same drift): ``loop`` = ``predict_module`` network by
     network; ``batch`` = ``predict_modules(workers=1)`` (in-process capture, one batched
-    prediction); ``workers N`` = ``predict_modules(workers=N)`` (N spawned capture
-    processes, their start-up counted in each call)."""
+    prediction); ``workers N`` = ``predict_modules(workers=N)`` (N loky capture processes;
+    their start-up is counted in the first call, which starts them)."""
     import functools
     import os
 
