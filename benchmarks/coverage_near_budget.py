@@ -16,8 +16,8 @@ them through, and how far above the budget they are, against the measurement noi
 the board (each cell's cifar100 copy, scaled by the copies' median ratio, is a second
 measurement of the same network).
 
-Side by side: the interval scale fitted by least squares to ``log |r|`` (before) and by
-quantile regression at 0.9 (now, ``carb/model/_conformal.py``), each at confidence 0.9 /
+Side by side: the interval scale fitted by least squares to ``log |r|`` (the default) and
+by quantile regression at 0.9 (``ConformalScale.fit(tail=0.9)``), each at confidence 0.9 /
 0.95 / 0.97 / 0.98 (the decision table: share sent to measure, false accepts).
 ``--pair cpu-2t``: the same on cpu-2t (device model out-of-fold by architecture, as in
 ``bench_decisions.py``; coverage also per batch regime; no second measurement there).
@@ -232,6 +232,9 @@ def false_accepts(calls: np.ndarray, pls: dict, hws: dict, y: pd.DataFrame, seco
                   "excess_pct_max": float(np.max(excess)) if fa.any() else None,
                   "within_2pct": int((excess <= 2).sum()), "within_5pct": int((excess <= 5).sum()),
                   "second_measurement_within_budget": int(np.sum(s2 <= b)),
+                  # how far the measurement is from its copy, and whether the copy was covered
+                  "copy_disagreement_pct_median": float(np.median(100 * np.abs(v[fa] / s2 - 1))) if fa.any() else None,
+                  "copy_inside_interval": int(np.sum(np.abs(np.log(s2) - pls[t][fa]) <= hws[t][fa])),
                   "upper_margin_pct_median": float(np.median(100 * np.expm1(np.log(b) - pls[t][fa] - hws[t][fa])))
                   if fa.any() else None}
     out["total"] = int(over_any.sum())
@@ -240,7 +243,7 @@ def false_accepts(calls: np.ndarray, pls: dict, hws: dict, y: pd.DataFrame, seco
 
 
 #: interval variants compared (keyword arguments of ConformalScale.fit)
-VARIANTS = {"least-squares scale (before)": {"tail": None}, "quantile scale (now)": {}}
+VARIANTS = {"least-squares scale (default)": {"tail": None}, "quantile scale (tail=0.9)": {"tail": 0.9}}
 CONFIDENCES = (0.9, 0.95, 0.97, 0.98)
 
 
