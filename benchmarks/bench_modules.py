@@ -317,7 +317,9 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         nm = netmodel.fit_netmodel(lm, rows, y, groups=arch, device="cpu-1t", meta={
             "layers": int(len(lf)), "networks": int(len(zdf)), "data": "layers-cpu-1t + zoo-cpu-1t (carb.zoo)",
             "threads": 1, "layer_store": Path(args.layers).name, "zoo_store": Path(args.zoo).name,
-            "layer_target": args.layer_target, "zoo_measured": results["conditions"]["zoo_measured"]})
+            "layer_target": args.layer_target, "zoo_measured": results["conditions"]["zoo_measured"],
+            "layer_features": lm.features, "lat_shrink_strength": netmodel.LAT_SHRINK_STRENGTH,
+            **({"conditions": args.conditions} if args.conditions else {})})
         nm.save(args.save_model)
         print(f"model -> {args.save_model}")
 
@@ -712,6 +714,7 @@ def main(argv: list[str] | None = None) -> None:
                    help="the layers' latency column the layer model learns: latency_ms_p5 or latency_ms (median)")
     e.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "bench_modules.json"))
     e.add_argument("--save-model", default=None, help="also fit on everything and save the model here")
+    e.add_argument("--conditions", default=None, help="how the data were measured, for the saved model's meta")
     e.set_defaults(func=cmd_evaluate)
     c = sub.add_parser("consistency", help="cpu-1t ResNets: layer path vs config-level model")
     c.add_argument("--layers", default=str(CAMPAIGNS / "layers-cpu-1t.duckdb"))

@@ -6,16 +6,18 @@ How a prediction is made (:func:`predict_module`):
 2. **Layer model** (:class:`LayerModel`): each layer's latency from its operator class
    (:func:`op_class`: dense / grouped / depthwise convolution, linear, matmul, BN, each
    activation, pooling, add, broadcast multiply, concat, copy) as a roofline
-   ``t = a0 + a1 * flops + a2 * bytes`` fitted per class by non-negative least squares on
-   relative error, times a correction ``exp(f(x))`` from a forest of regression trees on the
-   layer's log-shapes (kernel, stride, groups, channels, map size, batch, ...), fitted on the
+   ``t = a0 + a1 * flops + a2 * bytes`` (pooling: its window reads as flops) fitted per class
+   by non-negative least squares on relative error, times a correction ``exp(f(x))`` from a
+   forest of regression trees on the layer's log-shapes (kernel, stride, groups, channels,
+   map size, batch, working set, arithmetic intensity, ...), fitted on the
    measured ``layers`` campaign, weighted 0, 0.5 or 1 as cross-validation says. Views (flatten, reshape, dropout in eval) cost nothing of
    their own. An operator the model has no measurements for is **never free**: it is priced
    by the generic roofline fitted on every measured layer, listed in ``unknown``, and its
    share widens the interval.
 3. **Network model**: ``latency = s * sum(layer latencies) + o * nodes + c`` (NNLS on
-   relative error over whole-network measurements): ``o`` is the per-node dispatch overhead
-   (module calls, views) and ``c`` the per-forward one. Peak memory is a static liveness
+   relative error over whole-network measurements; the overheads ``o`` and ``c`` shrunk
+   towards 0, so a few networks move them only as far as they agree): ``o`` is the per-node
+   dispatch overhead (module calls, views) and ``c`` the per-forward one. Peak memory is a static liveness
    simulation (weights + input + the peak of live activations, :mod:`carb.graph`) corrected
    by a learned linear term (NNLS on ``model_bytes``, ``input_bytes``, ``peak_live_bytes``,
    the largest layer's weights, a constant).
@@ -65,8 +67,15 @@ _MEMORY_BOUND = ("relu", "hardswish", "hardsigmoid", "sigmoid", "silu", "gelu", 
                  "pool", "gap", "add", "mul", "cat", "copy")
 #: Weights of the forest's correction that :meth:`LayerModel.fit` chooses among.
 SHRINKS = (0.0, 0.5, 1.0)
-_FEATURES = ["l_flops", "l_in", "l_out", "l_w", "l_batch", "l_cin", "l_cout", "l_hw", "l_howo", "kernel", "stride",
-             "l_groups", "l_cin_g", "n_inputs", "broadcast"]
+_FEATURES_V1 = ["l_flops", "l_in", "l_out", "l_w", "l_batch", "l_cin", "l_cout", "l_hw", "l_howo", "kernel", "stride",
+                "l_groups", "l_cin_g", "n_inputs", "broadcast"]
+#: Layer features of the current version (2): version 1's, ``l_flops`` counting a pooling
+#: window's reads as work (:func:`_work`), plus the working set ``l_ws = log2(in + out +
+#: weight bytes)`` and the arithmetic intensity ``l_ai = log2(work) - log2(working set)``.
+#: Chosen by leave-one-family-out on the quiet zoo (benchmarks/RESULTS.md, issue 15).
+_FEATURES = _FEATURES_V1 + ["l_ws", "l_ai"]
+#: Version of the layer features :meth:`LayerModel.fit` uses; a saved model keeps its own.
+FEATURES_VERSION = 2
 
 
 def op_class(layers: pd.DataFrame) -> np.ndarray:
@@ -85,18 +94,47 @@ def op_class(layers: pd.DataFrame) -> np.ndarray:
     return out
 
 
-def _x(layers: pd.DataFrame, classes: Sequence[str]) -> np.ndarray:
+def _work(layers: pd.DataFrame, cls: np.ndarray, version: int = FEATURES_VERSION) -> np.ndarray:
+    """Work of each layer row for the rooflines and features. Units: FLOP (pooling: window
+    reads). ``flops`` as captured, except (version >= 2) pooling, which counts no FLOP but
+    reads ``kernel**2`` inputs per output (measured: a 3x3 stride-1 max pool of 256x112x112
+    took 98 ms, a 2x2 stride-2 one of the same input 19 ms; bytes alone priced both alike)."""
+    f = layers["flops"].to_numpy(np.float64)
+    if version < 2:
+        return f
+    pool = cls == "pool"
+    if pool.any():
+        f = f.copy()
+        out_elems = layers["out_bytes"].to_numpy(np.float64)[pool] / np.maximum(
+            layers["bytes_per_element"].to_numpy(np.float64)[pool], 1)
+        f[pool] = out_elems * layers["kernel"].to_numpy(np.float64)[pool] ** 2
+    return f
+
+
+def _x(layers: pd.DataFrame, classes: Sequence[str], version: int = FEATURES_VERSION,
+       cls: np.ndarray | None = None) -> np.ndarray:
+    """The forest's features of layer rows (:data:`_FEATURES`, or :data:`_FEATURES_V1` for a
+    version-1 model), then one indicator per class."""
+    nfeat = len(_FEATURES if version >= 2 else _FEATURES_V1)
+    if not len(layers):
+        return np.zeros((0, nfeat + len(classes)))
+    cls = op_class(layers) if cls is None else cls
     l2 = lambda c: np.log2(np.maximum(layers[c].to_numpy(dtype=np.float64), 0) + 1)  # noqa: E731
     cin_g = layers["cin"].to_numpy(np.float64) / np.maximum(layers["groups"].to_numpy(np.float64), 1)
-    cols = [l2("flops"), l2("in_bytes"), l2("out_bytes"), l2("weight_bytes"), l2("batch"), l2("cin"), l2("cout"),
+    work = _work(layers, cls, version)
+    cols = [np.log2(np.maximum(work, 0) + 1), l2("in_bytes"), l2("out_bytes"), l2("weight_bytes"), l2("batch"),
+            l2("cin"), l2("cout"),
             np.log2(layers["h"].to_numpy(np.float64) * layers["w"].to_numpy(np.float64) + 1),
             np.log2(layers["ho"].to_numpy(np.float64) * layers["wo"].to_numpy(np.float64) + 1),
             layers["kernel"].to_numpy(np.float64), layers["stride"].to_numpy(np.float64), l2("groups"),
             np.log2(cin_g + 1), layers["n_inputs"].to_numpy(np.float64),
             layers["broadcast"].to_numpy(np.float64)]
-    cls = op_class(layers)
+    if version >= 2:
+        ws = np.log2(sum(np.maximum(layers[c].to_numpy(np.float64), 0) for c in ("in_bytes", "out_bytes",
+                                                                                   "weight_bytes")) + 1)
+        cols += [ws, cols[0] - ws]
     cols += [(cls == c).astype(np.float64) for c in classes]
-    return np.column_stack(cols) if len(layers) else np.zeros((0, len(_FEATURES) + len(classes)))
+    return np.column_stack(cols)
 
 
 def _roofline(flops: np.ndarray, nbytes: np.ndarray, y: np.ndarray) -> list[float]:
@@ -123,6 +161,8 @@ class LayerModel:
         q_generic: 90% quantile of the generic roofline's |log error| on the measured layers.
         n: measurements per class.
         shrink: weight of the forest's log-correction (0, 0.5 or 1), chosen by cross-validation.
+        features: version of the layer features and work (:data:`FEATURES_VERSION`; a model
+            saved before version 2 loads as 1 and predicts as it did).
     """
 
     rooflines: dict[str, list[float]]
@@ -132,6 +172,7 @@ class LayerModel:
     q_generic: float = 1.0
     n: dict[str, int] = field(default_factory=dict)
     shrink: float = 1.0
+    features: int = FEATURES_VERSION
 
     @classmethod
     def fit(cls, layers: pd.DataFrame, y_ms: np.ndarray, *, min_class: int = 6, trees: int = 200,
@@ -147,7 +188,7 @@ class LayerModel:
         if len(y) < 10:
             raise ModelError(f"layer model: {len(y)} measured layers; need at least 10")
         cls_ = op_class(layers)
-        flops = layers["flops"].to_numpy(np.float64)
+        flops = _work(layers, cls_)
         nbytes = layers["bytes"].to_numpy(np.float64)
         generic = _roofline(flops, nbytes, y)
         mem = np.isin(cls_, _MEMORY_BOUND)
@@ -164,7 +205,7 @@ class LayerModel:
         base = np.maximum(base, 1e-6)
         q_generic = float(np.quantile(np.abs(np.log(np.maximum(_apply_roofline(generic, flops, nbytes), 1e-6) / y)),
                                       0.9))
-        X = _x(layers, classes)
+        X = _x(layers, classes, cls=cls_)
         resid = np.log(y / base)
 
         def forest(rows: np.ndarray) -> Any:
@@ -187,7 +228,7 @@ class LayerModel:
         et = forest(np.ones(len(y), bool)) if shrink > 0 else None
         return cls(rooflines=roof, generic=generic, classes=classes,
                    forest=ArrayForest.from_sklearn(et) if et is not None else None,
-                   q_generic=q_generic, n=counts, shrink=shrink)
+                   q_generic=q_generic, n=counts, shrink=shrink, features=FEATURES_VERSION)
 
     def known(self, layers: pd.DataFrame, cls: np.ndarray | None = None) -> np.ndarray:
         """Which rows the model knows: a measured class, or a view (no cost of its own).
@@ -202,7 +243,7 @@ class LayerModel:
         if not len(layers):
             return np.zeros(0)
         c = op_class(layers) if cls is None else cls
-        flops = layers["flops"].to_numpy(np.float64)
+        flops = _work(layers, c, self.features)
         nbytes = layers["bytes"].to_numpy(np.float64)
         out = np.zeros(len(layers))
         known = np.isin(c, self.classes)
@@ -211,7 +252,8 @@ class LayerModel:
             out[m] = _apply_roofline(self.rooflines[k], flops[m], nbytes[m])
         out = np.maximum(out, 1e-6)
         if self.forest is not None and known.any():
-            out[known] *= np.exp(self.shrink * self.forest.predict(_x(layers[known], self.classes)))
+            out[known] *= np.exp(self.shrink * self.forest.predict(_x(layers[known], self.classes, self.features,
+                                                                       c[known])))
         unk = ~known & (c != "view")
         out[unk] = np.maximum(_apply_roofline(self.generic, flops[unk], nbytes[unk]), 1e-6)
         out[c == "view"] = 0.0
@@ -255,10 +297,33 @@ def _mem_design(rows: pd.DataFrame) -> np.ndarray:
                             rows["max_weight_bytes"] / MB, np.ones(len(rows))])
 
 
-def _nnls_rel(A: np.ndarray, y: np.ndarray) -> list[float]:
+#: Which latency terms ``[s, o, c]`` are shrunk towards 0 (ridge, :func:`_nnls_rel`): the
+#: overheads per node ``o`` and per forward ``c``; the scale ``s`` stays free, as it carries
+#: the machine's speed of the day (layers and networks measured at other moments). Each layer
+#: was measured with its own module call, so the plain (scaled) sum needs no overhead unless
+#: the networks agree on one.
+LAT_SHRUNK = (0.0, 1.0, 1.0)
+#: Strength of that shrinkage: a fixed total (in networks' squared relative errors), so ten
+#: networks move the overheads only as far as they agree and a hundred almost freely. Chosen
+#: by leave-one-family-out on the quiet zoo run 1 (pooled K = 10 MAPE 11.5% at 3 and 10,
+#: 11.6% at 30, 12.3% without), checked on run 2 (benchmarks/RESULTS.md, issue 15).
+LAT_SHRINK_STRENGTH = 10.0
+
+
+def _nnls_rel(A: np.ndarray, y: np.ndarray, shrunk: Sequence[float] | None = None,
+              strength: float = 0.0) -> list[float]:
+    """Non-negative coefficients of ``y ~ A @ coef`` on relative error; with ``shrunk``
+    (a weight per column) and ``strength > 0``, the weighted coefficients are shrunk towards
+    0 (ridge). Each coefficient is priced in its column's typical share of the prediction
+    (``mean(A[:, j] / y)``), so the penalty has no units."""
     W = A / y[:, None]
+    b = np.ones_like(y)
+    if shrunk is not None and strength > 0:
+        w = np.asarray(shrunk, np.float64)
+        P = math.sqrt(strength) * np.diag(np.maximum(np.abs(W).mean(axis=0), 1e-30) * w)[w > 0]
+        W, b = np.vstack([W, P]), np.concatenate([b, np.zeros(len(P))])
     scale = np.maximum(np.abs(W).max(axis=0), 1e-30)
-    coef, _ = nnls(W / scale, np.ones_like(y), maxiter=5000)
+    coef, _ = nnls(W / scale, b, maxiter=5000)
     return [float(c) for c in coef / scale]
 
 
@@ -346,7 +411,7 @@ class NetModel:
                "mem_coef": self.mem_coef, "q": self.q, "calibration": self.calibration, "meta": self.meta,
                "layer": {"rooflines": self.layer.rooflines, "generic": self.layer.generic,
                          "classes": self.layer.classes, "q_generic": self.layer.q_generic, "n": self.layer.n,
-                         "shrink": self.layer.shrink,
+                         "shrink": self.layer.shrink, "features": self.layer.features,
                          "forest": "layer_forest.npz" if self.layer.forest is not None else None}}
         (d / "netmodel.json").write_text(json.dumps(doc, indent=1))
         return d
@@ -374,7 +439,9 @@ def load(directory: str | Path) -> NetModel:
         layer = LayerModel(rooflines={k: list(map(float, v)) for k, v in ly["rooflines"].items()},
                            generic=list(map(float, ly["generic"])), classes=list(ly["classes"]), forest=forest,
                            q_generic=float(ly["q_generic"]), n=dict(ly.get("n", {})),
-                           shrink=float(ly.get("shrink", 1.0)))
+                           shrink=float(ly.get("shrink", 1.0)),
+                           # models saved before the key existed used version 1's features
+                           features=int(ly.get("features", 1)))
         return NetModel(layer=layer, lat_coef=list(map(float, doc["lat_coef"])),
                         mem_coef=list(map(float, doc["mem_coef"])), q={k: float(v) for k, v in doc["q"].items()},
                         calibration=doc.get("calibration") or {}, coverage=float(doc.get("coverage", 0.9)),
@@ -387,7 +454,7 @@ def load(directory: str | Path) -> NetModel:
 
 def fit_netmodel(layer_model: LayerModel, rows: pd.DataFrame, measured: pd.DataFrame, *,
                  groups: Sequence[str] | None = None, coverage: float = 0.9, device: str = "",
-                 meta: Mapping[str, Any] | None = None) -> NetModel:
+                 meta: Mapping[str, Any] | None = None, shrink_strength: float = LAT_SHRINK_STRENGTH) -> NetModel:
     """Fit the network terms on whole-network measurements.
 
     Args:
@@ -397,20 +464,22 @@ def fit_netmodel(layer_model: LayerModel, rows: pd.DataFrame, measured: pd.DataF
         groups: family of each network: the interval quantiles come from
             leave-one-family-out residuals (otherwise from leave-one-out).
         coverage: nominal coverage of the intervals.
+        shrink_strength: how strongly the latency overheads (per node, per forward) are
+            shrunk towards 0 (:data:`LAT_SHRUNK`, :data:`LAT_SHRINK_STRENGTH`); 0: plain NNLS.
     """
     y_lat = measured["latency_ms"].to_numpy(np.float64)
     y_mem = measured["memory_mb"].to_numpy(np.float64)
     if len(rows) < 3:
         raise ModelError(f"network model: {len(rows)} measured networks; need at least 3")
     A, M = _lat_design(rows), _mem_design(rows)
-    lat_coef, mem_coef = _nnls_rel(A, y_lat), _nnls_rel(M, y_mem)
+    lat_coef, mem_coef = _nnls_rel(A, y_lat, LAT_SHRUNK, shrink_strength), _nnls_rel(M, y_mem)
     g = np.asarray(groups) if groups is not None else np.arange(len(rows)).astype(str)
     res: dict[str, list[float]] = {"latency_ms": [], "memory_mb": []}
     for k in np.unique(g):
         tr, te = g != k, g == k
         if tr.sum() < 3:
             continue
-        cl, cm = _nnls_rel(A[tr], y_lat[tr]), _nnls_rel(M[tr], y_mem[tr])
+        cl, cm = _nnls_rel(A[tr], y_lat[tr], LAT_SHRUNK, shrink_strength), _nnls_rel(M[tr], y_mem[tr])
         res["latency_ms"] += list(np.log(np.maximum(A[te] @ cl, 1e-6) / y_lat[te]))
         res["memory_mb"] += list(np.log(np.maximum(M[te] @ cm, 1e-6) / y_mem[te]))
     q = {t: float(np.quantile(np.abs(v), coverage)) if v else 0.5 for t, v in res.items()}

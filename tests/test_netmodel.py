@@ -53,7 +53,9 @@ def model(layer_model) -> netmodel.NetModel:
     # synthetic whole-network truth: 1.1 x the layers + 0.01 ms per node + 0.3 ms
     y = pd.DataFrame({"latency_ms": 1.1 * rows["layer_sum_ms"] + 0.01 * rows["nodes"] + 0.3,
                       "memory_mb": (rows["model_bytes"] + rows["input_bytes"] + 1.2 * rows["peak_live_bytes"]) / 1e6 + 5})
-    return netmodel.fit_netmodel(layer_model, rows, y, groups=[c.arch for c in cfgs], device="synthetic")
+    # no shrinkage: the terms must come back exactly (the shrinkage is tested on its own)
+    return netmodel.fit_netmodel(layer_model, rows, y, groups=[c.arch for c in cfgs], device="synthetic",
+                                 shrink_strength=0.0)
 
 
 def test_layer_model_learns_synthetic_costs(layer_model) -> None:
@@ -132,6 +134,63 @@ def test_save_load_round_trip_and_errors(model, tmp_path) -> None:
     (tmp_path / "bad" / "netmodel.json").write_text('{"format": "carb-netmodel/1"}')
     with pytest.raises(netmodel.ModelError, match="malformed"):
         netmodel.load(tmp_path / "bad")
+
+
+def test_latency_overheads_shrink_with_few_networks_and_the_scale_stays_free() -> None:
+    # SYNTHETIC network rows: truth 0.5 x the layers (another day's speed) + 0.02 ms per node + 0.5 ms
+    rng = np.random.default_rng(0)
+
+    def rows(n: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+        r = pd.DataFrame({"layer_sum_ms": rng.uniform(5, 100, n), "nodes": rng.integers(30, 400, n).astype(float),
+                          "model_bytes": 1e7, "input_bytes": 1e5, "peak_live_bytes": 1e6, "max_weight_bytes": 1e6})
+        return r, pd.DataFrame({"latency_ms": 0.5 * r["layer_sum_ms"] + 0.02 * r["nodes"] + 0.5, "memory_mb": 20.0})
+
+    few, many = rows(5), rows(400)
+    lm = netmodel.LayerModel({}, [0.0, 0.0, 0.0], [])
+    plain = netmodel.fit_netmodel(lm, *few, shrink_strength=0.0).lat_coef
+    assert plain == pytest.approx([0.5, 0.02, 0.5], rel=1e-3, abs=1e-3)
+    s, o, c = netmodel.fit_netmodel(lm, *few, shrink_strength=10.0).lat_coef
+    # the overheads shrink towards 0 (together: ridge spreads them over both terms); the
+    # scale takes up what they leave, and is not pulled towards 1
+    n = few[0]["nodes"]
+    assert (o * n + c).mean() < 0.75 * (0.02 * n + 0.5).mean() and 0.5 < s < 0.75
+    # a fixed total: many networks move the terms almost all the way to the data
+    s, o, c = netmodel.fit_netmodel(lm, *many, shrink_strength=10.0).lat_coef
+    assert s == pytest.approx(0.5, abs=0.01) and o == pytest.approx(0.02, rel=0.1)
+
+
+def test_pooling_work_and_version_1_models(layer_model, tmp_path) -> None:
+    rows = L.layer_frame([L.LayerConfig("maxpool", 16, 16, 32, 3, 1, 1, 1),
+                          L.LayerConfig("maxpool", 16, 16, 32, 3, 2, 1, 1), L.LayerConfig("conv", 16, 32, 32, 3, 1, 1, 1)])
+    cls = netmodel.op_class(rows)
+    w = netmodel._work(rows, cls)
+    # a pooling window's reads are its work: 3x3 stride 1 reads 4x what stride 2 does
+    assert w[0] == 16 * 32 * 32 * 9 and w[0] == pytest.approx(4 * w[1], rel=0.1)
+    assert w[2] == rows["flops"].iloc[2] and (netmodel._work(rows, cls, 1) == rows["flops"].to_numpy()).all()
+    assert netmodel._x(rows, ["pool"]).shape == (3, len(netmodel._FEATURES) + 1)
+    assert netmodel._x(rows, ["pool"], 1).shape == (3, len(netmodel._FEATURES_V1) + 1)
+    # a model saved before the features key existed loads as version 1 and predicts with
+    # version 1's features (its forest was fitted on them)
+    from sklearn.ensemble import ExtraTreesRegressor
+
+    from carb.model._forest import ArrayForest
+
+    train = L.layer_frame(L.balanced_sample(space.load("layers"), 60, seed=3))
+    train = train[train["op"] != "se"].reset_index(drop=True)
+    et = ExtraTreesRegressor(n_estimators=5, random_state=0).fit(
+        netmodel._x(train, layer_model.classes, 1), np.random.default_rng(0).normal(0, 0.1, len(train)))
+    old = netmodel.LayerModel(layer_model.rooflines, layer_model.generic, layer_model.classes,
+                              ArrayForest.from_sklearn(et), features=1)
+    nm = netmodel.NetModel(old, [1.0, 0.0, 0.0], [1.0, 1.0, 1.0, 0.0, 0.0], {"latency_ms": 0.1, "memory_mb": 0.1})
+    d = nm.save(tmp_path / "v1")
+    doc = json.loads((d / "netmodel.json").read_text())
+    assert doc["layer"].pop("features") == 1
+    (d / "netmodel.json").write_text(json.dumps(doc))
+    again = netmodel.load(d)
+    assert again.layer.features == 1
+    assert np.array_equal(again.layer.predict(train), old.predict(train))
+    new = netmodel.NetModel(layer_model, [1.0, 0.0, 0.0], [1.0] * 5, {}).save(tmp_path / "v2")
+    assert netmodel.load(new).layer.features == layer_model.features == netmodel.FEATURES_VERSION
 
 
 def test_calibration_to_a_slower_synthetic_device(model, layer_model) -> None:
