@@ -22,6 +22,10 @@ chance of being on the front), a confidence sweep, and the coverage of the 90% i
 per batch, per batch regime, near each budget and on the true fronts, with the plain
 (constant-width) CV-conformal intervals beside the locally adaptive ones.
 
+Ablation of the interval scale: the device model with the scale fitted by quantile
+regression of ``log |r|`` at 0.9 (``ConformalScale.fit(tail=0.9)``) beside the default
+least-squares scale (``carb/model/_conformal.py``), decisions and coverage, on both pairs.
+
 ``--nb201``: adds the NAS-Bench-201 energy pair (Stage 1 from the ``titan_rtx_b1``
 latency model, Stage 2 ``edgegpu`` energy + latency, device model out-of-fold by
 architecture) when ``carb.datasets.load("nb201")`` is there.
@@ -277,6 +281,7 @@ def _cpu_pair(a, out: dict) -> None:
     device_nospread = OutOfFold(tgt, a.preset)
     est.SPREAD_SCALE = True
     print(f"device model without the spread scale fitted in {time.perf_counter() - t0:.0f} s", flush=True)
+    device_qs = _quantile_scale(tgt, a.preset)
     for name, model, cands in (("device model (OOF)", device, tgt), ("calibrated K=20", calibrated, rest),
                                ("calibrated K=20, intervals refit", refit, rest)):
         cf = cands if "flops_per_image" in cands.columns else cands.join(compute(cands)[["flops_per_image"]])
@@ -287,7 +292,8 @@ def _cpu_pair(a, out: dict) -> None:
         out["confidence_sweep"] += sweeps
         budgets_by_q = {q: {t: float(cands[t].quantile(q)) for t in targets} for q in QS}
         fronts = _true_fronts(cf, targets, objs)
-        variants = [("adaptive", model)] + ([("plain", model.plain()), ("adaptive, no spread", device_nospread)]
+        variants = [("adaptive", model)] + ([("plain", model.plain()), ("adaptive, no spread", device_nospread),
+                                             ("adaptive, quantile scale", device_qs)]
                                             if isinstance(model, OutOfFold) else [])
         for kind, m in variants:
             for r in _coverage_table(m, cands, targets, budgets_by_q, fronts):
@@ -299,6 +305,24 @@ def _cpu_pair(a, out: dict) -> None:
             rows, _, _ = _rows_for("cpu-1t->cpu-2t", name + ", scale without spread", device_nospread, source,
                                    cands, targets, a.confidence, [], [], methods=("decide", "decide, interval rule"))
             out["ablation_no_spread"] += rows
+            rows, _, _ = _rows_for("cpu-1t->cpu-2t", name + ", quantile scale", device_qs, source,
+                                   cands, targets, a.confidence, [], [], methods=("decide", "decide, interval rule"))
+            out["ablation_quantile_scale"] += rows
+
+
+def _quantile_scale(tgt: pd.DataFrame, preset: str, **kw) -> "OutOfFold":
+    """The device model with the interval scale fitted by quantile regression of log |r| at
+    0.9 instead of least squares (carb/model/_conformal.py), for the ablation."""
+    import carb.model._conformal as conf
+
+    t0 = time.perf_counter()
+    conf.SCALE_QUANTILE, keep = 0.9, conf.SCALE_QUANTILE
+    try:
+        model = OutOfFold(tgt, preset, **kw)
+    finally:
+        conf.SCALE_QUANTILE = keep
+    print(f"device model with the quantile scale fitted in {time.perf_counter() - t0:.0f} s", flush=True)
+    return model
 
 
 def _nb201_pair(a, out: dict) -> None:
@@ -328,6 +352,17 @@ def _nb201_pair(a, out: dict) -> None:
     out["rows"] += rows
     out["recall_curves"] += curves
     out["confidence_sweep"] += sweeps
+    device_qs = _quantile_scale(tgt, a.preset, arch_keys=[f"edge_{i}" for i in range(6)])
+    rows, _, _ = _rows_for("nb201 titan_rtx_b1->edgegpu", "device model (OOF), quantile scale", device_qs,
+                           source, tgt, targets, a.confidence, [], [], methods=("decide", "decide, interval rule"))
+    out["ablation_quantile_scale"] += rows
+    budgets_by_q = {q: {t: float(tgt[t].quantile(q)) for t in targets} for q in QS}
+    objs = [("energy_j_per_image", "min"), ("latency_ms", "min"), ("flops_per_image", "max")]
+    fronts = _true_fronts(tgt, targets, objs)
+    for kind, m in (("adaptive", device), ("adaptive, quantile scale", device_qs)):
+        for r in _coverage_table(m, tgt, targets, budgets_by_q, fronts):
+            out["coverage"].append({"dataset": "nb201 titan_rtx_b1->edgegpu", "model": "device model (OOF)",
+                                    "intervals": kind, **r})
     out["nb201"] = "run"
 
 
@@ -344,7 +379,8 @@ def main() -> None:
     out: dict = {"command": "python " + " ".join(sys.argv), "versions": _versions(),
                  "threads": {v: os.environ.get(v) for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")},
                  "confidence": a.confidence, "rows": [], "recall_curves": [], "confidence_sweep": [],
-                 "coverage": [], "ablation_plain_intervals": [], "ablation_no_spread": []}
+                 "coverage": [], "ablation_plain_intervals": [], "ablation_no_spread": [],
+                 "ablation_quantile_scale": []}
     _cpu_pair(a, out)
     if a.nb201:
         _nb201_pair(a, out)
