@@ -191,14 +191,16 @@ def coverage_rows(y: np.ndarray, pl: np.ndarray, hw: np.ndarray, budgets: dict[f
     return rows
 
 
-def calls_of(pls: dict, hws: dict, budgets: dict[str, float]) -> np.ndarray:
+def calls_of(pls: dict, hws: dict, budgets: dict[str, float], hws_accept: dict | None = None) -> np.ndarray:
     """The interval rule's calls (bench and ``carb.screen._calls``): reject when a lower bound
-    is over its budget, accept when every upper bound is within, measure otherwise."""
+    is over its budget, accept when every upper bound is within, measure otherwise.
+    ``hws_accept``: other half-widths for the accept side (an asymmetric rule: accept at a
+    higher confidence than reject; not a rule of ``screen``)."""
     n = len(next(iter(pls.values())))
     over, within = np.zeros(n, bool), np.ones(n, bool)
     for t, b in budgets.items():
         over |= pls[t] - hws[t] > np.log(b)
-        within &= pls[t] + hws[t] <= np.log(b)
+        within &= pls[t] + (hws_accept or hws)[t] <= np.log(b)
     return np.where(over, "reject", np.where(within, "accept", "measure"))
 
 
@@ -293,9 +295,11 @@ def main() -> None:
                  "decisions": [], "false_accepts": []}
     if second is not None:
         out["noise"] = noise(y, second)
+    halfwidths: dict = {}
     for vname, variant in VARIANTS.items():
         for conf in CONFIDENCES:
             pls, hws = {}, {}
+            halfwidths[vname, conf] = (pls, hws)
             for t in targets:
                 pls[t], hws[t] = interval_variant(cache, t, variant, coverage=conf)
                 if conf == 0.9:
@@ -312,6 +316,16 @@ def main() -> None:
                     mean = pd.DataFrame({t: np.sqrt(y[t] * second[t]) for t in targets})
                     fa["false_accept_rate_vs_mean_of_copies"] = decision_row(calls, mean, b)["false_accept_rate"]
                     out["false_accepts"].append({"variant": vname, "q": q, **fa})
+    # asymmetric: reject at 0.9 as before, accept only when the upper bound at a higher
+    # confidence is within budget (a false accept costs more than a measurement)
+    out["asymmetric"] = []
+    for vname in VARIANTS:
+        pls, hws = halfwidths[vname, 0.9]
+        for conf in CONFIDENCES[1:]:
+            for q, b in budgets_q.items():
+                calls = calls_of(pls, hws, b, hws_accept=halfwidths[vname, conf][1])
+                out["asymmetric"].append({"variant": vname, "reject_confidence": 0.9, "accept_confidence": conf,
+                                          "q": q, **decision_row(calls, y, b)})
     cov = pd.DataFrame(out["coverage"])
     cov = cov.pivot_table(index="group", columns=["target", "variant"], values="coverage", sort=False)
     dec = pd.DataFrame(out["decisions"])
@@ -320,6 +334,10 @@ def main() -> None:
         print((100 * cov).round(1).to_string())
         print(dec.pivot_table(index=["q", "confidence"], columns="variant", sort=False,
                               values=["measure_share", "false_accept_rate"]).mul(100).round(2).to_string())
+        print("asymmetric calls (reject at 0.9, accept at the column's confidence):")
+        print(pd.DataFrame(out["asymmetric"]).pivot_table(index=["q", "accept_confidence"], columns="variant", sort=False,
+                                                          values=["measure_share", "false_accept_rate"])
+              .mul(100).round(2).to_string())
         if out.get("noise"):
             print("copies differ (percent):", json.dumps(out["noise"]))
         for r in out["false_accepts"]:
