@@ -58,7 +58,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 import pandas as pd
 
-__all__ = ["capture", "LayerTable", "CaptureError", "KNOWN_OPS", "parse_shape", "DTYPES", "dtype_of", "load_module", "build_meta",
+__all__ = ["capture", "LayerTable", "CaptureError", "KNOWN_OPS", "parse_shape", "DTYPES", "dtype_of", "load_module", "build_meta", "gc_paused",
            "skip_meta_init"]
 
 
@@ -437,7 +437,7 @@ def _root(t: Any) -> Any:
     return t._base if getattr(t, "_base", None) is not None else t
 
 
-def _gc_paused(f: Any) -> Any:
+def gc_paused(f: Any) -> Any:
     """Run ``f`` with the cyclic garbage collector paused (restored after, even on error).
     Capture and building allocate many small objects (fx nodes, proxies, modules), each of
     which the collector would otherwise traverse tens of times per network: a third of
@@ -459,7 +459,7 @@ def _gc_paused(f: Any) -> Any:
     return g
 
 
-@_gc_paused
+@gc_paused
 def capture(module: Any, example_input: Any, precision: str | None = None, *, fold_bn: bool = False) -> LayerTable:
     """Trace ``module`` on the meta device into a :class:`LayerTable`.
 
@@ -877,7 +877,7 @@ def skip_meta_init() -> Iterator[None]:
                 setattr(init, n, f)
 
 
-@_gc_paused
+@gc_paused
 def build_meta(obj: Any, label: str = "the builder") -> Any:
     """``obj`` itself if it is a ``torch.nn.Module``; else call it (no arguments) under
     ``torch.device("meta")``, so no weights are allocated (a builder that cannot run on the

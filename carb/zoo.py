@@ -444,7 +444,7 @@ def _meta_build(cfg: ZooConfig) -> Any:
     from carb import graph
 
     with torch.device("meta"), graph.skip_meta_init():
-        return graph._gc_paused(build)(cfg)
+        return graph.gc_paused(build)(cfg)
 
 
 def features(df: pd.DataFrame) -> pd.DataFrame:
