@@ -270,22 +270,46 @@ NETWORK_COLUMNS = ["layer_sum_ms", "unknown_ms", "nodes", "flops", "model_bytes"
 def network_row(table: LayerTable, layer_model: LayerModel) -> tuple[dict[str, float], np.ndarray]:
     """The network-level figures of a captured network under a layer model, and the
     per-layer latencies (ms)."""
-    L = table.layers
+    rows, t, _, _ = _network_rows([table], layer_model)
+    return {k: float(v) for k, v in rows.iloc[0].items()}, t
+
+
+def _network_rows(tables: Sequence[LayerTable], layer_model: LayerModel
+                  ) -> tuple[pd.DataFrame, np.ndarray, np.ndarray, pd.DataFrame]:
+    """:data:`NETWORK_COLUMNS` of each table (one row each), from one layer-model call over
+    all their layers; with the per-layer latencies (ms), known flags and layer rows, all
+    tables' layers one after the other."""
+    n = len(tables)
+    sizes = np.array([len(t.layers) for t in tables], dtype=np.int64)
+    frames = [t.layers for t in tables if len(t.layers)]
+    # one table: its own frame, no copy
+    L = (frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)) if frames else tables[0].layers
     cls = op_class(L) if len(L) else np.zeros(0, object)
-    t = layer_model.predict(L, cls)
-    known = layer_model.known(L, cls)
-    flops = L["flops"].to_numpy(np.float64) if len(L) else np.zeros(0)
+    t_all = layer_model.predict(L, cls)
+    known_all = layer_model.known(L, cls)
+    flops_all = L["flops"].to_numpy(np.float64) if len(L) else np.zeros(0)
     costed = (L["op"] != "view").to_numpy() if len(L) else np.zeros(0, bool)
-    row = {
-        "layer_sum_ms": float(t.sum()), "unknown_ms": float(t[~known].sum()), "nodes": float(len(L)),
-        "flops": float(flops.sum()), "model_bytes": float(table.model_bytes), "input_bytes": float(table.input_bytes),
-        "peak_live_bytes": float(table.peak_live_bytes),
-        "max_weight_bytes": float(L["weight_bytes"].max()) if len(L) else 0.0,
-        "batch": float(table.input_shape[0]) if table.input_shape else 1.0,
-        "flops_known_share": float(flops[known].sum() / flops.sum()) if flops.sum() > 0 else 1.0,
-        "layers_known_share": float(known[costed].mean()) if costed.any() else 1.0,
-    }
-    return row, t
+    seg = np.repeat(np.arange(n), sizes)
+
+    def per_net(w: np.ndarray) -> np.ndarray:
+        return np.bincount(seg, weights=w, minlength=n)
+
+    flops = per_net(flops_all)
+    flops_known = per_net(np.where(known_all, flops_all, 0.0))
+    n_costed = per_net(costed.astype(np.float64))
+    n_known_costed = per_net((known_all & costed).astype(np.float64))
+    max_w = np.zeros(n)
+    np.maximum.at(max_w, seg, L["weight_bytes"].to_numpy(np.float64) if len(L) else np.zeros(0))
+    rows = pd.DataFrame({
+        "layer_sum_ms": per_net(t_all), "unknown_ms": per_net(np.where(known_all, 0.0, t_all)),
+        "nodes": sizes.astype(np.float64), "flops": flops,
+        "model_bytes": [float(t.model_bytes) for t in tables], "input_bytes": [float(t.input_bytes) for t in tables],
+        "peak_live_bytes": [float(t.peak_live_bytes) for t in tables], "max_weight_bytes": max_w,
+        "batch": [float(t.input_shape[0]) if t.input_shape else 1.0 for t in tables],
+        "flops_known_share": np.divide(flops_known, flops, out=np.ones(n), where=flops > 0),
+        "layers_known_share": np.divide(n_known_costed, n_costed, out=np.ones(n), where=n_costed > 0),
+    }, columns=NETWORK_COLUMNS)
+    return rows, t_all, known_all, L
 
 
 def _lat_design(rows: pd.DataFrame) -> np.ndarray:
@@ -599,39 +623,9 @@ def predict_tables(tables: Sequence[LayerTable], nm: NetModel) -> list[Predictio
     predicting each table alone."""
     if not tables:
         return []
-    sizes = np.array([len(t.layers) for t in tables], dtype=np.int64)
-    ends = np.cumsum(sizes)
-    starts = ends - sizes
-    frames = [t.layers for t in tables if len(t.layers)]
-    # one table (predict_table): its own frame, no copy
-    L = (frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)) if frames else tables[0].layers
-    cls = op_class(L) if len(L) else np.zeros(0, object)
-    t_all = nm.layer.predict(L, cls)
-    known_all = nm.layer.known(L, cls)
-    flops_all = L["flops"].to_numpy(np.float64) if len(L) else np.zeros(0)
-    costed = (L["op"] != "view").to_numpy() if len(L) else np.zeros(0, bool)
-    wb = L["weight_bytes"].to_numpy(np.float64) if len(L) else np.zeros(0)
-    seg = np.repeat(np.arange(len(tables)), sizes)
-    n = len(tables)
-
-    def per_net(w: np.ndarray) -> np.ndarray:
-        return np.bincount(seg, weights=w, minlength=n)
-
-    flops = per_net(flops_all)
-    flops_known = per_net(np.where(known_all, flops_all, 0.0))
-    n_costed = per_net(costed.astype(np.float64))
-    n_known_costed = per_net((known_all & costed).astype(np.float64))
-    max_w = np.zeros(n)
-    np.maximum.at(max_w, seg, wb)
-    rows = pd.DataFrame({
-        "layer_sum_ms": per_net(t_all), "unknown_ms": per_net(np.where(known_all, 0.0, t_all)),
-        "nodes": sizes.astype(np.float64), "flops": flops,
-        "model_bytes": [float(t.model_bytes) for t in tables], "input_bytes": [float(t.input_bytes) for t in tables],
-        "peak_live_bytes": [float(t.peak_live_bytes) for t in tables], "max_weight_bytes": max_w,
-        "batch": [float(t.input_shape[0]) if t.input_shape else 1.0 for t in tables],
-        "flops_known_share": np.divide(flops_known, flops, out=np.ones(n), where=flops > 0),
-        "layers_known_share": np.divide(n_known_costed, n_costed, out=np.ones(n), where=n_costed > 0),
-    })
+    rows, t_all, known_all, L = _network_rows(tables, nm.layer)
+    ends = np.cumsum([len(t.layers) for t in tables])
+    starts = ends - np.array([len(t.layers) for t in tables])
     pred = nm.predict_rows(rows)
     cols = {c: pred[c].to_numpy(np.float64) for c in pred.columns}
     kind_all = L["kind"].to_numpy() if len(L) else np.zeros(0, object)
