@@ -325,6 +325,29 @@ def test_demo_reports_drift_first_and_scores_raw_and_corrected(tmp_path):
     assert raw == pytest.approx(0.2, abs=0.02) and corr < 0.02
     val = pd.read_csv(tmp_path / "demo" / "validation.csv")
     assert val.latency_ms_corrected.to_numpy() == pytest.approx(val.latency_ms.to_numpy() / 1.25)
+    # synthetic truth is a line of the source's prediction in log: the sitting's floor is ~0
+    assert s["validation_floor_median_abs_error"]["latency_ms"] < 1e-6
+    assert any(m.startswith("this sitting's floor") for m in said)
+
+
+def test_sitting_floor_is_the_in_sample_map_error():
+    """sitting_floor fits log y = a + b log(source) on the rows themselves: synthetic
+    truth 2 x source^0.8 with every other row 10% high leaves a median error near 5%."""
+    from carb.demo import sitting_floor
+
+    class Source:
+        def predict(self, df):
+            return pd.DataFrame({"latency_ms": df["s"].to_numpy(float)})
+
+    rows = pd.DataFrame({"s": np.geomspace(0.5, 500, 16)})
+    bump = np.where(np.arange(16) % 2 == 0, 1.1, 1.0)
+    truth = pd.DataFrame({"latency_ms": 2 * rows.s ** 0.8 * bump})
+    fl = sitting_floor(Source(), rows, truth, ["latency_ms", "memory_mb"])
+    assert set(fl) == {"latency_ms"}  # no truth column for memory
+    # the fit sits midway in log between the two groups: each misses by about sqrt(1.1) - 1
+    assert fl["latency_ms"] == pytest.approx(np.sqrt(1.1) - 1, rel=0.05)
+    exact = sitting_floor(Source(), rows, pd.DataFrame({"latency_ms": 2 * rows.s ** 0.8}), ["latency_ms"])
+    assert exact["latency_ms"] < 1e-9
 
 
 class PairedDriftingBackend(DriftingBackend):

@@ -173,8 +173,10 @@ def calibrate(
     console.print(f"wrote {out} (a model directory: use it as --target-model of carb screen, or --model anywhere)")
 
 
-def _measure_frame(df, device: str, threads: Optional[int], max_time: float, store_path: Path, what: str):
-    """Measure the configs of a frame into a store; returns the measured rows."""
+def _measure_frame(df, device: str, threads: Optional[int], max_time: float, store_path: Path, what: str,
+                   rounds: int = 1):
+    """Measure the configs of a frame into a store (``rounds`` visits per config spread over
+    the campaign, pooled); returns the measured rows."""
     from dataclasses import replace
 
     from carb.campaign import run_campaign
@@ -196,7 +198,7 @@ def _measure_frame(df, device: str, threads: Optional[int], max_time: float, sto
                       TextColumn("ETA"), TimeRemainingColumn(), TextColumn("{task.fields[current]}"),
                       console=err) as progress:
             task = progress.add_task(what, total=len(configs), current="")
-            result = run_campaign(configs, backend, store, rounds=1,
+            result = run_campaign(configs, backend, store, rounds=rounds,
                                   on_start=lambda todo, skipped: progress.update(task, completed=skipped),
                                   on_config=lambda c: progress.update(task, current=c.label()),
                                   on_result=lambda c, m: progress.update(task, advance=1))
@@ -336,6 +338,7 @@ def demo(
     validate_n: int = typer.Option(8, "--validate", min=1, help="Shortlisted configs measured to validate."),
     control: int = typer.Option(8, "--control", min=0, help="Random configs measured to validate."),
     max_time: float = typer.Option(1.0, "--max-time", min=0.1, help="Sampling seconds per config."),
+    rounds: Optional[int] = typer.Option(None, "--rounds", min=1, help="Visits per config in each sitting, spread over it and pooled, the sampling time split among them (default: carb.demo.DEMO_ROUNDS, 1)."),
     budget: Optional[list[str]] = typer.Option(None, "--budget", help="TARGET=VALUE (repeat); default: the space's median prediction."),
     seed: int = typer.Option(0, "--seed"),
 ) -> None:
@@ -343,18 +346,20 @@ def demo(
 
     Example: carb demo --out carb-demo
     """
-    from carb.demo import DemoSettings, default_threads, run_demo
+    from carb.demo import DEMO_ROUNDS, DemoSettings, default_threads, run_demo
 
     if device != "cpu" and threads is not None:
         fail("--threads applies to --device cpu only")
     check_out_dir(out)
     threads = threads or (default_threads() if device == "cpu" else None)
+    rounds = rounds or DEMO_ROUNDS
     settings = DemoSettings(out=out, device=device, threads=threads, samples=samples, validate=validate_n,
-                            control=control, max_time=max_time, budgets=parse_budget_options(budget), seed=seed)
+                            control=control, max_time=max_time, rounds=rounds,
+                            budgets=parse_budget_options(budget), seed=seed)
     console.print(f"[bold]carb demo[/bold] on {device}" + (f" with {threads} thread(s)" if threads else "")
                   + f", writing {out}/")
     summary = run_demo(settings, lambda df, what: _measure_frame(df, device, threads, max_time,
-                                                                  out / "demo.duckdb", what),
+                                                                  out / "demo.duckdb", what, rounds),
                        say=lambda m: console.print("• " + m))
     t = Table("", "value", title="demo summary (every number measured or predicted on this machine)")
     sc, v = summary["screening"], summary["validation"]
@@ -373,6 +378,9 @@ def demo(
     corr = summary.get("validation_median_abs_error_corrected") or {}
     if "latency_ms" in corr:
         t.add_row("latency_ms: median |error|, drift-corrected", f"{100 * corr['latency_ms']:.1f}%")
+    fl = summary.get("validation_floor_median_abs_error") or {}
+    if "latency_ms" in fl:
+        t.add_row("latency_ms: this sitting's floor", f"{100 * fl['latency_ms']:.1f}% (a map fitted on the validated configs themselves)")
     if moved and not moved.get("exceeds"):
         t.add_row("machine speed drift", moved["line"])
     t.add_row("wall time", f"{summary['timings']['total_s']:.0f} s")
