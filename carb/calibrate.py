@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from carb.model._conformal import conformal_quantile
-from carb.transfer import MIN_K_BATCH_TERM, LogMap
+from carb.transfer import MIN_K_BATCH_TERM, LogMap, fit_log_map
 
 __all__ = ["choose_samples", "CalibratedModel", "fit_calibrated", "load_predictor", "check_model_out", "model_checksum", "MIN_K_BATCH_TERM",
            "NNLS_FEATURES", "calibration_speed", "calibration_drift"]
@@ -187,7 +187,8 @@ class CalibratedModel:
         doc = {"format": "carb-calibration", "version": 1, "coverage": self.coverage, "meta": self.meta,
                "source_sha256": model_checksum(d / "source"),
                "maps": {t: {"coef": m.coef, "q": m.q, "n": m.n, "scale_q": m.scale_q,
-                            "s_range": None if m.s_range is None else list(m.s_range)} if isinstance(m, LogMap) else
+                            "s_range": None if m.s_range is None else list(m.s_range), "add": m.add}
+                        if isinstance(m, LogMap) else
                         {"kind": "nnls", "coef": m.coef, "intercept": m.intercept, "features": m.features,
                          "q": m.q, "n": m.n} for t, m in self.maps_.items()}}
         from carb.model._bundle import doc_checksum
@@ -203,9 +204,10 @@ def fit_calibrated(source: Any, measured: pd.DataFrame, coverage: float = 0.9,
     """Fit the per-target maps from ``measured`` (the K configs with their measured
     targets on the new device; rows with status other than ``ok`` are ignored).
 
-    Both maps are :class:`carb.transfer.FewShotModel` s, the source model as their one
-    source device: ``log`` (default) maps its prediction in log space
-    (:func:`carb.transfer.fit_log_map`); ``nnls`` adds the cost features
+    ``log`` (default) maps the source model's prediction in log space
+    (:func:`carb.transfer.fit_log_map`; memory is also offered ``y = s + c``, a fixed
+    amount in MB); ``nnls``, a :class:`carb.transfer.FewShotModel` with the source model as
+    its one source device, adds the cost features
     :data:`NNLS_FEATURES` and fits HELP-style non-negative weights in the target's units.
     On the shipped cpu-1t -> cpu-2t pair ``log`` wins at K = 5, 10 and 50 (latency MAPE
     17.2% against 20.2% at K = 10) and ties at K = 20 (16.1% against 15.2%, inside the
@@ -235,8 +237,11 @@ def fit_calibrated(source: Any, measured: pd.DataFrame, coverage: float = 0.9,
             continue  # e.g. no energy sensor on the new device
         rows = df[ok]
         if method == "log":
-            m = FewShotModel(ModelSource(source, t), method="log", coverage=coverage).fit(rows, y[ok])
-            lm = m.log_map_
+            # memory is also offered the additive map: on the shipped pair a second thread's
+            # runtime holds a fixed ~0.5 MB more, which the multiplicative maps turned into a
+            # bias at batch 1 (coverage 71% there; benchmarks/RESULTS.md, issue 18)
+            batch = rows["batch"].to_numpy(float) if "batch" in rows.columns else np.ones(len(rows))
+            lm = fit_log_map(s[ok], y[ok], batch, coverage, additive=t == "memory_mb")
             if lm.loo is not None:
                 # leave-one-out errors in units of the source's own local half-width: their
                 # conformal quantile scales that width into the new device's interval
@@ -347,7 +352,8 @@ def load_predictor(directory: str | Path) -> Any:
                            scale_q=None if m.get("scale_q") is None else float(m["scale_q"]),
                            # files written before the range was kept: the map carries its slope on
                            s_range=None if m.get("s_range") is None else
-                           (float(m["s_range"][0]), float(m["s_range"][1]))))
+                           (float(m["s_range"][0]), float(m["s_range"][1])),
+                           add=float(m.get("add", 0.0))))  # files from before the additive map: none
                 for t, m in doc["maps"].items()}
     except BundleError:
         raise

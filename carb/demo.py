@@ -183,7 +183,7 @@ def run_demo(s: DemoSettings, measure: Callable[[pd.DataFrame, str], pd.DataFram
     summary = {
         "device": s.device, "threads": s.threads, "source_dataset": s.source, "space": sp.name,
         "source_model": {"preset": "fast", "rows": int(source.n_train_rows_), "targets": list(source.targets_)},
-        "calibration": {t: {"coef": m.coef, "k": m.n} for t, m in model.maps_.items()},
+        "calibration": {t: {"coef": m.coef, "add": getattr(m, "add", 0.0), "k": m.n} for t, m in model.maps_.items()},
         "budgets": budgets, "screening": {k: sm[k] for k in ("candidates", "after_stage1", "feasible",
                                                               "shortlist", "pruning_ratio")},
         "validation": metrics, "validation_median_abs_error": err, "validation_interval_coverage": cover,

@@ -250,6 +250,11 @@ class LogMap:
     #: nothing about 0.4 ms configs, and on the cpu pair the 2-thread ratio flattens at both
     #: ends (``benchmarks/RESULTS.md``, the demo simulated offline). ``None``: no limit.
     s_range: tuple[float, float] | None = None
+    #: a constant added after the log map, in the target's units (``0``: none). Fitted only
+    #: where :func:`fit_log_map` is offered the additive form (``y = s + add``): a device
+    #: that holds a fixed amount more or less than the source, such as the memory of a
+    #: second thread's runtime buffers, which no multiplicative map expresses.
+    add: float = 0.0
 
     def design(self, log_s: np.ndarray, batch: np.ndarray) -> np.ndarray:
         cols = [np.ones_like(log_s), log_s]
@@ -258,20 +263,26 @@ class LogMap:
         return np.column_stack(cols)
 
     def apply(self, s: np.ndarray, batch: np.ndarray, widen: float = 0.0) -> np.ndarray:
-        """``exp(map(log s) + widen)``, in the target's units; outside ``s_range`` the ratio
-        at its nearer end times ``s``."""
+        """``exp(map(log s) + widen) + add``, in the target's units; outside ``s_range`` the
+        ratio at its nearer end times ``s``."""
         s = np.maximum(np.asarray(s, float), 1e-12)
         inside = s if self.s_range is None else np.clip(s, *self.s_range)
         z = self.design(np.log(inside), np.asarray(batch, float))
-        return np.exp(z @ np.asarray(self.coef) + widen) * (s / inside)
+        out = np.exp(z @ np.asarray(self.coef) + widen) * (s / inside)
+        # a negative constant must not take a cost to or below zero far from the K points
+        return np.maximum(out + self.add, 1e-3 * out) if self.add else out
 
 
-def fit_log_map(s: np.ndarray, y: np.ndarray, batch: np.ndarray, coverage: float = 0.9) -> LogMap:
+def fit_log_map(s: np.ndarray, y: np.ndarray, batch: np.ndarray, coverage: float = 0.9,
+                additive: bool = False) -> LogMap:
     """Choose among four maps by exact leave-one-out error (least squares, hat matrix):
     the identity (``log y = log s``), a device factor alone (``log y = a + log s``), a
     line (``a + b log s``), and, from :data:`MIN_K_BATCH_TERM` measurements, a line plus
     ``c log batch``. With few or noisy measurements the simpler maps win: they cannot
     overfit. ``s`` and ``y`` are positive costs (e.g. ms), ``batch`` images per forward.
+    ``additive``: also offer ``y = s + c`` (``c`` the median of ``y - s``, in the target's
+    units; its leave-one-out residuals in log like the others'), a device that holds a
+    fixed amount more or less than the source (:attr:`LogMap.add`).
     The map keeps the range of ``s`` (:attr:`LogMap.s_range`): outside it, it holds its ratio."""
     log_s, log_y = np.log(np.asarray(s, float)), np.log(np.asarray(y, float))
     batch = np.asarray(batch, float)
@@ -303,10 +314,19 @@ def fit_log_map(s: np.ndarray, y: np.ndarray, batch: np.ndarray, coverage: float
             best = (err, full, loo)
     assert best is not None
     _, coef_list, loo = best
+    add = 0.0
+    if additive and n >= 3:
+        sv, yv = np.exp(log_s), np.exp(log_y)
+        keep = ~np.eye(n, dtype=bool)
+        c_loo = np.array([np.median((yv - sv)[keep[i]]) for i in range(n)])
+        if (sv + c_loo > 0).all():
+            loo_add = log_y - np.log(sv + c_loo)
+            if float(np.median(np.abs(loo_add))) < best[0] - 1e-12:
+                coef_list, loo, add = [0.0, 1.0], loo_add, float(np.median(yv - sv))
     level = min(1.0, math.ceil((n + 1) * coverage) / n)
     q = float(np.quantile(np.abs(loo), level)) if n > 1 else 0.0
     return LogMap(coef=coef_list, q=q, n=n, loo=[float(v) for v in loo],
-                  s_range=(float(np.exp(log_s.min())), float(np.exp(log_s.max()))))
+                  s_range=(float(np.exp(log_s.min())), float(np.exp(log_s.max()))), add=add)
 
 
 class ModelSource:

@@ -166,3 +166,59 @@ def test_log_map_range_round_trips_and_old_files_load(cands, tmp_path):
         m.s_range = None
     np.testing.assert_allclose(old.predict(rest).latency_ms, model.predict(rest).latency_ms, rtol=1e-9)
     assert not np.allclose(carried.latency_ms, model.predict(rest).latency_ms)  # the range mattered here
+
+
+def test_log_map_additive_form_is_chosen_for_a_fixed_offset_only():
+    """SYNTHETIC costs: a target holding a fixed 0.5 more than the source (y = s + 0.5) is
+    fitted by the additive map when it is offered, a pure factor (y = 1.3 s) is not; and
+    without ``additive`` no map adds a constant."""
+    from carb.transfer import fit_log_map
+
+    rng = np.random.default_rng(0)
+    s = np.geomspace(20.0, 200.0, 20)
+    y = (s + 0.5) * np.exp(rng.normal(0, 0.001, 20))
+    m = fit_log_map(s, y, np.ones_like(s), additive=True)
+    assert m.add == pytest.approx(0.5, abs=0.05) and m.coef == [0.0, 1.0]
+    small = np.array([5.0, 10.0])  # below the K's range the constant still holds
+    np.testing.assert_allclose(m.apply(small, np.ones(2)), small + m.add, rtol=1e-9)
+    assert fit_log_map(s, y, np.ones_like(s)).add == 0.0
+    f = fit_log_map(s, 1.3 * s * np.exp(rng.normal(0, 0.001, 20)), np.ones_like(s), additive=True)
+    assert f.add == 0.0 and f.coef[0] == pytest.approx(np.log(1.3), abs=0.01)
+    # a negative constant never takes a cost to zero far below the K points
+    neg = fit_log_map(s, s - 10.0, np.ones_like(s), additive=True)
+    assert neg.add == pytest.approx(-10.0) and (neg.apply(np.array([1.0, 5.0]), np.ones(2)) > 0).all()
+
+
+def test_calibrated_memory_offset_round_trips_and_old_files_load(cands, tmp_path):
+    """SYNTHETIC devices: memory measured a fixed 0.6 MB above the source's is calibrated
+    by the additive map (latency is never offered it); the constant survives save/load,
+    and a calibration.json without ``add`` (written before it existed) loads with none."""
+    import json
+
+    from carb.calibrate import load_predictor
+    from carb.model import CARB, save
+    from carb.model._bundle import doc_checksum
+
+    train = cands.sample(300, random_state=0)
+    src_dev = Device(0.01)
+    with pytest.warns(UserWarning, match="not training energy_j"):
+        src_model = CARB(preset="fast").fit(train.join(src_dev.truth(train)))
+    pick = choose_samples(cands, src_model, 12, seed=0)
+    meas = pick.join(src_model.predict(pick)[["latency_ms", "memory_mb"]])
+    meas["memory_mb"] += 0.6  # a second runtime's fixed buffers, say
+    meas["latency_ms"] += 0.6  # the same shift on latency: not offered the additive map there
+    model = fit_calibrated(src_model, meas)
+    assert model.maps_["memory_mb"].add == pytest.approx(0.6, abs=1e-6)
+    assert model.maps_["latency_ms"].add == 0.0
+    save(src_model, tmp_path / "src")
+    model.save(tmp_path / "cal", source_dir=tmp_path / "src")
+    rest = cands.sample(200, random_state=4)
+    want = src_model.predict(rest).memory_mb.to_numpy() + 0.6
+    np.testing.assert_allclose(load_predictor(tmp_path / "cal").predict(rest).memory_mb, want, rtol=1e-6)
+    f = tmp_path / "cal" / "calibration.json"
+    doc = json.loads(f.read_text())
+    for m in doc["maps"].values():
+        m.pop("add", None)
+    doc["calibration_sha256"] = doc_checksum(doc, "calibration_sha256")
+    f.write_text(json.dumps(doc))
+    assert load_predictor(tmp_path / "cal").maps_["memory_mb"].add == 0.0

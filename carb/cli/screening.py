@@ -167,6 +167,9 @@ def calibrate(
             terms = ["%.3g" % m.intercept] + [f"{w:.3g}·{f}" for w, f in zip(m.coef, [*m.features, "s"]) if w]
             t.add_row(name, str(m.n), "y = " + " + ".join(terms), f"{np.exp(m.q):.2f}")
             continue
+        if m.add:  # the additive map: a fixed amount on top of the source's prediction
+            t.add_row(name, str(m.n), f"y = s {'+' if m.add > 0 else '-'} {abs(m.add):.3g}", f"{np.exp(m.q):.2f}")
+            continue
         terms = ["%.3g" % m.coef[0], "%.3g·log s" % m.coef[1]] + (["%.3g·log batch" % m.coef[2]] if len(m.coef) == 3 else [])
         t.add_row(name, str(m.n), "log y = " + " + ".join(terms), f"{np.exp(m.q):.2f}")
     console.print(t)
