@@ -131,11 +131,8 @@ def test_log_map_holds_its_ratio_outside_the_range_it_was_fitted_on():
 def test_log_map_range_round_trips_and_old_files_load(cands, tmp_path):
     """SYNTHETIC devices: the calibrated model keeps the range it was fitted on through
     save/load; a calibration.json written before the range was kept loads without one."""
-    import json
-
     from carb.calibrate import load_predictor
     from carb.model import CARB, save
-    from carb.model._bundle import doc_checksum
 
     train = cands.sample(300, random_state=0)
     with pytest.warns(UserWarning, match="not training energy_j"):
@@ -153,12 +150,7 @@ def test_log_map_range_round_trips_and_old_files_load(cands, tmp_path):
     assert again.maps_["latency_ms"].s_range == pytest.approx(lm.s_range)
     np.testing.assert_allclose(again.predict(rest).latency_ms, model.predict(rest).latency_ms, rtol=1e-9)
     # an old file: no s_range key (re-sealed with its checksum, as the old code wrote it)
-    f = tmp_path / "cal" / "calibration.json"
-    doc = json.loads(f.read_text())
-    for m in doc["maps"].values():
-        m.pop("s_range", None)
-    doc["calibration_sha256"] = doc_checksum(doc, "calibration_sha256")
-    f.write_text(json.dumps(doc))
+    _as_written_before(tmp_path / "cal", "s_range")
     old = load_predictor(tmp_path / "cal")
     assert old.maps_["latency_ms"].s_range is None
     carried = model.predict(rest)  # the same maps with the slope carried on
@@ -193,11 +185,8 @@ def test_calibrated_memory_offset_round_trips_and_old_files_load(cands, tmp_path
     """SYNTHETIC devices: memory measured a fixed 0.6 MB above the source's is calibrated
     by the additive map (latency is never offered it); the constant survives save/load,
     and a calibration.json without ``add`` (written before it existed) loads with none."""
-    import json
-
     from carb.calibrate import load_predictor
     from carb.model import CARB, save
-    from carb.model._bundle import doc_checksum
 
     train = cands.sample(300, random_state=0)
     src_dev = Device(0.01)
@@ -215,10 +204,20 @@ def test_calibrated_memory_offset_round_trips_and_old_files_load(cands, tmp_path
     rest = cands.sample(200, random_state=4)
     want = src_model.predict(rest).memory_mb.to_numpy() + 0.6
     np.testing.assert_allclose(load_predictor(tmp_path / "cal").predict(rest).memory_mb, want, rtol=1e-6)
-    f = tmp_path / "cal" / "calibration.json"
+    _as_written_before(tmp_path / "cal", "add")
+    assert load_predictor(tmp_path / "cal").maps_["memory_mb"].add == 0.0
+
+
+def _as_written_before(cal_dir, key):
+    """Make a calibrated model's calibration.json look as written before ``key`` existed:
+    the key dropped from every map, re-sealed with its checksum as the old code wrote it."""
+    import json
+
+    from carb.model._bundle import doc_checksum
+
+    f = cal_dir / "calibration.json"
     doc = json.loads(f.read_text())
     for m in doc["maps"].values():
-        m.pop("add", None)
+        m.pop(key, None)
     doc["calibration_sha256"] = doc_checksum(doc, "calibration_sha256")
     f.write_text(json.dumps(doc))
-    assert load_predictor(tmp_path / "cal").maps_["memory_mb"].add == 0.0
