@@ -33,7 +33,7 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-__all__ = ["DEMO_ROUNDS", "DemoSettings", "run_demo"]
+__all__ = ["DEMO_ROUNDS", "DemoSettings", "run_demo", "sitting_floor"]
 
 #: visits per config in each of the demo's sittings (2 measured no better than 1 on our VMs:
 #: benchmarks/RESULTS.md, issue 16)
