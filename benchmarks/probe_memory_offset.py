@@ -5,11 +5,12 @@
 Data only (shipped cpu-1t -> cpu-2t). As ``bench_decisions.py``'s ``calibrated K=20``: the
 source CARB on every cpu-1t row, K = 20 cpu-2t configs by ``choose_samples`` (seed varied),
 ``fit_calibrated``; scored on the other cpu-2t configs, per batch: median log(pred /
-measured) (bias), 90% interval coverage, median relative error. Beside it, an **additive
-map** that the calibration does not have: ``y = s + c`` (``c`` in MB, the median of
-``y - s`` over the K; leave-one-out residuals in log), its interval the source's local
+measured) (bias), 90% interval coverage, median relative error. Beside it, the **additive
+map** ``y = s + c`` always taken (``carb.transfer.fit_additive``: ``c`` in MB, the median
+of ``y - s`` over the K; leave-one-out residuals in log), its interval the source's local
 half-width times the conformal quantile of those residuals in units of it, exactly as the
-shipped maps' scale. Not a product change: the figures say whether one is worth building.
+shipped maps' scale. Since a5c15b0 the calibration offers that map to memory as one
+candidate among its maps (chosen by leave-one-out), so the first columns include it where chosen.
 """
 
 from __future__ import annotations
@@ -23,17 +24,6 @@ import numpy as np
 import pandas as pd
 
 
-def additive_map(s: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
-    """``c`` of ``y = s + c`` (median of ``y - s``) and its leave-one-out log residuals."""
-    n = len(y)
-    loo = np.empty(n)
-    for i in range(n):
-        keep = np.arange(n) != i
-        c = float(np.median(y[keep] - s[keep]))
-        loo[i] = np.log(y[i]) - np.log(max(s[i] + c, 1e-9))
-    return float(np.median(y - s)), loo
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=5)
@@ -44,6 +34,7 @@ def main() -> None:
     from carb import datasets
     from carb.calibrate import _log_halfwidth, choose_samples, conformal_quantile, fit_calibrated
     from carb.model import CARB
+    from carb.transfer import fit_additive
 
     warnings.simplefilter("ignore")
     s1, s2 = datasets.load("cpu-1t"), datasets.load("cpu-2t")
@@ -57,7 +48,9 @@ def main() -> None:
         y = rest.memory_mb.to_numpy(float)
         p, sp = cal.predict(rest), src.predict(rest)
         spk = src.predict(pick)
-        c, loo = additive_map(spk.memory_mb.to_numpy(float), pick.memory_mb.to_numpy(float))
+        fit = fit_additive(spk.memory_mb.to_numpy(float), pick.memory_mb.to_numpy(float))
+        assert fit is not None, "an additive memory map that crosses zero"
+        c, loo = fit
         scale = conformal_quantile(np.sort(np.abs(loo) / np.maximum(_log_halfwidth(spk, "memory_mb"), 1e-9)), 0.9)
         pa = sp.memory_mb.to_numpy(float) + c
         hwa = _log_halfwidth(sp, "memory_mb") * scale

@@ -56,7 +56,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.linear_model import RidgeCV
 from sklearn.utils.validation import check_is_fitted
 
-__all__ = ["AUTO_MIN_K_NNLS", "SourceModels", "FewShotModel", "fit_fewshot", "LogMap", "fit_log_map", "ModelSource", "fewshot_help_fbnet", "HELP_PASSTHROUGH", "HELP_TRIM", "trim_middle"]
+__all__ = ["AUTO_MIN_K_NNLS", "SourceModels", "FewShotModel", "fit_fewshot", "LogMap", "fit_additive", "fit_log_map", "ModelSource", "fewshot_help_fbnet", "HELP_PASSTHROUGH", "HELP_TRIM", "trim_middle"]
 
 #: With fewer target measurements than this, ``method="auto"`` uses ``"single"``.
 #: Measured on HELP's validation devices: ``"single"`` wins at K = 5, ``"nnls"`` at 10.
@@ -273,6 +273,19 @@ class LogMap:
         return np.maximum(out + self.add, 1e-3 * out) if self.add else out
 
 
+def fit_additive(s: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray] | None:
+    """The additive map ``y = s + c``: ``c`` (the median of ``y - s``, in the units of
+    ``s`` and ``y``) and its exact leave-one-out residuals in log, ``log y_i - log(s_i +
+    c_-i)``; ``None`` when a left-out ``s_i + c_-i`` is not positive (no log residual)."""
+    s, y = np.asarray(s, float), np.asarray(y, float)
+    n = len(y)
+    keep = ~np.eye(n, dtype=bool)
+    c_loo = np.array([np.median((y - s)[keep[i]]) for i in range(n)])
+    if not (s + c_loo > 0).all():
+        return None
+    return float(np.median(y - s)), np.log(y) - np.log(s + c_loo)
+
+
 def fit_log_map(s: np.ndarray, y: np.ndarray, batch: np.ndarray, coverage: float = 0.9,
                 additive: bool = False) -> LogMap:
     """Choose among four maps by exact leave-one-out error (least squares, hat matrix):
@@ -280,9 +293,9 @@ def fit_log_map(s: np.ndarray, y: np.ndarray, batch: np.ndarray, coverage: float
     line (``a + b log s``), and, from :data:`MIN_K_BATCH_TERM` measurements, a line plus
     ``c log batch``. With few or noisy measurements the simpler maps win: they cannot
     overfit. ``s`` and ``y`` are positive costs (e.g. ms), ``batch`` images per forward.
-    ``additive``: also offer ``y = s + c`` (``c`` the median of ``y - s``, in the target's
-    units; its leave-one-out residuals in log like the others'), a device that holds a
-    fixed amount more or less than the source (:attr:`LogMap.add`).
+    ``additive``: a fifth candidate, :func:`fit_additive` (``y = s + c``, its leave-one-out
+    residuals in log like the others'), a device that holds a fixed amount more or less
+    than the source (:attr:`LogMap.add`).
     The map keeps the range of ``s`` (:attr:`LogMap.s_range`): outside it, it holds its ratio."""
     log_s, log_y = np.log(np.asarray(s, float)), np.log(np.asarray(y, float))
     batch = np.asarray(batch, float)
@@ -315,14 +328,10 @@ def fit_log_map(s: np.ndarray, y: np.ndarray, batch: np.ndarray, coverage: float
     assert best is not None
     _, coef_list, loo = best
     add = 0.0
-    if additive and n >= 3:
-        sv, yv = np.exp(log_s), np.exp(log_y)
-        keep = ~np.eye(n, dtype=bool)
-        c_loo = np.array([np.median((yv - sv)[keep[i]]) for i in range(n)])
-        if (sv + c_loo > 0).all():
-            loo_add = log_y - np.log(sv + c_loo)
-            if float(np.median(np.abs(loo_add))) < best[0] - 1e-12:
-                coef_list, loo, add = [0.0, 1.0], loo_add, float(np.median(yv - sv))
+    fit = fit_additive(s, y) if additive and n >= 3 else None
+    if fit is not None and float(np.median(np.abs(fit[1]))) < best[0] - 1e-12:
+        add, loo = fit
+        coef_list = [0.0, 1.0]
     level = min(1.0, math.ceil((n + 1) * coverage) / n)
     q = float(np.quantile(np.abs(loo), level)) if n > 1 else 0.0
     return LogMap(coef=coef_list, q=q, n=n, loo=[float(v) for v in loo],
