@@ -26,9 +26,17 @@ def test_three_way_calls_follow_the_intervals(cands):
     r = screen(cands, Synthetic(rel=0.2), budgets, risk="decide", confidence=0.9)
     assert r.summary["rule"] == "interval"  # the default
     d = r.decisions
-    lo_over = (d.latency_ms_lo > 20) | (d.memory_mb_lo > 200)
+    # reject: one target over its budget with chance >= 0.9 (one-sided); accept: every
+    # target's whole two-sided 90% interval within its budget
+    over = (1 - d[["latency_ms_p_within", "memory_mb_p_within"]].to_numpy()).max(axis=1) >= 0.9
     hi_within = (d.latency_ms_hi <= 20) & (d.memory_mb_hi <= 200)
-    assert (d.decision == np.where(lo_over, "reject", np.where(hi_within, "accept", "measure"))).all()
+    assert (d.decision == np.where(over, "reject", np.where(hi_within, "accept", "measure"))).all()
+    # the rule before asked one-sided 95% to reject (the lower end of the 90% interval
+    # over): everything it rejected is still rejected, and some configs it sent to measure
+    # are now decided
+    lo_over = (d.latency_ms_lo > 20) | (d.memory_mb_lo > 200)
+    assert (d.decision[lo_over] == "reject").all() and (d.decision[~lo_over] == "reject").any()
+    assert np.allclose(d.p_within, d.latency_ms_p_within * d.memory_mb_p_within)
     counts = r.summary["decisions"]
     assert sum(counts.values()) == len(cands) and min(counts.values()) > 0
     assert r.summary["decided_share"] == pytest.approx(1 - counts["measure"] / len(cands))
@@ -50,7 +58,8 @@ def test_joint_rule_calls_from_the_chance_of_meeting_every_budget(cands):
     # the chance is monotone in the distance to the budget, and 1/2 at the budget
     one = d.assign(x=np.log(20.0 / d.latency_ms)).sort_values("x")
     assert one.latency_ms_p_within.is_monotonic_increasing
-    # the interval rule (each target's whole interval on one side) decides no more configs
+    # the interval rule (accept only when each target's whole interval is within; the same
+    # rejects) decides no more configs
     old = screen(cands, Synthetic(rel=0.2), budgets, confidence=0.9, rule="interval")
     assert old.summary["decisions"]["measure"] >= r.summary["decisions"]["measure"]
     with pytest.raises(ValueError, match="rule"):
