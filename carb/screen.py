@@ -226,9 +226,9 @@ def screen(candidates: pd.DataFrame, target: Predictor, budgets: Mapping[str, fl
             :data:`carb.pareto.DEFAULT_OBJECTIVES`, less those the target model lacks.
         risk: how budgets use the intervals: ``decide`` (the default; three-way: accept,
             measure, reject), or the two-way ``safe`` (upper bound), ``point``, ``optimistic`` (lower bound).
-        confidence: in (0, 1): the coverage of the intervals the ``decide`` calls (rule
-            ``interval``), the probable front and Stage 1's margin use; with rule
-            ``joint``, the least chance a call is right.
+        confidence: in (0, 1), at least 0.5 with ``risk="decide"``: the coverage of the
+            intervals the ``decide`` calls (rule ``interval``), the probable front and
+            Stage 1's margin use; with rule ``joint``, the least chance a call is right.
         rule: how ``risk="decide"`` calls. ``interval`` (default): accept when the whole
             two-sided ``confidence`` interval of every target is within its budget (each
             target's one-sided level is ``(1 + confidence) / 2``, so two budgets are met
@@ -275,6 +275,9 @@ def screen(candidates: pd.DataFrame, target: Predictor, budgets: Mapping[str, fl
         raise ValueError(f"front {front!r}: expected one of {', '.join(FRONTS)}")
     if not 0 < float(confidence) < 1:
         raise ValueError(f"confidence {confidence!r}: must be in (0, 1), e.g. 0.9")
+    if risk == "decide" and float(confidence) < 0.5:
+        # below one half a config could be both accepted and rejected at that chance
+        raise ValueError(f"confidence {confidence!r}: three-way calls need at least 0.5 (e.g. 0.9)")
     if not 0 <= float(front_min_prob) <= 1 or int(samples) < 1:
         raise ValueError("front_min_prob must be in [0, 1] and samples >= 1")
     if max_shortlist is not None and int(max_shortlist) < 1:

@@ -73,6 +73,10 @@ def test_confidence_widens_the_measure_zone(cands):
     assert m[0] < m[1] < m[2]
     with pytest.raises(ValueError, match="confidence"):
         screen(cands, Synthetic(), budgets, risk="decide", confidence=1.0)
+    # below one half a config could be both accepted and rejected: refused for calls only
+    with pytest.raises(ValueError, match="at least 0.5"):
+        screen(cands, Synthetic(), budgets, risk="decide", confidence=0.4)
+    assert screen(cands, Synthetic(), budgets, risk="safe", confidence=0.4).summary["confidence"] == 0.4
     # a predictor without coverage=: its 90% interval rescaled as a normal error would be
     p = predict_at(Synthetic(rel=0.2), cands.head(5), 0.9)
     assert np.allclose(p.latency_ms_hi / p.latency_ms, 1.2)
@@ -280,6 +284,9 @@ def test_cli_screen_decide_and_validate(tmp_path):
     bad = carb("screen", "--space", "cpu", "--target-model", tmp_path / "cpu-2t", "--budget", "latency_ms=5",
                "--confidence", "1.5", "--out", tmp_path / "bad")
     assert bad.returncode == 2 and bad.stderr.startswith("error: confidence") and "Traceback" not in bad.stderr
+    low = carb("screen", "--space", "cpu", "--target-model", tmp_path / "cpu-2t", "--budget", "latency_ms=5",
+               "--confidence", "0.3", "--out", tmp_path / "low")
+    assert low.returncode == 2 and "at least 0.5" in low.stderr and len(low.stderr.strip().splitlines()) == 1
     old = carb("screen", "--space", "cpu", "--target-model", tmp_path / "cpu-2t", "--budget", "latency_ms=5",
                "--risk", "safe", "--out", tmp_path / "old")
     assert old.returncode == 0 and not (tmp_path / "old" / "measure.parquet").exists()
