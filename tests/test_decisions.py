@@ -348,3 +348,17 @@ def test_carb_spread_scale_and_chance_within_budget(tmp_path):
     assert np.all(np.diff(ch) >= 0) and ch[0] < 0.05 and ch[-1] > 0.95
     save(m, tmp_path / "b")
     assert load(tmp_path / "b").predict(X, coverage=0.8).equals(p)
+
+
+def test_screen_hint_when_much_is_left_to_measure():
+    """`carb screen` says how wide the target's intervals are when less than 80% was decided
+    (SYNTHETIC decisions table)."""
+    from carb.cli.screening import _width_hint
+
+    d = pd.DataFrame({"latency_ms": [10.0, 10.0, 10.0], "latency_ms_lo": [5.0, 5.0, 5.0], "latency_ms_hi": [20.0] * 3,
+                      "memory_mb": [40.0] * 3, "memory_mb_lo": [40 / 1.1] * 3, "memory_mb_hi": [44.0] * 3})
+    s = {"decided_share": 0.6, "confidence": 0.9, "budgets": {"latency_ms": 12.0, "memory_mb": 50.0}}
+    h = _width_hint(s, d)
+    assert h.startswith("hint: 40% were too close") and "latency_ms x/÷2.0" in h and "memory_mb ±10%" in h
+    assert _width_hint({**s, "decided_share": 0.85}, d) is None
+    assert _width_hint({**s, "budgets": {"energy_j": 1.0}}, d) is None  # no interval for that target

@@ -79,9 +79,41 @@ def screen(
         console.print(f"budget calls at {100 * s['confidence']:.0f}% confidence: accept {d['accept']:,}, "
                       f"reject {d['reject']:,}, measure {d['measure']:,} ({100 * s['decided_share']:.1f}% decided; "
                       f"the {d['measure']:,} to measure are in measure.csv, likeliest on the front first)")
+        hint = _width_hint(s, res.decisions)
+        if hint:
+            console.print(hint)
     _print_shortlist(res.shortlist)
     console.print(f"wrote {out}/shortlist.parquet, shortlist.csv, feasible.parquet, "
                   + ("measure.parquet, measure.csv, " if "decisions" in s else "") + "summary.json")
+
+
+#: below this decided share, `carb screen` says why so much is left to measure
+HINT_DECIDED = 0.8
+
+
+def _width_hint(summary: dict, decisions) -> str | None:
+    """A line for a screening that left much to measure: how wide the target model's
+    intervals are (median relative half-width per budgeted target over the Stage 2
+    configs) and what narrows them; None when at least :data:`HINT_DECIDED` was decided."""
+    import numpy as np
+
+    if summary.get("decided_share", 1.0) >= HINT_DECIDED or decisions is None or decisions.empty:
+        return None
+    widths = []
+    for t in summary.get("budgets", {}):
+        if f"{t}_lo" in decisions.columns and f"{t}_hi" in decisions.columns:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                f = np.sqrt(decisions[f"{t}_hi"].to_numpy(float) / decisions[f"{t}_lo"].to_numpy(float))
+            f = f[np.isfinite(f)]
+            if len(f):
+                m = float(np.median(f))  # the interval is [p / m, p * m]: a factor, ± only while small
+                widths.append(f"{t} ±{100 * (m - 1):.0f}%" if m < 1.5 else f"{t} x/÷{m:.1f}")
+    if not widths:
+        return None
+    return (f"hint: {100 * (1 - summary['decided_share']):.0f}% were too close to a budget to call: the target "
+            f"model's {100 * summary['confidence']:.0f}% intervals are {', '.join(widths)} (median); more "
+            "calibration measurements (carb calibrate --samples 20) or a model trained on this device "
+            "narrow them, and carb validate --measure-first measures the rest")
 
 
 def _write_screen(res, out: Path) -> None:
@@ -299,12 +331,15 @@ def validate(
         print(json.dumps(res, indent=2, default=float))
         return
     t = Table("metric", "value", title=f"validation ({res['mode']})")
+    d = res.get("decisions")
     for k in ("n", "accuracy", "false_accept_rate", "false_reject_rate", "pareto_recall", "hypervolume_ratio",
               "measure_set_measured", "measure_set_within_budget"):
         if k in res:
             v = res[k]
-            t.add_row(k, f"{v:.3f}" if isinstance(v, float) else str(v))
-    d = res.get("decisions")
+            # with three-way calls these two-way figures count a config left to measure as
+            # rejected: say so, the decided ones are scored below
+            label = f"{k} (measure counted as reject)" if d and k in ("accuracy", "false_reject_rate") else k
+            t.add_row(label, f"{v:.3f}" if isinstance(v, float) else str(v))
     if d:  # three-way calls: scored on the decided configs, with the share left to measure beside
         t.add_row("decided share (accept or reject)", f"{d['decided']:.3f} ({d['measure']} to measure)")
         for k in ("accuracy", "false_accept_rate", "false_reject_rate"):
