@@ -32,7 +32,11 @@ Parts (each prints its table and, with ``--json``, adds its results under its na
     config predicted by the model that never saw its cell); budgets on energy at the 25/50/75%
     quantiles of the measured Jetson energy; ``safe`` and ``point`` calls: pruning, budget
     accuracy, false accepts and rejects, Pareto recall, hypervolume ratio
-    (:func:`carb.validate.validate_against_truth`).
+    (:func:`carb.validate.validate_against_truth`); ``decide`` (the product's default:
+    three-way calls at 90% confidence, probable-front shortlist): the same, and the share
+    sent to measure, with accuracy, false accepts and rejects over the decided cells and
+    the accuracy once the measure set is measured. Fitted models are cached in /tmp per
+    preset (``--refit``: fit again).
 ``analyses``
     Batch scaling on the five desktop GPUs, the 29 x 29 latency transfer matrix, the
     energy-latency decoupling on the Jetson (:mod:`carb.analysis`).
@@ -164,9 +168,10 @@ class OutOfFold:
         self.targets_ = list(self.models[0].targets_)
         self.coverage = self.models[0].coverage
 
-    def predict(self, configs: pd.DataFrame, coverage: float | None = None) -> pd.DataFrame:
+    def predict(self, configs: pd.DataFrame, coverage: float | None = None, budgets: dict | None = None) -> pd.DataFrame:
         fold = configs["config_id"].map(self.fold_of).to_numpy()
-        parts = [self.models[f].predict(configs[fold == f], coverage=coverage) for f in np.unique(fold)]
+        parts = [self.models[f].predict(configs[fold == f], coverage=coverage, budgets=budgets)
+                 for f in np.unique(fold)]
         return pd.concat(parts).loc[configs.index]
 
 
@@ -189,6 +194,8 @@ def screen(a, out: dict) -> None:
     tag = f"{a.preset}_t{a.trees}_lr{a.lr}_cv{a.cv_folds}"
     cache = f"/tmp/bench_nb201_screen_{tag}.pkl"  # models of an earlier run (benchmark only, never shipped)
     try:
+        if a.refit:
+            raise OSError("--refit")
         with open(cache, "rb") as f:
             source, device = pickle.load(f)
     except OSError:
@@ -216,10 +223,13 @@ def screen(a, out: dict) -> None:
     print(f"\nscreening titan_rtx_b1 -> edgegpu (CIFAR-10, {len(cands)} cells; models {fit_s:.0f} s)", flush=True)
     for q in (0.25, 0.5, 0.75):
         budgets = {"energy_j": float(cands["energy_j"].quantile(q))}
-        for risk in ("point", "safe"):
+        for risk in ("point", "safe", "decide"):
+            # decide: the product's default (three-way calls at 90% confidence, interval rule,
+            # probable-front shortlist); scored on the decided cells, the share to measure beside
             res = run_screen(cands, device, budgets, source=source, risk=risk, objectives=objs)
             v = validate_against_truth(list(res.feasible.config_id), list(res.shortlist.config_id), cands,
-                                       budgets, objs)
+                                       budgets, objs,
+                                       measure_ids=list(res.measure.config_id) if risk == "decide" else None)
             feasible = cands["energy_j"].to_numpy() <= budgets["energy_j"]
             # the cost of safety: truly feasible configs Stage 1 or 2 turned away
             accepted = cands["config_id"].isin(set(res.feasible.config_id)).to_numpy()
@@ -230,6 +240,16 @@ def screen(a, out: dict) -> None:
                    "false_reject": v.get("false_reject_rate"), "front_recall": v.get("pareto_recall"),
                    "hv_ratio": v.get("hypervolume_ratio"), "truly_feasible": int(feasible.sum()),
                    "feasible_turned_away": int((feasible & ~accepted).sum())}
+            if risk == "decide":
+                d = v["decisions"]
+                row.update(decided=d["decided"], measure_share=d["measure_share"], measure=d["measure"],
+                           accuracy_decided=d["accuracy"], false_accept_decided=d["false_accept_rate"],
+                           false_reject_decided=d["false_reject_rate"],
+                           accuracy_after_measuring=d["accuracy_after_measuring"],
+                           false_accepts_decided=d["false_accepts"], false_rejects_decided=d["false_rejects"])
+                print(f"  q={q:<4} decide decided {_pct(d['decided'])} ({d['measure']} to measure): acc "
+                      f"{_pct(d['accuracy'])} FA {_pct(d['false_accept_rate'])} FR {_pct(d['false_reject_rate'])} "
+                      f"on the decided; after measuring {_pct(d['accuracy_after_measuring'])}", flush=True)
             rows.append(row)
             print(f"  q={q:<4} {risk:5s} budget {budgets['energy_j'] * 1e3:.2f} mJ: stage1 {row['after_stage1']:5d} "
                   f"shortlist {row['shortlist']:3d} pruned {_pct(row['pruning'])} acc {_pct(row['budget_accuracy'])} "
@@ -395,6 +415,7 @@ def main() -> None:
     ap.add_argument("--trees", type=int, default=None, help="screening: trees of each learner (preset's if absent)")
     ap.add_argument("--lr", type=float, default=None, help="screening: learning rate of each learner")
     ap.add_argument("--cv-folds", type=int, default=5, help="screening: CARB's internal CV folds")
+    ap.add_argument("--refit", action="store_true", help="screening: fit the models again, not from /tmp's cache")
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--json", default=None)
