@@ -167,7 +167,7 @@ def run_demo(s: DemoSettings, measure: Callable[[pd.DataFrame, str], pd.DataFram
                f"{metrics['false_accepts']}, false rejects {metrics['false_rejects']})" if metrics["n"]
                else "no budget call decided")
     say(f"validated on {len(val)} measured configs: {decided}; {metrics['measure']} called 'measure' "
-        "(interval across a budget)")
+        "(too close to a budget to call)")
     if "latency_ms" in err:
         say(f"median latency error {100 * err['latency_ms']:.1f}% raw, "
             f"{100 * err_corr['latency_ms']:.1f}% drift-corrected" if "speed_change" in moved else
