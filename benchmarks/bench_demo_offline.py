@@ -29,6 +29,8 @@ Variants side by side in one run, each on the same source model, candidates and 
   its first bin's pick is the cheapest predicted config (not a random one of the bin), so
   the K reach down to the shortlist's sub-millisecond configs (in the three real demo runs
   of RESULTS.md none of the K was below 1 ms: the map extrapolated there);
+- ``stratified``: the same quantile bins, a random config of each (no maximin over the
+  parameters' levels);
 - ``K = n``: more calibration measurements; ``all``: the map fitted on all 1,200 configs
   (in-sample: the floor of the map form on this pair).
 
@@ -168,6 +170,18 @@ def _focused(gamma: float, cheapest: bool = False):
     return choose
 
 
+def _stratified(candidates, source, k, seed=0, target="latency_ms"):
+    """choose_samples' quantile bins of predicted latency, a random config of each bin (no
+    maximin over the parameters' levels: the picks are typical configs of their bin, not
+    the corners of the parameter space)."""
+    if k >= len(candidates):
+        return candidates.copy()
+    pred = np.log(source.predict(candidates)[target].to_numpy(float))
+    rng = np.random.default_rng(seed)
+    order = np.argsort(pred + rng.uniform(0, 1e-9, len(pred)))
+    return candidates.iloc[sorted(int(rng.choice(b)) for b in np.array_split(order, k))].copy()
+
+
 def simulate(source, cands: pd.DataFrame, truth: pd.DataFrame, seed: int, *, k: int = 12,
              validate: int = 8, control: int = 8) -> dict:
     """One offline demo run, as :func:`carb.demo.run_demo` runs it; ``truth`` is cpu-2t
@@ -208,6 +222,8 @@ VARIANTS: dict[str, tuple[tuple[str, ...], float, int, bool]] = {
     "cheapest": ((), 1.0, 12, True),
     "cheapest+oh-line": (("overhead-line",), 1.0, 12, True),
     "slope carried": (("carried",), 1.0, 12, False),
+    "stratified": (("stratified",), 1.0, 12, False),
+    "stratified, K = 24": (("stratified",), 1.0, 24, False),
     "K = 24": ((), 1.0, 24, False),
     "K = 48": ((), 1.0, 48, False),
     "all": ((), 1.0, 10 ** 6, False),
@@ -269,9 +285,9 @@ def main() -> None:
     out = {}
     for name in a.variants:
         extra, gamma, k, cheapest = VARIANTS[name]
-        fit = _with_forms(tuple(f for f in extra if f != "carried"))
+        fit = _with_forms(tuple(f for f in extra if f not in ("carried", "stratified")))
         T.fit_log_map = _carried(fit) if "carried" in extra else fit
-        C.choose_samples = _focused(gamma, cheapest)
+        C.choose_samples = _stratified if "stratified" in extra else _focused(gamma, cheapest)
         try:
             seeds = range(1) if k >= len(cands) else range(a.seeds)  # all: one fit, no draw
             df = pd.DataFrame([simulate(source, cands, truth, s, k=k) for s in seeds])
