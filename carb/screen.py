@@ -95,7 +95,8 @@ class ScreenResult:
             target) and timings in seconds; with ``risk="decide"`` also ``decisions``
             (count of accept / measure / reject, Stage 1 prunes counted as reject) and
             ``decided_share``.
-        measure: with ``risk="decide"``, the configs neither accepted nor rejected, to profile; most likely on the front first (``p_front``), then nearest the budget.
+        measure: with ``risk="decide"``, the configs neither accepted nor rejected, to
+            profile; most likely on the front first (``p_front``), then nearest the budget.
         decisions: every Stage 2 survivor with its call (``decision``) and, for the
             probable front, ``p_feasible`` and ``p_front``; Stage 1 prunes are rejects not
             listed.
@@ -437,21 +438,17 @@ def _calls(pred: pd.DataFrame, budgets: Mapping[str, float], confidence: float |
     if not budgets:
         return np.full(n, "accept")
     chances = confidence is not None and all(f"{t}_p_within" in pred.columns for t in budgets)
-    if rule == "joint":
-        if not chances:
-            raise ValueError("the joint rule needs a confidence and <target>_p_within columns")
+    if rule == "joint" and not chances:
+        raise ValueError("the joint rule needs a confidence and <target>_p_within columns")
+    if chances:  # both rules reject alike: one target over with chance >= confidence
         pw = np.column_stack([pred[f"{t}_p_within"].to_numpy(float) for t in budgets])
-        acc = np.prod(pw, axis=1) >= confidence  # NaN compares False
-        rej = np.max(1 - pw, axis=1) >= confidence
-        return np.where(rej, "reject", np.where(acc, "accept", "measure"))
-    over = np.zeros(n, dtype=bool)
-    within = np.ones(n, dtype=bool)
-    for t, b in budgets.items():
-        if chances:
-            over |= 1 - pred[f"{t}_p_within"].to_numpy(float) >= confidence  # NaN compares False
-        else:
-            over |= pred[f"{t}_lo"].to_numpy(float) > b
-        within &= pred[f"{t}_hi"].to_numpy(float) <= b  # NaN compares False: never accepted
+        over = np.max(1 - pw, axis=1) >= confidence  # NaN compares False
+    else:
+        over = np.any([pred[f"{t}_lo"].to_numpy(float) > b for t, b in budgets.items()], axis=0)
+    if rule == "joint":
+        within = np.prod(pw, axis=1) >= confidence  # NaN compares False
+    else:  # NaN compares False: never accepted
+        within = np.all([pred[f"{t}_hi"].to_numpy(float) <= b for t, b in budgets.items()], axis=0)
     return np.where(over, "reject", np.where(within, "accept", "measure"))
 
 
