@@ -330,10 +330,9 @@ def screen(candidates: pd.DataFrame, target: Predictor, budgets: Mapping[str, fl
     # -- Stage 2 ----------------------------------------------------------------------------
     t0 = time.perf_counter()
     decided = risk == "decide" or front == "probable"
-    three_way = risk == "decide"
     # both rules' rejects read each target's chance of being within its budget
-    pred = (predict_at(target, survivors, float(confidence), budgets=budgets if three_way else None) if decided
-            else target.predict(survivors)) if len(survivors) else pd.DataFrame()
+    pred = (predict_at(target, survivors, float(confidence), budgets=budgets if risk == "decide" else None)
+            if decided else target.predict(survivors)) if len(survivors) else pd.DataFrame()
     measure = decisions = pd.DataFrame()
     possible = None
     if len(survivors):
