@@ -493,7 +493,13 @@ def capture(module: Any, example_input: Any, precision: str | None = None, *, fo
     if precision is None:
         precision = {v: k for k, v in DTYPES.items()}.get(str(inputs[0].dtype).removeprefix("torch."), "fp32")
     work = module
+    # traced in eval mode: fx reads ``self.training`` at trace time, so a module left in
+    # training mode would be captured with its training branches (stochastic depth's noise,
+    # dropout); the user's flags are put back afterwards
+    was_training = [(m, m.training) for m in work.modules() if m.training]
     try:
+        for m, _ in was_training:
+            m.training = False
         # buffers as graph attributes too (fx's default folds code on buffers into
         # constants computed at trace time, on the real tensors)
         tracer = fx.Tracer()
@@ -504,6 +510,9 @@ def capture(module: Any, example_input: Any, precision: str | None = None, *, fo
     except Exception as e:  # noqa: BLE001 - whatever fx raises, the user gets one line
         msg = " ".join(str(e).split())[:300]
         raise CaptureError(f"module does not trace with torch.fx ({type(e).__name__}: {msg})") from None
+    finally:
+        for m, flag in was_training:
+            m.training = flag
 
     modules = dict(work.named_modules())
     env: dict[Any, Any] = {}
@@ -613,6 +622,13 @@ def capture(module: Any, example_input: Any, precision: str | None = None, *, fo
             row["alias"] = alloc == 0
             if row["alias"] and row["flops"] == 0 and row["op"] == "unknown" and not row["inplace"]:
                 row["op"] = "view"
+            elif (row["op"] == "unknown" and row["flops"] == 0 and alloc == 0
+                  and all(any(t is x for x in ins) for t in outs) and not _named_inplace(node, kwargs)
+                  and getattr(mod, "inplace", False) is not True):
+                # returns its inputs themselves and is not an in-place op by name: an identity
+                # (torchvision's stochastic_depth in eval) or a container of its inputs (a
+                # namedtuple of outputs), free; an in-place op (``add_``, ``inplace=True``) is not
+                row["op"] = "view"
             if row["op"] == "copy" and alloc == 0:
                 row["op"] = "view"  # .contiguous() of a contiguous tensor returns it as is
             # an out-of-place node whose output merely aliases a fresh tensor still counts
@@ -702,6 +718,13 @@ def _esize(dtype: Any) -> int:
 
         got = _ESIZE[dtype] = torch.empty((), dtype=dtype, device="meta").element_size()
     return got
+
+
+def _named_inplace(node: Any, kwargs: Any) -> bool:
+    """An fx node named as in-place by PyTorch's conventions: a trailing underscore
+    (``relu_``, ``add_``) or an ``inplace=True`` argument."""
+    name = str(node.target) if node.op == "call_method" else _name(node.target)
+    return name.endswith("_") or (isinstance(kwargs, dict) and kwargs.get("inplace") is True)
 
 
 def _name(target: Any) -> str:
@@ -807,6 +830,17 @@ def load_module(spec: str) -> Any:
         CaptureError: a malformed spec, an import that fails, a missing name, or a callable
             that does not return a module (one line naming the cause).
     """
+    return build_meta(resolve_module(spec), f"--module {spec!r}: {str(spec).rpartition(':')[2]}()")
+
+
+def resolve_module(spec: str) -> Any:
+    """The object a ``--module`` spec names, imported but not called: a ``torch.nn.Module``
+    or a callable (see :func:`load_module`).
+
+    Raises:
+        CaptureError: a malformed spec, an import that fails, a missing name, or an object
+            that is neither a module nor callable (one line naming the cause).
+    """
     import importlib
     import importlib.util
     import sys
@@ -841,11 +875,9 @@ def load_module(spec: str) -> Any:
         if not hasattr(obj, part):
             raise CaptureError(f"--module {spec!r}: {mod_name} has no attribute {attr!r}")
         obj = getattr(obj, part)
-    if isinstance(obj, torch.nn.Module):
-        return obj
-    if not callable(obj):
+    if not isinstance(obj, torch.nn.Module) and not callable(obj):
         raise CaptureError(f"--module {spec!r}: {attr} is neither a torch.nn.Module nor a callable")
-    return build_meta(obj, f"--module {spec!r}: {attr}()")
+    return obj
 
 
 _INIT_LOCK = threading.RLock()  # re-entrant: a builder may build sub-networks through this too

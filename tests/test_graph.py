@@ -229,3 +229,52 @@ class WrappedAdd(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return add(x, self.w)
+
+
+class _Branchy(nn.Module):
+    """Different graphs in training and eval mode, as stochastic depth and aux heads make."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.aux = nn.Conv2d(8, 8, 1)
+
+    def forward(self, x):
+        y = self.conv(x)
+        if self.training:
+            y = y + self.aux(y)
+        return y
+
+
+def test_capture_traces_in_eval_mode_and_restores_the_flags() -> None:
+    m = _Branchy().train()
+    t = graph.capture(m, (1, 3, 8, 8))
+    assert list(t.layers["op"]) == ["conv"]  # the training branch is not in the graph
+    assert m.training and m.conv.training and m.aux.training  # the user's flags are back
+    m.aux.eval()
+    graph.capture(m, (1, 3, 8, 8))
+    assert m.training and not m.aux.training
+
+
+def _passthrough(x, training: bool = False):
+    return x
+
+
+def scale_(x):
+    return x  # an in-place op by its name (on meta it cannot be told from an identity)
+
+
+torch.fx.wrap("_passthrough")
+torch.fx.wrap("scale_")
+
+
+class _Wrapped(nn.Module):
+    def forward(self, x):
+        return scale_(_passthrough(torch.relu(x)))
+
+
+def test_pass_through_ops_are_free_unless_named_in_place() -> None:
+    t = graph.capture(_Wrapped(), (1, 3, 8, 8))
+    ops = dict(zip(t.layers["name"], t.layers["op"]))
+    assert ops["_passthrough"] == "view"
+    assert ops["scale_"] == "unknown"  # never silently free
