@@ -734,6 +734,92 @@ def predict_modules(modules: Sequence[Any], example_inputs: Any, model: NetModel
     return predict_tables([results[i] for i in range(n)], nm)
 
 
+# --------------------------------------------------------------------------- calibration
+
+#: How :func:`calibrate_on` maps a network model to K whole networks measured on a device.
+CALIBRATION_METHODS = ("log", "refit")
+
+
+def capture_config(config: Any) -> LayerTable:
+    """:func:`carb.graph.capture` of a measurable network config (a :class:`carb.zoo.ZooConfig`
+    or a :class:`carb.nets.NetConfig`), built on the meta device.
+
+    Raises:
+        CaptureError: the network does not build or trace (one line).
+    """
+    from carb import graph, nets, zoo
+
+    if isinstance(config, nets.NetConfig):
+        return nets.capture(config)
+    if isinstance(config, zoo.ZooConfig):
+        return graph.capture(zoo._meta_build(config), (config.batch, 3, config.input_size, config.input_size),
+                             config.precision)
+    raise ModelError(f"not a network config: a {type(config).__name__} (expected a zoo or net config)")
+
+
+def choose_networks(nm: NetModel, k: int, seed: int = 0, per_family: int = 4) -> list[Any]:
+    """K zoo networks (:mod:`carb.zoo`) to calibrate ``nm`` with: ``per_family`` random
+    candidates of each family (seeded), split into K bins of the model's predicted latency
+    (log scale) and one taken from each bin, the family least used so far first, so that
+    the K networks span the latencies and the designs.
+
+    Raises:
+        ModelError: ``k`` < 2 or more than the candidates.
+    """
+    from carb import zoo
+
+    cands = zoo.sample_configs(per_family=per_family, seed=seed)
+    if not 2 <= k <= len(cands):
+        raise ModelError(f"--samples {k}: choose between 2 and {len(cands)} networks")
+    rows = _network_rows([capture_config(c) for c in cands], nm.layer)[0]
+    lat = np.log(nm.predict_rows(rows)["latency_ms"].to_numpy())
+    order = np.argsort(lat, kind="stable")
+    used: dict[str, int] = {}
+    rng = np.random.default_rng(seed)
+    out = []
+    for b in np.array_split(order, k):
+        # fewest uses of the family first; ties broken at random (seeded)
+        pick = min(b, key=lambda i: (used.get(cands[i].arch, 0), rng.random()))
+        used[cands[pick].arch] = used.get(cands[pick].arch, 0) + 1
+        out.append(cands[pick])
+    return out
+
+
+def calibrate_on(nm: NetModel, tables: Sequence[LayerTable], measured: pd.DataFrame, method: str = "log",
+                 meta: Mapping[str, Any] | None = None) -> NetModel:
+    """``nm`` calibrated with K whole networks measured on a device.
+
+    Args:
+        nm: the network model to calibrate (its layer model is kept).
+        tables: the K networks' captures (:func:`capture_config`).
+        measured: their ``latency_ms`` (ms) and ``memory_mb`` (MB), aligned with ``tables``.
+        method: ``log``: a log-space map of ``nm``'s prediction per target
+            (:meth:`NetModel.calibrate`, as ``carb calibrate`` maps a config model);
+            ``refit``: the network terms refitted on the K networks (:func:`fit_netmodel`,
+            overheads shrunk towards 0, scale free).
+        meta: provenance added to the model's ``meta``.
+
+    Raises:
+        ModelError: an unknown method, or fewer than 3 networks measured.
+    """
+    if method not in CALIBRATION_METHODS:
+        raise ModelError(f"--method: unknown value {method!r} for a network model (expected "
+                         f"{' or '.join(CALIBRATION_METHODS)})")
+    y = measured[["latency_ms", "memory_mb"]].reset_index(drop=True).astype(np.float64)
+    ok = (np.isfinite(y.to_numpy()) & (y.to_numpy() > 0)).all(axis=1)
+    if ok.sum() < 3:
+        raise ModelError(f"calibration: {int(ok.sum())} networks measured; need at least 3")
+    rows = _network_rows([t for t, o in zip(tables, ok) if o], nm.layer)[0]
+    y = y[ok].reset_index(drop=True)
+    if method == "log":
+        out = nm.calibrate(rows, y)
+    else:
+        out = fit_netmodel(nm.layer, rows, y, coverage=nm.coverage, device=nm.device, meta=nm.meta)
+        out.meta["calibrated_on"] = int(len(rows))
+    out.meta = {**out.meta, "calibration_method": method, **dict(meta or {})}
+    return out
+
+
 _ = CaptureError  # re-exported for callers catching capture errors through this module
 
 

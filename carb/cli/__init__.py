@@ -13,6 +13,7 @@ import sys
 
 import typer
 
+from carb import nets
 from carb.space import SpaceError
 
 from . import campaign, fewshot, model, report, screening, spaces  # noqa: F401 - importing registers the commands
@@ -24,6 +25,9 @@ _COMMAND_MODULES = (campaign, screening, spaces)  # registered by their decorato
 model.register(app)
 report.register(app)
 fewshot.register(app)
+# the families of whole networks: carb.zoo's designs and any network a user names (carb.nets),
+# so that a table of them is a campaign for `carb characterize --configs` like any other
+nets.ensure_registered()
 
 
 def _error_exit(msg: str) -> None:

@@ -156,9 +156,14 @@ def calibrate(
     seed: int = typer.Option(0, "--seed", help="Seed of the sampler."),
     max_time: float = typer.Option(2.0, "--max-time", min=0.1, help="Sampling seconds per config."),
     out: Path = typer.Option(..., "--out", help="Directory of the calibrated model."),
-    method: str = typer.Option("log", "--method", help="Map: log (log-space map of the source prediction) or nnls (HELP-style, with cost features; carb.transfer)."),
+    method: str = typer.Option("log", "--method", help="Map: log (log-space map of the source prediction) or nnls (HELP-style, with cost features; carb.transfer); for a network model log or refit (its network terms refitted on the K networks)."),
+    networks: Optional[Path] = typer.Option(None, "--networks", help="With a network model: a text file of the networks to measure, one per line: SPEC INPUT [PRECISION], e.g. torchvision.models:resnet18 1x3x224x224 fp32 (default: K networks of carb.zoo spread over the model's predicted latency)."),
+    rounds: int = typer.Option(1, "--rounds", min=1, help="Visits per config, spread over the calibration campaign and pooled."),
 ) -> None:
     """Measure K well-spread configs on a new device and map the source model to it.
+
+    With a network model (carb/data/layers-cpu-1t.netmodel, for carb predict --module), K
+    whole networks are measured instead of configs of a space.
 
     Example: carb calibrate --model models/cpu-1t --device cpu --threads 2 --samples 10 --out models/cpu-2t
     """
@@ -179,12 +184,18 @@ def calibrate(
     except ValueError as e:
         fail(f"--out: {e}")
 
+    if (Path(source) / "netmodel.json").is_file():
+        _calibrate_netmodel(source, device, threads, samples, seed, max_time, out, method, networks, rounds)
+        return
+    if networks is not None:
+        fail(f"--networks: only with a network model (--model {source} is a config model; "
+             "carb/data/layers-cpu-1t.netmodel is one)")
     src = load_model(source)
     sp = space.load(space_name)
     pick = choose_samples(sp.to_frame(), src, samples, seed=seed)
     with tempfile.TemporaryDirectory(prefix="carb-calibrate-") as tmp:
         store = Path(tmp) / "calibration.duckdb"
-        measured = _measure_frame(pick, device, threads, max_time, store, "calibrating")
+        measured = _measure_frame(pick, device, threads, max_time, store, "calibrating", rounds=rounds)
         # fitted at the K configs' median speed when each carries its own (paired) sentinel
         fit_rows, ref = drift.at_median_speed(measured)
         model = fit_calibrated(src, fit_rows, meta={"device": device, "samples": samples, "space": sp.name,
@@ -206,6 +217,79 @@ def calibrate(
         t.add_row(name, str(m.n), "log y = " + " + ".join(terms), f"{np.exp(m.q):.2f}")
     console.print(t)
     console.print(f"wrote {out} (a model directory: use it as --target-model of carb screen, or --model anywhere)")
+
+
+def _calibrate_netmodel(source: Path, device: str, threads: Optional[int], samples: int, seed: int, max_time: float,
+                        out: Path, method: str, networks: Optional[Path], rounds: int) -> None:
+    """``carb calibrate`` of a network model: measure K whole networks (the user's list or
+    K spread zoo networks) and map or refit the model on them (:func:`carb.netmodel.calibrate_on`)."""
+    import shutil
+    import tempfile
+
+    import pandas as pd
+
+    from carb import drift, nets, netmodel
+    from carb.families import SpaceError
+    from carb.graph import CaptureError
+
+    if method not in netmodel.CALIBRATION_METHODS:
+        fail(f"--method: unknown value {method!r} for a network model (expected "
+             f"{' or '.join(netmodel.CALIBRATION_METHODS)})")
+    nets.ensure_registered()
+    try:
+        nm = netmodel.load(source)
+        if networks is not None:
+            cfgs = nets.read_networks(networks)
+            if len(cfgs) < 3:
+                fail(f"--networks {networks}: {len(cfgs)} networks; need at least 3")
+            what = f"{len(cfgs)} networks of {networks}"
+        else:
+            with console.status(f"choosing {samples} zoo networks spread over the predicted latency"):
+                cfgs = netmodel.choose_networks(nm, samples, seed=seed)
+            what = f"{len(cfgs)} carb.zoo networks (seed {seed})"
+        tables = [netmodel.capture_config(c) for c in cfgs]
+    except (netmodel.ModelError, CaptureError, SpaceError, OSError) as e:
+        fail(str(e))
+    df = pd.DataFrame([c.to_dict() for c in cfgs])
+    df.insert(0, "config_id", [c.config_id for c in cfgs])
+    console.print(f"calibrating {source} on {device}: {what}, {rounds} round(s) each")
+    with tempfile.TemporaryDirectory(prefix="carb-calibrate-") as tmp:
+        store = Path(tmp) / "calibration.duckdb"
+        rows = _measure_frame(df, device, threads, max_time, store, "calibrating", rounds=rounds)
+        by_id = rows.set_index("config_id")
+        ok = [cid in by_id.index and by_id.loc[cid, "status"] == "ok" for cid in df.config_id]
+        if sum(ok) < 3:
+            fail(f"calibration: {sum(ok)} of {len(df)} networks measured ok; need at least 3 "
+                 f"(statuses: {', '.join(sorted(set(map(str, rows['status']))))})")
+        meas = by_id.loc[[cid for cid, o in zip(df.config_id, ok) if o]].reset_index()
+        fit_rows, ref = drift.at_median_speed(meas)
+        tabs = [t for t, o in zip(tables, ok) if o]
+        try:
+            model = netmodel.calibrate_on(nm, tabs, fit_rows, method=method, meta={
+                "calibration_device": device, "threads": threads or 1, "samples": len(tabs), "seed": seed,
+                "rounds": rounds, "source": str(source), "networks": [c.label() for c, o in zip(cfgs, ok) if o],
+                "calibration_latency": "at the K networks' median sentinel speed" if ref is not None else "raw",
+                "sentinel_ms": [float(v) for v in meas["sentinel_ms"]] if "sentinel_ms" in meas else []})
+        except netmodel.ModelError as e:
+            fail(str(e))
+        model.device = f"{device}-{threads or 1}t" if device == "cpu" else device
+        model.save(out)
+        shutil.copy2(store, out / "calibration.duckdb")  # the K measurements, kept with the model
+    before = nm.predict_rows(netmodel._network_rows(tabs, nm.layer)[0])
+    after = model.predict_rows(netmodel._network_rows(tabs, model.layer)[0])
+    t = Table("network", "measured ms", "source model ms", "calibrated ms", "measured MB", "calibrated MB",
+              title=f"{len(tabs)} networks measured on {device} ({method})")
+    labels = {c.config_id: c.label() for c in cfgs}
+    for i, (_, r) in enumerate(fit_rows.iterrows()):
+        t.add_row(labels.get(r["config_id"], str(r["config_id"])), f"{r['latency_ms']:.2f}",
+                  f"{before['latency_ms'].iloc[i]:.2f}", f"{after['latency_ms'].iloc[i]:.2f}", f"{r['memory_mb']:.1f}",
+                  f"{after['memory_mb'].iloc[i]:.1f}")
+    console.print(t)
+    err = np.abs(np.log(before["latency_ms"].to_numpy() / fit_rows["latency_ms"].to_numpy()))
+    console.print(f"source model on these networks: median latency error {100 * (np.exp(np.median(err)) - 1):.1f}% "
+                  f"before calibration; the calibrated model's 90% latency interval is x/÷"
+                  f"{np.exp(model.calibration.get('latency_ms', {}).get('q', model.q.get('latency_ms', 0))):.2f}")
+    console.print(f"wrote {out} (a network model: carb predict --module ... --model {out})")
 
 
 def _measure_frame(df, device: str, threads: Optional[int], max_time: float, store_path: Path, what: str,

@@ -295,6 +295,11 @@ def _cpu_child(conn: Any, job: dict[str, Any]) -> None:
         dtype = arch.dtype_of(config.precision)
 
         pair = job.get("paired")  # a Pairing: the speed sentinel timed in alternation with the config
+        prepare = getattr(config, "prepare", None)
+        if callable(prepare):
+            # e.g. a user network's import (carb.nets): its library pages are loaded before
+            # the memory baseline, so they do not count as the network's inference memory
+            prepare()
         gc.collect()
         can_reset = _reset_hwm()
         baseline_kb = _rss_kb()

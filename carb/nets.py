@@ -1,0 +1,207 @@
+"""Any network a user names, as a family: measured by the ordinary pipeline like a grid config.
+
+A :class:`NetConfig` is an importable builder, spelled as for ``carb predict --module``
+(``pkg.mod:callable`` or ``path/to/file.py:callable``; a callable is called without
+arguments and returns a ``torch.nn.Module``), and how it is run: square input size, batch,
+precision. :data:`NET` is its :class:`carb.families.Family` record. Tools that measure such
+networks (``carb calibrate`` of a network model, ``carb characterize --configs`` of a table
+with ``family = net``, ``benchmarks/bench_modules.py``) register it at run time with
+:func:`ensure_registered`; a fresh measurement worker receives the build function with the
+job (pickled by reference), so the family need not be an entry point.
+
+The builder is imported in the process that builds the network, so a file spec must be
+readable from the directory the campaign runs in (store an absolute path for campaigns run
+elsewhere, e.g. on Ray). Features come from :func:`carb.graph.capture` on the meta device.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import pandas as pd
+
+from carb.families._base import (PRECISIONS, Family, SpaceError, _as_int, _py, missing, run_limits_problem,
+                                 stable_id)
+
+__all__ = ["FAMILY", "PARAMETERS", "NetConfig", "NET", "build", "capture", "features", "read_networks", "ensure_registered"]
+
+FAMILY = "net"
+PARAMETERS: tuple[str, ...] = ("module", "input_size", "batch", "precision")
+
+
+@dataclass(frozen=True)
+class NetConfig:
+    """One user network and how it is run.
+
+    Attributes:
+        module: ``pkg.mod:callable`` or ``path/to/file.py:callable`` (see the module docstring).
+        input_size: input height = width. Units: px.
+        batch: images per forward (inputs are ``batch x 3 x input_size x input_size``).
+        precision: ``fp32``, ``fp16`` or ``bf16``.
+    """
+
+    module: str
+    input_size: int = 224
+    batch: int = 1
+    precision: str = "fp32"
+
+    def __post_init__(self) -> None:
+        m = _py(self.module)
+        if not isinstance(m, str) or ":" not in m or not m.rpartition(":")[0] or not m.rpartition(":")[2]:
+            raise SpaceError(f"module: {m!r} is not pkg.module:callable or file.py:callable")
+        object.__setattr__(self, "module", m)
+        for name in ("input_size", "batch"):
+            object.__setattr__(self, name, _as_int(name, getattr(self, name)))
+        if self.precision not in PRECISIONS:
+            raise SpaceError(f"precision: unknown value {self.precision!r} (expected one of {', '.join(PRECISIONS)})")
+        if self.batch < 1 or self.input_size < 1:
+            raise SpaceError("batch and input_size must be >= 1")
+        problem = run_limits_problem(self.input_size, self.batch, 1)
+        if problem:
+            raise SpaceError(problem)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"family": FAMILY, "module": self.module, "input_size": self.input_size, "batch": self.batch,
+                "precision": self.precision}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "NetConfig":
+        d = dict(d)
+        if d.pop("family", FAMILY) != FAMILY:
+            raise SpaceError(f"family: not {FAMILY}")
+        unknown = set(d) - set(PARAMETERS)
+        if unknown:
+            raise SpaceError(f"unknown parameter {sorted(unknown)[0]!r} (known: {', '.join(PARAMETERS)})")
+        if "module" not in d:
+            raise SpaceError("module: missing (pkg.module:callable or file.py:callable)")
+        return cls(**d)
+
+    @property
+    def config_id(self) -> str:
+        return stable_id(self.to_dict())
+
+    def label(self) -> str:
+        name = self.module.rpartition(":")[2]
+        return f"{name}-i{self.input_size}-b{self.batch}-{self.precision}"
+
+    def prepare(self) -> None:
+        """Import the builder's module (the measurement worker calls this before its
+        memory baseline, so the imported libraries are not counted as inference memory).
+
+        Raises:
+            carb.graph.CaptureError: the spec does not import (one line).
+        """
+        from carb import graph
+
+        graph.resolve_module(self.module)
+
+    @property
+    def input_shape(self) -> tuple[int, int, int, int]:
+        """``(batch, 3, input_size, input_size)``."""
+        return (self.batch, 3, self.input_size, self.input_size)
+
+
+def build(config: NetConfig | Mapping[str, Any]) -> Any:
+    """The network of a config with real weights on the CPU (eval mode; fp32 unless the
+    builder chose otherwise: the measurement worker casts it to the config's precision).
+
+    Raises:
+        carb.graph.CaptureError: the spec does not import or does not give a module (one line).
+    """
+    import copy
+
+    import torch
+
+    from carb import graph
+
+    cfg = config if isinstance(config, NetConfig) else NetConfig.from_dict(config)
+    obj = graph.resolve_module(cfg.module)
+    if isinstance(obj, torch.nn.Module):
+        net = copy.deepcopy(obj)  # the importer's object stays as it was
+    else:
+        label = f"module {cfg.module!r}: {cfg.module.rpartition(':')[2]}()"
+        try:
+            net = obj()
+        except Exception as e:  # noqa: BLE001 - the user's builder: any error, one line
+            raise graph.CaptureError(f"{label} failed ({type(e).__name__}: {' '.join(str(e).split())[:200]})") from None
+        if not isinstance(net, torch.nn.Module):
+            raise graph.CaptureError(f"{label} returned a {type(net).__name__}, not a torch.nn.Module")
+    return net.eval()
+
+
+def capture(config: NetConfig) -> Any:
+    """:func:`carb.graph.capture` of a config's network, built on the meta device."""
+    from carb import graph
+
+    return graph.capture(graph.load_module(config.module), config.input_shape, config.precision)
+
+
+def features(df: pd.DataFrame) -> pd.DataFrame:
+    """``flops``, ``params``, ``model_bytes``, ``input_bytes``, ``live_activation_bytes``,
+    ``n_layers`` of ``net`` rows, from :func:`carb.graph.capture` on the meta device."""
+    out = df.copy()
+    cols: dict[str, list] = {k: [] for k in ("flops", "params", "model_bytes", "input_bytes", "live_activation_bytes",
+                                              "n_layers")}
+    for r in df.to_dict("records"):
+        lt = capture(_from_row(r))
+        for k, v in (("flops", lt.flops), ("params", lt.params), ("model_bytes", lt.model_bytes),
+                     ("input_bytes", lt.input_bytes), ("live_activation_bytes", lt.peak_live_bytes),
+                     ("n_layers", len(lt.layers))):
+            cols[k].append(v)
+    for k, v in cols.items():
+        out[k] = v
+    return out
+
+
+def read_networks(path: str | Path) -> list[NetConfig]:
+    """Networks from a text file, one per line: ``SPEC INPUT [PRECISION]``, e.g.
+    ``torchvision.models:resnet18 1x3x224x224 fp32`` (``INPUT`` is ``BATCHx3xSIZExSIZE``;
+    precision ``fp32`` by default); blank lines and ``#`` comments are skipped.
+
+    Raises:
+        SpaceError: an unreadable file or a malformed line (one line naming the line).
+        OSError: the file cannot be read.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise SpaceError(f"{p}: no such file")
+    out: list[NetConfig] = []
+    for n, line in enumerate(p.read_text().splitlines(), 1):
+        parts = line.split("#", 1)[0].split()
+        if not parts:
+            continue
+        try:
+            if len(parts) not in (2, 3):
+                raise SpaceError(f"expected SPEC INPUT [PRECISION], got {len(parts)} fields")
+            dims = parts[1].lower().split("x")
+            if len(dims) != 4 or not all(d.isdigit() for d in dims) or dims[1] != "3" or dims[2] != dims[3]:
+                raise SpaceError(f"input {parts[1]!r}: expected BATCHx3xSIZExSIZE (square RGB), e.g. 1x3x224x224")
+            out.append(NetConfig(parts[0], int(dims[2]), int(dims[0]), parts[2] if len(parts) == 3 else "fp32"))
+        except SpaceError as e:
+            raise SpaceError(f"{p}, line {n}: {e}") from None
+    return out
+
+
+def _from_row(row: Mapping[str, Any]) -> NetConfig:
+    a = row.get("arch")
+    if isinstance(a, str) and a.startswith("{"):
+        # a store row: its ``arch`` column holds the family's parameters as JSON
+        row = {**row, **json.loads(a)}
+    return NetConfig.from_dict({k: row[k] for k in PARAMETERS if k in row and not missing(row[k])})
+
+
+NET = Family(name=FAMILY, config_type=NetConfig, from_row=_from_row, to_row=lambda c: c.to_dict(), build=build,
+             features=features, description="any network a user names (pkg.mod:callable or file.py:callable)",
+             parameters=PARAMETERS)
+
+
+def ensure_registered() -> None:
+    """Register :data:`NET` (and :data:`carb.zoo.ZOO`) unless they already are."""
+    from carb import families, zoo
+
+    for fam in (NET, zoo.ZOO):
+        if fam.name not in families.names():
+            families.register(fam)
