@@ -785,6 +785,12 @@ def _row(node: Any, mod: Any, ins: list[Any], outs: list[Any], flops: int, dtype
         op = "avgpool"  # an adaptive pool to more than 1x1 is a pooling
     if op == "conv":
         n, cin, h, w = _nchw(x.shape)
+    elif op in ("linear", "layernorm") and x.dim() >= 4:
+        # the features are the last dimension (channels-last tokens, e.g. ConvNeXt's MLP on
+        # N x H x W x C), not dimension 1: the middle dimensions are rows, read as H x 1
+        # (as a 3-D N x L x C input already is)
+        n, cin, h, w = x.shape[0], x.shape[-1], math.prod(x.shape[1:-1]), 1
+        cout, ho, wo = y.shape[-1], math.prod(y.shape[1:-1]), 1
     if y.dtype not in _DTYPE_NAMES:
         _DTYPE_NAMES[y.dtype] = str(y.dtype).removeprefix("torch.")
     in_bytes = sum(t.numel() * t.element_size() for t in ins)

@@ -81,7 +81,8 @@ FEATURES_VERSION = 2
 def op_class(layers: pd.DataFrame) -> np.ndarray:
     """Cost class of each layer row (``op`` and shapes): ``conv``, ``conv_grouped``,
     ``conv_dw`` (groups == input channels), ``relu`` (ReLU and ReLU6), ``pool`` (max and
-    average), the other ops by name; ``view`` costs nothing of its own."""
+    average), ``conv`` too for a linear layer over several rows per image (a pointwise
+    convolution's GEMM), the other ops by name; ``view`` costs nothing of its own."""
     op = layers["op"].astype(str).to_numpy()
     out = op.astype(object).copy()
     g = layers["groups"].to_numpy()
@@ -91,6 +92,12 @@ def op_class(layers: pd.DataFrame) -> np.ndarray:
     out[conv & (g > 1) & (g != cin)] = "conv_grouped"
     out[op == "relu6"] = "relu"
     out[(op == "maxpool") | (op == "avgpool")] = "pool"
+    # a linear layer over many rows per image (tokens, or ConvNeXt's channels-last MLP) is
+    # the GEMM of a pointwise convolution on an H x W map: priced as one (the measured
+    # linear layers are classifier heads, one row per image, whose GEMV-like speed
+    # over-priced such layers 2-3x; benchmarks/RESULTS.md, issue 15, public zoo)
+    rows = layers["h"].to_numpy() * layers["w"].to_numpy()
+    out[(op == "linear") & (rows > 1)] = "conv"
     return out
 
 

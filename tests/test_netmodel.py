@@ -379,3 +379,30 @@ def test_cli_predict_module_needs_a_network_model(tmp_path, monkeypatch, capsys)
     rc, out, err = _cli(monkeypatch, capsys, "predict", "--module", f"{f}:build", "--input", "1x3x8x8",
                         "--model", tmp_path)
     _one_line_error(rc, err, "not a network model")
+
+
+class _TokenMLP(nn.Module):
+    """ConvNeXt's block MLP: a linear layer on channels-last N x H x W x C tokens."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(16, 32)
+
+    def forward(self, x):
+        return self.fc(x.permute(0, 2, 3, 1))
+
+
+def test_linear_over_tokens_is_priced_as_a_pointwise_conv(layer_model) -> None:
+    t = graph.capture(_TokenMLP(), (2, 16, 8, 4)).layers
+    fc = t[t["op"] == "linear"].iloc[0]
+    # features are the last dimension, the 8 x 4 positions are rows
+    assert (fc.batch, fc.cin, fc.h, fc.w, fc.cout, fc.ho, fc.wo) == (2, 16, 32, 1, 32, 32, 1)
+    conv = graph.capture(nn.Conv2d(16, 32, 1), (2, 16, 32, 1)).layers
+    assert fc.flops == conv.flops.iloc[0] and fc.weight_bytes == conv.weight_bytes.iloc[0]
+    assert list(netmodel.op_class(t[t["op"] == "linear"])) == ["conv"]
+    assert np.isclose(layer_model.predict(t[t["op"] == "linear"])[0], layer_model.predict(conv)[0])
+    # a 3-D N x L x C input was read the same way already; a classifier head stays linear
+    t3 = graph.capture(nn.Linear(16, 32), (2, 5, 16)).layers.iloc[0]
+    assert (t3.cin, t3.h, t3.w) == (16, 5, 1)
+    head = graph.capture(nn.Linear(16, 32), (2, 16)).layers
+    assert list(netmodel.op_class(head)) == ["linear"]
