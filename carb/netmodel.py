@@ -513,7 +513,10 @@ def fit_netmodel(layer_model: LayerModel, rows: pd.DataFrame, measured: pd.DataF
         cl, cm = _nnls_rel(A[tr], y_lat[tr], LAT_SHRUNK, shrink_strength), _nnls_rel(M[tr], y_mem[tr])
         res["latency_ms"] += list(np.log(np.maximum(A[te] @ cl, 1e-6) / y_lat[te]))
         res["memory_mb"] += list(np.log(np.maximum(M[te] @ cm, 1e-6) / y_mem[te]))
-    q = {t: float(np.quantile(np.abs(v), coverage)) if v else 0.5 for t, v in res.items()}
+    # the finite-sample conformal level (ceil((n + 1) c) / n), as carb.transfer's maps use:
+    # with ten networks the plain 90% quantile is below the largest residual and under-covers
+    q = {t: float(np.quantile(np.abs(v), min(1.0, math.ceil((len(v) + 1) * coverage) / len(v)))) if v else 0.5
+         for t, v in res.items()}
     return NetModel(layer=layer_model, lat_coef=lat_coef, mem_coef=mem_coef, q=q, coverage=coverage, device=device,
                     meta=dict(meta or {}))
 
@@ -745,6 +748,15 @@ def predict_modules(modules: Sequence[Any], example_inputs: Any, model: NetModel
 
 #: How :func:`calibrate_on` maps a network model to K whole networks measured on a device.
 CALIBRATION_METHODS = ("log", "refit")
+#: Largest network :func:`choose_networks` measures by default. Units: GFLOP per forward.
+#: Up to 12 (not the zoo's 3 of the leave-one-family-out evaluation): networks as large as
+#: the ImageNet CNNs users deploy, whose big dense convolutions the layer model over-prices;
+#: chosen side by side on torchvision's networks (benchmarks/RESULTS.md, issue 15, public zoo).
+CALIBRATION_MAX_GFLOPS = 12.0
+#: The default of :func:`calibrate_on` and ``carb calibrate`` for a network model: the
+#: method the leave-one-family-out evaluation scores (network terms fitted on K networks),
+#: and the better one on torchvision's networks (same section).
+DEFAULT_CALIBRATION_METHOD = "refit"
 
 
 def capture_config(config: Any) -> LayerTable:
@@ -764,18 +776,20 @@ def capture_config(config: Any) -> LayerTable:
     raise ModelError(f"not a network config: a {type(config).__name__} (expected a zoo or net config)")
 
 
-def choose_networks(nm: NetModel, k: int, seed: int = 0, per_family: int = 4) -> list[Any]:
+def choose_networks(nm: NetModel, k: int, seed: int = 0, per_family: int = 4,
+                    max_gflops: float = CALIBRATION_MAX_GFLOPS) -> list[Any]:
     """K zoo networks (:mod:`carb.zoo`) to calibrate ``nm`` with: ``per_family`` random
-    candidates of each family (seeded), split into K bins of the model's predicted latency
-    (log scale) and one taken from each bin, the family least used so far first, so that
-    the K networks span the latencies and the designs.
+    candidates of each family (seeded) of at most ``max_gflops`` GFLOP per forward, split
+    into K bins of the model's predicted latency (log scale) and one taken from each bin,
+    the family least used so far first, so that the K networks span the latencies and the
+    designs.
 
     Raises:
         ModelError: ``k`` < 2 or more than the candidates.
     """
     from carb import zoo
 
-    cands = zoo.sample_configs(per_family=per_family, seed=seed)
+    cands = zoo.sample_configs(per_family=per_family, seed=seed, max_gflops=max_gflops)
     if not 2 <= k <= len(cands):
         raise ModelError(f"--samples {k}: choose between 2 and {len(cands)} networks")
     rows = _network_rows([capture_config(c) for c in cands], nm.layer)[0]
@@ -792,7 +806,8 @@ def choose_networks(nm: NetModel, k: int, seed: int = 0, per_family: int = 4) ->
     return out
 
 
-def calibrate_on(nm: NetModel, tables: Sequence[LayerTable], measured: pd.DataFrame, method: str = "log",
+def calibrate_on(nm: NetModel, tables: Sequence[LayerTable], measured: pd.DataFrame,
+                 method: str = DEFAULT_CALIBRATION_METHOD,
                  meta: Mapping[str, Any] | None = None) -> NetModel:
     """``nm`` calibrated with K whole networks measured on a device.
 

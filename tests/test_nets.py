@@ -195,9 +195,9 @@ def test_cli_calibrate_netmodel_measures_and_predicts(tmp_path, monkeypatch, cap
     rc, out, err = _cli(monkeypatch, capsys, "calibrate", "--model", MODEL, "--networks", lst, "--max-time", "0.2",
                         "--out", out_dir)
     assert rc in (0, None), err
-    assert "4 networks measured on cpu (log)" in out and f"wrote {out_dir}" in out
+    assert "4 networks measured on cpu (refit)" in out and f"wrote {out_dir}" in out
     cal = netmodel.load(out_dir)
-    assert cal.meta["calibration_method"] == "log" and cal.meta["samples"] == 4 and cal.device == "cpu-1t"
+    assert cal.meta["calibration_method"] == "refit" and cal.meta["samples"] == 4 and cal.device == "cpu-1t"
     assert len(cal.meta["networks"]) == 4 and (out_dir / "calibration.duckdb").is_file()
     from carb.store import Store
 

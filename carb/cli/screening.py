@@ -156,7 +156,7 @@ def calibrate(
     seed: int = typer.Option(0, "--seed", help="Seed of the sampler."),
     max_time: float = typer.Option(2.0, "--max-time", min=0.1, help="Sampling seconds per config."),
     out: Path = typer.Option(..., "--out", help="Directory of the calibrated model."),
-    method: str = typer.Option("log", "--method", help="Map: log (log-space map of the source prediction) or nnls (HELP-style, with cost features; carb.transfer); for a network model log or refit (its network terms refitted on the K networks)."),
+    method: Optional[str] = typer.Option(None, "--method", help="Map: log (default; log-space map of the source prediction) or nnls (HELP-style, with cost features; carb.transfer); for a network model refit (default; its network terms refitted on the K networks) or log."),
     networks: Optional[Path] = typer.Option(None, "--networks", help="With a network model: a text file of the networks to measure, one per line: SPEC INPUT [PRECISION], e.g. torchvision.models:resnet18 1x3x224x224 fp32 (default: K networks of carb.zoo spread over the model's predicted latency)."),
     rounds: int = typer.Option(1, "--rounds", min=1, help="Visits per config, spread over the calibration campaign and pooled."),
 ) -> None:
@@ -176,8 +176,6 @@ def calibrate(
     from carb.calibrate import check_model_out
 
     source = pick_option(source, source_old, "--model", "--source", required=True)
-    if method not in ("log", "nnls"):
-        fail(f"--method: unknown value {method!r} (expected log or nnls)")
     check_out_dir(out)
     try:  # before measuring anything: a calibrated model never overwrites a model or its source
         check_model_out(out, source)
@@ -185,8 +183,14 @@ def calibrate(
         fail(f"--out: {e}")
 
     if (Path(source) / "netmodel.json").is_file():
-        _calibrate_netmodel(source, device, threads, samples, seed, max_time, out, method, networks, rounds)
+        from carb.netmodel import DEFAULT_CALIBRATION_METHOD
+
+        _calibrate_netmodel(source, device, threads, samples, seed, max_time, out,
+                            method or DEFAULT_CALIBRATION_METHOD, networks, rounds)
         return
+    method = method or "log"
+    if method not in ("log", "nnls"):
+        fail(f"--method: unknown value {method!r} (expected log or nnls)")
     if networks is not None:
         fail(f"--networks: only with a network model (--model {source} is a config model; "
              "carb/data/layers-cpu-1t.netmodel is one)")
