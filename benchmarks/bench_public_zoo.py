@@ -1,0 +1,272 @@
+"""Issue 15, judged as users will judge it: public model-zoo CNNs that the network model
+never saw (torchvision's classification networks), measured on this CPU in the **same
+campaign** as the K whole networks that calibrate the model.
+
+Needs torchvision, which CARB itself never requires; on our machines it imports beside
+torch 2.14.1 in a venv of its own (see ``../.library/env``)::
+
+    python3.11 -m venv /tmp/tvenv && /tmp/tvenv/bin/pip install torch==2.14.1 torchvision==0.29.1
+    /tmp/tvenv/bin/pip install -e .
+
+Subcommands (repository root):
+
+``measure``   one campaign (``run_campaign``: a fresh worker per visit, rounds spread over
+              the whole campaign, the speed sentinel) of the K calibration networks that
+              ``carb calibrate`` chooses for the shipped network model (``carb.zoo``, spread
+              over its predicted latency) and of the torchvision networks, shuffled
+              together, 1 thread, into ``campaigns/public-zoo-cpu-1t.duckdb``; resumes.
+``evaluate``  the torchvision networks predicted by the shipped model as it is, after
+              ``carb calibrate``'s two methods on the K (``log`` map, ``refit`` of the
+              network terms), beside a FLOPs-only fit on the same K and the plain sum of the
+              layers; per network and pooled: MAPE, within +-10/20%, Spearman, 90% interval
+              coverage; memory; the resnext50/wide_resnet50 pair; how far the machine
+              drifted (sentinel) and the truth's own round-to-round noise.
+``report``    markdown tables of the results JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_modules import _drift, metrics  # noqa: E402  (same directory)
+
+MODEL = ROOT / "carb" / "data" / "layers-cpu-1t.netmodel"
+STORE = ROOT / "campaigns" / "public-zoo-cpu-1t.duckdb"
+#: torchvision classification networks at batch 1 and their usual input size
+AT_224 = ("alexnet", "vgg11_bn", "vgg16_bn", "resnet18", "resnet34", "resnet50", "resnet101", "resnext50_32x4d",
+          "wide_resnet50_2", "resnext101_32x8d", "densenet121", "densenet169", "googlenet", "mobilenet_v2",
+          "mobilenet_v3_small", "mobilenet_v3_large", "mnasnet0_5", "mnasnet1_0", "shufflenet_v2_x0_5",
+          "shufflenet_v2_x1_0", "squeezenet1_0", "squeezenet1_1", "efficientnet_b0", "efficientnet_b1",
+          "efficientnet_v2_s", "regnet_x_400mf", "regnet_y_400mf", "regnet_x_1_6gf", "regnet_y_800mf",
+          "regnet_y_1_6gf", "convnext_tiny")
+#: (name, input size) at batch 1 besides 224
+OTHER_SIZES = (("inception_v3", 299), ("efficientnet_b2", 288))
+#: the same networks at another batch and resolution: batch 4 at 160 px
+AT_B4 = ("resnet18", "resnet50", "mobilenet_v2", "mobilenet_v3_large", "shufflenet_v2_x1_0", "efficientnet_b0",
+         "regnet_y_400mf", "densenet121", "mnasnet1_0", "resnext50_32x4d")
+
+
+def public_configs() -> list:
+    from carb.nets import NetConfig
+
+    tv = "torchvision.models:"
+    out = [NetConfig(tv + n, 224, 1) for n in AT_224]
+    out += [NetConfig(tv + n, s, 1) for n, s in OTHER_SIZES]
+    out += [NetConfig(tv + n, 160, 4) for n in AT_B4]
+    return out
+
+
+def cmd_measure(args: argparse.Namespace) -> None:
+    import random
+    from dataclasses import replace
+
+    import pandas as pd
+
+    from carb import netmodel, nets
+    from carb.campaign import run_campaign
+    from carb.measure import Protocol, get_backend
+    from carb.store import Store
+
+    nets.ensure_registered()
+    nm = netmodel.load(MODEL)
+    # what `carb calibrate --samples K` measures, for each largest-network cap asked for
+    cal_sets = {g: netmodel.choose_networks(nm, args.k, seed=args.seed, max_gflops=g) for g in args.cal_gflops}
+    pub = public_configs()[:args.limit]
+    roles: dict = {c: "public" for c in pub}
+    for g, cs in cal_sets.items():
+        for c in cs:
+            roles[c] = f"{roles[c]};" if c in roles else ""
+            roles[c] += f"calibration-{g:g}"
+    configs = list(roles)
+    random.Random(args.seed).shuffle(configs)
+    Path(args.store).parent.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame([{"config_id": c.config_id, "role": roles[c], "label": c.label()}
+                  for c in configs]).to_csv(Path(args.store).with_suffix(".roles.csv"), index=False)
+    print(f"{len(configs) - len(pub)} calibration networks ({', '.join(f'{len(v)} up to {g:g} GFLOP' for g, v in cal_sets.items())}) "
+          f"+ {len(pub)} torchvision networks -> {args.store}", flush=True)
+    protocol = replace(Protocol.default_for("cpu"), max_time_s=args.max_time)
+    backend = get_backend("cpu", threads=1, protocol=protocol)
+    store = Store(args.store)
+    t0 = time.time()
+
+    def on_result(cfg, m) -> None:
+        lat = m.latency_ms.median if m.latency_ms else float("nan")
+        print(f"{time.time() - t0:7.0f}s {cfg.label():45s} {m.status:6s} {lat:9.2f} ms {m.memory_mb or 0:8.1f} MB"
+              + ("" if m.status == "ok" else f" {m.message}"), flush=True)
+
+    try:
+        res = run_campaign(configs, backend, store, rounds=args.rounds, chunk=len(configs),
+                           command="python " + " ".join(sys.argv), on_result=on_result)
+        print(res.to_dict() if hasattr(res, "to_dict") else res, flush=True)
+    finally:
+        store.close()
+        backend.close()
+
+
+def _read(path: str | Path):
+    import shutil
+    import tempfile
+
+    from carb.store import Store
+
+    path = Path(path)
+    tmp = Path(tempfile.mkdtemp(prefix="carb-bench-"))
+    shutil.copy(path, tmp / path.name)
+    with Store(tmp / path.name) as st:
+        df = st.measurements()
+        speed = st.speed_readings()
+        rounds = st.con.execute("SELECT config_id, round, latency_ms FROM rounds WHERE status = 'ok'").df()
+    shutil.rmtree(tmp, ignore_errors=True)
+    return df, speed, rounds
+
+
+def cmd_evaluate(args: argparse.Namespace) -> None:
+    import numpy as np
+    import pandas as pd
+
+    from carb import drift, families, netmodel, nets
+
+    nets.ensure_registered()
+    df, speed, rounds = _read(args.store)
+    roles = pd.read_csv(Path(args.store).with_suffix(".roles.csv")).set_index("config_id")
+    df = df[df["status"] == "ok"].reset_index(drop=True)
+    df["role"] = roles.loc[df["config_id"], "role"].to_numpy()
+    configs = [families.config_from_row(r) for r in df.to_dict("records")]
+    t0 = time.time()
+    tables = [netmodel.capture_config(c) for c in configs]
+    print(f"{len(df)} networks measured ok, captured in {time.time() - t0:.1f} s", flush=True)
+    nm = netmodel.load(MODEL)
+    tokens = df["role"].str.split(";")
+    pub = tokens.apply(lambda t: "public" in t).to_numpy()
+    sets = sorted({t for ts in tokens for t in ts if t.startswith("calibration")})
+    pub_tables = [t for t, p in zip(tables, pub) if p]
+    y = df[pub].reset_index(drop=True)
+    rows_pub = netmodel._network_rows(pub_tables, nm.layer)[0]
+    flops = rows_pub["flops"].to_numpy()
+    out: dict = {"pooled": {}, "per_network": [], "calibration_sets": {}, "conditions": {}}
+    preds: dict = {"shipped": nm.predict_rows(rows_pub)}
+    for cs in sets:
+        cal = tokens.apply(lambda t: cs in t).to_numpy()
+        fit_rows, ref = drift.at_median_speed(df[cal].reset_index(drop=True))  # as `carb calibrate` does
+        cal_tables = [t for t, c in zip(tables, cal) if c]
+        cal_rows = netmodel._network_rows(cal_tables, nm.layer)[0]
+        X = np.column_stack([np.ones(cal.sum()), np.log(cal_rows["flops"].to_numpy())])
+        c = np.linalg.lstsq(X, np.log(fit_rows["latency_ms"].to_numpy()), rcond=None)[0]
+        preds[f"flops {cs}"] = pd.DataFrame({"latency_ms": np.exp(c[0] + c[1] * np.log(flops))})
+        fitted = {}
+        for method in ("log", "refit"):
+            m = netmodel.calibrate_on(nm, cal_tables, fit_rows, method)
+            fitted[method] = m
+            preds[f"{method} {cs}"] = m.predict_rows(netmodel._network_rows(pub_tables, m.layer)[0])
+        out["calibration_sets"][cs] = {
+            "networks": [cf.label() for cf, k in zip(configs, cal) if k],
+            "gflops": [float(v) / 1e9 for v in cal_rows["flops"]], "at_median_sentinel": ref is not None,
+            "log_map": fitted["log"].calibration, "refit_lat_coef": fitted["refit"].lat_coef}
+    names = {"shipped": "shipped, uncalibrated"}
+    for cs in sets:
+        names.update({f"log {cs}": f"carb calibrate --method log, K = {cs}",
+                      f"refit {cs}": f"carb calibrate --method refit, K = {cs}",
+                      f"flops {cs}": f"FLOPs-only, fitted on K = {cs}"})
+    for key, label in names.items():
+        p = preds[key]
+        lat = (metrics(y.latency_ms, p.latency_ms, p.latency_ms_lo, p.latency_ms_hi) if "latency_ms_lo" in p
+               else metrics(y.latency_ms, p.latency_ms))
+        out["pooled"][label] = {"latency": lat}
+        if "memory_mb" in p:
+            out["pooled"][label]["memory"] = metrics(y.memory_mb, p.memory_mb, p.memory_mb_lo, p.memory_mb_hi)
+    out["pooled"]["sum of layers only (shipped layer model)"] = {"latency": metrics(y.latency_ms,
+                                                                                    rows_pub["layer_sum_ms"])}
+    main_key = f"{args.method} {args.cal_set or sets[0]}"
+    for i, (cfg, r) in enumerate(zip([c for c, p in zip(configs, pub) if p], y.to_dict("records"))):
+        out["per_network"].append({
+            "network": cfg.label(), "flops": float(flops[i]), "layers": int(rows_pub["nodes"].iloc[i]),
+            "layers_known": float(rows_pub["layers_known_share"].iloc[i]),
+            "latency_ms": float(r["latency_ms"]), "memory_mb": float(r["memory_mb"]),
+            **{f"pred {k}": float(v["latency_ms"].iloc[i]) for k, v in preds.items()},
+            "main": main_key, "lo": float(preds[main_key]["latency_ms_lo"].iloc[i]),
+            "hi": float(preds[main_key]["latency_ms_hi"].iloc[i]),
+            "pred_memory_mb": float(preds[main_key]["memory_mb"].iloc[i])})
+    pn = pd.DataFrame(out["per_network"]).set_index("network")
+    out["grouped_pairs"] = []
+    for size in ("i224-b1", "i160-b4"):
+        rx = [n for n in pn.index if n.startswith("resnext50_32x4d") and f"-{size}-" in n]
+        wd = [n for n in pn.index if n.startswith("wide_resnet50_2") and f"-{size}-" in n]
+        if rx and wd:
+            r_, w_ = pn.loc[rx[0]], pn.loc[wd[0]]
+            out["grouped_pairs"].append({"pair": size, "measured_ratio": w_.latency_ms / r_.latency_ms,
+                                         "predicted_shipped": w_["pred shipped"] / r_["pred shipped"],
+                                         "predicted_main": w_[f"pred {main_key}"] / r_[f"pred {main_key}"],
+                                         "flops_ratio": w_.flops / r_.flops})
+    # the truth's own noise: one round's median predicting another round's, same network
+    w = rounds[rounds["config_id"].isin(set(df.loc[pub, "config_id"]))].pivot_table(
+        index="config_id", columns="round", values="latency_ms").dropna()
+    if w.shape[1] >= 2:
+        out["truth_noise_round0_vs_round1"] = metrics(w.iloc[:, 1], w.iloc[:, 0])
+        out["round_max_over_min"] = {"median": float(np.median(w.max(axis=1) / w.min(axis=1))),
+                                     "p90": float(np.quantile(w.max(axis=1) / w.min(axis=1), 0.9))}
+    out["conditions"] = {"networks_ok": int(len(df)), "public": int(pub.sum()), "calibration_sets": sets,
+                         "speed": _drift(speed),
+                         "measured": [str(df["measured_at"].min()), str(df["measured_at"].max())],
+                         "torch": __import__("torch").__version__,
+                         "torchvision": __import__("torchvision").__version__, "model": str(MODEL.relative_to(ROOT))}
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(out, indent=1, default=float))
+    print(json.dumps({k: {t: {m: round(x, 3) for m, x in v[t].items()} for t in v} for k, v in out["pooled"].items()},
+                     indent=1))
+    print(f"written {args.out}")
+
+
+def cmd_report(args: argparse.Namespace) -> None:
+    d = json.loads(Path(args.json).read_text())
+    print("| predictor (torchvision networks) | latency MAPE | ±10% | ±20% | Spearman | 90% cov. | memory MAPE | memory 90% cov. |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for k, v in d["pooled"].items():
+        lat, mem = v["latency"], v.get("memory")
+        print(f"| {k} | {lat['mape']:.1f}% | {lat['within10']:.0f}% | {lat['within20']:.0f}% | {lat['spearman']:.3f} | "
+              + (f"{lat['coverage']:.0f}% | " if "coverage" in lat else "- | ")
+              + (f"{mem['mape']:.1f}% | {mem['coverage']:.0f}% |" if mem else "- | - |"))
+    print()
+    print(f"per network; log, refit, FLOPs-only on K = {d['per_network'][0]['main'].split(' ', 1)[1]}; "
+          f"interval and memory of {d['per_network'][0]['main']}")
+    print()
+    print("| network | GFLOP | measured ms | shipped | log | refit | 90% interval | FLOPs-only | measured MB | predicted MB |")
+    print("|---|---:|---:|---:|---:|---:|---|---:|---:|---:|")
+    for r in d["per_network"]:
+        cs = r["main"].split(" ", 1)[1]
+        print(f"| {r['network']} | {r['flops'] / 1e9:.2f} | {r['latency_ms']:.1f} | {r['pred shipped']:.1f} | "
+              f"{r['pred log ' + cs]:.1f} | {r['pred refit ' + cs]:.1f} | [{r['lo']:.1f}, {r['hi']:.1f}] | "
+              f"{r['pred flops ' + cs]:.1f} | {r['memory_mb']:.0f} | {r['pred_memory_mb']:.0f} |")
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    m = sub.add_parser("measure", help="the K calibration networks and the torchvision networks, one campaign")
+    m.add_argument("--store", default=str(STORE))
+    m.add_argument("--k", type=int, default=10)
+    m.add_argument("--cal-gflops", type=float, nargs="+", default=[3.0],
+                   help="one calibration set of K per cap on the zoo networks' GFLOP (choose_networks' max_gflops)")
+    m.add_argument("--seed", type=int, default=0)
+    m.add_argument("--rounds", type=int, default=3)
+    m.add_argument("--max-time", type=float, default=2.0)
+    m.add_argument("--limit", type=int, default=None, help="only the first N torchvision networks (a smoke run)")
+    e = sub.add_parser("evaluate", help="predict the torchvision networks; JSON")
+    e.add_argument("--store", default=str(STORE))
+    e.add_argument("--method", default="log", choices=("log", "refit"), help="whose intervals the per-network table shows")
+    e.add_argument("--cal-set", default=None, help="the calibration set of the per-network table (e.g. calibration-3)")
+    e.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "public_zoo.json"))
+    r = sub.add_parser("report", help="markdown tables of a results JSON")
+    r.add_argument("json")
+    args = p.parse_args(argv)
+    {"measure": cmd_measure, "evaluate": cmd_evaluate, "report": cmd_report}[args.cmd](args)
+
+
+if __name__ == "__main__":
+    main()
