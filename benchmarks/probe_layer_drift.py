@@ -1,0 +1,39 @@
+"""Probe (issue 15, public zoo): the shipped layer campaign's dense convolutions timed again now
+alone (1 thread), beside their recorded medians and the layer model's price: tells the machine's
+speed of the day from the model's error.
+
+    taskset -c 1 python benchmarks/probe_layer_drift.py
+"""
+import time
+import numpy as np, pandas as pd, torch
+torch.set_num_threads(1)
+from carb import graph, netmodel
+from carb.families import layers as L
+nm = netmodel.load("carb/data/layers-cpu-1t.netmodel")
+d = pd.read_parquet("carb/data/layers-cpu-1t.parquet")
+c = d[(d.op == "conv") & (d.groups == 1) & (d.latency_ms > 0.3)].sample(30, random_state=0)
+def timeit(f):
+    with torch.inference_mode():
+        for _ in range(3): f()
+        t0 = time.perf_counter(); n = 0
+        while time.perf_counter() - t0 < 0.3: f(); n += 1
+        ts = []
+        for _ in range(7):
+            t1 = time.perf_counter()
+            for _ in range(max(1, n // 4)): f()
+            ts.append((time.perf_counter() - t1) / max(1, n // 4))
+    return 1000 * float(np.median(ts))
+rows = []
+for r in c.to_dict("records"):
+    cfg = L.LayerConfig.from_dict({k: r[k] for k in L.PARAMETERS if k in r and r[k] == r[k]})
+    m = L.build(cfg).eval()
+    shape = (cfg.batch, cfg.cin, cfg.input_size, cfg.input_size) if hasattr(cfg, "cin") else None
+    t = graph.capture(m, shape)
+    pred = float(nm.layer.predict(t.layers).sum())
+    x = torch.randn(*shape)
+    now = timeit(lambda: m(x))
+    rows.append({"recorded": r["latency_ms"], "now": now, "pred": pred})
+df = pd.DataFrame(rows)
+print(df.describe().to_string())
+print("median now/recorded", (df.now / df.recorded).median(), "median pred/recorded", (df.pred / df.recorded).median(),
+      "median pred/now", (df.pred / df.now).median())
