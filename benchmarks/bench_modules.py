@@ -40,14 +40,9 @@ def zoo_configs(per_family: int, seed: int):
 
 
 def cmd_measure(args: argparse.Namespace) -> None:
-    from dataclasses import replace
-
     import pandas as pd
 
     from carb import families, zoo
-    from carb.campaign import run_campaign
-    from carb.measure import Protocol, get_backend
-    from carb.store import Store
 
     if "zoo" not in families.names():
         families.register(zoo.ZOO)
@@ -72,18 +67,31 @@ def cmd_measure(args: argparse.Namespace) -> None:
         configs = list(configs) + lc
         random.Random(args.seed).shuffle(configs)
         print(f"+ {len(lc)} layer configs ({args.layers_configs}), shuffled together", flush=True)
-    protocol = replace(Protocol.default_for("cpu"), max_time_s=args.max_time)
+    measure_campaign(configs, args.store, rounds=args.rounds, chunk=args.chunk, max_time=args.max_time)
+
+
+def measure_campaign(configs: list, store_path: str | Path, rounds: int, chunk: int, max_time: float) -> None:
+    """Measure ``configs`` on this CPU (1 thread) with the ordinary pipeline (``run_campaign``:
+    a fresh worker per visit, ``rounds`` visits spread over the campaign, the sentinel) into
+    ``store_path``, one line per pooled result."""
+    from dataclasses import replace
+
+    from carb.campaign import run_campaign
+    from carb.measure import Protocol, get_backend
+    from carb.store import Store
+
+    protocol = replace(Protocol.default_for("cpu"), max_time_s=max_time)
     backend = get_backend("cpu", threads=1, protocol=protocol)
-    store = Store(args.store)
+    store = Store(store_path)
     t0 = time.time()
 
     def on_result(cfg, m) -> None:
         lat = m.latency_ms.median if m.latency_ms else float("nan")
-        print(f"{time.time() - t0:7.0f}s {cfg.label():55s} {m.status:6s} {lat:9.2f} ms {m.memory_mb or 0:8.1f} MB",
-              flush=True)
+        print(f"{time.time() - t0:7.0f}s {cfg.label():55s} {m.status:6s} {lat:9.2f} ms {m.memory_mb or 0:8.1f} MB"
+              + ("" if m.status == "ok" else f" {m.message}"), flush=True)
 
     try:
-        res = run_campaign(configs, backend, store, rounds=args.rounds, chunk=args.chunk,
+        res = run_campaign(configs, backend, store, rounds=rounds, chunk=chunk,
                            command="python " + " ".join(sys.argv), on_result=on_result)
         print(res.to_dict() if hasattr(res, "to_dict") else res, flush=True)
     finally:

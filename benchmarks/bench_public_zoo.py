@@ -35,7 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_modules import _drift, metrics  # noqa: E402  (same directory)
+from bench_modules import _drift, measure_campaign, metrics  # noqa: E402  (same directory)
 
 MODEL = ROOT / "carb" / "data" / "layers-cpu-1t.netmodel"
 STORE = ROOT / "campaigns" / "public-zoo-cpu-1t.duckdb"
@@ -65,14 +65,10 @@ def public_configs() -> list:
 
 def cmd_measure(args: argparse.Namespace) -> None:
     import random
-    from dataclasses import replace
 
     import pandas as pd
 
     from carb import netmodel, nets
-    from carb.campaign import run_campaign
-    from carb.measure import Protocol, get_backend
-    from carb.store import Store
 
     nets.ensure_registered()
     nm = netmodel.load(MODEL)
@@ -91,23 +87,7 @@ def cmd_measure(args: argparse.Namespace) -> None:
                   for c in configs]).to_csv(Path(args.store).with_suffix(".roles.csv"), index=False)
     print(f"{len(configs) - len(pub)} calibration networks ({', '.join(f'{len(v)} up to {g:g} GFLOP' for g, v in cal_sets.items())}) "
           f"+ {len(pub)} torchvision networks -> {args.store}", flush=True)
-    protocol = replace(Protocol.default_for("cpu"), max_time_s=args.max_time)
-    backend = get_backend("cpu", threads=1, protocol=protocol)
-    store = Store(args.store)
-    t0 = time.time()
-
-    def on_result(cfg, m) -> None:
-        lat = m.latency_ms.median if m.latency_ms else float("nan")
-        print(f"{time.time() - t0:7.0f}s {cfg.label():45s} {m.status:6s} {lat:9.2f} ms {m.memory_mb or 0:8.1f} MB"
-              + ("" if m.status == "ok" else f" {m.message}"), flush=True)
-
-    try:
-        res = run_campaign(configs, backend, store, rounds=args.rounds, chunk=len(configs),
-                           command="python " + " ".join(sys.argv), on_result=on_result)
-        print(res.to_dict() if hasattr(res, "to_dict") else res, flush=True)
-    finally:
-        store.close()
-        backend.close()
+    measure_campaign(configs, args.store, rounds=args.rounds, chunk=len(configs), max_time=args.max_time)
 
 
 def _read(path: str | Path):

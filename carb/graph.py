@@ -53,7 +53,7 @@ import copy
 import math
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -823,6 +823,25 @@ def _fold_bn(df: pd.DataFrame, node_row: dict[Any, int]) -> pd.DataFrame:
             df.at[j, "params"] += df.at[i, "params"]
             drop.append(i)
     return df.drop(index=drop)
+
+
+def capture_features(df: pd.DataFrame, capture_row: Callable[[Mapping[str, Any]], "LayerTable"]) -> pd.DataFrame:
+    """``df`` with the feature columns a capture gives (:data:`carb.features.FEATURE_COLUMNS`
+    names and units): ``flops``, ``params``, ``model_bytes``, ``input_bytes``,
+    ``live_activation_bytes`` (the liveness simulation's peak), ``n_layers``;
+    ``capture_row`` captures one row's network (the families of whole networks use it)."""
+    out = df.copy()
+    cols: dict[str, list] = {k: [] for k in ("flops", "params", "model_bytes", "input_bytes", "live_activation_bytes",
+                                              "n_layers")}
+    for r in df.to_dict("records"):
+        lt = capture_row(r)
+        for k, v in (("flops", lt.flops), ("params", lt.params), ("model_bytes", lt.model_bytes),
+                     ("input_bytes", lt.input_bytes), ("live_activation_bytes", lt.peak_live_bytes),
+                     ("n_layers", len(lt.layers))):
+            cols[k].append(v)
+    for k, v in cols.items():
+        out[k] = v
+    return out
 
 
 def load_module(spec: str) -> Any:

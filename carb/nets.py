@@ -142,18 +142,9 @@ def capture(config: NetConfig) -> Any:
 def features(df: pd.DataFrame) -> pd.DataFrame:
     """``flops``, ``params``, ``model_bytes``, ``input_bytes``, ``live_activation_bytes``,
     ``n_layers`` of ``net`` rows, from :func:`carb.graph.capture` on the meta device."""
-    out = df.copy()
-    cols: dict[str, list] = {k: [] for k in ("flops", "params", "model_bytes", "input_bytes", "live_activation_bytes",
-                                              "n_layers")}
-    for r in df.to_dict("records"):
-        lt = capture(_from_row(r))
-        for k, v in (("flops", lt.flops), ("params", lt.params), ("model_bytes", lt.model_bytes),
-                     ("input_bytes", lt.input_bytes), ("live_activation_bytes", lt.peak_live_bytes),
-                     ("n_layers", len(lt.layers))):
-            cols[k].append(v)
-    for k, v in cols.items():
-        out[k] = v
-    return out
+    from carb import graph
+
+    return graph.capture_features(df, lambda r: capture(_from_row(r)))
 
 
 def read_networks(path: str | Path) -> list[NetConfig]:

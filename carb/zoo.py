@@ -452,19 +452,11 @@ def features(df: pd.DataFrame) -> pd.DataFrame:
     ``n_layers`` of zoo rows, from :func:`carb.graph.capture` on the meta device."""
     from carb import graph
 
-    out = df.copy()
-    cols: dict[str, list] = {k: [] for k in ("flops", "params", "model_bytes", "input_bytes", "live_activation_bytes",
-                                              "n_layers")}
-    for r in df.to_dict("records"):
+    def capture_row(r: Mapping[str, Any]) -> Any:
         cfg = _from_row(r)
-        lt = graph.capture(_meta_build(cfg), (cfg.batch, 3, cfg.input_size, cfg.input_size), cfg.precision)
-        for k, v in (("flops", lt.flops), ("params", lt.params), ("model_bytes", lt.model_bytes),
-                     ("input_bytes", lt.input_bytes), ("live_activation_bytes", lt.peak_live_bytes),
-                     ("n_layers", len(lt.layers))):
-            cols[k].append(v)
-    for k, v in cols.items():
-        out[k] = v
-    return out
+        return graph.capture(_meta_build(cfg), (cfg.batch, 3, cfg.input_size, cfg.input_size), cfg.precision)
+
+    return graph.capture_features(df, capture_row)
 
 
 def _from_row(row: Mapping[str, Any]) -> ZooConfig:

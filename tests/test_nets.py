@@ -5,7 +5,6 @@ device of the calibration tests is synthetic."""
 from __future__ import annotations
 
 import json
-import sys
 
 import numpy as np
 import pandas as pd
@@ -15,6 +14,7 @@ from torch import nn
 
 from carb import families, graph, netmodel, nets, zoo
 from carb.families import SpaceError
+from test_netmodel import _cli, _one_line_error  # the CLI helpers (tests/ is on sys.path)
 
 MODEL = "carb/data/layers-cpu-1t.netmodel"
 
@@ -143,24 +143,6 @@ def test_calibrate_on_a_synthetic_slower_device(shipped) -> None:
         netmodel.calibrate_on(shipped, tables, truth, "nnls")
     with pytest.raises(netmodel.ModelError, match="need at least 3"):
         netmodel.calibrate_on(shipped, tables[:2], truth[:2])
-
-
-def _cli(monkeypatch, capsys, *args):
-    from carb.cli import main
-
-    monkeypatch.setattr(sys, "argv", ["carb", *map(str, args)])
-    with pytest.raises(SystemExit) as e:
-        main()
-    out = capsys.readouterr()
-    return e.value.code, out.out, out.err
-
-
-def _one_line_error(rc, err, *words):
-    assert rc == 2, err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), err
-    for w in words:
-        assert w in lines[0], err
 
 
 @pytest.mark.parametrize("extra,words", [
