@@ -35,6 +35,12 @@ def grouped():
 
 def number():
     return 3
+
+def flaky():
+    import torch
+    if not torch.empty(1).is_meta:  # builds on the meta device (capture), fails for real (the worker)
+        raise RuntimeError("no real build")
+    return tiny()
 '''
 
 # a module whose import holds 200 MB: the worker imports it before its memory baseline
@@ -172,12 +178,13 @@ def test_cli_calibrate_netmodel_measures_and_predicts(tmp_path, monkeypatch, cap
     heavy.write_text(HEAVY_IMPORT)
     lst = tmp_path / "nets.txt"
     lst.write_text(f"{nets_file}:tiny 1x3x32x32\n{nets_file}:wider 2x3x32x32\n{nets_file}:grouped 1x3x48x48\n"
-                   f"{heavy}:tiny 1x3x32x32\n")
+                   f"{heavy}:tiny 1x3x32x32\n{nets_file}:flaky 1x3x32x32\n")
     out_dir = tmp_path / "cal"
     rc, out, err = _cli(monkeypatch, capsys, "calibrate", "--model", MODEL, "--networks", lst, "--max-time", "0.2",
                         "--out", out_dir)
     assert rc in (0, None), err
     assert "4 networks measured on cpu (refit)" in out and f"wrote {out_dir}" in out
+    assert "left out of the calibration: flaky-i32-b1-fp32" in err and "no real build" in err
     cal = netmodel.load(out_dir)
     assert cal.meta["calibration_method"] == "refit" and cal.meta["samples"] == 4 and cal.device == "cpu-1t"
     assert len(cal.meta["networks"]) == 4 and (out_dir / "calibration.duckdb").is_file()
@@ -185,7 +192,7 @@ def test_cli_calibrate_netmodel_measures_and_predicts(tmp_path, monkeypatch, cap
 
     with Store(out_dir / "calibration.duckdb") as st:
         m = st.measurements()
-    assert (m["status"] == "ok").all() and set(m["family"]) == {"net"}
+    assert (m["status"] == "ok").sum() == 4 and set(m["family"]) == {"net"}
     # the 200 MB held by the heavy module's import is not the network's inference memory
     heavy_mb = m.loc[m["module"] == f"{heavy}:tiny", "memory_mb"].iloc[0]
     assert heavy_mb < 100, heavy_mb

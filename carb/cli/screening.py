@@ -265,6 +265,11 @@ def _calibrate_netmodel(source: Path, device: str, threads: Optional[int], sampl
         if sum(ok) < 3:
             fail(f"calibration: {sum(ok)} of {len(df)} networks measured ok; need at least 3 "
                  f"(statuses: {', '.join(sorted(set(map(str, rows['status']))))})")
+        for c, o in zip(cfgs, ok):
+            if not o:  # calibrated on the others; the user sees which and why
+                r = by_id.loc[c.config_id] if c.config_id in by_id.index else None
+                why = f"{r['status']}: {r['message']}" if r is not None else "not measured"
+                err.print(f"[yellow]left out of the calibration: {c.label()} ({why})")
         meas = by_id.loc[[cid for cid, o in zip(df.config_id, ok) if o]].reset_index()
         fit_rows, ref = drift.at_median_speed(meas)
         tabs = [t for t, o in zip(tables, ok) if o]
@@ -289,8 +294,8 @@ def _calibrate_netmodel(source: Path, device: str, threads: Optional[int], sampl
                   f"{before['latency_ms'].iloc[i]:.2f}", f"{after['latency_ms'].iloc[i]:.2f}", f"{r['memory_mb']:.1f}",
                   f"{after['memory_mb'].iloc[i]:.1f}")
     console.print(t)
-    err = np.abs(np.log(before["latency_ms"].to_numpy() / fit_rows["latency_ms"].to_numpy()))
-    console.print(f"source model on these networks: median latency error {100 * (np.exp(np.median(err)) - 1):.1f}% "
+    log_err = np.abs(np.log(before["latency_ms"].to_numpy() / fit_rows["latency_ms"].to_numpy()))
+    console.print(f"source model on these networks: median latency error {100 * (np.exp(np.median(log_err)) - 1):.1f}% "
                   f"before calibration; the calibrated model's 90% latency interval is x/÷"
                   f"{np.exp(model.calibration.get('latency_ms', {}).get('q', model.q.get('latency_ms', 0))):.2f}")
     console.print(f"wrote {out} (a network model: carb predict --module ... --model {out})")
