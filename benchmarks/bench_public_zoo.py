@@ -118,6 +118,8 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     roles = pd.read_csv(Path(args.store).with_suffix(".roles.csv")).set_index("config_id")
     df = df[df["status"] == "ok"].reset_index(drop=True)
     df["role"] = roles.loc[df["config_id"], "role"].to_numpy()
+    # networks only (a probe's store may hold single layers too)
+    df = df[df["role"].str.contains("public|calibration")].reset_index(drop=True)
     configs = [families.config_from_row(r) for r in df.to_dict("records")]
     t0 = time.time()
     tables = [netmodel.capture_config(c) for c in configs]

@@ -1,6 +1,8 @@
 """Probe (issue 15, public zoo): the shipped layer campaign's dense convolutions timed again now
 alone (1 thread), beside their recorded medians and the layer model's price: tells the machine's
-speed of the day from the model's error.
+speed of the day from the model's error. Caveat (RESULTS, run 3): this in-process loop is not
+the pipeline's protocol, so its times are not comparable with the recorded medians; the
+pipeline itself re-timed dense convolutions at 1.02x of them.
 
     taskset -c 1 python benchmarks/probe_layer_drift.py
 """
