@@ -99,6 +99,29 @@ def measure_campaign(configs: list, store_path: str | Path, rounds: int, chunk: 
         backend.close()
 
 
+def loop_ms(f, warm_s: float = 0.3) -> float:
+    """Median time of one call of ``f`` (ms) by an in-process loop (inference mode): warm-up,
+    then 7 batches of about a quarter of what ran in ``warm_s``. Not the pipeline's protocol
+    (a fresh worker per visit): the probes that use it label their figures so."""
+    import numpy as np
+    import torch
+
+    with torch.inference_mode():
+        for _ in range(3):
+            f()
+        t0, n = time.perf_counter(), 0
+        while time.perf_counter() - t0 < warm_s:
+            f()
+            n += 1
+        reps, ts = max(1, n // 4), []
+        for _ in range(7):
+            t1 = time.perf_counter()
+            for _ in range(reps):
+                f()
+            ts.append((time.perf_counter() - t1) / reps)
+    return 1000 * float(np.median(ts))
+
+
 # --------------------------------------------------------------------------- data
 
 

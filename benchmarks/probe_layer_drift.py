@@ -6,25 +6,18 @@ pipeline itself re-timed dense convolutions at 1.02x of them.
 
     taskset -c 1 python benchmarks/probe_layer_drift.py
 """
-import time
-import numpy as np, pandas as pd, torch
+import sys
+import pandas as pd, torch
 torch.set_num_threads(1)
 from carb import graph, netmodel
+sys.path.insert(0, __import__("os").path.dirname(__file__))
+from bench_modules import loop_ms  # noqa: E402
 from carb.families import layers as L
 nm = netmodel.load("carb/data/layers-cpu-1t.netmodel")
 d = pd.read_parquet("carb/data/layers-cpu-1t.parquet")
 c = d[(d.op == "conv") & (d.groups == 1) & (d.latency_ms > 0.3)].sample(30, random_state=0)
 def timeit(f):
-    with torch.inference_mode():
-        for _ in range(3): f()
-        t0 = time.perf_counter(); n = 0
-        while time.perf_counter() - t0 < 0.3: f(); n += 1
-        ts = []
-        for _ in range(7):
-            t1 = time.perf_counter()
-            for _ in range(max(1, n // 4)): f()
-            ts.append((time.perf_counter() - t1) / max(1, n // 4))
-    return 1000 * float(np.median(ts))
+    return loop_ms(f, 0.3)
 rows = []
 for r in c.to_dict("records"):
     cfg = L.LayerConfig.from_dict({k: r[k] for k in L.PARAMETERS if k in r and r[k] == r[k]})

@@ -4,11 +4,13 @@ the network's context. Needs torchvision (see bench_public_zoo.py for its venv).
 
     taskset -c 1 /tmp/tvenv/bin/python benchmarks/probe_public_layers.py resnet50 [224]
 """
-import sys, time, warnings
+import sys, warnings
 warnings.filterwarnings("ignore")
 import numpy as np, torch, torchvision
 torch.set_num_threads(1)
 from carb import graph, netmodel
+sys.path.insert(0, __import__("os").path.dirname(__file__))
+from bench_modules import loop_ms  # noqa: E402
 nm = netmodel.load("carb/data/layers-cpu-1t.netmodel")
 name = sys.argv[1]; size = int(sys.argv[2]) if len(sys.argv) > 2 else 224
 net = getattr(torchvision.models, name)().eval()
@@ -17,17 +19,8 @@ L = t.layers
 pred = nm.layer.predict(L)
 cls = netmodel.op_class(L)
 mods = dict(net.named_modules())
-def timeit(f, reps=None):
-    with torch.inference_mode():
-        for _ in range(3): f()
-        t0 = time.perf_counter(); n = 0
-        while time.perf_counter() - t0 < 0.4: f(); n += 1
-        ts = []
-        for _ in range(7):
-            t1 = time.perf_counter()
-            for _ in range(max(1, n // 4)): f()
-            ts.append((time.perf_counter() - t1) / max(1, n // 4))
-    return 1000 * float(np.median(ts))
+def timeit(f):
+    return loop_ms(f, 0.4)
 x = torch.randn(1, 3, size, size)
 whole = timeit(lambda: net(x))
 print(f"{name}: whole net {whole:.1f} ms; sum of predicted layers {pred.sum():.1f} ms; by class:")

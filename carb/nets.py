@@ -16,14 +16,13 @@ elsewhere, e.g. on Ray). Features come from :func:`carb.graph.capture` on the me
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
 import pandas as pd
 
-from carb.families._base import (PRECISIONS, Family, SpaceError, _as_int, _py, missing, run_limits_problem,
+from carb.families._base import (PRECISIONS, Family, SpaceError, _as_int, _py, row_parameters, run_limits_problem,
                                  stable_id)
 
 __all__ = ["FAMILY", "PARAMETERS", "NetConfig", "NET", "build", "capture", "features", "read_networks", "ensure_registered"]
@@ -177,11 +176,7 @@ def read_networks(path: str | Path) -> list[NetConfig]:
 
 
 def _from_row(row: Mapping[str, Any]) -> NetConfig:
-    a = row.get("arch")
-    if isinstance(a, str) and a.startswith("{"):
-        # a store row: its ``arch`` column holds the family's parameters as JSON
-        row = {**row, **json.loads(a)}
-    return NetConfig.from_dict({k: row[k] for k in PARAMETERS if k in row and not missing(row[k])})
+    return NetConfig.from_dict(row_parameters(row, PARAMETERS))
 
 
 NET = Family(name=FAMILY, config_type=NetConfig, from_row=_from_row, to_row=lambda c: c.to_dict(), build=build,

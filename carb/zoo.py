@@ -42,7 +42,7 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from carb.families._base import PRECISIONS, Family, SpaceError, _as_float, _as_int, _py, init_weights, missing
+from carb.families._base import PRECISIONS, Family, SpaceError, _as_float, _as_int, _py, init_weights, row_parameters
 
 __all__ = ["ARCHS", "ZooConfig", "build", "ZOO", "sample_configs", "PARAMETERS"]
 
@@ -460,12 +460,9 @@ def features(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _from_row(row: Mapping[str, Any]) -> ZooConfig:
-    a = row.get("arch")
-    if isinstance(a, str) and a.startswith("{"):
-        # a store row: its ``arch`` column is the family's parameters as JSON, and this
-        # family's own ``arch`` parameter is inside it
-        row = {**row, **json.loads(a)}
-    return ZooConfig.from_dict({k: row[k] for k in PARAMETERS if k in row and not missing(row[k])})
+    # a store row: the ``arch`` column is the family's parameters as JSON, and this
+    # family's own ``arch`` parameter is inside it
+    return ZooConfig.from_dict(row_parameters(row, PARAMETERS))
 
 
 ZOO = Family(name=FAMILY, config_type=ZooConfig, from_row=_from_row, to_row=lambda c: c.to_dict(), build=build,

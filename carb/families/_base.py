@@ -133,6 +133,16 @@ class Family:
     parameters: tuple[str, ...] = ()
 
 
+def row_parameters(row: Mapping[str, Any], parameters: tuple[str, ...]) -> dict[str, Any]:
+    """A family's non-empty ``parameters`` from a flat row; in a store row the family's own
+    parameters are JSON in its ``arch`` column (:meth:`carb.store.Store.measurements`) and
+    are read from there (they win over same-named columns)."""
+    a = row.get("arch")
+    if isinstance(a, str) and a.startswith("{"):
+        row = {**row, **json.loads(a)}
+    return {k: row[k] for k in parameters if k in row and not missing(row[k])}
+
+
 def own_parameters(d: Mapping[str, Any], family: str, parameters: tuple[str, ...],
                    required: tuple[str, ...] = ()) -> dict[str, Any]:
     """A family's parameters from a mapping: ``family``, if present, must be ``family``; an
