@@ -22,8 +22,10 @@ How a prediction is made (:func:`predict_module`):
    by a learned linear term (NNLS on ``model_bytes``, ``input_bytes``, ``peak_live_bytes``,
    the largest layer's weights, a constant).
 4. **Calibration** to a device (or to the machine's speed of the day) from K whole-network
-   measurements: :func:`carb.transfer.fit_log_map` (the log-space map ``carb calibrate``
-   uses), per target, leave-one-out intervals.
+   measurements (:func:`calibrate_on`, ``carb calibrate --model <network model>``): by
+   default the network terms refitted on the K (``refit``), or
+   :func:`carb.transfer.fit_log_map`'s log-space map per target (``log``); leave-one-out
+   intervals at the finite-sample conformal level.
 
 Intervals are 90% by default: the quantile of the network model's leave-one-family-out
 log-residuals on its training networks (or, once calibrated, of the map's leave-one-out
