@@ -343,6 +343,7 @@ def test_cli_predict_module(model, tmp_path, monkeypatch, capsys) -> None:
     doc = json.loads((tmp_path / "o.json").read_text())
     assert doc["input"] == [2, 3, 32, 32] and doc["latency_ms"]["lo"] < doc["latency_ms"]["value"]
     assert doc["top_layers"][0]["op"] in ("conv", "bn", "relu", "linear", "gap")
+    assert "not calibrated to this machine" in out and f"carb calibrate --model {d}" in out
     # unknown operators: still an answer, coverage below 100% shown first
     rc, out, err = _cli(monkeypatch, capsys, "predict", "--module", f"{f}:odd", "--input", "1x3x16x16", "--model", d)
     assert rc in (0, None), err

@@ -199,7 +199,7 @@ def test_cli_calibrate_netmodel_measures_and_predicts(tmp_path, monkeypatch, cap
     rc, out, err = _cli(monkeypatch, capsys, "predict", "--module", f"{nets_file}:grouped", "--input", "1x3x48x48",
                         "--model", out_dir)
     assert rc in (0, None), err
-    assert "device cpu-1t" in out
+    assert "device cpu-1t" in out and "calibrated (refit) on 4 networks measured on cpu" in out
     # the calibrated directory is refused as --out: it is not empty
     rc, out, err = _cli(monkeypatch, capsys, "calibrate", "--model", MODEL, "--networks", lst, "--out", out_dir)
     _one_line_error(rc, err, "not empty")
