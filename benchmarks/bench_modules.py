@@ -177,12 +177,12 @@ def _capture_cached(c):
     import pickle
     import tempfile
 
-    from carb import graph, zoo
+    from carb import zoo
 
     f = Path(tempfile.gettempdir()) / "carb-bench-modules-cache" / f"{c.config_id}.pkl"
     if f.exists():
         return pickle.loads(f.read_bytes())  # our own cache file, written just below
-    t = graph.capture(zoo._meta_build(c), (c.batch, 3, c.input_size, c.input_size), c.precision)
+    t = zoo.capture(c)
     f.parent.mkdir(exist_ok=True)
     f.write_bytes(pickle.dumps(t))
     return t

@@ -944,6 +944,18 @@ def build_meta(obj: Any, label: str = "the builder") -> Any:
         CaptureError: the call fails, or returns something else than a module (one line
             starting with ``label``).
     """
+    return build_module(obj, label, meta=True)
+
+
+def build_module(obj: Any, label: str = "the builder", *, meta: bool = False) -> Any:
+    """``obj`` itself if it is a ``torch.nn.Module``; else call it (no arguments) and check
+    it returned a module: with real weights on the CPU, or with ``meta`` under
+    ``torch.device("meta")`` first (:func:`build_meta`).
+
+    Raises:
+        CaptureError: the call fails, or returns something else than a module (one line
+            starting with ``label``).
+    """
     import torch
 
     if isinstance(obj, torch.nn.Module):
@@ -951,13 +963,17 @@ def build_meta(obj: Any, label: str = "the builder") -> Any:
     if not callable(obj):
         raise CaptureError(f"{label}: expected a torch.nn.Module or a callable returning one, "
                            f"got a {type(obj).__name__}")
-    try:
-        with torch.device("meta"), skip_meta_init():
-            built = obj()
-    except Exception:  # noqa: BLE001 - some builders need real tensors; build them on the CPU
+    built: Any = None
+    if meta:
+        try:
+            with torch.device("meta"), skip_meta_init():
+                built = obj()
+        except Exception:  # noqa: BLE001 - some builders need real tensors; build them on the CPU
+            meta = False
+    if not meta:
         try:
             built = obj()
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:  # noqa: BLE001 - the user's builder: any error, one line
             raise CaptureError(f"{label} failed ({type(e).__name__}: {' '.join(str(e).split())[:200]})") from None
     if not isinstance(built, torch.nn.Module):
         raise CaptureError(f"{label} returned a {type(built).__name__}, not a torch.nn.Module")

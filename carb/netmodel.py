@@ -768,13 +768,12 @@ def capture_config(config: Any) -> LayerTable:
     Raises:
         CaptureError: the network does not build or trace (one line).
     """
-    from carb import graph, nets, zoo
+    from carb import nets, zoo
 
     if isinstance(config, nets.NetConfig):
         return nets.capture(config)
     if isinstance(config, zoo.ZooConfig):
-        return graph.capture(zoo._meta_build(config), (config.batch, 3, config.input_size, config.input_size),
-                             config.precision)
+        return zoo.capture(config)
     raise ModelError(f"not a network config: a {type(config).__name__} (expected a zoo or net config)")
 
 

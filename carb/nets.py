@@ -119,16 +119,8 @@ def build(config: NetConfig | Mapping[str, Any]) -> Any:
     cfg = config if isinstance(config, NetConfig) else NetConfig.from_dict(config)
     obj = graph.resolve_module(cfg.module)
     if isinstance(obj, torch.nn.Module):
-        net = copy.deepcopy(obj)  # the importer's object stays as it was
-    else:
-        label = f"module {cfg.module!r}: {cfg.module.rpartition(':')[2]}()"
-        try:
-            net = obj()
-        except Exception as e:  # noqa: BLE001 - the user's builder: any error, one line
-            raise graph.CaptureError(f"{label} failed ({type(e).__name__}: {' '.join(str(e).split())[:200]})") from None
-        if not isinstance(net, torch.nn.Module):
-            raise graph.CaptureError(f"{label} returned a {type(net).__name__}, not a torch.nn.Module")
-    return net.eval()
+        return copy.deepcopy(obj).eval()  # the importer's object stays as it was
+    return graph.build_module(obj, f"module {cfg.module!r}: {cfg.module.rpartition(':')[2]}()").eval()
 
 
 def capture(config: NetConfig) -> Any:
@@ -155,6 +147,8 @@ def read_networks(path: str | Path) -> list[NetConfig]:
         SpaceError: an unreadable file or a malformed line (one line naming the line).
         OSError: the file cannot be read.
     """
+    from carb import graph
+
     p = Path(path)
     if not p.is_file():
         raise SpaceError(f"{p}: no such file")
@@ -166,10 +160,13 @@ def read_networks(path: str | Path) -> list[NetConfig]:
         try:
             if len(parts) not in (2, 3):
                 raise SpaceError(f"expected SPEC INPUT [PRECISION], got {len(parts)} fields")
-            dims = parts[1].lower().split("x")
-            if len(dims) != 4 or not all(d.isdigit() for d in dims) or dims[1] != "3" or dims[2] != dims[3]:
+            try:
+                dims = graph.parse_shape(parts[1])
+            except graph.CaptureError:
+                dims = ()
+            if len(dims) != 4 or dims[1] != 3 or dims[2] != dims[3]:
                 raise SpaceError(f"input {parts[1]!r}: expected BATCHx3xSIZExSIZE (square RGB), e.g. 1x3x224x224")
-            out.append(NetConfig(parts[0], int(dims[2]), int(dims[0]), parts[2] if len(parts) == 3 else "fp32"))
+            out.append(NetConfig(parts[0], dims[2], dims[0], parts[2] if len(parts) == 3 else "fp32"))
         except SpaceError as e:
             raise SpaceError(f"{p}, line {n}: {e}") from None
     return out

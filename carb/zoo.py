@@ -401,8 +401,6 @@ def sample_configs(per_family: int = 10, seed: int = 0, max_gflops: float = 3.0,
     :data:`GRIDS` x :data:`SIZES` x :data:`BATCHES`, keeping those under ``max_gflops``
     GFLOP per forward (so a forward takes well under a second on one core). ``resnext`` and
     ``wideresnet`` get the same (width, depth, size, batch) draws, pairwise."""
-    from carb import graph
-
     rng = np.random.default_rng(seed)
     out: list[ZooConfig] = []
     pairs: list[tuple] = []
@@ -424,7 +422,7 @@ def sample_configs(per_family: int = 10, seed: int = 0, max_gflops: float = 3.0,
             cfg = ZooConfig(a, float(w), float(dd), int(kk), int(s), int(b))
             if cfg in got:
                 continue
-            lt = graph.capture(_meta_build(cfg), (cfg.batch, 3, cfg.input_size, cfg.input_size))
+            lt = capture(cfg)
             if lt.flops > budget * 1e9:
                 continue
             got.append(cfg)
@@ -447,16 +445,19 @@ def _meta_build(cfg: ZooConfig) -> Any:
         return graph.gc_paused(build)(cfg)
 
 
+def capture(cfg: ZooConfig) -> Any:
+    """:func:`carb.graph.capture` of a config's network, built on the meta device."""
+    from carb import graph
+
+    return graph.capture(_meta_build(cfg), (cfg.batch, 3, cfg.input_size, cfg.input_size), cfg.precision)
+
+
 def features(df: pd.DataFrame) -> pd.DataFrame:
     """``flops``, ``params``, ``model_bytes``, ``input_bytes``, ``live_activation_bytes``,
     ``n_layers`` of zoo rows, from :func:`carb.graph.capture` on the meta device."""
     from carb import graph
 
-    def capture_row(r: Mapping[str, Any]) -> Any:
-        cfg = _from_row(r)
-        return graph.capture(_meta_build(cfg), (cfg.batch, 3, cfg.input_size, cfg.input_size), cfg.precision)
-
-    return graph.capture_features(df, capture_row)
+    return graph.capture_features(df, lambda r: capture(_from_row(r)))
 
 
 def _from_row(row: Mapping[str, Any]) -> ZooConfig:

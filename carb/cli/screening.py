@@ -284,8 +284,8 @@ def _calibrate_netmodel(source: Path, device: str, threads: Optional[int], sampl
         model.device = f"{device}-{threads or 1}t" if device == "cpu" else device
         model.save(out)
         shutil.copy2(store, out / "calibration.duckdb")  # the K measurements, kept with the model
-    before = nm.predict_rows(netmodel._network_rows(tabs, nm.layer)[0])
-    after = model.predict_rows(netmodel._network_rows(tabs, model.layer)[0])
+    rows_k = netmodel._network_rows(tabs, nm.layer)[0]  # calibration keeps the layer model
+    before, after = nm.predict_rows(rows_k), model.predict_rows(rows_k)
     t = Table("network", "measured ms", "source model ms", "calibrated ms", "measured MB", "calibrated MB",
               title=f"{len(tabs)} networks measured on {device} ({method})")
     labels = {c.config_id: c.label() for c in cfgs}
