@@ -120,9 +120,10 @@ def fewshot(a, out: dict) -> None:
     from carb.datasets import nb201 as d
     from carb.transfer import NB201_METHODS, fewshot_help_nb201
 
-    # HELP's validation devices (its choices were made on them) beside its unseen targets;
-    # every map of carb.transfer.fewshot_nb201 on the same draws, side by side
-    devices = [*d.HELP_VALIDATION_DEVICES, *d.HELP_TARGET_DEVICES]
+    # HELP's validation devices and its meta-training devices, each left out of the sources
+    # in turn and taken as the target (the map's choices are made on these two), beside its
+    # unseen targets; every map of carb.transfer.fewshot_nb201 on the same draws, side by side
+    devices = [*d.HELP_VALIDATION_DEVICES, *d.HELP_SOURCE_DEVICES, *d.HELP_TARGET_DEVICES]
     rows = []
     for tgt in devices:
         for seed in range(a.seeds):
@@ -140,7 +141,9 @@ def fewshot(a, out: dict) -> None:
           f"Spearman and MAPE means, Spearman SD over seeds):")
     print(t.round(4).to_string())
     summary = {}
-    for part, devs in (("validation", d.HELP_VALIDATION_DEVICES), ("targets", d.HELP_TARGET_DEVICES)):
+    parts = (("validation", d.HELP_VALIDATION_DEVICES), ("meta-training, left out", d.HELP_SOURCE_DEVICES),
+             ("targets", d.HELP_TARGET_DEVICES))
+    for part, devs in parts:
         devs = [x for x in devs if x in t.index]
         if devs:
             summary[part] = {m: float(t.loc[devs, f"{m} spearman"].mean()) for m in NB201_METHODS}
