@@ -226,17 +226,18 @@ def screen(a, out: dict) -> None:
     print(f"\nscreening titan_rtx_b1 -> edgegpu (CIFAR-10, {len(cands)} cells; models {fit_s:.0f} s)", flush=True)
     for q in (0.25, 0.5, 0.75):
         budgets = {"energy_j": float(cands["energy_j"].quantile(q))}
-        for risk in ("point", "safe", "decide"):
+        for risk, conf in (("point", 0.9), ("safe", 0.9), *(("decide", c) for c in a.confidence)):
             # decide: the product's default (three-way calls at 90% confidence, interval rule,
-            # probable-front shortlist); scored on the decided cells, the share to measure beside
-            res = run_screen(cands, device, budgets, source=source, risk=risk, objectives=objs)
+            # probable-front shortlist), and at the other --confidence levels asked; scored on
+            # the decided cells, the share to measure beside
+            res = run_screen(cands, device, budgets, source=source, risk=risk, objectives=objs, confidence=conf)
             v = validate_against_truth(list(res.feasible.config_id), list(res.shortlist.config_id), cands,
                                        budgets, objs,
                                        measure_ids=list(res.measure.config_id) if risk == "decide" else None)
             feasible = cands["energy_j"].to_numpy() <= budgets["energy_j"]
             # the cost of safety: truly feasible configs Stage 1 or 2 turned away
             accepted = cands["config_id"].isin(set(res.feasible.config_id)).to_numpy()
-            row = {"q": q, "budget_j": budgets["energy_j"], "risk": risk, "candidates": len(cands),
+            row = {"q": q, "budget_j": budgets["energy_j"], "risk": risk, "confidence": conf, "candidates": len(cands),
                    "after_stage1": res.summary["after_stage1"], "feasible_pred": len(res.feasible),
                    "shortlist": res.summary["shortlist"], "pruning": res.summary["pruning_ratio"],
                    "budget_accuracy": v.get("accuracy"), "false_accept": v.get("false_accept_rate"),
@@ -250,7 +251,7 @@ def screen(a, out: dict) -> None:
                            false_reject_decided=d["false_reject_rate"],
                            accuracy_after_measuring=d["accuracy_after_measuring"],
                            false_accepts_decided=d["false_accepts"], false_rejects_decided=d["false_rejects"])
-                print(f"  q={q:<4} decide decided {_pct(d['decided'])} ({d['measure']} to measure): acc "
+                print(f"  q={q:<4} decide {conf} decided {_pct(d['decided'])} ({d['measure']} to measure): acc "
                       f"{_pct(d['accuracy'])} FA {_pct(d['false_accept_rate'])} FR {_pct(d['false_reject_rate'])} "
                       f"on the decided; after measuring {_pct(d['accuracy_after_measuring'])}", flush=True)
             rows.append(row)
@@ -420,6 +421,8 @@ def main() -> None:
     ap.add_argument("--cv-folds", type=int, default=5, help="screening: CARB's internal CV folds")
     ap.add_argument("--refit", action="store_true", help="screening: fit the models again, not from /tmp's cache")
     ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--confidence", type=float, nargs="+", default=[0.9],
+                    help="screening: the decide calls' confidence levels (0.9: the product's default)")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
