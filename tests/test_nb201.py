@@ -397,6 +397,11 @@ def test_evaluate_energy_with_the_power_latency_baseline(edgegpu: pd.DataFrame) 
     (["evaluate", "--data", "nb201", "--platform", "raspi4", "--budget", "energy_j=0.01"],
      "error: --budget energy_j: nb201 on raspi4 has no energy_j (targets there: latency_ms)"),
     (["fewshot", "--space", "nb201", "--platform", "jetson"], "error: device 'jetson' not in nb201 (devices: 1080ti_1,"),
+    # the energy baseline asked for by name where there is no energy (it left an empty table)
+    (["evaluate", "--data", "nb201", "--platform", "raspi4", "--preset", "power-latency"],
+     "error: --preset power-latency: nb201 on raspi4 has no energy_j (targets there: latency_ms); the baseline"),
+    (["evaluate", "--data", "cpu-1t", "--preset", "fast", "--preset", "power-latency"],
+     "error: --preset power-latency: cpu-1t has no energy_j (targets there: latency_ms, memory_mb)"),
 ])
 def test_cli_bad_input_is_one_line(args: list[str], match: str) -> None:
     import subprocess
@@ -483,3 +488,19 @@ def test_nb201_preset_derives_cell_inputs_and_round_trips(edgegpu: pd.DataFrame,
     for name, index in (("nope", [0] * 6), ("nb201-cell", [0] * 5), ("nb201-cell", [0, 1, 2, 3, 4, -5])):
         with pytest.raises(ValueError, match="malformed derive"):
             load_learner(tmp_path, {"kind": "lightgbm", "file": "x.txt", "derive": name, "derive_index": index})
+
+
+def test_evaluate_says_when_the_energy_baseline_did_not_run() -> None:
+    """In the CLI's default list on rows without energy (our CPUs), power-latency is not
+    run; the table says so instead of leaving it out unsaid."""
+    from rich.console import Console
+
+    from carb import datasets
+    from carb.cli.model import print_results
+    from carb.evaluate import evaluate
+
+    res = evaluate(datasets.load("cpu-1t").head(600), "grouped", ["flops-linear", "power-latency"], seed=0)
+    assert set(res["results"]) == {"flops-linear"} and "power-latency" in res["skipped"]
+    console = Console(record=True, width=150)
+    print_results(res, console)
+    assert "power-latency: not run (needs energy_j and latency_ms in the data)" in console.export_text()

@@ -85,6 +85,20 @@ def check_budget_targets(budgets: dict[str, float], df, where: str) -> None:
             raise _usage(f"--budget {t}: {where} has no {t} (targets there: {', '.join(present) or 'none'})")
 
 
+def check_power_latency(df, where: str) -> None:
+    """``--preset power-latency`` asked for by name on rows without energy or latency (a
+    latency-only platform, our CPUs) is a usage error naming the targets there are: the
+    baseline is an energy prediction (a model's latency x the median power), and would
+    otherwise leave an empty table."""
+    from carb.model import TARGETS
+
+    present = [t for t in TARGETS if t in df.columns and df[t].notna().any()]
+    lacking = [t for t in ("energy_j", "latency_ms") if t not in present]
+    if lacking:
+        raise _usage(f"--preset power-latency: {where} has no {' and '.join(lacking)} (targets there: "
+                     f"{', '.join(present) or 'none'}); the baseline predicts energy from latency")
+
+
 def _fmt(v: Any, spec: str) -> str:
     return "—" if v is None or (isinstance(v, float) and not math.isfinite(v)) else format(v, spec)
 
@@ -128,6 +142,8 @@ def print_results(res: dict[str, Any], console) -> None:
     for m, ts in skipped.items():
         if ts:
             console.print(f"{m}: not trained for {', '.join(ts)}")
+    for m, why in res.get("skipped", {}).items():
+        console.print(f"{m}: not run ({why})")
 
 
 def _score_model(model_dir: Path, data: str, platform: str | None, budget: list[str] | None,
@@ -279,7 +295,10 @@ def register(app: typer.Typer) -> None:
         budgets = parse_budgets(budget)
         platform = pick_option(device, device_old, "--platform", "--device")
         df = load_data(data, platform)
-        check_budget_targets(budgets, df, f"{data}" + (f" on {platform}" if platform else ""))
+        where = f"{data}" + (f" on {platform}" if platform else "")
+        check_budget_targets(budgets, df, where)
+        if presets and "power-latency" in names:
+            check_power_latency(df, where)
         if not presets and "family" in df.columns and (df["family"] == "nb201").all():
             names.append("nb201")  # the preset tuned for NAS-Bench-201 cells (benchmarks/RESULTS.md)
         console = _console()
