@@ -277,6 +277,13 @@ def test_cli_screen_decide_and_validate(tmp_path):
     m = pd.read_parquet(out / "measure.parquet")
     assert s["risk"] == "decide" and s["confidence"] == 0.8 and len(m) == s["decisions"]["measure"] > 0
     assert sum(s["decisions"].values()) == s["candidates"]
+    # the shortlist's table says each config's call and its chance of being on the front
+    # (the probable front also holds configs to measure)
+    sl = pd.read_parquet(out / "shortlist.parquet")
+    head = p.stdout[p.stdout.index("shortlist ("):]
+    assert "call" in head and "P(front)" in head
+    first = head.splitlines()[4]  # title, top rule, header, rule, then rank 1
+    assert sl.iloc[0]["decision"] in first and f"{sl.iloc[0]['p_front']:.2f}" in first
     v = carb("validate", "--screen", out, "--data", "cpu-2t", "--json")
     assert v.returncode == 0, v.stderr
     d = json.loads(v.stdout)["decisions"]

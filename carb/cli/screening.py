@@ -130,18 +130,25 @@ def _write_screen(res, out: Path) -> None:
 
 
 def _print_shortlist(df, limit: int = 15) -> None:
+    from rich.table import Column
+
     from carb.space import configs_from_frame
 
     if df.empty:
         console.print("no config meets the budgets")
         return
     cols = [c for c in ("energy_j", "latency_ms", "memory_mb") if c in df.columns and df[c].notna().any()]
-    t = Table("rank", "config", *[f"{c} [lo, hi]" for c in cols], "GFLOP/img",
+    # with three-way calls the probable front also holds configs to measure (their interval
+    # straddles a budget): the call and the chance of being on the front say which is which
+    calls = [c for c in ("decision", "p_front") if c in df.columns]
+    t = Table("rank", Column("config", no_wrap=True), *[f"{c} [lo, hi]" for c in cols], "GFLOP/img",
+              *[{"decision": "call", "p_front": "P(front)"}[c] for c in calls],
               title=f"shortlist ({len(df)} configs{', first %d' % limit if len(df) > limit else ''})")
     for cfg, r in zip(configs_from_frame(df.head(limit)), df.head(limit).to_dict("records")):
         t.add_row(str(r["rank"]), cfg.label(),
                   *[f"{r[c]:.3g} [{r[c + '_lo']:.3g}, {r[c + '_hi']:.3g}]" for c in cols],
-                  f"{r['flops_per_image'] / 1e9:.3g}")
+                  f"{r['flops_per_image'] / 1e9:.3g}",
+                  *[str(r[c]) if c == "decision" else f"{r[c]:.2f}" for c in calls])
     console.print(t)
 
 
