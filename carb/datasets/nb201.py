@@ -29,7 +29,7 @@ import pandas as pd
 
 from carb.families import nb201 as fam
 
-__all__ = ["load", "platforms", "platform_of", "help_device", "reference_arch_ids", "archs", "PLATFORMS",
+__all__ = ["load", "platforms", "platform_of", "help_device", "reference_arch_ids", "archs",
            "GPU_PLATFORMS", "ENERGY_PLATFORMS", "HELP_SOURCE_DEVICES", "HELP_VALIDATION_DEVICES",
            "HELP_TARGET_DEVICES", "HELP_RESULTS", "HELP_TRAIN_ARCHS", "HELP_TEST_ARCHS", "NAME"]
 
