@@ -509,7 +509,6 @@ def test_remeasure_on_a_fresh_store_says_what_it_did(tmp_path, monkeypatch, caps
 
 def test_dataset_info_reads_a_snapshot_of_a_store_in_use(tmp_path, monkeypatch, capsys):
     import subprocess
-    import time
 
     from carb.measure.base import Measurement
     from carb.store import Store

@@ -10,8 +10,6 @@ synthetic Zeus device, ``_fake=True``) are tested on the CPU (more in test_gpu_z
 from __future__ import annotations
 
 import math
-import os
-import signal
 
 import numpy as np
 import pytest

@@ -11,7 +11,7 @@ import pytest
 
 from carb import drift, space
 from carb.campaign import run_campaign
-from carb.measure.base import Backend, Measurement, Protocol, Stats
+from carb.measure.base import Backend, Measurement, Protocol
 from carb.measure.protocol import summarize
 from carb.measure.sentinel import CPU_SENTINEL, Sentinel, effective_sentinel_ms
 from carb.space import Config
