@@ -681,9 +681,9 @@ def fewshot_nb201(measured: pd.DataFrame, *, sources: Sequence[str] | None = Non
     k = ids.astype(int)
     Z = np.column_stack([S, np.log(costs)])
     if method == "ensemble":
-        # how many of the six edges carry each operation: with them the map can price an
-        # operation the sources rank differently (the ASIC's pooling, a large batch's 3x3
-        # convolutions) from the K points; chosen on HELP's validation devices and on its
+        # how many of the six edges carry each operation: with them the map can price from
+        # the K points an operation the target weighs unlike every source (eyeriss, the ASIC;
+        # the 1080 Ti at batch 256); chosen on HELP's validation devices and on its
         # meta-training devices left out one at a time as targets (RESULTS.md)
         Z = np.column_stack([Z, _nb201_op_counts(X)])
     m = RidgeCV(alphas=np.logspace(-3, 2, 11)).fit(Z[k], np.log(y))

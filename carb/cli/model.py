@@ -74,12 +74,17 @@ def _check_preset(names: list[str]) -> None:
             raise _usage(f"--preset {p}: unknown preset (expected one of {', '.join([*PRESETS, *BASELINES])})")
 
 
+def _present_targets(df) -> list[str]:
+    """The targets the rows have a value of, in CARB's order."""
+    from carb.model import TARGETS
+
+    return [t for t in TARGETS if t in df.columns and df[t].notna().any()]
+
+
 def check_budget_targets(budgets: dict[str, float], df, where: str) -> None:
     """A budget on a target the rows lack (energy on a latency-only platform) is a usage
     error naming the targets there are."""
-    from carb.model import TARGETS
-
-    present = [t for t in TARGETS if t in df.columns and df[t].notna().any()]
+    present = _present_targets(df)
     for t in budgets:
         if t not in present:
             raise _usage(f"--budget {t}: {where} has no {t} (targets there: {', '.join(present) or 'none'})")
@@ -90,9 +95,7 @@ def check_power_latency(df, where: str) -> None:
     latency-only platform, our CPUs) is a usage error naming the targets there are: the
     baseline is an energy prediction (a model's latency x the median power), and would
     otherwise leave an empty table."""
-    from carb.model import TARGETS
-
-    present = [t for t in TARGETS if t in df.columns and df[t].notna().any()]
+    present = _present_targets(df)
     lacking = [t for t in ("energy_j", "latency_ms") if t not in present]
     if lacking:
         raise _usage(f"--preset power-latency: {where} has no {' and '.join(lacking)} (targets there: "
