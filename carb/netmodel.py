@@ -51,9 +51,13 @@ from scipy.optimize import nnls
 from carb.graph import CaptureError, LayerTable
 
 __all__ = ["NetModel", "LayerModel", "Prediction", "predict_module", "predict_modules", "predict_table", "predict_tables", "op_class", "network_row", "fit_netmodel",
-           "load", "ModelError", "FORMAT"]
+           "load", "resolve", "ModelError", "FORMAT", "SHIPPED", "DEFAULT_MODEL"]
 
 FORMAT = "carb-netmodel/1"
+#: Network models shipped with carb: name -> directory under ``carb/data``.
+SHIPPED = {"layers-cpu-1t": "layers-cpu-1t.netmodel"}
+#: The model ``carb predict --module`` uses when none is given.
+DEFAULT_MODEL = "layers-cpu-1t"
 MB = 1e6
 
 
@@ -450,19 +454,32 @@ class NetModel:
         return d
 
 
+def resolve(model: str | Path) -> Path:
+    """The directory of a network model: ``model`` itself, or, when no such path exists
+    and it names one of :data:`SHIPPED`, the shipped model's directory in the installed
+    package (found in a wheel as in a source tree)."""
+    p = Path(model)
+    if not p.exists() and str(model) in SHIPPED:
+        from importlib import resources
+
+        return Path(str(resources.files("carb") / "data" / SHIPPED[str(model)]))
+    return p
+
+
 def load(directory: str | Path) -> NetModel:
-    """A model saved by :meth:`NetModel.save` (no code runs from the files).
+    """A model saved by :meth:`NetModel.save` (no code runs from the files), from its
+    directory or the name of a shipped model (:func:`resolve`).
 
     Raises:
         ModelError: not a network-model directory, or a malformed one (one line).
     """
     from carb.model._forest import ArrayForest
 
-    d = Path(directory)
+    d = resolve(directory)
     f = d / "netmodel.json"
     if not f.is_file():
-        raise ModelError(f"{d}: not a network model (no netmodel.json; make one with benchmarks/bench_modules.py "
-                         "fit or carb.netmodel.fit_netmodel)")
+        raise ModelError(f"{d}: not a network model (no netmodel.json; shipped: {', '.join(SHIPPED)}; make one "
+                         "with carb calibrate or carb.netmodel.fit_netmodel)")
     try:
         doc = json.loads(f.read_text())
         if doc.get("format") != FORMAT:
@@ -871,6 +888,9 @@ def predict_cli(module_spec: str, input_shape: str | None, precision: str, model
 
     if input_shape is None:
         raise usage("--module needs --input, e.g. --input 1x3x224x224")
+    default = model_dir is None
+    if default:
+        model_dir = DEFAULT_MODEL
     if json_file is not None and Path(json_file).suffix != ".json":
         raise usage(f"--json {json_file}: expected a .json file")
     try:
@@ -888,7 +908,8 @@ def predict_cli(module_spec: str, input_shape: str | None, precision: str, model
     con.print(cov, style="bold yellow" if pred.unknown_ops else "bold")
     pct = f"{round(100 * pred.interval)}%"
     con.print(f"{module_spec} on {'x'.join(map(str, shape))} {precision}, device {nm.device or '?'}: "
-              f"{pred.flops / 1e9:.3f} GFLOP, {pred.params / 1e6:.2f} M parameters, {len(pred.layers)} layers")
+              f"{pred.flops / 1e9:.3f} GFLOP, {pred.params / 1e6:.2f} M parameters, {len(pred.layers)} layers"
+              + (f" (model: the shipped {DEFAULT_MODEL}; --model for another)" if default else ""))
     con.print(f"latency  {pred.latency_ms:10.3f} ms   {pct} interval [{pred.latency_ms_lo:.3f}, {pred.latency_ms_hi:.3f}]")
     con.print(f"memory   {pred.memory_mb:10.1f} MB   {pct} interval [{pred.memory_mb_lo:.1f}, {pred.memory_mb_hi:.1f}]")
     con.print("energy   " + (f"{pred.energy_j:.4f} J" if pred.energy_j is not None else f"- ({pred.energy_missing_reason})"))

@@ -407,3 +407,30 @@ def test_linear_over_tokens_is_priced_as_a_pointwise_conv(layer_model) -> None:
     assert (t3.cin, t3.h, t3.w) == (16, 5, 1)
     head = graph.capture(nn.Linear(16, 32), (2, 16)).layers
     assert list(netmodel.op_class(head)) == ["linear"]
+
+
+def test_cli_predict_module_defaults_to_the_shipped_model(tmp_path, monkeypatch, capsys) -> None:
+    f = tmp_path / "my_nets.py"
+    f.write_text(NETS)
+    rc, out, err = _cli(monkeypatch, capsys, "predict", "--module", f"{f}:build", "--input", "1x3x8x8")
+    assert rc == 0, err
+    assert f"model: the shipped {netmodel.DEFAULT_MODEL}" in out
+    # the same model named, and loaded by name from Python
+    rc2, out2, _ = _cli(monkeypatch, capsys, "predict", "--module", f"{f}:build", "--input", "1x3x8x8",
+                        "--model", netmodel.DEFAULT_MODEL)
+    assert rc2 == 0 and "model: the shipped" not in out2
+    lat = [line for line in out.splitlines() if line.startswith("latency")]
+    assert lat and lat == [line for line in out2.splitlines() if line.startswith("latency")]
+    assert netmodel.load(netmodel.DEFAULT_MODEL).device == "cpu-1t"
+
+
+def test_a_path_wins_over_a_shipped_name(tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / netmodel.DEFAULT_MODEL).mkdir()  # a directory of that name here: it is what the user means
+    with pytest.raises(netmodel.ModelError, match="not a network model"):
+        netmodel.load(netmodel.DEFAULT_MODEL)
+
+
+def test_cli_predict_without_module_still_needs_a_model(monkeypatch, capsys) -> None:
+    rc, out, err = _cli(monkeypatch, capsys, "predict", "--space", "tiny", "--out", "x.parquet")
+    _one_line_error(rc, err, "--model")

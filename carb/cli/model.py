@@ -320,7 +320,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command("predict")
     def predict(
-        model_dir: Path = typer.Option(..., "--model", help="Model directory (from carb train or carb calibrate)."),
+        model_dir: Optional[Path] = typer.Option(None, "--model", help="Model directory (from carb train or carb calibrate); with --module, a network model (default: the shipped layers-cpu-1t)."),
         space_name: Optional[str] = typer.Option(None, "--space", help="Built-in space name or TOML file."),
         configs_file: Optional[Path] = typer.Option(None, "--configs", help="Parquet/CSV file of configs."),
         out: Optional[Path] = typer.Option(None, "--out", help="Output .parquet or .csv file (with --space/--configs)."),
@@ -348,6 +348,8 @@ def register(app: typer.Typer) -> None:
                 raise _usage("--module predicts one network: give it without --space, --configs or --out")
             predict_cli(module, input_shape, precision, model_dir, json_file, top, _usage)
             return
+        if model_dir is None:
+            raise _usage("missing option --model (a model directory from carb train or carb calibrate)")
         if out is None:
             raise _usage("give --out (with --space or --configs)")
         if (space_name is None) == (configs_file is None):

@@ -169,7 +169,7 @@ def calibrate(
 ) -> None:
     """Measure K well-spread configs on a new device and map the source model to it.
 
-    With a network model (carb/data/layers-cpu-1t.netmodel, for carb predict --module), K
+    With a network model (e.g. the shipped layers-cpu-1t, for carb predict --module), K
     whole networks are measured instead of configs of a space.
 
     Example: carb calibrate --model models/cpu-1t --device cpu --threads 2 --samples 10 --out models/cpu-2t
@@ -183,6 +183,9 @@ def calibrate(
     from carb.calibrate import check_model_out
 
     source = pick_option(source, source_old, "--model", "--source", required=True)
+    from carb.netmodel import resolve
+
+    source = resolve(source)  # a shipped network model may be named (layers-cpu-1t)
     check_out_dir(out)
     try:  # before measuring anything: a calibrated model never overwrites a model or its source
         check_model_out(out, source)
@@ -200,7 +203,7 @@ def calibrate(
         fail(f"--method: unknown value {method!r} (expected log or nnls)")
     if networks is not None:
         fail(f"--networks: only with a network model (--model {source} is a config model; "
-             "carb/data/layers-cpu-1t.netmodel is one)")
+             "the shipped layers-cpu-1t is one)")
     src = load_model(source)
     sp = space.load(space_name)
     pick = choose_samples(sp.to_frame(), src, samples, seed=seed)
