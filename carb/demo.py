@@ -59,6 +59,8 @@ class DemoSettings:
         source: shipped dataset the source model is trained on.
         space: the space screened.
         seed: seed of the sampler and the control sample.
+        precisions: precisions of the space to screen; default: all but those this CPU has
+            no native kernels for (:func:`foreign_precisions`).
     """
 
     out: Path
@@ -73,6 +75,9 @@ class DemoSettings:
     source: str = "cpu-1t"
     space: str = "cpu"
     seed: int = 0
+    #: precisions of the space to screen; ``None``: those this device runs natively
+    #: (:func:`foreign_precisions`)
+    precisions: tuple[str, ...] | None = None
 
 
 def run_demo(s: DemoSettings, measure: Callable[[pd.DataFrame, str], pd.DataFrame],
@@ -92,6 +97,19 @@ def run_demo(s: DemoSettings, measure: Callable[[pd.DataFrame, str], pd.DataFram
 
     t0 = time.perf_counter()
     data = datasets.load(s.source)
+    sp = space.load(s.space)
+    cands = sp.to_frame()
+    excluded: dict[str, str] = {}
+    if s.precisions is not None:
+        excluded = {p: "not asked for" for p in sorted(set(cands["precision"]) - set(s.precisions))}
+    else:
+        for p in foreign_precisions(s.device, sorted(set(cands["precision"]))):
+            excluded[p] = _foreign_reason(p, data, s.source)
+            say(f"{s.space} space without {p}: {excluded[p]}")
+    if excluded:
+        cands = cands[~cands["precision"].isin(list(excluded))].reset_index(drop=True)
+        if cands.empty:
+            raise ValueError(f"no config of `{s.space}` left to screen without {', '.join(excluded)}")
     import warnings
 
     with warnings.catch_warnings():
@@ -101,8 +119,6 @@ def run_demo(s: DemoSettings, measure: Callable[[pd.DataFrame, str], pd.DataFram
     say(f"source model: CARB (fast preset) trained on {source.n_train_rows_:,} configs measured on "
         f"{s.source} (shipped), targets {', '.join(source.targets_)} in {timings['train_source_s']:.1f} s")
 
-    sp = space.load(s.space)
-    cands = sp.to_frame()
     t0 = time.perf_counter()
     pick = choose_samples(cands, source, s.samples, seed=s.seed)
     measured = measure(pick, "characterizing")
@@ -182,6 +198,7 @@ def run_demo(s: DemoSettings, measure: Callable[[pd.DataFrame, str], pd.DataFram
     timings["total_s"] = time.perf_counter() - t_all
     summary = {
         "device": s.device, "threads": s.threads, "source_dataset": s.source, "space": sp.name,
+        "precisions_left_out": excluded,
         "source_model": {"preset": "fast", "rows": int(source.n_train_rows_), "targets": list(source.targets_)},
         "calibration": {t: {"coef": m.coef, "add": getattr(m, "add", 0.0), "k": m.n} for t, m in model.maps_.items()},
         "budgets": budgets, "screening": {k: sm[k] for k in ("candidates", "after_stage1", "feasible",
@@ -281,6 +298,37 @@ def _figures(out: Path, calib: pd.DataFrame, val: pd.DataFrame, feasible: pd.Dat
         fig.tight_layout()
         fig.savefig(out / "pareto.png", dpi=110)
         plt.close(fig)
+
+
+def foreign_precisions(device: str, precisions: list[str]) -> list[str]:
+    """Reduced precisions among ``precisions`` that this machine's CPU has no native kernels
+    for (:func:`carb.measure.cpu_isa`: e.g. bf16 without AVX512_BF16 or AMX). Empty on a
+    GPU, and where the CPU's flags cannot be read."""
+    if not device.startswith("cpu"):
+        return []
+    from carb.measure import cpu_isa
+
+    native = cpu_isa()["native"]
+    return [] if native is None else [p for p in precisions if native.get(p) is False]
+
+
+def _foreign_reason(p: str, data: pd.DataFrame, source: str) -> str:
+    """Why the demo leaves precision ``p`` out, with the source data's own ``p`` / fp32 ratio."""
+    from carb.measure import cpu_isa
+
+    isa = cpu_isa()
+    why = (f"this CPU has no native {p} kernels (flags {', '.join(isa['flags'] or []) or 'none of note'}; "
+           f"torch kernels {isa['torch_capability']}), so {p} runs on fallback kernels here")
+    keys = [c for c in ("family", "block", "depth", "width", "early_downsample", "input_size", "batch", "classes")
+            if c in data.columns]
+    if "precision" in data.columns and {p, "fp32"} <= set(data["precision"]):
+        pv = data[data["status"] == "ok"].pivot_table(index=keys, columns="precision", values="latency_ms") \
+            if "status" in data.columns else data.pivot_table(index=keys, columns="precision", values="latency_ms")
+        r = (pv[p] / pv["fp32"]).dropna()
+        if len(r):
+            why += (f", while on the machine {source} was measured on it ran at a median {r.median():.2f}x "
+                    f"fp32's latency: a cost the source says nothing about here")
+    return why
 
 
 def default_threads() -> int:

@@ -24,6 +24,14 @@ from carb import datasets, drift
 from carb.store import Store
 
 
+def _isa_text(p: dict) -> str:
+    """The CPU's instruction-set facts as the store recorded them (carb.measure._common.cpu_isa)."""
+    isa = p.get("cpu_isa") or {}
+    if not isa.get("flags"):
+        return "the store did not record the CPU's flags"
+    return f"flags {', '.join(isa['flags'])}; torch kernels {isa.get('torch_capability')}"
+
+
 def figures(store: Store, platform: str) -> dict:
     m = store.measurements(platform)
     runs = store.runs()
@@ -94,7 +102,7 @@ def card(name: str, f: dict, rows: int, conditions: str) -> str:
         "`scripts/collect_cpu_datasets.sh`). One row per config.",
         "",
         "## Machine and software",
-        f"- CPU: {p.get('cpu_model')} ({p.get('logical_cpus')} logical CPUs, flags include avx512_bf16), "
+        f"- CPU: {p.get('cpu_model')} ({p.get('logical_cpus')} logical CPUs; {_isa_text(p)}), "
         f"frequency seen {p.get('cpu_freq_mhz')} MHz ({p.get('cpu_freq_source')}), governor {p.get('cpu_governor') or 'not exposed'}",
         f"- host: a shared 2-core VM, 24 GiB; {p.get('platform')}",
         f"- python {p.get('python')}, torch {p.get('torch')}, carb {p.get('carb')}; "

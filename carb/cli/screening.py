@@ -206,6 +206,16 @@ def calibrate(
              "the shipped layers-cpu-1t is one)")
     src = load_model(source)
     sp = space.load(space_name)
+    from carb.demo import foreign_precisions
+
+    foreign = foreign_precisions(device, sorted(set(sp.to_frame()["precision"])))
+    if foreign:
+        import warnings
+
+        warnings.warn(f"this CPU has no native {' or '.join(foreign)} kernels (carb.measure.cpu_isa), so those "
+                      f"configs run on fallback kernels here, often tens of times slower than where the source was "
+                      f"measured; one map over all precisions will be wide: calibrate a space of one precision "
+                      f"at a time", stacklevel=1)
     pick = choose_samples(sp.to_frame(), src, samples, seed=seed)
     with tempfile.TemporaryDirectory(prefix="carb-calibrate-") as tmp:
         store = Path(tmp) / "calibration.duckdb"
@@ -508,6 +518,8 @@ def demo(
     if moved.get("exceeds"):  # the machine's own drift first: it weighs on every figure below
         t.add_row("machine speed drift", moved["line"])
     t.add_row("candidates -> shortlist", f"{sc['candidates']:,} -> {sc['shortlist']:,} ({100 * sc['pruning_ratio']:.1f}% pruned)")
+    for p, why in (summary.get("precisions_left_out") or {}).items():
+        t.add_row(f"left out: {p}", why)
     t.add_row("budgets", ", ".join(f"{k} <= {b:g}" for k, b in summary["budgets"].items()))
     t.add_row("budget accuracy (measured)", (f"{v['accuracy']:.3f} on {v['n']} decided configs" if v["n"] else
                                              "no config decided")

@@ -1,0 +1,67 @@
+"""carb demo on a CPU without native kernels for a precision of its space (synthetic
+measurements through the real pipeline; the CPU's flags are faked)."""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import carb.measure
+from carb import demo, space
+
+
+def _isa(bf16: bool):
+    return lambda: {"flags": ["avx2"] + (["avx512_bf16"] if bf16 else []), "torch_capability": "AVX2",
+                    "native": {"bf16": bf16, "fp16": False}}
+
+
+def test_foreign_precisions_reads_the_cpu(monkeypatch) -> None:
+    monkeypatch.setattr(carb.measure, "cpu_isa", _isa(False))
+    assert demo.foreign_precisions("cpu", ["bf16", "fp32"]) == ["bf16"]
+    assert demo.foreign_precisions("cuda:0", ["bf16", "fp32"]) == []  # GPUs: not judged by CPU flags
+    monkeypatch.setattr(carb.measure, "cpu_isa", _isa(True))
+    assert demo.foreign_precisions("cpu", ["bf16", "fp32"]) == []
+    monkeypatch.setattr(carb.measure, "cpu_isa", lambda: {"flags": None, "torch_capability": None, "native": None})
+    assert demo.foreign_precisions("cpu", ["bf16", "fp32"]) == []  # unreadable flags: leave the space whole
+
+
+def test_cpu_isa_is_recorded_in_provenance() -> None:
+    from carb.measure._common import host_facts
+
+    isa = host_facts()["cpu_isa"]
+    assert set(isa) == {"flags", "torch_capability", "native"}
+    if isa["flags"] is not None:  # a Linux /proc/cpuinfo
+        assert isa["native"]["bf16"] == any(f in isa["flags"] for f in ("avx512_bf16", "amx_bf16", "avx_ne_convert"))
+
+
+def test_demo_leaves_out_a_precision_the_cpu_runs_on_fallback_kernels(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(carb.measure, "cpu_isa", _isa(False))
+    seen: list[set] = []
+
+    def measure(frame, what):
+        f = frame.reset_index(drop=True)
+        seen.append(set(f["precision"]))
+        lat = 0.5 + f["batch"].to_numpy(float) * f["depth"].to_numpy(float) * 0.1  # synthetic costs
+        return f.assign(status="ok", latency_ms=lat, memory_mb=30.0 + f["batch"].to_numpy(float), energy_j=np.nan)
+
+    said: list[str] = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        s = demo.run_demo(demo.DemoSettings(out=tmp_path / "d", samples=6, validate=3, control=3), measure,
+                          say=said.append)
+    assert len(seen) == 2 and all(p == {"fp32"} for p in seen)  # calibration and validation: no bf16 measured
+    why = s["precisions_left_out"]["bf16"]
+    assert "no native bf16" in why and "median" in why  # with cpu-1t's own bf16 / fp32 ratio
+    assert any(m.startswith("cpu space without bf16") for m in said)
+    space_fp32 = int((space.load("cpu").to_frame()["precision"] == "fp32").sum())
+    assert s["screening"]["candidates"] == space_fp32
+    assert set(pd.read_csv(tmp_path / "d" / "shortlist.csv")["precision"]) == {"fp32"}
+
+
+def test_demo_precisions_setting_wins(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(carb.measure, "cpu_isa", _isa(False))
+    with pytest.raises(ValueError, match="no config of `cpu` left"):
+        demo.run_demo(demo.DemoSettings(out=tmp_path / "d", samples=6, precisions=("fp16",)),
+                      lambda f, w: f, say=lambda m: None)
