@@ -162,6 +162,16 @@ def _apply_roofline(coef: Sequence[float], flops: np.ndarray, nbytes: np.ndarray
     return coef[0] + coef[1] * flops + coef[2] * nbytes
 
 
+def _precisions(layers: pd.DataFrame) -> list[str] | None:
+    """Precisions of measured layer rows: their ``precision`` column, or fp32 when every row
+    has 4-byte elements; ``None`` when it cannot be told (2-byte rows: fp16 or bf16)."""
+    if "precision" in layers.columns:
+        return sorted(set(layers["precision"].astype(str)))
+    if "bytes_per_element" in layers.columns and len(layers) and (layers["bytes_per_element"] == 4).all():
+        return ["fp32"]
+    return None
+
+
 @dataclass
 class LayerModel:
     """Per-class rooflines and a residual forest, fitted on measured layers.
@@ -176,6 +186,9 @@ class LayerModel:
         shrink: weight of the forest's log-correction (0, 0.5 or 1), chosen by cross-validation.
         features: version of the layer features and work (:data:`FEATURES_VERSION`; a model
             saved before version 2 loads as 1 and predicts as it did).
+        precisions: precisions of the measured layers (``fp32``, ...); ``None``: not recorded.
+            A network in another precision is priced from these layers' work and its own
+            bytes, which says nothing of what the device's kernels for it cost.
     """
 
     rooflines: dict[str, list[float]]
@@ -186,6 +199,7 @@ class LayerModel:
     n: dict[str, int] = field(default_factory=dict)
     shrink: float = 1.0
     features: int = FEATURES_VERSION
+    precisions: list[str] | None = None
 
     @classmethod
     def fit(cls, layers: pd.DataFrame, y_ms: np.ndarray, *, min_class: int = 6, trees: int = 200,
@@ -198,6 +212,7 @@ class LayerModel:
 
         keep = (layers["op"] != "se").to_numpy() & np.isfinite(y_ms) & (y_ms > 0)
         layers, y = layers[keep].reset_index(drop=True), np.asarray(y_ms, float)[keep]
+        precisions = _precisions(layers)
         if len(y) < 10:
             raise ModelError(f"layer model: {len(y)} measured layers; need at least 10")
         cls_ = op_class(layers)
@@ -241,7 +256,7 @@ class LayerModel:
         et = forest(np.ones(len(y), bool)) if shrink > 0 else None
         return cls(rooflines=roof, generic=generic, classes=classes,
                    forest=ArrayForest.from_sklearn(et) if et is not None else None,
-                   q_generic=q_generic, n=counts, shrink=shrink, features=FEATURES_VERSION)
+                   q_generic=q_generic, n=counts, shrink=shrink, features=FEATURES_VERSION, precisions=precisions)
 
     def known(self, layers: pd.DataFrame, cls: np.ndarray | None = None) -> np.ndarray:
         """Which rows the model knows: a measured class, or a view (no cost of its own).
@@ -449,6 +464,7 @@ class NetModel:
                "layer": {"rooflines": self.layer.rooflines, "generic": self.layer.generic,
                          "classes": self.layer.classes, "q_generic": self.layer.q_generic, "n": self.layer.n,
                          "shrink": self.layer.shrink, "features": self.layer.features,
+                         "precisions": self.layer.precisions,
                          "forest": "layer_forest.npz" if self.layer.forest is not None else None}}
         (d / "netmodel.json").write_text(json.dumps(doc, indent=1))
         return d
@@ -491,7 +507,8 @@ def load(directory: str | Path) -> NetModel:
                            q_generic=float(ly["q_generic"]), n=dict(ly.get("n", {})),
                            shrink=float(ly.get("shrink", 1.0)),
                            # models saved before the key existed used version 1's features
-                           features=int(ly.get("features", 1)))
+                           features=int(ly.get("features", 1)),
+                           precisions=None if ly.get("precisions") is None else [str(p) for p in ly["precisions"]])
         return NetModel(layer=layer, lat_coef=list(map(float, doc["lat_coef"])),
                         mem_coef=list(map(float, doc["mem_coef"])), q={k: float(v) for k, v in doc["q"].items()},
                         calibration=doc.get("calibration") or {}, coverage=float(doc.get("coverage", 0.9)),
@@ -556,6 +573,8 @@ class Prediction:
         coverage_flops, coverage_layers: shares (0..1) of the FLOPs and of the costed layers
             whose operator type the model has measurements for.
         unknown_ops: operator kinds priced by the generic fallback.
+        precision, precision_measured: the network's precision, and whether the model's
+            layers were measured in it (``None``: not recorded by the model).
         layers: the per-layer table with ``latency_ms`` (predicted, ms) and ``share``, the
             most expensive first.
         flops, params: of the whole forward / module. Units: FLOP, count.
@@ -576,6 +595,10 @@ class Prediction:
     device: str = ""
     energy_j: float | None = None
     energy_missing_reason: str | None = "the device model has no energy measurements"
+    #: the network's precision, and whether the model measured layers in it (``None``: the
+    #: model does not record its layers' precisions)
+    precision: str = ""
+    precision_measured: bool | None = None
     # the captured table, per-layer ms and known flags the breakdown is made of, on first
     # use of ``layers`` (sorting and copying the table was most of the per-network predict
     # time, and a sweep over many networks seldom reads it)
@@ -607,7 +630,8 @@ class Prediction:
         t["in_shape"] = t["in_shape"].map(list)
         t["out_shape"] = t["out_shape"].map(list)
         return {
-            "coverage": {"flops": self.coverage_flops, "layers": self.coverage_layers, "unknown_ops": self.unknown_ops},
+            "coverage": {"flops": self.coverage_flops, "layers": self.coverage_layers, "unknown_ops": self.unknown_ops,
+                         "precision": self.precision, "precision_measured": self.precision_measured},
             "device": self.device, "interval": self.interval,
             "latency_ms": {"value": self.latency_ms, "lo": self.latency_ms_lo, "hi": self.latency_ms_hi},
             "memory_mb": {"value": self.memory_mb, "lo": self.memory_mb_lo, "hi": self.memory_mb_hi},
@@ -670,6 +694,8 @@ def predict_tables(tables: Sequence[LayerTable], nm: NetModel) -> list[Predictio
             memory_mb_lo=float(cols["memory_mb_lo"][i]), memory_mb_hi=float(cols["memory_mb_hi"][i]),
             coverage_flops=float(share_f[i]), coverage_layers=float(share_l[i]),
             unknown_ops=unknown, flops=table.flops, params=table.params, interval=nm.coverage, device=nm.device,
+            precision=table.precision,
+            precision_measured=None if nm.layer.precisions is None else table.precision in nm.layer.precisions,
             _source=(table.layers, t, known)))
     return out
 
@@ -906,6 +932,11 @@ def predict_cli(module_spec: str, input_shape: str | None, precision: str, model
     if pred.unknown_ops:
         cov += f"; unknown (generic fallback, wider interval): {', '.join(pred.unknown_ops)}"
     con.print(cov, style="bold yellow" if pred.unknown_ops else "bold")
+    if pred.precision_measured is False:
+        con.print(f"precision {precision}: not measured by this model (its layers are "
+                  f"{', '.join(nm.layer.precisions or [])}); priced as their work on {precision}'s bytes, which says "
+                  f"nothing of what this device's {precision} kernels cost (on a CPU without native {precision}, "
+                  "tens of times more): calibrate with networks in this precision", style="bold yellow")
     pct = f"{round(100 * pred.interval)}%"
     con.print(f"{module_spec} on {'x'.join(map(str, shape))} {precision}, device {nm.device or '?'}: "
               f"{pred.flops / 1e9:.3f} GFLOP, {pred.params / 1e6:.2f} M parameters, {len(pred.layers)} layers"

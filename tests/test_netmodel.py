@@ -434,3 +434,28 @@ def test_a_path_wins_over_a_shipped_name(tmp_path, monkeypatch) -> None:
 def test_cli_predict_without_module_still_needs_a_model(monkeypatch, capsys) -> None:
     rc, out, err = _cli(monkeypatch, capsys, "predict", "--space", "tiny", "--out", "x.parquet")
     _one_line_error(rc, err, "--model")
+
+
+def test_a_precision_the_model_never_measured_is_said(model, layer_model, tmp_path, monkeypatch, capsys) -> None:
+    assert layer_model.precisions == ["fp32"]  # the layers space measures fp32 layers
+    net = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU())
+    assert netmodel.predict_module(net, (1, 3, 16, 16), model, precision="fp32").precision_measured is True
+    p = netmodel.predict_module(net, (1, 3, 16, 16), model, precision="bf16")
+    assert p.precision == "bf16" and p.precision_measured is False
+    assert p.to_dict()["coverage"]["precision_measured"] is False
+    d = model.save(tmp_path / "m")
+    assert netmodel.load(d).layer.precisions == ["fp32"]
+    f = tmp_path / "my_nets.py"
+    f.write_text(NETS)
+    rc, out, err = _cli(monkeypatch, capsys, "predict", "--module", f"{f}:build", "--input", "1x3x8x8",
+                        "--precision", "bf16", "--model", d)
+    assert rc == 0 and "precision bf16: not measured by this model (its layers are fp32)" in out
+    rc, out, err = _cli(monkeypatch, capsys, "predict", "--module", f"{f}:build", "--input", "1x3x8x8", "--model", d)
+    assert rc == 0 and "not measured by this model" not in out
+    # a model saved before precisions were recorded: unknown, nothing claimed either way
+    doc = json.loads((d / "netmodel.json").read_text())
+    del doc["layer"]["precisions"]
+    (d / "netmodel.json").write_text(json.dumps(doc))
+    assert netmodel.predict_module(net, (1, 3, 16, 16), netmodel.load(d), precision="bf16").precision_measured is None
+    # the shipped model measured fp32 layers only
+    assert netmodel.load(netmodel.DEFAULT_MODEL).layer.precisions == ["fp32"]
