@@ -75,6 +75,10 @@ def test_characterize_resume_and_export(tmp_path):
     with Store(store, read_only=True) as s:
         prov = json.loads(s.runs().provenance[0])
     assert prov["threads"] == 1 and prov["torch"] and prov["cpu_model"]
+    # the instruction-set facts that decide what reduced precisions cost, recorded and shown
+    assert set(prov["cpu_isa"]) == {"flags", "torch_capability", "native"}
+    text = carb("dataset", "info", "--store", store).stdout
+    assert f"torch kernels {prov['cpu_isa']['torch_capability']}" in text
 
 
 def test_kill_9_mid_campaign_never_corrupts_or_duplicates(tmp_path):

@@ -8,7 +8,7 @@ import shlex
 import signal
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -297,9 +297,29 @@ def dataset_info(store_path: Path = typer.Option(..., "--store", help="DuckDB ca
     console.print(f"{store_path}: {len(runs)} run(s)")
     for r in runs.itertuples(index=False):
         console.print(f"  {r.run_id}  {r.started_at:%Y-%m-%d %H:%M}  {r.platform}  {r.command}")
+        isa = _isa_line(r.provenance)
+        if isa:
+            console.print(f"    {isa}", highlight=False)
     _print_store_summary(summary)
     for line in drift.speed_lines(speed, readings):
         console.print(line, highlight=False, soft_wrap=True)
+
+
+def _isa_line(provenance: Any) -> str:
+    """The CPU and its instruction-set facts of a run's provenance (JSON), for ``dataset info``:
+    which reduced precisions it runs natively decides what its bf16/fp16 rows mean. Empty for
+    a run that recorded none (stores written before ``cpu_isa``)."""
+    try:
+        p = json.loads(provenance) if isinstance(provenance, str) else dict(provenance or {})
+    except (TypeError, ValueError):
+        return ""
+    isa = p.get("cpu_isa") or {}
+    if not isa.get("flags") and not isa.get("torch_capability"):
+        return ""
+    native = isa.get("native") or {}
+    nat = ", ".join(f"{k} {'native' if v else 'NOT native'}" for k, v in native.items())
+    return (f"CPU {p.get('cpu_model') or '?'}: flags {' '.join(isa.get('flags') or []) or '-'}; torch kernels "
+            f"{isa.get('torch_capability') or '?'}" + (f"; {nat}" if nat else ""))
 
 
 @dataset_app.command("export")
