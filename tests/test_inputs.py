@@ -628,3 +628,21 @@ def test_a_calibrated_model_carries_the_extrapolated_flag(tmp_path) -> None:
         big = frame[frame.batch > 8].head(3).reset_index(drop=True)
         p = cal.predict(big)
     assert "extrapolated" in p.columns and bool(np.all(p["extrapolated"]))
+
+
+def test_precision_option_keeps_one_precision_of_the_space(tmp_path, monkeypatch, capsys, bundle):
+    frame = space.load("cpu").to_frame()
+    out = tmp_path / "scr"
+    rc, _, err = cli(monkeypatch, capsys, "screen", "--space", "cpu", "--precision", "fp32", "--target-model", bundle,
+                     "--budget", "latency_ms=5", "--out", out)
+    assert rc == 0, err
+    s = json.loads((out / "summary.json").read_text())
+    assert s["candidates"] == int((frame.precision == "fp32").sum()) < len(frame) and s["precisions"] == ["fp32"]
+    rc, _, err = cli(monkeypatch, capsys, "screen", "--space", "cpu", "--precision", "fp8", "--target-model", bundle,
+                     "--budget", "latency_ms=5", "--out", tmp_path / "bad")
+    one_line_error(rc, err, "--precision fp8", "bf16, fp32")
+    # calibrate refuses it before measuring anything
+    rc, _, err = cli(monkeypatch, capsys, "calibrate", "--model", bundle, "--precision", "fp8", "--samples", "3",
+                     "--out", tmp_path / "cal")
+    one_line_error(rc, err, "--precision fp8")
+    assert not (tmp_path / "cal").exists() or not any((tmp_path / "cal").iterdir())

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 import typer
@@ -15,9 +15,24 @@ from rich.table import Table
 from ._app import app, check_out_dir, console, err, fail, load_model, parse_budget_options, pick_option
 
 
+def _space_frame(sp: Any, precisions: Optional[list[str]]) -> Any:
+    """The configs of a space, only those in ``precisions`` when given (``--precision``)."""
+    frame = sp.to_frame()
+    if not precisions:
+        return frame
+    if "precision" not in frame.columns:
+        fail(f"--precision: space {sp.name} has no precision parameter")
+    have = sorted(set(frame["precision"].astype(str)))
+    bad = [p for p in precisions if p not in have]
+    if bad:
+        fail(f"--precision {bad[0]}: not in space {sp.name} (it has {', '.join(have)})")
+    return frame[frame["precision"].isin(precisions)].reset_index(drop=True)
+
+
 @app.command()
 def screen(
     space_name: str = typer.Option(..., "--space", help="Built-in space name or TOML file to screen."),
+    precision: Optional[list[str]] = typer.Option(None, "--precision", help="Only the space's configs in this precision (repeat): e.g. fp32 on a CPU without native bf16."),
     target: Optional[Path] = typer.Option(None, "--target-model", help="Model directory of the target device (from carb train or carb calibrate)."),
     source: Optional[Path] = typer.Option(None, "--source-model", help="Model directory of a source device for Stage 1 (either kind)."),
     target_old: Optional[Path] = typer.Option(None, "--target", hidden=True, help="Old name of --target-model."),
@@ -55,16 +70,17 @@ def screen(
     except ValueError as e:
         fail(str(e))
     sp = space.load(space_name)
+    frame = _space_frame(sp, precision)
     tgt = load_model(target)
     src = load_model(source) if source else None
     try:
         extra = {"front_min_prob": front_min_prob} if front_min_prob is not None else {}
-        res = run_screen(sp.to_frame(), tgt, budgets, source=src, objectives=objs, risk=risk, z=z,
+        res = run_screen(frame, tgt, budgets, source=src, objectives=objs, risk=risk, z=z,
                          confidence=confidence, max_shortlist=max_shortlist,
                          shortlist_share=None if shortlist_share >= 1 else shortlist_share, rule=rule, **extra)
     except ValueError as e:
         fail(str(e))
-    res.summary.update(space=sp.name, space_source=sp.source, target_model=str(target),
+    res.summary.update(space=sp.name, space_source=sp.source, precisions=precision or None, target_model=str(target),
                        source_model=str(source) if source else None)
     _write_screen(res, out)
     if json_out:
@@ -160,6 +176,7 @@ def calibrate(
     threads: Optional[int] = typer.Option(None, "--threads", min=1, help="CPU threads (default 1)."),
     samples: int = typer.Option(10, "--samples", min=2, help="How many configs to measure (K)."),
     space_name: str = typer.Option("cpu", "--space", help="Space to choose the K configs from."),
+    precision: Optional[list[str]] = typer.Option(None, "--precision", help="Only the space's configs in this precision (repeat): e.g. fp32 on a CPU without native bf16."),
     seed: int = typer.Option(0, "--seed", help="Seed of the sampler."),
     max_time: float = typer.Option(2.0, "--max-time", min=0.1, help="Sampling seconds per config."),
     out: Path = typer.Option(..., "--out", help="Directory of the calibrated model."),
@@ -195,6 +212,10 @@ def calibrate(
     if (Path(source) / "netmodel.json").is_file():
         from carb.netmodel import DEFAULT_CALIBRATION_METHOD
 
+        if precision:
+            fail("--precision: for a config model's space; a network model calibrates on networks (--networks "
+                 "lines may name a precision)")
+
         _calibrate_netmodel(source, device, threads, samples, seed, max_time, out,
                             method or DEFAULT_CALIBRATION_METHOD, networks, rounds)
         return
@@ -206,17 +227,19 @@ def calibrate(
              "the shipped layers-cpu-1t is one)")
     src = load_model(source)
     sp = space.load(space_name)
+    frame = _space_frame(sp, precision)
     from carb.demo import foreign_precisions
 
-    foreign = foreign_precisions(device, sorted(set(sp.to_frame()["precision"])))
+    foreign = foreign_precisions(device, sorted(set(frame["precision"]))) if "precision" in frame.columns else []
     if foreign:
         import warnings
 
+        native = [p for p in sorted(set(frame["precision"])) if p not in foreign]
         warnings.warn(f"this CPU has no native {' or '.join(foreign)} kernels (carb.measure.cpu_isa), so those "
                       f"configs run on fallback kernels here, often tens of times slower than where the source was "
-                      f"measured; one map over all precisions will be wide: calibrate a space of one precision "
-                      f"at a time", stacklevel=1)
-    pick = choose_samples(sp.to_frame(), src, samples, seed=seed)
+                      f"measured; one map over all precisions will be wide: calibrate one precision at a time"
+                      + (f" (e.g. --precision {native[0]})" if native else ""), stacklevel=1)
+    pick = choose_samples(frame, src, samples, seed=seed)
     with tempfile.TemporaryDirectory(prefix="carb-calibrate-") as tmp:
         store = Path(tmp) / "calibration.duckdb"
         measured = _measure_frame(pick, device, threads, max_time, store, "calibrating", rounds=rounds)
