@@ -646,3 +646,6 @@ def test_precision_option_keeps_one_precision_of_the_space(tmp_path, monkeypatch
                      "--out", tmp_path / "cal")
     one_line_error(rc, err, "--precision fp8")
     assert not (tmp_path / "cal").exists() or not any((tmp_path / "cal").iterdir())
+    rc, _, err = cli(monkeypatch, capsys, "demo", "--precision", "fp8", "--out", tmp_path / "demo")
+    one_line_error(rc, err, "--precision fp8")
+    assert not (tmp_path / "demo").exists() or not any((tmp_path / "demo").iterdir())

@@ -515,6 +515,7 @@ def demo(
     rounds: Optional[int] = typer.Option(None, "--rounds", min=1, help="Visits per config in each sitting, spread over it and pooled, the sampling time split among them (default: carb.demo.DEMO_ROUNDS, 1)."),
     budget: Optional[list[str]] = typer.Option(None, "--budget", help="TARGET=VALUE (repeat); default: the space's median prediction."),
     seed: int = typer.Option(0, "--seed"),
+    precision: Optional[list[str]] = typer.Option(None, "--precision", help="Only these precisions of the space (repeat); default: those this CPU runs natively (bf16 needs AVX512_BF16 or AMX)."),
 ) -> None:
     """The whole product on this machine in minutes: train, characterize, calibrate, screen, validate, report.
 
@@ -527,9 +528,14 @@ def demo(
     check_out_dir(out)
     threads = threads or (default_threads() if device == "cpu" else None)
     rounds = rounds or DEMO_ROUNDS
+    if precision:
+        from carb import space
+
+        _space_frame(space.load(DemoSettings.space), precision)  # an unknown precision: one line, exit 2
     settings = DemoSettings(out=out, device=device, threads=threads, samples=samples, validate=validate_n,
                             control=control, max_time=max_time, rounds=rounds,
-                            budgets=parse_budget_options(budget), seed=seed)
+                            budgets=parse_budget_options(budget), seed=seed,
+                            precisions=tuple(precision) if precision else None)
     console.print(f"[bold]carb demo[/bold] on {device}" + (f" with {threads} thread(s)" if threads else "")
                   + f", writing {out}/")
     summary = run_demo(settings, lambda df, what: _measure_frame(df, device, threads, max_time,
