@@ -65,3 +65,16 @@ def test_demo_precisions_setting_wins(tmp_path, monkeypatch) -> None:
     with pytest.raises(ValueError, match="no config of `cpu` left"):
         demo.run_demo(demo.DemoSettings(out=tmp_path / "d", samples=6, precisions=("fp16",)),
                       lambda f, w: f, say=lambda m: None)
+
+
+@pytest.mark.parametrize("cpuinfo,native", [
+    ("processor\t: 0\nflags\t\t: fpu sse2 avx2 fma\n", {"bf16": False, "fp16": False}),
+    ("processor\t: 0\nflags\t\t: fpu avx2 avx512f avx512_bf16\n", {"bf16": True, "fp16": False}),
+    ("processor\t: 0\nFeatures\t: fp asimd asimdhp bf16 sve\n", {"bf16": True, "fp16": True}),  # Arm
+    ("processor\t: 0\n", None),  # no flags line: nothing claimed
+])
+def test_cpu_isa_from_cpuinfo(monkeypatch, cpuinfo, native) -> None:
+    from carb.measure import _common
+
+    monkeypatch.setattr(_common, "read_text", lambda path: cpuinfo if path == "/proc/cpuinfo" else None)
+    assert _common.cpu_isa()["native"] == native

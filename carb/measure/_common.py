@@ -103,9 +103,12 @@ def cpu_model() -> str | None:
 #: 3x3 conv took 105 ms against 3.8 ms in fp32; on the AVX512-BF16 machine of the shipped
 #: cpu-1t, bf16 ran at a median 0.84x fp32).
 ISA_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16", "amx_fp16", "avx_ne_convert",
-             "avx_vnni", "avx512_vnni")
-#: precision -> the flags of which one makes it native on a CPU
-NATIVE_FLAGS = {"bf16": ("avx512_bf16", "amx_bf16", "avx_ne_convert"), "fp16": ("avx512_fp16", "amx_fp16")}
+             "avx_vnni", "avx512_vnni",
+             # Arm (the ``Features`` line): BF16 and half-precision arithmetic, SVE
+             "bf16", "asimdhp", "fphp", "sve", "sve2", "i8mm")
+#: precision -> the flags of which one makes it native on a CPU (x86 or Arm)
+NATIVE_FLAGS = {"bf16": ("avx512_bf16", "amx_bf16", "avx_ne_convert", "bf16"),
+                "fp16": ("avx512_fp16", "amx_fp16", "asimdhp")}
 
 
 def cpu_isa() -> dict[str, Any]:
@@ -118,7 +121,7 @@ def cpu_isa() -> dict[str, Any]:
     if text:
         for line in text.splitlines():
             key, _, value = line.partition(":")
-            if key.strip() == "flags":
+            if key.strip() in ("flags", "Features"):  # x86, Arm
                 have = set(value.split())
                 flags = [f for f in ISA_FLAGS if f in have]
                 break
