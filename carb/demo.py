@@ -175,6 +175,8 @@ def run_demo(s: DemoSettings, measure: Callable[[pd.DataFrame, str], pd.DataFram
         # validation latencies at the calibration's median speed, the one the map was fitted at
         corr_val["latency_ms"] = drift.normalize(val, ref_ms=cal_ref or moved["sentinel_ms_before"])
     err_corr = {t: float(np.nanmedian(np.abs(vpred[t] / corr_val[t] - 1))) for t in model.targets_}
+    cover_corr = {t: float(np.mean((corr_val[t] >= vpred[f"{t}_lo"]) & (corr_val[t] <= vpred[f"{t}_hi"])))
+                  for t in model.targets_}
     # the floor on the values the map was fitted on: drift-corrected where rows have a sentinel
     floor = sitting_floor(source, val, corr_val if "speed_change" in moved else val, model.targets_)
     if moved.get("exceeds"):
@@ -205,6 +207,7 @@ def run_demo(s: DemoSettings, measure: Callable[[pd.DataFrame, str], pd.DataFram
                                                               "shortlist", "pruning_ratio")},
         "validation": metrics, "validation_median_abs_error": err, "validation_interval_coverage": cover,
         "validation_median_abs_error_corrected": err_corr if "speed_change" in moved else None,
+        "validation_interval_coverage_corrected": cover_corr if "speed_change" in moved else None,
         "validation_floor_median_abs_error": floor,
         "calibrated_on": "latency at the calibration's median sentinel speed" if cal_ref is not None else "raw latency",
         "drift": {**moved, "line": drift.drift_line(moved)},

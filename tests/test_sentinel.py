@@ -323,6 +323,8 @@ def test_demo_reports_drift_first_and_scores_raw_and_corrected(tmp_path):
     raw, corr = s["validation_median_abs_error"]["latency_ms"], s["validation_median_abs_error_corrected"]["latency_ms"]
     # the map learnt the 1.5x; raw, only the drift is left (pred / measured - 1 = 1 / 1.25 - 1)
     assert raw == pytest.approx(0.2, abs=0.02) and corr < 0.02
+    # the corrected values sit on the map: every one inside its interval, whatever the raw coverage
+    assert s["validation_interval_coverage_corrected"]["latency_ms"] == 1.0
     val = pd.read_csv(tmp_path / "demo" / "validation.csv")
     assert val.latency_ms_corrected.to_numpy() == pytest.approx(val.latency_ms.to_numpy() / 1.25)
     # synthetic truth is a line of the source's prediction in log: the sitting's floor is ~0
