@@ -167,6 +167,19 @@ class CalibratedModel:
             out[f"{t}_lo"], out[f"{t}_hi"] = np.minimum(lo, hi), np.maximum(lo, hi)
         if "extrapolated" in src.columns:  # outside the source model's training domain
             out["extrapolated"] = src["extrapolated"].to_numpy()
+        known = self.meta.get("precisions")
+        if known and "precision" in configs.columns:
+            other = ~configs["precision"].astype(str).isin(known).to_numpy()
+            if other.any():
+                import warnings
+
+                out["extrapolated"] = other | (out["extrapolated"].to_numpy(bool) if "extrapolated" in out.columns
+                                               else False)
+                names = ", ".join(sorted(set(configs["precision"].astype(str)[other])))
+                warnings.warn(f"calibrated model: {int(other.sum()):,} of {len(other):,} rows are in a precision its K "
+                              f"measurements did not include ({names}; calibrated on {', '.join(known)}): their "
+                              "predictions carry another precision's map (column 'extrapolated')", UserWarning,
+                              stacklevel=2)
         return out
 
     def save(self, directory: str | Path, source_dir: str | Path) -> Path:
@@ -261,7 +274,11 @@ def fit_calibrated(source: Any, measured: pd.DataFrame, coverage: float = 0.9,
                           q=_nnls_interval(fit, rows, y[ok], coverage), n=int(ok.sum()))
     if not maps:
         raise ValueError("no target has measurements to calibrate on")
+    # the precisions the K configs were measured in: a config in another one is mapped by
+    # their map, which on a CPU without native bf16 is off by tens of times (RESULTS, issue 16)
+    precisions = sorted(set(df["precision"].astype(str))) if "precision" in df.columns else None
     return CalibratedModel(source, maps, coverage, {**(meta or {}), "method": method,
+                                                    **({"precisions": precisions} if precisions else {}),
                                                     **calibration_speed(measured)})
 
 

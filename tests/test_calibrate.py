@@ -221,3 +221,19 @@ def _as_written_before(cal_dir, key):
         m.pop(key, None)
     doc["calibration_sha256"] = doc_checksum(doc, "calibration_sha256")
     f.write_text(json.dumps(doc))
+
+
+def test_a_precision_outside_the_k_is_flagged(cands):
+    src, tgt = Device(0.01), Device(0.03, seed=1)
+    fp32 = cands[cands.precision == "fp32"]
+    pick = choose_samples(fp32, src, 8, seed=0)
+    model = fit_calibrated(src, pick.join(tgt.truth(pick)))
+    assert model.meta["precisions"] == ["fp32"]
+    with pytest.warns(UserWarning, match=r"precision its K measurements did not include \(bf16; calibrated on fp32\)"):
+        pred = model.predict(cands)
+    assert (pred["extrapolated"].to_numpy() == (cands.precision != "fp32").to_numpy()).all()
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the K's own precision: no warning
+        assert "extrapolated" not in model.predict(fp32).columns
