@@ -60,7 +60,7 @@ class DemoSettings:
         space: the space screened.
         seed: seed of the sampler and the control sample.
         precisions: precisions of the space to screen; default: all but those this CPU has
-            no native kernels for (:func:`foreign_precisions`).
+            no native kernels for (:func:`carb.measure.foreign_precisions`).
     """
 
     out: Path
@@ -76,7 +76,7 @@ class DemoSettings:
     space: str = "cpu"
     seed: int = 0
     #: precisions of the space to screen; ``None``: those this device runs natively
-    #: (:func:`foreign_precisions`)
+    #: (:func:`carb.measure.foreign_precisions`)
     precisions: tuple[str, ...] | None = None
 
 
@@ -102,9 +102,12 @@ def run_demo(s: DemoSettings, measure: Callable[[pd.DataFrame, str], pd.DataFram
     excluded: dict[str, str] = {}
     if s.precisions is not None:
         excluded = {p: "not asked for" for p in sorted(set(cands["precision"]) - set(s.precisions))}
-    else:
-        for p in foreign_precisions(s.device, sorted(set(cands["precision"]))):
-            excluded[p] = _foreign_reason(p, data, s.source)
+    elif s.device.startswith("cpu"):
+        from carb.measure import cpu_isa, foreign_precisions
+
+        isa = cpu_isa()
+        for p in foreign_precisions(s.device, sorted(set(cands["precision"])), isa):
+            excluded[p] = _foreign_reason(p, data, s.source, isa)
             say(f"{s.space} space without {p}: {excluded[p]}")
     if excluded:
         cands = cands[~cands["precision"].isin(list(excluded))].reset_index(drop=True)
@@ -303,23 +306,9 @@ def _figures(out: Path, calib: pd.DataFrame, val: pd.DataFrame, feasible: pd.Dat
         plt.close(fig)
 
 
-def foreign_precisions(device: str, precisions: list[str]) -> list[str]:
-    """Reduced precisions among ``precisions`` that this machine's CPU has no native kernels
-    for (:func:`carb.measure.cpu_isa`: e.g. bf16 without AVX512_BF16 or AMX). Empty on a
-    GPU, and where the CPU's flags cannot be read."""
-    if not device.startswith("cpu"):
-        return []
-    from carb.measure import cpu_isa
-
-    native = cpu_isa()["native"]
-    return [] if native is None else [p for p in precisions if native.get(p) is False]
-
-
-def _foreign_reason(p: str, data: pd.DataFrame, source: str) -> str:
-    """Why the demo leaves precision ``p`` out, with the source data's own ``p`` / fp32 ratio."""
-    from carb.measure import cpu_isa
-
-    isa = cpu_isa()
+def _foreign_reason(p: str, data: pd.DataFrame, source: str, isa: dict[str, Any]) -> str:
+    """Why the demo leaves precision ``p`` out (``isa``: :func:`carb.measure.cpu_isa`), with
+    the source data's own ``p`` / fp32 ratio."""
     why = (f"this CPU has no native {p} kernels (flags {', '.join(isa['flags'] or []) or 'none of note'}; "
            f"torch kernels {isa['torch_capability']}), so {p} runs on fallback kernels here")
     keys = [c for c in ("family", "block", "depth", "width", "early_downsample", "input_size", "batch", "classes")

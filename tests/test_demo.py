@@ -17,14 +17,14 @@ def _isa(bf16: bool):
                     "native": {"bf16": bf16, "fp16": False}}
 
 
-def test_foreign_precisions_reads_the_cpu(monkeypatch) -> None:
-    monkeypatch.setattr(carb.measure, "cpu_isa", _isa(False))
-    assert demo.foreign_precisions("cpu", ["bf16", "fp32"]) == ["bf16"]
-    assert demo.foreign_precisions("cuda:0", ["bf16", "fp32"]) == []  # GPUs: not judged by CPU flags
-    monkeypatch.setattr(carb.measure, "cpu_isa", _isa(True))
-    assert demo.foreign_precisions("cpu", ["bf16", "fp32"]) == []
-    monkeypatch.setattr(carb.measure, "cpu_isa", lambda: {"flags": None, "torch_capability": None, "native": None})
-    assert demo.foreign_precisions("cpu", ["bf16", "fp32"]) == []  # unreadable flags: leave the space whole
+def test_foreign_precisions_reads_the_cpu() -> None:
+    from carb.measure import foreign_precisions
+
+    assert foreign_precisions("cpu", ["bf16", "fp32"], _isa(False)()) == ["bf16"]
+    assert foreign_precisions("cuda:0", ["bf16", "fp32"], _isa(False)()) == []  # GPUs: not judged by CPU flags
+    assert foreign_precisions("cpu", ["bf16", "fp32"], _isa(True)()) == []
+    unread = {"flags": None, "torch_capability": None, "native": None}
+    assert foreign_precisions("cpu", ["bf16", "fp32"], unread) == []  # unreadable flags: leave the space whole
 
 
 def test_cpu_isa_is_recorded_in_provenance() -> None:

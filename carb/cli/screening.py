@@ -228,7 +228,7 @@ def calibrate(
     src = load_model(source)
     sp = space.load(space_name)
     frame = _space_frame(sp, precision)
-    from carb.demo import foreign_precisions
+    from carb.measure import foreign_precisions
 
     foreign = foreign_precisions(device, sorted(set(frame["precision"]))) if "precision" in frame.columns else []
     if foreign:

@@ -21,14 +21,14 @@ import inspect
 import re
 from typing import Any
 
-from ._common import cpu_isa
+from ._common import cpu_isa, foreign_precisions
 from .base import STATUSES, Backend, Measurement, Protocol, Stats
 from .cpu import CpuBackend
 from .cuda import CudaBackend
 from .protocol import median_ci, summarize
 
 __all__ = ["get_backend", "Backend", "Measurement", "Protocol", "Stats", "STATUSES", "CpuBackend",
-           "CudaBackend", "median_ci", "summarize", "cpu_isa"]
+           "CudaBackend", "median_ci", "summarize", "cpu_isa", "foreign_precisions"]
 
 
 def _public_options(cls: type) -> list[str]:

@@ -135,6 +135,16 @@ def cpu_isa() -> dict[str, Any]:
     return {"flags": flags, "torch_capability": capability, "native": native}
 
 
+def foreign_precisions(device: str, precisions: Any, isa: dict[str, Any] | None = None) -> list[str]:
+    """Reduced precisions among ``precisions`` that this machine's CPU has no native kernels
+    for (``isa``, default :func:`cpu_isa`: e.g. bf16 without AVX512_BF16 or AMX). Empty on a
+    GPU, and where the CPU's flags cannot be read."""
+    if not device.startswith("cpu"):
+        return []
+    native = (isa if isa is not None else cpu_isa())["native"]
+    return [] if native is None else [p for p in precisions if native.get(p) is False]
+
+
 def host_facts() -> dict[str, Any]:
     """Hostname, platform, Python, torch and carb versions."""
     from carb._version import __version__ as carb_version
