@@ -185,7 +185,8 @@ def run_campaign(configs: Sequence[Config], backend: Backend | Executor, store: 
                  sentinel: Sentinel | str | None = "auto",
                  on_start: Callable[[int, int], None] | None = None,
                  on_config: Callable[[Config], None] | None = None,
-                 on_result: Callable[[Config, Measurement], None] | None = None) -> CampaignResult:
+                 on_result: Callable[[Config, Measurement], None] | None = None,
+                 on_visit: Callable[[Config, Measurement, int], None] | None = None) -> CampaignResult:
     """Measure ``configs`` on ``backend`` into ``store``, resuming past stored ones.
 
     Args:
@@ -208,6 +209,11 @@ def run_campaign(configs: Sequence[Config], backend: Backend | Executor, store: 
         on_start(todo, skipped): called once before measuring.
         on_config(config): called when a config's visit starts (is submitted).
         on_result(config, measurement): called after each config is stored.
+        on_visit(config, measurement, planned): called after each visit comes back (each
+            round of a config; its measurement before pooling), with the number of visits the
+            campaign plans in all (``rounds`` per config less those stored before a resume,
+            less the rounds a failed config will not get): a progress count that moves
+            from the start, where ``on_result`` waits for a config's last round.
     """
     executor = backend if isinstance(backend, Executor) else LocalExecutor(backend)
     platform = platform or executor.platform()
@@ -221,6 +227,12 @@ def run_campaign(configs: Sequence[Config], backend: Backend | Executor, store: 
         on_start(len(todo), result.skipped)
     if not todo:
         return result
+    planned = [len(todo)]  # visits still to come back, for on_visit
+    if rounds > 1:
+        status = {} if remeasure else store.round_status(platform, (c.config_id for c in todo))
+        dead = {c for (c, r), st in status.items() if r < rounds and st != "ok"}
+        planned[0] = sum(0 if c.config_id in dead else
+                         rounds - sum((c.config_id, r) in status for r in range(rounds)) for c in todo)
     if rounds < 1 or (chunk is not None and chunk < 1):
         raise ValueError(f"rounds ({rounds}) and chunk ({chunk}) must be >= 1")
     chunk = chunk or len(todo)
@@ -393,12 +405,19 @@ def run_campaign(configs: Sequence[Config], backend: Backend | Executor, store: 
                 m = _with_sentinel(m, visit_sentinel(m))
             if rounds == 1:
                 finish(cfg, m)
+                if on_visit:
+                    on_visit(cfg, m, planned[0])
                 continue
             if not remeasure:
                 store.add_round(cfg, platform, m, result.run_id, job.round_)
                 result.visits += 1
+            was_failed = failed(cfg)
             visits[cfg][job.round_] = m
             in_flight[cfg] -= 1
+            if m.status != "ok" and not was_failed:  # its rounds not yet submitted will not be
+                planned[0] -= rounds - len(visits[cfg]) - in_flight[cfg]
+            if on_visit:
+                on_visit(cfg, m, planned[0])
             if complete(cfg):
                 pool(cfg)
     except KeyboardInterrupt:

@@ -249,6 +249,17 @@ class Store:
                               [platform, *ids]).df()
         return {(r["config_id"], int(r["round"])): r for r in df.to_dict("records")}
 
+    def round_status(self, platform: str, config_ids: Iterable[str]) -> dict[tuple[str, int], str]:
+        """The status of every stored round of these configs: ``{(config_id, round): status}``
+        (what :meth:`rounds_of` holds, without the rows: for counting visits still to do)."""
+        ids = list(config_ids)
+        if not ids:
+            return {}
+        marks = ", ".join("?" * len(ids))
+        rows = self.con.execute(f"SELECT config_id, round, status FROM rounds WHERE platform = ? AND config_id IN ({marks})",
+                                [platform, *ids]).fetchall()
+        return {(c, int(r)): st for c, r, st in rows}
+
     # -- speed index (issue 16) ----------------------------------------------------------
     def add_speed_reading(self, run_id: str, platform: str, sentinel_ms: float, sentinel_ci_rel: float,
                           wall_s: float, detail: dict[str, Any] | None = None, t: float | None = None,

@@ -104,7 +104,10 @@ def test_kill_9_mid_campaign_never_corrupts_or_duplicates(tmp_path):
         assert set(df.status) <= {"ok"}
         counts.append(len(df))
     assert counts == sorted(counts)  # nothing stored is ever lost
-    carb(*args[3:])
+    last = carb(*args[3:]).stderr  # to a pipe, as in a log: plain progress lines, not a bar
+    if counts and counts[-1]:
+        assert f"resuming: {counts[-1]} of 8 configs already in {store}" in last
+    assert counts and counts[-1] == 8 or "visits (100%)" in last
     with Store(store, read_only=True) as s:
         df = s.measurements()
     assert len(df) == 8 and df.config_id.is_unique and set(df.status) == {"ok"}

@@ -176,3 +176,32 @@ def test_a_failed_round_fails_the_config(tmp_path):
         r = run_campaign(list(space.load("tiny"))[:2], SampledBackend(), store, rounds=3, chunk=2,
                          retry_failed=True)
         assert r.by_status == {"ok": 2}
+
+
+def test_on_visit_counts_every_visit_against_the_plan(tmp_path):
+    """The progress count: every visit comes back once, against the visits the campaign plans
+    (less those stored before a resume, less the rounds a failed config will not get)."""
+    configs = list(space.load("tiny"))
+    seen = []
+    on_visit = lambda c, m, planned: seen.append(planned)  # noqa: E731
+    with Store(tmp_path / "c.duckdb") as store:
+        run_campaign(configs, SampledBackend(), store, rounds=3, on_visit=on_visit)
+        assert seen == [24] * 24
+    with Store(tmp_path / "k.duckdb") as store:
+        b = SampledBackend()
+        b.interrupt_after = 5
+        seen.clear()
+        run_campaign(configs, b, store, rounds=2, chunk=4, on_visit=on_visit)
+        assert seen == [16] * 5
+        seen.clear()
+        run_campaign(configs, SampledBackend(), store, rounds=2, chunk=4, on_visit=on_visit)
+        assert seen == [11] * 11  # the 5 stored visits are not planned again
+    with Store(tmp_path / "f.duckdb") as store:
+        seen.clear()
+        run_campaign(configs[:2], SampledBackend(fail_on_visit=1), store, rounds=3, chunk=2, on_visit=on_visit)
+        # 6 planned; each config's failed second visit drops its third: 4 visits, the plan ends at 4
+        assert len(seen) == 4 and seen[-1] == 4 and seen[0] == 6
+    with Store(tmp_path / "one.duckdb") as store:
+        seen.clear()
+        run_campaign(configs, SyntheticBackend(fail_batches={4}), store, on_visit=on_visit)
+        assert seen == [8] * 8  # one round: a failure costs no planned visit

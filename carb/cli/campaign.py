@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any, Optional
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
 from ._app import app, check_out_file, console, dataset_app, err, fail, pick_option
+from ._progress import CampaignProgress
 
 
 # -- characterize -------------------------------------------------------------------------
@@ -95,7 +95,6 @@ def characterize(
     except (ValueError, RuntimeError) as e:  # unknown device, no GPU here, no Ray cluster, ...
         fail(str(e))
 
-    failures = 0
     done_before: set = set()
     with backend, Store(store_path) as store:
         if remeasure:  # to say afterwards which configs had a first measurement to compare with
@@ -103,27 +102,8 @@ def characterize(
 
             ex = backend if isinstance(backend, Executor) else LocalExecutor(backend)
             done_before = store.done_ids(platform or ex.platform())
-        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                      TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-                      TextColumn("{task.fields[current]}"), TextColumn("[red]{task.fields[failed]}"),
-                      console=err, transient=False, disable=json_out and not sys.stderr.isatty()) as progress:
-            task = progress.add_task("measuring", total=None, current="", failed="")
-
-            def on_start(todo: int, skipped: int) -> None:
-                progress.update(task, total=todo)
-                if skipped:
-                    progress.console.print(f"resuming: {skipped} of {todo + skipped} configs already in {store_path}")
-
-            def on_config(cfg) -> None:
-                progress.update(task, current=cfg.label())
-
-            def on_result(cfg, m) -> None:
-                nonlocal failures
-                if m.status != "ok":
-                    failures += 1
-                    progress.console.print(f"[red]{m.status}[/red] {cfg.label()}: {m.message}")
-                progress.update(task, advance=1, failed=f"{failures} failed" if failures else "")
-
+        with CampaignProgress(err, "measuring", store=str(store_path),
+                              enabled=not (json_out and not sys.stderr.isatty())) as progress:
             # SIGTERM stops like Ctrl-C: what is stored is kept and the way to resume is printed
             prev_term = signal.signal(signal.SIGTERM, _raise_interrupt)
             try:
@@ -131,8 +111,7 @@ def characterize(
                                       command=shlex.join(["carb", *sys.argv[1:]]), retry_failed=retry_failed,
                                       remeasure=remeasure, rounds=rounds or (3 if device == "cpu" else 1),
                                       chunk=chunk, sentinel="auto" if sentinel else None,
-                                      on_start=on_start, on_config=on_config,
-                                      on_result=on_result)
+                                      **progress.callbacks)
             except RuntimeError as e:  # e.g. every Ray worker slot lost; what is stored stays
                 fail(str(e))
             finally:

@@ -9,10 +9,10 @@ from typing import Any, Optional
 
 import numpy as np
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
 from ._app import app, check_out_dir, console, err, fail, load_model, parse_budget_options, pick_option
+from ._progress import CampaignProgress
 
 
 def _space_frame(sp: Any, precisions: Optional[list[str]]) -> Any:
@@ -365,14 +365,8 @@ def _measure_frame(df, device: str, threads: Optional[int], max_time: float, sto
         fail(str(e))
     store_path.parent.mkdir(parents=True, exist_ok=True)
     with backend, Store(store_path) as store:
-        with Progress(TextColumn(f"[bold]{what}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      TextColumn("ETA"), TimeRemainingColumn(), TextColumn("{task.fields[current]}"),
-                      console=err) as progress:
-            task = progress.add_task(what, total=len(configs), current="")
-            result = run_campaign(configs, backend, store, rounds=rounds,
-                                  on_start=lambda todo, skipped: progress.update(task, completed=skipped),
-                                  on_config=lambda c: progress.update(task, current=c.label()),
-                                  on_result=lambda c, m: progress.update(task, advance=1))
+        with CampaignProgress(err, what, store=str(store_path)) as progress:
+            result = run_campaign(configs, backend, store, rounds=rounds, **progress.callbacks)
         if result.interrupted:
             raise typer.Exit(130)
         rows = store.measurements(result.platform)
