@@ -239,26 +239,22 @@ class Store:
         self.con.execute(f"INSERT INTO rounds ({', '.join(_COLNAMES)}, round) VALUES ({marks}) "
                          "ON CONFLICT DO NOTHING", row)
 
+    def _rounds(self, columns: str, platform: str, config_ids: Iterable[str]):
+        """The rounds table's ``columns`` for these configs on ``platform`` (a cursor)."""
+        ids = list(config_ids) or [None]  # IN (NULL) matches nothing
+        marks = ", ".join("?" * len(ids))
+        return self.con.execute(f"SELECT {columns} FROM rounds WHERE platform = ? AND config_id IN ({marks})",
+                                [platform, *ids])
+
     def rounds_of(self, platform: str, config_ids: Iterable[str]) -> dict[tuple[str, int], dict[str, Any]]:
         """Stored rounds of these configs: ``{(config_id, round): row dict}``."""
-        ids = list(config_ids)
-        if not ids:
-            return {}
-        marks = ", ".join("?" * len(ids))
-        df = self.con.execute(f"SELECT * FROM rounds WHERE platform = ? AND config_id IN ({marks})",
-                              [platform, *ids]).df()
+        df = self._rounds("*", platform, config_ids).df()
         return {(r["config_id"], int(r["round"])): r for r in df.to_dict("records")}
 
     def round_status(self, platform: str, config_ids: Iterable[str]) -> dict[tuple[str, int], str]:
         """The status of every stored round of these configs: ``{(config_id, round): status}``
         (what :meth:`rounds_of` holds, without the rows: for counting visits still to do)."""
-        ids = list(config_ids)
-        if not ids:
-            return {}
-        marks = ", ".join("?" * len(ids))
-        rows = self.con.execute(f"SELECT config_id, round, status FROM rounds WHERE platform = ? AND config_id IN ({marks})",
-                                [platform, *ids]).fetchall()
-        return {(c, int(r)): st for c, r, st in rows}
+        return {(c, int(r)): st for c, r, st in self._rounds("config_id, round, status", platform, config_ids).fetchall()}
 
     # -- speed index (issue 16) ----------------------------------------------------------
     def add_speed_reading(self, run_id: str, platform: str, sentinel_ms: float, sentinel_ci_rel: float,
