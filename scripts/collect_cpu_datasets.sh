@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Collect the shipped CPU datasets (issue 3) on this machine, in resumable parts:
 #   cpu-1t: 2,500+ configs of the `cpu` space, 1 thread, pinned to one core;
-#   cpu-2t: 1,200+ configs, 2 threads.
+#   cpu-2t: 1,200+ configs, 2 threads;
+#   cpu-avx2-1t (only when named): the 592 fp32 configs of the shipped cpu-2t, shuffled, 1 thread,
+#     one part; for a CPU without native bf16 kernels (shipped: an AVX2-only EPYC).
 # Both include every imagenet ResNet-18/34/50 point of the space. After each part the
 # store is exported (so the data can be read while the campaign goes on: DuckDB keeps
 # the store locked while a campaign writes), and at the end of each campaign a fixed
@@ -35,6 +37,13 @@ for name, n, seed in (("cpu-1t", 2500, 0), ("cpu-2t", 1200, 1)):
         df.iloc[i::parts].to_parquet(f"{work}/{name}-part{i}.parquet", index=False)
     df.sample(50, random_state=seed).to_parquet(f"{work}/{name}-drift.parquet", index=False)
     print(name, len(df), "configs,", (df.family == "imagenet").sum(), "imagenet")
+from carb import datasets
+cols = ["config_id", *space.PARAMETERS]
+t = datasets.load("cpu-2t", features=False)
+fp32 = t.loc[t.precision == "fp32", cols].sample(frac=1, random_state=7)  # shuffled: sizes interleave
+fp32.to_parquet(f"{work}/cpu-avx2-1t-part0.parquet", index=False)
+fp32.sample(50, random_state=7).to_parquet(f"{work}/cpu-avx2-1t-drift.parquet", index=False)
+print("cpu-avx2-1t", len(fp32), "configs (the fp32 ones of cpu-2t)")
 PY
 run() {  # name threads cpus
   local name=$1 threads=$2 cpus=$3 store="$work/$1.duckdb"
@@ -54,6 +63,7 @@ for p in $wanted; do
   case $p in
     cpu-1t) run cpu-1t 1 1 ;;
     cpu-2t) run cpu-2t 2 0,1 ;;
-    *) echo "error: unknown platform '$p' (known: cpu-1t, cpu-2t)" >&2; exit 2 ;;
+    cpu-avx2-1t) run cpu-avx2-1t 1 1 ;;
+    *) echo "error: unknown platform '$p' (known: cpu-1t, cpu-2t, cpu-avx2-1t)" >&2; exit 2 ;;
   esac
 done

@@ -89,7 +89,7 @@ def figures(store: Store, platform: str) -> dict:
     return out
 
 
-def card(name: str, f: dict, rows: int, conditions: str) -> str:
+def card(name: str, f: dict, rows: int, conditions: str, about: str | None = None, pinning: str | None = None) -> str:
     p, pr = f["provenance"], f["protocol"]
     st = ", ".join(f"{k}: {v}" for k, v in f["by_status"].items())
     drift = f.get("drift")
@@ -97,9 +97,9 @@ def card(name: str, f: dict, rows: int, conditions: str) -> str:
         f"# {name}: CARB measurements of the `cpu` space on one of our 2-core CPU machines, "
         f"{p.get('threads')} thread(s)",
         "",
-        f"Real measurements of {rows:,} configs of the `cpu` space (CIFAR-style ResNets and the ImageNet "
-        f"ResNet-18/34/50 at 224 px), made with CARB's own pipeline (`carb characterize`, see "
-        "`scripts/collect_cpu_datasets.sh`). One row per config.",
+        about or (f"Real measurements of {rows:,} configs of the `cpu` space (CIFAR-style ResNets and the ImageNet "
+                  f"ResNet-18/34/50 at 224 px), made with CARB's own pipeline (`carb characterize`, see "
+                  "`scripts/collect_cpu_datasets.sh`). One row per config."),
         "",
         "## Machine and software",
         f"- CPU: {p.get('cpu_model')} ({p.get('logical_cpus')} logical CPUs; {_isa_text(p)}), "
@@ -108,7 +108,7 @@ def card(name: str, f: dict, rows: int, conditions: str) -> str:
         f"- python {p.get('python')}, torch {p.get('torch')}, carb {p.get('carb')}; "
         f"{'; '.join(p.get('torch_parallel', [])[1:3])}",
         f"- threads: {p.get('threads')} intra-op and inter-op, campaign pinned with `taskset` "
-        f"(cpu-1t: core 1; cpu-2t: cores 0-1)",
+        f"({pinning or 'cpu-1t: core 1; cpu-2t: cores 0-1'})",
         "",
         "## Protocol",
         f"- each config visited in {pr.get('rounds')} rounds at different moments (round-robin over chunks of "
@@ -176,6 +176,8 @@ def main() -> None:
     ap.add_argument("--name", required=True)
     ap.add_argument("--conditions", default="other tenants of the host add noise we cannot see",
                     help="what else ran on the machine during the campaign (goes into the card)")
+    ap.add_argument("--about", help="the card's first paragraph: what was measured (default: the cpu space's)")
+    ap.add_argument("--pinning", help="which cores the campaign was pinned to (default: cpu-1t's and cpu-2t's)")
     ap.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "carb" / "data"))
     a = ap.parse_args()
     with Store(a.store, read_only=True) as s:
@@ -187,7 +189,7 @@ def main() -> None:
         f["speed_why"] = ("no speed index: measured before CARB had a speed sentinel (issue 16); "
                           "`latency_ms` is the raw median, with no record of the machine's speed while it was taken")
     drift.speed_plot(f.pop("_readings"), out / f"{a.name}-speed.png", title=f"{a.name}: speed index")
-    (out / f"{a.name}.md").write_text(card(a.name, f, len(df), a.conditions))
+    (out / f"{a.name}.md").write_text(card(a.name, f, len(df), a.conditions, a.about, a.pinning))
     datasets.read(out / f"{a.name}.parquet")  # what we ship must pass the loader's checks
     f.pop("provenance")
     print(json.dumps(f, indent=2, default=str))

@@ -97,6 +97,27 @@ def test_registry_lists_shipped_datasets():
                 assert set(df.device) == {d.name}
 
 
+
+def test_shipped_speed_index_is_consistent_and_the_old_datasets_say_they_have_none():
+    # cpu-avx2-1t was measured with the speed sentinel: every row carries its sentinel reading,
+    # the index (reference / reading) and the latency at the campaign's median speed, and the
+    # card shows the index; cpu-1t / cpu-2t predate the sentinel and their cards say so
+    df = datasets.load("cpu-avx2-1t", features=False)
+    ok = df[df.status == "ok"]
+    assert len(ok) == 592 and set(ok.precision) == {"fp32"}
+    assert ok[["sentinel_ms", "speed_index", "latency_ms_norm"]].notna().all().all()
+    np.testing.assert_allclose(ok.latency_ms_norm, ok.latency_ms * ok.speed_index, rtol=1e-9)
+    # the index is the machine's speed relative to the campaign's median: centred on 1
+    assert 0.9 < ok.speed_index.median() < 1.1 and ok.speed_index.std() > 0
+    from importlib import resources
+
+    data = resources.files("carb") / "data"
+    card = (data / "cpu-avx2-1t.md").read_text()
+    assert "cpu-avx2-1t-speed.png" in card and (data / "cpu-avx2-1t-speed.png").is_file()
+    for old in ("cpu-1t", "cpu-2t"):
+        assert "no speed index" in (data / f"{old}.md").read_text()
+        assert "speed_index" not in datasets.load(old, features=False).columns
+
 @pytest.mark.parametrize("rows", [300, 1500])  # row by row, and once per distinct config (>= 1,000 rows)
 def test_a_dataset_of_another_family_reads_back_by_path(tmp_path, rows):
     # nb201 rows (real, from the shipped public data) written to a file: read() asks for the
