@@ -154,6 +154,9 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     ap.add_argument("--ks", type=int, nargs="+", default=[5, 10, 20, 50])
     ap.add_argument("--no-screening", action="store_true", help="part 1 only (calibration against K)")
+    ap.add_argument("--latency", choices=["corrected", "raw"], default="corrected",
+                    help="the target's latency where it has a speed index: at the campaign's median speed "
+                         "(default, as `carb train` uses it) or the raw medians")
     a = ap.parse_args()
     warnings.filterwarnings("ignore")
 
@@ -166,8 +169,13 @@ def main() -> None:
     src = datasets.load(a.source)
     tgt = datasets.load(a.target)
     src, tgt = src[src.status == "ok"].reset_index(drop=True), tgt[tgt.status == "ok"].reset_index(drop=True)
+    if a.latency == "corrected":  # no-ops for data without a speed index (cpu-1t, cpu-2t)
+        from carb.drift import corrected
+
+        src, tgt = corrected(src, paired_only=True), corrected(tgt, paired_only=True)
     print(f"command: python {' '.join(sys.argv)}")
     print(versions())
+    print(f"latency: {a.latency} ({', '.join(n for n, d in ((a.source, src), (a.target, tgt)) if 'latency_ms_raw' in d) or 'neither'} has a speed index)")
     print(f"source {a.source}: {len(src)} configs; target {a.target}: {len(tgt)} configs; "
           f"{len(set(src.config_id) & set(tgt.config_id))} configs measured on both")
     source = CARB(preset=a.preset, random_state=0, n_jobs=1).fit(src)

@@ -15,6 +15,7 @@ measured before the sentinel existed gives "no speed index" and nothing else.
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -179,15 +180,42 @@ def drift_line(d: dict[str, Any], what: str = "between calibration and validatio
             f"{d['sentinel_ms_after']:.3f} ms), {verdict} the sentinel's chance variation ±{100 * d['noise']:.1f}%")
 
 
-def corrected(df: pd.DataFrame) -> pd.DataFrame:
+def paired_rows(df: pd.DataFrame) -> np.ndarray:
+    """Which rows were timed with the paired sentinel (their ``extra`` telemetry, a dict or
+    its JSON text, holds the block ratios ``pair_ratio``): their ``latency_ms_norm`` comes
+    from the sentinel read at their own samples' moments, not from readings between visits."""
+    if "extra" not in df.columns:
+        return np.zeros(len(df), bool)
+
+    def paired(e: Any) -> bool:
+        if isinstance(e, str):
+            if "pair_ratio" not in e:  # most rows of older data: skip the parse
+                return False
+            try:
+                e = json.loads(e)
+            except ValueError:
+                return False
+        return isinstance(e, dict) and bool(e.get("pair_ratio"))
+
+    return np.fromiter((paired(e) for e in df["extra"]), bool, len(df))
+
+
+def corrected(df: pd.DataFrame, paired_only: bool = False) -> pd.DataFrame:
     """A dataset whose ``latency_ms`` is the drift-corrected value where the rows have one
     (``latency_ms_norm``), the raw median kept as ``latency_ms_raw``; unchanged (a copy)
-    for data without a speed index."""
+    for data without a speed index. ``paired_only``: correct only the rows timed with the
+    paired sentinel (:func:`paired_rows`); corrections from readings between visits
+    repeated no better than raw (benchmarks/RESULTS.md, issue 16)."""
     out = df.copy()
     if "latency_ms_norm" not in out.columns or not out["latency_ms_norm"].notna().any():
         return out
+    use = out["latency_ms_norm"].notna().to_numpy()
+    if paired_only:
+        use = use & paired_rows(out)
+        if not use.any():
+            return out
     out["latency_ms_raw"] = out["latency_ms"]
-    out["latency_ms"] = out["latency_ms_norm"].where(out["latency_ms_norm"].notna(), out["latency_ms"])
+    out["latency_ms"] = out["latency_ms_norm"].where(use, out["latency_ms"])
     return out
 
 

@@ -315,6 +315,47 @@ def test_train_checks_out_before_training_and_needs_force(tmp_path, monkeypatch,
     assert (d / "manifest.json").read_text() != before
 
 
+def test_train_learns_the_drift_corrected_latency_unless_told_raw(tmp_path, monkeypatch, capsys):
+    # SYNTHETIC: the machine's speed index varied from row to row while "measuring"; the raw
+    # medians are the clean latency divided by it, latency_ms_norm the clean latency
+    from carb.model import load
+
+    df = synthetic(300)
+    speed = np.random.default_rng(1).uniform(0.7, 1.4, len(df))
+    df["latency_ms_norm"], df["speed_index"] = df.latency_ms, speed
+    df["sentinel_ms"], df["latency_ms"] = 1.0 / speed, df.latency_ms / speed
+    # timed with the paired sentinel (the block ratios in the telemetry), but for the last 20 rows,
+    # whose index came from readings between visits: those keep the raw median
+    df["extra"] = [json.dumps({"pair_ratio": [1.0, 1.1]} if i < len(df) - 20 else {"rounds": 2})
+                   for i in range(len(df))]
+    from carb.drift import corrected
+
+    c = corrected(df, paired_only=True)
+    np.testing.assert_allclose(c.latency_ms[:-20], df.latency_ms_norm[:-20])
+    np.testing.assert_allclose(c.latency_ms[-20:], df.latency_ms[-20:])
+    np.testing.assert_allclose(corrected(df).latency_ms, df.latency_ms_norm)
+    data = tmp_path / "d.parquet"
+    df.to_parquet(data)
+    err_vs = {}
+    for how in ("corrected", "raw"):
+        rc, out, err = cli(monkeypatch, capsys, "train", "--data", data, "--preset", "fast", "--out",
+                           tmp_path / how, "--latency", how)
+        assert rc == 0, err
+        note = json.loads((tmp_path / how / "manifest.json").read_text())["training"]["latency"]
+        assert note.startswith("drift-corrected" if how == "corrected" else "raw"), note
+        assert how == "raw" or f"{len(df) - 20:,} of {len(df):,} rows" in note, note
+        assert f"latency trained on: {note}" in " ".join(out.split())
+        p = load(tmp_path / how).predict(df)["latency_ms"].to_numpy()
+        err_vs[how] = np.median(np.abs(np.log(p / df.latency_ms_norm)))
+    # the default learned the clean latency (in-sample, so small), raw learned the noisy one
+    assert err_vs["corrected"] < 0.5 * err_vs["raw"], err_vs
+    rc, out, err = cli(monkeypatch, capsys, "train", "--data", data, "--out", tmp_path / "x", "--latency", "fast")
+    one_line_error(rc, err, "--latency fast", "corrected, raw")
+    rc, out, err = cli(monkeypatch, capsys, "evaluate", "--model", tmp_path / "corrected", "--data", data,
+                       "--latency", "raw")
+    assert rc == 0 and "latency: raw medians" in out, err
+
+
 # -- config ids: verified, and vectorized --------------------------------------------------
 
 

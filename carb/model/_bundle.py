@@ -92,12 +92,15 @@ def _versions() -> dict[str, str]:
     return out
 
 
-def save(model, directory: str | Path, holdout: dict[str, Any] | None = None) -> Path:
+def save(model, directory: str | Path, holdout: dict[str, Any] | None = None,
+         training: dict[str, Any] | None = None) -> Path:
     """Write a fitted :class:`~carb.model.CARB` as a bundle directory.
 
     ``directory`` must not exist, be empty, or hold a previous bundle (replaced). The
     bundle is written beside it and renamed into place, so a crash never leaves half a
     bundle under the name. ``holdout``: metrics measured on held-out rows, stored as is.
+    ``training``: more facts of the training data for the manifest's ``training`` entry
+    (e.g. ``{"latency": "drift-corrected ..."}``: which latency the model learned).
 
     Raises:
         BundleError: the model is not fitted, or ``directory`` holds something else.
@@ -147,7 +150,7 @@ def save(model, directory: str | Path, holdout: dict[str, Any] | None = None) ->
             "targets_missing": model.missing_targets_,
             "units": {"energy_j": "J", "latency_ms": "ms", "memory_mb": "MB"},
             "training": {"rows": model.n_train_rows_, "data_sha256": model.training_hash_,
-                         "cv_metrics": model.cv_metrics_, "coverage": model.coverage},
+                         "cv_metrics": model.cv_metrics_, "coverage": model.coverage, **(training or {})},
             "holdout": holdout,
             "targets": targets,
             # the training rows' ranges: predictions beyond them are flagged 'extrapolated'

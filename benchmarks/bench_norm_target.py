@@ -1,0 +1,106 @@
+"""Which latency should a model train on: the raw median or the drift-corrected one? (issue 16)
+
+On a dataset measured with the paired speed sentinel (every row carries ``latency_ms_norm``,
+its latency at the campaign's median speed, and the store's remeasurements table a later
+visit of some configs), CARB is fitted out-of-fold by architecture (5 folds: a config is
+predicted by the model that never saw its architecture) once on ``latency_ms`` and once on
+``latency_ms_norm``; each is scored
+
+* against its own target (the grouped-CV error: what is left that the config's features
+  cannot explain, the measurement's own scatter included), and
+* against the **remeasurements**: the same configs measured again later in another
+  campaign, raw and drift-corrected: a prediction of a new measurement, which neither
+  model saw.
+
+    python benchmarks/bench_norm_target.py --data cpu-avx2-1t --store campaigns/cpu-avx2-1t.duckdb \
+        --json benchmarks/results/norm_target_cpu_avx2_1t.json
+
+Deterministic: seeds fixed, one thread per library.
+"""
+
+from __future__ import annotations
+
+import os
+
+for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):  # before numpy loads BLAS
+    os.environ.setdefault(_v, "1")
+
+import argparse
+import json
+import time
+import warnings
+
+import numpy as np
+import pandas as pd
+from scipy.stats import spearmanr
+
+
+def _score(y: np.ndarray, p: np.ndarray) -> dict[str, float]:
+    r = p / y
+    return {"n": int(len(y)), "mape": float(np.mean(np.abs(r - 1))), "within_10pct": float(np.mean(np.abs(r - 1) <= 0.1)),
+            "median_ratio": float(np.median(r)), "spearman": float(spearmanr(y, p).statistic)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--data", required=True, help="a shipped dataset measured with the paired sentinel")
+    ap.add_argument("--store", help="its campaign store (for the remeasurements table)")
+    ap.add_argument("--preset", default="default")
+    ap.add_argument("--folds", type=int, default=5)
+    ap.add_argument("--json", required=True)
+    a = ap.parse_args()
+    warnings.filterwarnings("ignore")
+    from carb import datasets
+    from carb.evaluate import GROUP_KEYS
+    from carb.model import CARB
+
+    df = datasets.load(a.data)
+    df = df[(df.status == "ok") & df.latency_ms_norm.notna()].reset_index(drop=True)
+    from carb.drift import corrected
+
+    # what `carb train` learns by default: latency_ms_norm where the paired sentinel timed the row
+    df["latency_ms_corr"] = corrected(df, paired_only=True)["latency_ms"]
+    keys = [c for c in GROUP_KEYS if c in df.columns]
+    groups = pd.factorize(df[keys].astype(str).agg("|".join, axis=1))[0]
+    fold = np.random.default_rng(0).permutation(groups.max() + 1)[groups] % a.folds
+    t0 = time.perf_counter()
+    pred = {}
+    for name, col in (("raw", "latency_ms"), ("corrected", "latency_ms_corr")):
+        d = df.copy()
+        d["latency_ms"] = df[col]
+        p = np.empty(len(d))
+        for f in range(a.folds):
+            m = CARB(preset=a.preset, random_state=0).fit(d[fold != f])
+            p[fold == f] = m.predict(d[fold == f])["latency_ms"].to_numpy()
+        pred[name] = p
+        print(f"{name}: fitted in {time.perf_counter() - t0:.0f} s", flush=True)
+    out: dict = {"command": "python benchmarks/bench_norm_target.py " + " ".join(
+        f"--{k.replace('_', '-')} {v}" for k, v in vars(a).items() if v is not None),
+        "rows": int(len(df)), "own_target": {}, "remeasured": {}}
+    for name, col in (("raw", "latency_ms"), ("corrected", "latency_ms_corr")):
+        out["own_target"][name] = _score(df[col].to_numpy(), pred[name])
+    if a.store:
+        from carb.store import Store
+
+        with Store(a.store, read_only=True) as s:
+            rem = s.measurements(a.data, table="remeasurements")
+        rem = rem[rem.status == "ok"]
+        j = df[["config_id"]].reset_index().merge(rem[["config_id", "latency_ms", "latency_ms_norm"]], on="config_id")
+        idx = j["index"].to_numpy()
+        for name in ("raw", "corrected"):
+            out["remeasured"][name] = {
+                "vs remeasured raw": _score(j.latency_ms.to_numpy(), pred[name][idx]),
+                "vs remeasured corrected": _score(j.latency_ms_norm.to_numpy(), pred[name][idx])}
+        # the measurement against itself: first campaign vs the remeasurement
+        first = df.set_index("config_id").loc[j.config_id]
+        out["remeasured"]["first measurement"] = {
+            "raw vs remeasured raw": _score(j.latency_ms.to_numpy(), first.latency_ms.to_numpy()),
+            "corrected vs remeasured corrected": _score(j.latency_ms_norm.to_numpy(), first.latency_ms_corr.to_numpy())}
+    out["wall_s"] = time.perf_counter() - t0
+    with open(a.json, "w") as fh:
+        json.dump(out, fh, indent=1)
+    print(json.dumps({k: v for k, v in out.items() if k != "command"}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
