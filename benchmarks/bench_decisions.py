@@ -30,7 +30,10 @@ least-squares scale (``carb/model/_conformal.py``), decisions and coverage, on b
 latency model, Stage 2 ``edgegpu`` energy + latency, device model out-of-fold by
 architecture) when ``carb.datasets.load("nb201")`` is there.
 
-    python benchmarks/bench_decisions.py --json OUT.json [--confidence 0.9] [--nb201]
+``--target NAME``: another CPU dataset as the pair's target instead of ``cpu-2t`` (e.g.
+``cpu-avx2-1t``, another kind of CPU); ``--no-ablations`` skips the ablation models.
+
+    python benchmarks/bench_decisions.py --json OUT.json [--confidence 0.9] [--nb201] [--target cpu-2t]
 
 Deterministic: seeds fixed, one thread per library (set before numpy is imported),
 library versions in the JSON.
@@ -261,8 +264,12 @@ def _cpu_pair(a, out: dict) -> None:
     from carb.features import compute
     from carb.model import CARB
 
-    src, tgt = datasets.load("cpu-1t"), datasets.load("cpu-2t")
+    src, tgt = datasets.load("cpu-1t"), datasets.load(a.target)
+    pair = f"cpu-1t->{a.target}"
     src, tgt = src[src.status == "ok"].reset_index(drop=True), tgt[tgt.status == "ok"].reset_index(drop=True)
+    from carb.drift import corrected
+
+    tgt = corrected(tgt, paired_only=True)  # at the campaign's median speed, as `carb train` learns it
     targets = ["latency_ms", "memory_mb"]
     t0 = time.perf_counter()
     source = CARB(preset=a.preset, random_state=0).fit(src)
@@ -270,22 +277,24 @@ def _cpu_pair(a, out: dict) -> None:
     chosen = choose_samples(tgt, source, 20, seed=0)
     calibrated = fit_calibrated(source, chosen)
     rest = tgt[~tgt.config_id.isin(chosen.config_id)].reset_index(drop=True)
-    print(f"cpu-1t -> cpu-2t: models fitted in {time.perf_counter() - t0:.0f} s", flush=True)
+    print(f"{pair}: models fitted in {time.perf_counter() - t0:.0f} s", flush=True)
     objs = [("latency_ms", "min"), ("memory_mb", "min"), ("flops_per_image", "max")]
     refit = RefitIntervals(calibrated, source, chosen)
     # ablation: the interval scale without the blend members' spread (as before it read it)
     import carb.model._estimator as est
 
-    est.SPREAD_SCALE = False
-    t0 = time.perf_counter()
-    device_nospread = OutOfFold(tgt, a.preset)
-    est.SPREAD_SCALE = True
-    print(f"device model without the spread scale fitted in {time.perf_counter() - t0:.0f} s", flush=True)
-    device_qs = _quantile_scale(tgt, a.preset)
+    device_nospread = device_qs = None
+    if not a.no_ablations:
+        est.SPREAD_SCALE = False
+        t0 = time.perf_counter()
+        device_nospread = OutOfFold(tgt, a.preset)
+        est.SPREAD_SCALE = True
+        print(f"device model without the spread scale fitted in {time.perf_counter() - t0:.0f} s", flush=True)
+        device_qs = _quantile_scale(tgt, a.preset)
     for name, model, cands in (("device model (OOF)", device, tgt), ("calibrated K=20", calibrated, rest),
                                ("calibrated K=20, intervals refit", refit, rest)):
         cf = cands if "flops_per_image" in cands.columns else cands.join(compute(cands)[["flops_per_image"]])
-        rows, curves, sweeps = _rows_for("cpu-1t->cpu-2t", name, model, source, cands, targets, a.confidence,
+        rows, curves, sweeps = _rows_for(pair, name, model, source, cands, targets, a.confidence,
                                          a.sweep, [])
         out["rows"] += rows
         out["recall_curves"] += curves
@@ -294,18 +303,18 @@ def _cpu_pair(a, out: dict) -> None:
         fronts = _true_fronts(cf, targets, objs)
         variants = [("adaptive", model)] + ([("plain", model.plain()), ("adaptive, no spread", device_nospread),
                                              ("adaptive, quantile scale", device_qs)]
-                                            if isinstance(model, OutOfFold) else [])
+                                            if isinstance(model, OutOfFold) and not a.no_ablations else [])
         for kind, m in variants:
             for r in _coverage_table(m, cands, targets, budgets_by_q, fronts):
-                out["coverage"].append({"dataset": "cpu-1t->cpu-2t", "model": name, "intervals": kind, **r})
-        if isinstance(model, OutOfFold):  # the decisions with the plain intervals, for the ablation
-            rows, _, _ = _rows_for("cpu-1t->cpu-2t", name + ", plain intervals", model.plain(), source, cands,
+                out["coverage"].append({"dataset": pair, "model": name, "intervals": kind, **r})
+        if isinstance(model, OutOfFold) and not a.no_ablations:  # decisions with the plain intervals, for the ablation
+            rows, _, _ = _rows_for(pair, name + ", plain intervals", model.plain(), source, cands,
                                    targets, a.confidence, [], [], methods=("decide", "decide, interval rule"))
             out["ablation_plain_intervals"] += rows
-            rows, _, _ = _rows_for("cpu-1t->cpu-2t", name + ", scale without spread", device_nospread, source,
+            rows, _, _ = _rows_for(pair, name + ", scale without spread", device_nospread, source,
                                    cands, targets, a.confidence, [], [], methods=("decide", "decide, interval rule"))
             out["ablation_no_spread"] += rows
-            rows, _, _ = _rows_for("cpu-1t->cpu-2t", name + ", quantile scale", device_qs, source,
+            rows, _, _ = _rows_for(pair, name + ", quantile scale", device_qs, source,
                                    cands, targets, a.confidence, [], [], methods=("decide", "decide, interval rule"))
             out["ablation_quantile_scale"] += rows
 
@@ -373,6 +382,9 @@ def main() -> None:
     ap.add_argument("--confidence", type=float, default=0.9)
     ap.add_argument("--sweep", type=float, nargs="*", default=[0.8, 0.95])
     ap.add_argument("--nb201", action="store_true", help="add the NAS-Bench-201 energy pair")
+    ap.add_argument("--target", default="cpu-2t", help="the CPU pair's target dataset (source: cpu-1t)")
+    ap.add_argument("--no-ablations", action="store_true",
+                    help="the shipped intervals only (no plain / no-spread / quantile-scale models: a third of the time)")
     a = ap.parse_args()
     warnings.filterwarnings("ignore")
     t0 = time.perf_counter()
