@@ -5,7 +5,8 @@ own kind fitted on the validated configs themselves).
     python benchmarks/demo_floor.py /tmp/demo1 /tmp/demo2 /tmp/demo3 [--json OUT]
 
 Data only: reads each folder's validation.csv and summary.json and refits the demo's source
-model (CARB `fast` on the shipped cpu-1t, deterministic), so it can run on a loaded machine.
+model (CARB `fast` on the folder's source dataset, `source_dataset` in its summary, cpu-1t
+where absent; deterministic), so it can run on a loaded machine.
 """
 
 from __future__ import annotations
@@ -25,23 +26,27 @@ def main() -> None:
     ap.add_argument("--json", type=Path)
     a = ap.parse_args()
 
-    from carb import datasets
+    from carb import datasets, drift
     from carb.demo import sitting_floor
     from carb.model import CARB
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        source = CARB(preset="fast").fit(datasets.load("cpu-1t"))
+    sources: dict[str, CARB] = {}
     rows = []
     for d in a.folders:
         v = pd.read_csv(d / "validation.csv")
         sm = json.loads((d / "summary.json").read_text())
+        name = sm.get("source_dataset") or "cpu-1t"
+        if name not in sources:  # as the demo fits it
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                sources[name] = CARB(preset="fast").fit(drift.corrected(datasets.load(name), paired_only=True))
+        source = sources[name]
         corr = v.assign(latency_ms=v["latency_ms_corrected"]) if "latency_ms_corrected" in v else v
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             fc = sitting_floor(source, v, corr, ["latency_ms"]).get("latency_ms", np.nan)
             fr = sitting_floor(source, v, v, ["latency_ms"]).get("latency_ms", np.nan)
-        rows.append({"folder": str(d), "n": len(v),
+        rows.append({"folder": str(d), "source": name, "n": len(v),
                      "raw": float(np.median(np.abs(v.pred_latency_ms / v.latency_ms - 1))),
                      "corrected": float(np.nanmedian(np.abs(v.pred_latency_ms / corr.latency_ms - 1))),
                      "floor_corrected": fc, "floor_raw": fr,

@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -56,7 +56,8 @@ class DemoSettings:
         rounds: visits per config in each sitting, spread over the sitting and pooled
             (:func:`carb.campaign.run_campaign`); the sampling time is split among them.
         budgets: target -> budget; default the calibrated model's median over the space.
-        source: shipped dataset the source model is trained on.
+        source: the dataset the source model is trained on: a shipped name (``carb dataset
+            list``) or a dataset file of the `cpu` space's parameters; ``None``: ``cpu-1t``.
         space: the space screened.
         seed: seed of the sampler and the control sample.
         precisions: precisions of the space to screen; default: all but those this CPU has
@@ -72,7 +73,7 @@ class DemoSettings:
     max_time: float = 1.0
     rounds: int = DEMO_ROUNDS
     budgets: dict[str, float] = field(default_factory=dict)
-    source: str = "cpu-1t"
+    source: str | None = None
     space: str = "cpu"
     seed: int = 0
     #: precisions of the space to screen; ``None``: those this device runs natively
@@ -90,13 +91,17 @@ def run_demo(s: DemoSettings, measure: Callable[[pd.DataFrame, str], pd.DataFram
     from carb.screen import screen
     from carb.validate import decision_metrics, truly_feasible
 
+    if s.source is None:
+        s = replace(s, source="cpu-1t")
     out = Path(s.out)
     out.mkdir(parents=True, exist_ok=True)
     t_all = time.perf_counter()
     timings: dict[str, float] = {}
 
     t0 = time.perf_counter()
-    data = datasets.load(s.source)
+    # the source learns the latency `carb train` learns: at its campaign's median speed where
+    # the paired sentinel timed a row (datasets without a speed index: unchanged)
+    data = drift.corrected(datasets.load(s.source), paired_only=True)
     sp = space.load(s.space)
     cands = sp.to_frame()
     excluded: dict[str, str] = {}
@@ -120,7 +125,8 @@ def run_demo(s: DemoSettings, measure: Callable[[pd.DataFrame, str], pd.DataFram
         source = CARB(preset="fast").fit(data)
     timings["train_source_s"] = time.perf_counter() - t0
     say(f"source model: CARB (fast preset) trained on {source.n_train_rows_:,} configs measured on "
-        f"{s.source} (shipped), targets {', '.join(source.targets_)} in {timings['train_source_s']:.1f} s")
+        f"{s.source}{' (shipped)' if s.source in _shipped() else ''}, targets {', '.join(source.targets_)} in "
+        f"{timings['train_source_s']:.1f} s")
 
     t0 = time.perf_counter()
     pick = choose_samples(cands, source, s.samples, seed=s.seed)
@@ -321,6 +327,12 @@ def _foreign_reason(p: str, data: pd.DataFrame, source: str, isa: dict[str, Any]
             why += (f", while on the machine {source} was measured on it ran at a median {r.median():.2f}x "
                     f"fp32's latency: a cost the source says nothing about here")
     return why
+
+
+def _shipped() -> set[str]:
+    from carb import datasets
+
+    return {d.name for d in datasets.list()}
 
 
 def default_threads() -> int:

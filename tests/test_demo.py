@@ -58,6 +58,39 @@ def test_demo_leaves_out_a_precision_the_cpu_runs_on_fallback_kernels(tmp_path, 
     space_fp32 = int((space.load("cpu").to_frame()["precision"] == "fp32").sum())
     assert s["screening"]["candidates"] == space_fp32
     assert set(pd.read_csv(tmp_path / "d" / "shortlist.csv")["precision"]) == {"fp32"}
+    assert s["source_dataset"] == "cpu-1t"  # the default source
+
+
+def test_demo_source_setting_trains_on_that_dataset(tmp_path, monkeypatch) -> None:
+    # cpu-avx2-1t was measured on a CPU of this kind (AVX2, no native bf16): its source model is
+    # trained on its 592 rows, at their campaign's median speed (the paired sentinel's rows)
+    monkeypatch.setattr(carb.measure, "cpu_isa", _isa(False))
+
+    def measure(frame, what):
+        f = frame.reset_index(drop=True)
+        lat = 0.5 + f["batch"].to_numpy(float) * f["depth"].to_numpy(float) * 0.1  # synthetic costs
+        return f.assign(status="ok", latency_ms=lat, memory_mb=30.0 + f["batch"].to_numpy(float), energy_j=np.nan)
+
+    said: list[str] = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        s = demo.run_demo(demo.DemoSettings(out=tmp_path / "d", samples=6, validate=3, control=3,
+                                            source="cpu-avx2-1t"), measure, say=said.append)
+    assert s["source_dataset"] == "cpu-avx2-1t" and s["source_model"]["rows"] == 592
+    assert any("trained on 592 configs measured on cpu-avx2-1t (shipped)" in m for m in said), said
+    # the source data has no bf16 to compare with: the reason says what the CPU lacks, no ratio
+    assert "no native bf16" in s["precisions_left_out"]["bf16"]
+    assert "median" not in s["precisions_left_out"]["bf16"]
+
+
+def test_demo_cli_refuses_an_unknown_source_before_measuring(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "carb.cli", "demo", "--out", str(tmp_path / "d"), "--source", "nope"],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and r.stderr.startswith("error: --source nope: ") and len(r.stderr.splitlines()) == 1
+    assert not (tmp_path / "d" / "demo.duckdb").exists()
 
 
 def test_demo_precisions_setting_wins(tmp_path, monkeypatch) -> None:

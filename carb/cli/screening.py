@@ -510,6 +510,7 @@ def demo(
     budget: Optional[list[str]] = typer.Option(None, "--budget", help="TARGET=VALUE (repeat); default: the space's median prediction."),
     seed: int = typer.Option(0, "--seed"),
     precision: Optional[list[str]] = typer.Option(None, "--precision", help="Only these precisions of the space (repeat); default: those this CPU runs natively (bf16 needs AVX512_BF16 or AMX)."),
+    source: Optional[str] = typer.Option(None, "--source", help="Dataset the source model is trained on: a shipped name (carb dataset list) or a .parquet/.csv file of cpu-space configs (default: cpu-1t)."),
 ) -> None:
     """The whole product on this machine in minutes: train, characterize, calibrate, screen, validate, report.
 
@@ -526,10 +527,19 @@ def demo(
         from carb import space
 
         _space_frame(space.load(DemoSettings.space), precision)  # an unknown precision: one line, exit 2
+    if source is not None:
+        from carb import datasets
+
+        try:  # before measuring: an unknown source or a broken file is one line, exit 2
+            src = datasets.load(source, features=False)
+        except ValueError as e:
+            fail(f"--source {source}: {e}")
+        if "depth" not in src.columns or "latency_ms" not in src.columns or not src["latency_ms"].notna().any():
+            fail(f"--source {source}: not a dataset of the cpu space's configs with measured latency")
     settings = DemoSettings(out=out, device=device, threads=threads, samples=samples, validate=validate_n,
                             control=control, max_time=max_time, rounds=rounds,
                             budgets=parse_budget_options(budget), seed=seed,
-                            precisions=tuple(precision) if precision else None)
+                            precisions=tuple(precision) if precision else None, source=source)
     console.print(f"[bold]carb demo[/bold] on {device}" + (f" with {threads} thread(s)" if threads else "")
                   + f", writing {out}/")
     summary = run_demo(settings, lambda df, what: _measure_frame(df, device, threads, max_time,
