@@ -1,4 +1,4 @@
-"""How far can peak-memory predictions go? The measurement's own floor (issue 18).
+"""How far can predictions go? The measurement's own floor, memory and latency (issue 18).
 
 Screening sends a config to ``measure`` when its interval straddles a budget; for memory
 the interval can be no narrower than the measured values scatter. This probe puts the
@@ -8,6 +8,9 @@ predicted by the model that never saw its architecture) beside the disagreement 
 ratio of the two peaks less the median ratio of its (batch, precision, input size) group
 (what a thread count or machine changes smoothly), as a mean absolute percentage. Both
 per batch size, where the peak's scatter grows (allocator and kernel-library buffers).
+Beside them, the same campaign against itself: each config's two rounds (``rounds`` in the
+JSON), and the share of configs a perfect model, whose only error is that noise, would send
+to ``measure`` (both targets, budgets at the 10/25/50/75% quantiles).
 
     python benchmarks/probe_memory_floor.py --target cpu-2t --other cpu-1t [--other cpu-avx2-1t] \
         --json benchmarks/results/probe_memory_floor.json
@@ -36,6 +39,40 @@ def _by_batch(df: pd.DataFrame, col: str) -> dict[str, float]:
     out = {str(b): float(g[col].abs().mean()) for b, g in df.groupby("batch")}
     out["all"] = float(df[col].abs().mean())
     return out
+
+
+def _rounds(df: pd.DataFrame) -> dict:
+    """Within one campaign: each config's two rounds (fresh processes at different moments of
+    the campaign, ``extra.round_latency_ms`` / ``round_memory_mb``), how far apart they are; and
+    the share of configs a perfect model (its only error the pooled value's noise, sd of the
+    rounds' log difference / 2) would send to ``measure`` at budgets on both targets at the
+    q quantiles (a 90% band: z = 1.645 on either side)."""
+    ex = [json.loads(e) if isinstance(e, str) else e for e in df["extra"]]
+    have = np.array([len(e.get("round_latency_ms") or []) >= 2 and len(e.get("round_memory_mb") or []) >= 2
+                     for e in ex])
+    d = df[have].reset_index(drop=True)
+    ex = [e for e, h in zip(ex, have) if h]
+    res: dict = {"configs": int(len(d))}
+    sd = {}
+    for t, key in (("latency_ms", "round_latency_ms"), ("memory_mb", "round_memory_mb")):
+        r = np.array([e[key][:2] for e in ex], float)
+        diff = np.log(r[:, 0] / r[:, 1])
+        sd[t] = float(diff.std()) / 2  # the pooled (two-round) value's noise
+        res[t] = {"sd_log_diff": float(diff.std()), "median_abs_diff_pct": float(100 * np.median(np.abs(np.expm1(diff)))),
+                  "mean_abs_diff_pct": float(100 * np.mean(np.abs(np.expm1(diff)))),
+                  "by_batch_mean_abs_diff_pct": {str(b): float(100 * np.mean(np.abs(np.expm1(diff[d.batch == b]))))
+                                                 for b in sorted(d.batch.unique())}}
+    z, share = 1.645, {}
+    for q in (0.1, 0.25, 0.5, 0.75):
+        over = np.zeros(len(d), bool)
+        near = np.zeros(len(d), bool)
+        for t in ("latency_ms", "memory_mb"):
+            lr = np.log(d[t].to_numpy() / np.quantile(d[t], q))
+            over |= lr > z * sd[t]
+            near |= np.abs(lr) < z * sd[t]
+        share[str(q)] = float(np.mean(near & ~over))
+    res["oracle_measure_share"] = share
+    return res
 
 
 def main() -> None:
@@ -73,6 +110,7 @@ def main() -> None:
                                    "disagreement_abs_pct_by_batch": _by_batch(j, "dev"),
                                    "model_oof_abs_pct_by_batch_same_configs": _by_batch(sub, "model_err"),
                                    "median_ratio": float(np.exp(np.median(lr)))}
+    out["rounds"] = _rounds(tgt)
     with open(a.json, "w") as fh:
         json.dump(out, fh, indent=1)
     print(json.dumps(out, indent=1))
