@@ -229,6 +229,8 @@ def _rows_for(dataset: str, name: str, model, source, cands: pd.DataFrame, targe
                        "measure_share": dm["measure_share"], "accuracy": dm["accuracy"],
                        "false_accept": dm["false_accept_rate"], "false_reject": dm["false_reject_rate"],
                        "accuracy_after_measuring": dm.get("accuracy_after_measuring", dm["accuracy"]),
+                       "expected_front": res.summary.get("expected_front"),
+                       "share_for_front": res.summary.get("share_for_front"),
                        "screen_s": el}
                 if method == "decide" and c != conf:
                     sweeps.append(row)

@@ -210,6 +210,14 @@ def _stage1_map(src: pd.DataFrame, tgt: pd.DataFrame, target: str) -> dict[str, 
             "spearman": float(spearmanr(x, y).statistic), "n": int(len(x))}
 
 
+#: room a shortlist needs for the true Pareto front, in units of the probable front's expected
+#: size (the sum of the configs' chances, ``expected_front``): on cpu-1t -> cpu-2t and
+#: cpu-1t -> cpu-avx2-1t the shortlists that kept >= 95% of the true front held 1.9-2.5x it,
+#: the two cut by the 10% cap to 1.1-1.3x kept 73-87% (benchmarks/RESULTS.md, issue 18).
+#: Below it, the screening says which ``shortlist_share`` would give that room.
+FRONT_ROOM = 2.0
+
+
 def screen(candidates: pd.DataFrame, target: Predictor, budgets: Mapping[str, float], *,
            source: Predictor | None = None, objectives: Sequence[tuple[str, str]] | None = None,
            risk: str = "decide", z: float = 2.0, calibration: int = 512, seed: int = 0,
@@ -382,12 +390,18 @@ def screen(candidates: pd.DataFrame, target: Predictor, budgets: Mapping[str, fl
         summary["front_min_prob"] = float(front_min_prob)
         summary["samples"] = int(samples)
         summary["front_candidates"] = int(len(cand))
+        # the sampled fronts' mean size (it ran 0.64-0.87x the true front on our two CPU pairs)
+        summary["expected_front"] = float(np.sum(p_front))
         if shortlist_share is not None:
             share_cap = max(1, math.ceil(float(shortlist_share) * n))
             summary["shortlist_share"] = float(shortlist_share)
             if len(shortlist) > share_cap:
                 summary["shortlist_share_cap"] = share_cap
                 max_shortlist = share_cap if max_shortlist is None else min(int(max_shortlist), share_cap)
+                if share_cap < FRONT_ROOM * summary["expected_front"]:
+                    # a small space's front is a large share of it: the cap cuts into it
+                    summary["share_for_front"] = min(1.0, math.ceil(
+                        100 * FRONT_ROOM * summary["expected_front"] / n) / 100)
     elif len(feasible):
         front_rows = feasible[pareto.front_mask(feasible, objs)].copy()
         # rank: mean of the per-objective ranks (1 = best), a simple, explainable order

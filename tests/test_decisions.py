@@ -284,6 +284,13 @@ def test_cli_screen_decide_and_validate(tmp_path):
     assert "call" in head and "P(front)" in head
     first = head.splitlines()[4]  # title, top rule, header, rule, then rank 1
     assert sl.iloc[0]["decision"] in first and f"{sl.iloc[0]['p_front']:.2f}" in first
+    # a share cap too small for the probable front: a hint names the share that leaves room for it
+    tiny = carb("screen", "--space", "cpu", "--target-model", tmp_path / "cpu-2t", "--source-model",
+                tmp_path / "cpu-1t", "--budget", "latency_ms=5", "--budget", "memory_mb=35", "--confidence", "0.8",
+                "--shortlist-share", "0.002", "--out", tmp_path / "tiny")
+    assert tiny.returncode == 0, tiny.stderr
+    st = json.loads((tmp_path / "tiny" / "summary.json").read_text())
+    assert f"--shortlist-share {st['share_for_front']:g} keeps room" in " ".join(tiny.stdout.split())
     v = carb("validate", "--screen", out, "--data", "cpu-2t", "--json")
     assert v.returncode == 0, v.stderr
     d = json.loads(v.stdout)["decisions"]
@@ -316,6 +323,18 @@ def test_default_is_decide_with_a_share_capped_shortlist(cands):
     assert len(capped.shortlist) == cap == capped.summary["shortlist_share_cap"]
     assert capped.summary["pruning_ratio"] == pytest.approx(1 - cap / len(cands))
     assert list(capped.shortlist.config_id) == list(free.shortlist.config_id[:cap])
+    # the probable front's expected size is the sum of the configs' chances of being on it
+    ef = free.summary["expected_front"]
+    assert ef == pytest.approx(float(free.decisions["p_front"].fillna(0).sum())) and ef > 1
+    # a cap with less than FRONT_ROOM times that room says which share would give it; that share does
+    from carb.screen import FRONT_ROOM
+
+    tight = screen(cands, Synthetic(rel=0.3), budgets, samples=200, front_min_prob=0.0,
+                   shortlist_share=max(1 / len(cands), 0.5 * ef / len(cands)))
+    want = tight.summary["share_for_front"]
+    assert want * len(cands) >= FRONT_ROOM * tight.summary["expected_front"] and want <= 1
+    roomy = screen(cands, Synthetic(rel=0.3), budgets, samples=200, front_min_prob=0.0, shortlist_share=want)
+    assert "share_for_front" not in roomy.summary
     # a smaller absolute cap wins; a bad share is one clear error
     assert len(screen(cands, Synthetic(rel=0.3), budgets, samples=50, max_shortlist=7).shortlist) == 7
     with pytest.raises(ValueError, match="shortlist_share"):
