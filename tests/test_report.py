@@ -279,3 +279,20 @@ def test_empty_report_in_headless_chromium(empty_report, tmp_path):
     body = _body(dom)
     assert body["ready"] == "1" and body["errors"] == "0" and body["points"] == "0", body
     assert "no configs to show" in dom and not re.search(r"Uncaught|:CONSOLE[:(]", log)
+
+
+def test_report_reads_the_drift_corrected_latency_of_paired_rows(tmp_path):
+    # SYNTHETIC: the machine's speed varied row to row; the raw medians are the clean latency
+    # divided by it and the rows carry the paired sentinel's correction (latency_ms_norm)
+    df = synthetic_dataset(n=160)
+    speed = np.random.default_rng(3).uniform(0.6, 1.5, len(df))
+    df = df.assign(latency_ms_norm=df.latency_ms, speed_index=speed, sentinel_ms=1.0 / speed,
+                   latency_ms=df.latency_ms / speed, extra=json.dumps({"pair_ratio": [1.0]}))
+    p = tmp_path / "synthetic-drift.parquet"
+    df.to_parquet(p)
+    write_report(tmp_path / "r", data=[str(p)], transfer=False)
+    doc = json.loads((tmp_path / "r" / "report.json").read_text())
+    assert doc["data"][0]["latency"].startswith("drift-corrected")
+    # the fitted model is checked against the clean values: 5% noise, not the speed's 60-150%
+    assert doc["accuracy"]["latency_ms"]["mape"] < 0.15
+    assert "drift-corrected (latency_ms_norm)" in (tmp_path / "r" / "report.html").read_text()

@@ -105,11 +105,19 @@ def _as_datasets(data: Any) -> tuple[dict[str, pd.DataFrame], list[dict[str, Any
     sources: list[dict[str, Any]] = []
     named = isinstance(data, Mapping)
     for name, x in items:
+        corrected = 0
         if isinstance(x, (str, Path)):
             try:
                 df = ds.load(str(x))
             except ds.DatasetError as e:
                 raise ReportError(str(e)) from None
+            # the latency `carb train` learns: at the campaign's median speed where the paired
+            # sentinel timed the row (data without a speed index: unchanged)
+            from carb import drift
+
+            df = drift.corrected(df, paired_only=True)
+            if "latency_ms_raw" in df.columns:
+                corrected = int((df["latency_ms"] != df["latency_ms_raw"]).sum())
         elif isinstance(x, pd.DataFrame):
             df = x
         else:
@@ -123,7 +131,9 @@ def _as_datasets(data: Any) -> tuple[dict[str, pd.DataFrame], list[dict[str, Any
             out[key] = part.reset_index(drop=True)
             sources.append({"name": key, "source": name, "rows": int(len(part)),
                             "ok_rows": int((part["status"] == "ok").sum()) if "status" in part.columns
-                            else int(len(part))})
+                            else int(len(part)),
+                            **({"latency": "drift-corrected (latency_ms_norm) where the paired speed sentinel "
+                                           "timed the row"} if corrected else {})})
     return out, sources
 
 
@@ -617,9 +627,13 @@ def _html(r: dict[str, Any], doc: dict[str, Any], figs: dict[str, Path | None]) 
 
     # -- about
     src = pd.DataFrame(doc["data"])
+    if "latency" not in src.columns:
+        src["latency"] = None
+    src["latency"] = src["latency"].fillna("raw medians")
     notes = "".join(f'<li class="warn">{e(n)}</li>' for n in doc["notes"])
     body = _table(src, [("name", "dataset (device)", ""), ("source", "source", ""), ("rows", "rows", "d"),
-                        ("ok_rows", "ok rows", "d")]) + (f"<ul>{notes}</ul>" if notes else "") + \
+                        ("ok_rows", "ok rows", "d"), ("latency", "latency", "")]) + \
+        (f"<ul>{notes}</ul>" if notes else "") + \
         (f'<p class="note">carb {e(str(doc.get("carb_version", "")))}, generated {e(doc["generated_at"])}. '
          "Numbers: report.json beside this page.</p>")
     sections.append(_section("about", "Data and notes", "What this report was made from.", body))
