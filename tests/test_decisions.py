@@ -295,6 +295,16 @@ def test_cli_screen_decide_and_validate(tmp_path):
     assert v.returncode == 0, v.stderr
     d = json.loads(v.stdout)["decisions"]
     assert 0 < d["decided"] < 1 and 0 <= d["accuracy"] <= 1
+    assert json.loads(v.stdout)["truth_latency"] == "raw medians"  # cpu-2t has no speed index
+    # a truth timed with the paired sentinel is read at its median speed (SYNTHETIC correction: x3)
+    t2 = datasets.load("cpu-2t", features=False)
+    t2 = t2.assign(latency_ms_norm=3 * t2.latency_ms, extra=json.dumps({"pair_ratio": [1.0]}))
+    t2.to_parquet(tmp_path / "paired.parquet")
+    vp = carb("validate", "--screen", out, "--data", tmp_path / "paired.parquet", "--json")
+    assert vp.returncode == 0, vp.stderr
+    jp = json.loads(vp.stdout)
+    assert jp["truth_latency"].startswith("drift-corrected")
+    assert jp["decisions"] != d  # three times slower configs: other calls are right
     bad = carb("screen", "--space", "cpu", "--target-model", tmp_path / "cpu-2t", "--budget", "latency_ms=5",
                "--confidence", "1.5", "--out", tmp_path / "bad")
     assert bad.returncode == 2 and bad.stderr.startswith("error: confidence") and "Traceback" not in bad.stderr

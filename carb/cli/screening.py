@@ -434,10 +434,17 @@ def validate(
             if platform is None and len(names) > 1:
                 fail(f"--data {truth} holds {len(names)} platforms ({', '.join(names)}); choose one with --platform")
             rows = rows[rows["platform"] == (platform or names[0])]
+        from carb import drift
+
+        # the truth at the campaign's median speed where the paired sentinel timed a row, as the
+        # target model learned it (carb train); data without a speed index: the raw medians
+        rows = drift.corrected(rows, paired_only=True)
         data = _screened_rows(rows, summary, truth)
         res = validate_against_truth(list(accepted), list(shortlist.config_id), data, budgets, objs,
                                      measure_ids=list(to_measure.config_id) if to_measure is not None else None)
         res["mode"] = f"truth: {truth}"
+        res["truth_latency"] = ("drift-corrected (latency_ms_norm) where the paired speed sentinel timed the row"
+                                if "latency_ms_raw" in rows.columns else "raw medians")
         res["truth_rows_not_screened"] = int(data.attrs.get("not_screened", 0))
     else:
         sp = space.load(summary.get("space_source") or summary["space"])
