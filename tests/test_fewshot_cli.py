@@ -46,6 +46,24 @@ def test_fewshot_cli_errors_are_one_line(args, message):
     assert p.returncode == 2 and message in p.stderr and len(p.stderr.strip().splitlines()) == 1
 
 
+def test_measured_file_timed_with_the_paired_sentinel_is_read_at_median_speed(tmp_path):
+    # SYNTHETIC speeds: the raw medians are HELP's raspi4 latencies / 2, latency_ms_norm the
+    # latencies themselves; the map from the corrected file equals the one from the clean values
+    wide = hf.load(wide=True)
+    meas = wide.loc[wide.arch_id.isin(hf.TRAIN_ARCH_IDS[:10]), ["arch_id", "latency_ms_raspi4"]]
+    meas = meas.rename(columns={"latency_ms_raspi4": "latency_ms"}).reset_index(drop=True)
+    clean, paired = tmp_path / "clean.csv", tmp_path / "paired.csv"
+    meas.to_csv(clean, index=False)
+    meas.assign(latency_ms_norm=meas.latency_ms, latency_ms=meas.latency_ms / 2,
+                extra=json.dumps({"pair_ratio": [1.0]})).to_csv(paired, index=False)
+    out = {}
+    for name, f in (("clean", clean), ("paired", paired)):
+        p = run("--measured", f, "--out", tmp_path / f"{name}.parquet")
+        assert p.returncode == 0, p.stderr
+        out[name] = pd.read_parquet(tmp_path / f"{name}.parquet").latency_ms
+    pd.testing.assert_series_equal(out["paired"], out["clean"], check_exact=False, rtol=1e-9)
+
+
 def test_measured_file_errors(tmp_path):
     bad = tmp_path / "m.csv"
     bad.write_text("arch_id,latency_ms\n1,2.0\n9999,1.0\n")

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import List, Optional
+from typing import TYPE_CHECKING, List, Optional
 
 import typer
 
 from ._app import check_out_file, pick_option
 from .report import _usage  # one UsageError maker for the sub-command modules
+
+if TYPE_CHECKING:  # the CLI imports pandas only when a command runs
+    import pandas as pd
 
 
 def fewshot(
@@ -72,6 +75,7 @@ def fewshot(
             meas = pd.read_parquet(measured) if measured.suffix == ".parquet" else pd.read_csv(measured)
         except (OSError, ValueError) as e:
             raise _usage(f"--measured {measured}: cannot read ({' '.join(str(e).split())[:160]})") from None
+        meas = _at_median_speed(meas)
     else:
         col = f"latency_ms_{device}"
         if col not in wide.columns:
@@ -130,6 +134,7 @@ def _fewshot_nb201(measured, device, samples: int, seed: int, source, out, json_
                 meas = pd.read_parquet(measured) if measured.suffix == ".parquet" else pd.read_csv(measured)
             except (OSError, ValueError) as e:
                 raise _usage(f"--data {measured}: cannot read ({' '.join(str(e).split())[:160]})") from None
+            meas = _at_median_speed(meas)
             pred, summary = fewshot_nb201(meas, sources=source, method=method)
     except ValueError as e:
         raise _usage(str(e)) from None
@@ -160,3 +165,12 @@ def _write_and_print_json(pred, summary: dict, out: Optional[Path], json_out: bo
     if json_out:
         print(json.dumps(summary, indent=2))
     return json_out
+
+
+def _at_median_speed(meas: pd.DataFrame) -> pd.DataFrame:
+    """A user's measurements with ``latency_ms`` at their campaign's median speed where the
+    paired speed sentinel timed the row (``carb characterize`` output), as ``carb train``
+    learns it; anything else unchanged."""
+    from carb import drift
+
+    return drift.corrected(meas, paired_only=True)
