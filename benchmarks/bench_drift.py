@@ -21,7 +21,7 @@ sentinel's overhead (its wall time over the campaigns' wall time), the speed ind
 between and within the campaigns.
 
     taskset -c 1 python benchmarks/bench_drift.py [--n 16] [--gap-min 5] [--rounds 2] [--max-time 1.0]
-        [--json figures.json] [--keep store.duckdb]
+        [--precision fp32] [--json figures.json] [--keep store.duckdb]
 """
 
 from __future__ import annotations
@@ -79,6 +79,7 @@ def main() -> None:
     ap.add_argument("--gap-min", type=float, default=5.0, help="minutes from campaign A's start to campaign B's")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--max-time", type=float, default=1.0, help="sampling seconds per config (shared by its rounds)")
+    ap.add_argument("--precision", help="only configs of this precision (e.g. fp32 on a CPU without native bf16)")
     ap.add_argument("--plain-s", type=float, default=1.0, help="seconds of forwards per config in the plain loop")
     ap.add_argument("--json", help="also write the figures (and per-config ratios) to this JSON file")
     ap.add_argument("--keep", help="keep the campaign store at this path (default: a throw-away one)")
@@ -92,7 +93,8 @@ def main() -> None:
     from carb.measure.cpu import CpuBackend
     from carb.store import Store
 
-    configs = [c for c in space.load("cpu").sample(200, seed=a.seed, method="stratified") if c.family == "cifar"][:a.n]
+    configs = [c for c in space.load("cpu").sample(200, seed=a.seed, method="stratified")
+               if c.family == "cifar" and (a.precision is None or c.precision == a.precision)][:a.n]
     protocol = replace(Protocol.default_for("cpu"), max_time_s=a.max_time, timeout_s=120)
     print(f"command: python {' '.join(sys.argv)}")
     print(f"{len(configs)} CIFAR configs of `cpu` (stratified, seed {a.seed}); campaigns: {a.rounds} campaign-wide "
