@@ -18,7 +18,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from carb import datasets, drift
 from carb.store import Store
@@ -111,12 +110,14 @@ def card(name: str, f: dict, rows: int, conditions: str, about: str | None = Non
         f"({pinning or 'cpu-1t: core 1; cpu-2t: cores 0-1'})",
         "",
         "## Protocol",
-        f"- each config visited in {pr.get('rounds')} rounds at different moments (round-robin over chunks of "
-        f"{pr.get('chunk')} configs), each visit a fresh worker process; warm-up {pr.get('warmup')} iterations "
+        f"- each config visited in {pr.get('rounds')} rounds at different moments ("
+        + (f"round-robin over chunks of {pr.get('chunk')} configs" if (pr.get("chunk") or rows) < rows else
+           "spread over the whole campaign, every other round in reverse order")
+        + f"), each visit a fresh worker process; warm-up {pr.get('warmup')} iterations "
         f"and >= {pr.get('warmup_s')} s, then timed forwards until the 95% CI of the median is within "
         f"{100 * pr.get('ci_target', 0):g}% (distribution-free, binomial order statistics) or "
         f"{pr.get('max_time_s', 0) / max(pr.get('rounds', 1), 1):g} s per visit; samples of all visits pooled",
-        f"- latency_ms: median per-forward time of the whole batch under `torch.inference_mode()`",
+        "- latency_ms: median per-forward time of the whole batch under `torch.inference_mode()`",
         f"- memory_mb: {p.get('memory_definition')}; median over the visits",
         f"- energy_j: **missing**: {p.get('energy_sensor', {}).get('reason')}. Nothing is estimated.",
         f"- measured {f['first_measured'][:16]} to {f['last_measured'][:16]} UTC in {f['runs']} resumed run(s)",
