@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 __all__ = ["NO_INDEX", "speed_summary", "speed_lines", "speed_plot", "normalize", "phase_drift", "drift_line",
-           "corrected"]
+           "corrected", "paired_rows"]
 
 #: what a store or dataset without sentinel readings says
 NO_INDEX = "no speed index"
