@@ -205,8 +205,10 @@ def corrected(df: pd.DataFrame, paired_only: bool = False) -> pd.DataFrame:
     (``latency_ms_norm``), the raw median kept as ``latency_ms_raw``; unchanged (a copy)
     for data without a speed index. ``paired_only``: correct only the rows timed with the
     paired sentinel (:func:`paired_rows`); corrections from readings between visits
-    repeated no better than raw (benchmarks/RESULTS.md, issue 16)."""
+    repeated no better than raw (benchmarks/RESULTS.md, issue 16). The count of corrected
+    rows is in ``attrs["corrected_rows"]``."""
     out = df.copy()
+    out.attrs["corrected_rows"] = 0
     if "latency_ms_norm" not in out.columns or not out["latency_ms_norm"].notna().any():
         return out
     use = out["latency_ms_norm"].notna().to_numpy()
@@ -216,6 +218,7 @@ def corrected(df: pd.DataFrame, paired_only: bool = False) -> pd.DataFrame:
             return out
     out["latency_ms_raw"] = out["latency_ms"]
     out["latency_ms"] = out["latency_ms_norm"].where(use, out["latency_ms"])
+    out.attrs["corrected_rows"] = int(use.sum())
     return out
 
 

@@ -73,7 +73,7 @@ def latency_view(df, latency: str):
         has = "latency_ms_norm" in df.columns and df["latency_ms_norm"].notna().any()
         return out, ("raw medians (the data's speed index comes from readings between visits, which "
                      "corrected no better than raw)" if has else "raw medians (the data has no speed index)")
-    n = int((drift.paired_rows(df) & df["latency_ms_norm"].notna().to_numpy()).sum())
+    n = out.attrs["corrected_rows"]
     return out, (f"drift-corrected: latency_ms_norm, at the campaign's median speed ({n:,} of {len(out):,} rows; "
                  "rows without a paired sentinel keep the raw median)" if n < len(out) else
                  f"drift-corrected: latency_ms_norm, at the campaign's median speed (all {n:,} rows)")

@@ -116,8 +116,7 @@ def _as_datasets(data: Any) -> tuple[dict[str, pd.DataFrame], list[dict[str, Any
             from carb import drift
 
             df = drift.corrected(df, paired_only=True)
-            if "latency_ms_raw" in df.columns:
-                corrected = int((df["latency_ms"] != df["latency_ms_raw"]).sum())
+            corrected = df.attrs["corrected_rows"]
         elif isinstance(x, pd.DataFrame):
             df = x
         else:
