@@ -125,7 +125,7 @@ def run_demo(s: DemoSettings, measure: Callable[[pd.DataFrame, str], pd.DataFram
         source = CARB(preset="fast").fit(data)
     timings["train_source_s"] = time.perf_counter() - t0
     say(f"source model: CARB (fast preset) trained on {source.n_train_rows_:,} configs measured on "
-        f"{s.source}{' (shipped)' if s.source in _shipped() else ''}, targets {', '.join(source.targets_)} in "
+        f"{s.source}{'' if s.source.endswith(('.parquet', '.csv')) else ' (shipped)'}, targets {', '.join(source.targets_)} in "
         f"{timings['train_source_s']:.1f} s")
 
     t0 = time.perf_counter()
@@ -327,12 +327,6 @@ def _foreign_reason(p: str, data: pd.DataFrame, source: str, isa: dict[str, Any]
             why += (f", while on the machine {source} was measured on it ran at a median {r.median():.2f}x "
                     f"fp32's latency: a cost the source says nothing about here")
     return why
-
-
-def _shipped() -> set[str]:
-    from carb import datasets
-
-    return {d.name for d in datasets.list()}
 
 
 def default_threads() -> int:

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 __all__ = ["NO_INDEX", "speed_summary", "speed_lines", "speed_plot", "normalize", "phase_drift", "drift_line",
-           "corrected", "paired_rows"]
+           "corrected", "paired_rows", "CORRECTED_LATENCY"]
 
 #: what a store or dataset without sentinel readings says
 NO_INDEX = "no speed index"
@@ -178,6 +178,10 @@ def drift_line(d: dict[str, Any], what: str = "between calibration and validatio
     verdict = "beyond" if d["exceeds"] else "within"
     return (f"the machine ran {100 * abs(c):.1f}% {word} {what} (speed sentinel: {d['sentinel_ms_before']:.3f} -> "
             f"{d['sentinel_ms_after']:.3f} ms), {verdict} the sentinel's chance variation ±{100 * d['noise']:.1f}%")
+
+
+#: how reports name the latency :func:`corrected` gives with ``paired_only``
+CORRECTED_LATENCY = "drift-corrected (latency_ms_norm) where the paired speed sentinel timed the row"
 
 
 def paired_rows(df: pd.DataFrame) -> np.ndarray:

@@ -443,8 +443,7 @@ def validate(
         res = validate_against_truth(list(accepted), list(shortlist.config_id), data, budgets, objs,
                                      measure_ids=list(to_measure.config_id) if to_measure is not None else None)
         res["mode"] = f"truth: {truth}"
-        res["truth_latency"] = ("drift-corrected (latency_ms_norm) where the paired speed sentinel timed the row"
-                                if "latency_ms_raw" in rows.columns else "raw medians")
+        res["truth_latency"] = drift.CORRECTED_LATENCY if rows.attrs["corrected_rows"] else "raw medians"
         res["truth_rows_not_screened"] = int(data.attrs.get("not_screened", 0))
     else:
         sp = space.load(summary.get("space_source") or summary["space"])

@@ -92,6 +92,7 @@ def _as_datasets(data: Any) -> tuple[dict[str, pd.DataFrame], list[dict[str, Any
     """Datasets by device name, and a description of each source. ``data``: a name or path
     (:func:`carb.datasets.load`), a DataFrame, a sequence of those, or a mapping name -> frame."""
     from carb import datasets as ds
+    from carb import drift
 
     if isinstance(data, (str, Path, pd.DataFrame)):
         items: list[tuple[str, Any]] = [(str(data) if not isinstance(data, pd.DataFrame) else "data", data)]
@@ -113,8 +114,6 @@ def _as_datasets(data: Any) -> tuple[dict[str, pd.DataFrame], list[dict[str, Any
                 raise ReportError(str(e)) from None
             # the latency `carb train` learns: at the campaign's median speed where the paired
             # sentinel timed the row (data without a speed index: unchanged)
-            from carb import drift
-
             df = drift.corrected(df, paired_only=True)
             corrected = df.attrs["corrected_rows"]
         elif isinstance(x, pd.DataFrame):
@@ -131,8 +130,7 @@ def _as_datasets(data: Any) -> tuple[dict[str, pd.DataFrame], list[dict[str, Any
             sources.append({"name": key, "source": name, "rows": int(len(part)),
                             "ok_rows": int((part["status"] == "ok").sum()) if "status" in part.columns
                             else int(len(part)),
-                            **({"latency": "drift-corrected (latency_ms_norm) where the paired speed sentinel "
-                                           "timed the row"} if corrected else {})})
+                            **({"latency": drift.CORRECTED_LATENCY} if corrected else {})})
     return out, sources
 
 
