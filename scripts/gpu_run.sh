@@ -17,13 +17,22 @@
 #  1. scripts/validate_gpu.py --device <dev>: energy non-zero and within 10% of mean
 #     power x time, busy power vs mean power, peak memory sane, oom handling, clocks
 #     untouched with lock_clocks=False. On cpu: its synthetic rehearsal.
-#  2. a stratified sample (--samples, seed 0) of --space (default screening: fp32 and
-#     fp16, batch 1..128), shuffled (seed 1) so that any prefix of it is a random subset
-#     of the stratified sample: the run stops when time is up, wherever it is.
+#  2. configs: a stratified sample (seed 0) of the architectures of --space (default
+#     screening: fp32 and fp16; an architecture is a config without its batch), each
+#     measured at every batch of --batches (default on a GPU 1,8,32,128,256: the study's
+#     batch range, 256 included, so energy and latency scale over the same linked
+#     architectures), --samples configs in all. Architectures are shuffled (seed 1), and
+#     the batches of one architecture run one after another in a shuffled order (seed
+#     2), so any prefix of the list is a random subset of whole architectures: the run
+#     stops when time is up, wherever it is. --batches none (the CPU default): a plain
+#     stratified sample of --samples configs of the space, shuffled (seed 1).
 #  3. carb characterize --configs ... --no-lock-clocks (clocks, power limits and MIG are
 #     left as they are) with a per-config sampling cap (--max-time) sized from the energy
-#     counter's update period that step 1 observed: six windows of max(0.1 s, 10 periods),
-#     the fewest that give a median CI; --timeout 60 s per config. It runs under
+#     counter's update period P that step 1 observed: six and a half windows of
+#     max(0.1 s, --energy-periods x P) (six are the fewest that give a median CI), at
+#     most 10 s; --timeout 60 s per config. --energy-periods (default 4 on a GPU, the
+#     backend's own default 10 elsewhere): an H200's counter updates every 100 ms, so 10
+#     periods would take 6.5 s a config, 4 take 2.6 s. It runs under
 #     `timeout -s INT` (the campaign stops after the config in flight and keeps every
 #     committed config), leaving --reserve-s seconds for the export. --max-time S
 #     overrides the cap (fewer windows: more configs, wider CIs).
@@ -54,8 +63,10 @@ PY=${PYTHON:-python3}
 DRY_RUN=0
 VALIDATE_S=""
 MAX_TIME_OVERRIDE=""
+BATCHES=""
+PERIODS=""
 
-usage() { sed -n '2,42p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,47p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { echo "error: $*" >&2; exit 2; }
 
 while [ $# -gt 0 ]; do
@@ -71,6 +82,8 @@ while [ $# -gt 0 ]; do
     --python) PY=${2:-}; shift 2 || die "--python needs a value" ;;
     --validate-s) VALIDATE_S=${2:-}; shift 2 || die "--validate-s needs a value" ;;
     --max-time) MAX_TIME_OVERRIDE=${2:-}; shift 2 || die "--max-time needs a value" ;;
+    --batches) BATCHES=${2:-}; shift 2 || die "--batches needs a value" ;;
+    --energy-periods) PERIODS=${2:-}; shift 2 || die "--energy-periods needs a value" ;;
     --dry-run) DRY_RUN=1; shift ;;
     -h|--help) usage; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
@@ -92,6 +105,16 @@ if [ -z "$PLATFORM" ]; then
   if [ "$DEVICE" = cpu ]; then PLATFORM=cpu-rehearsal; else PLATFORM=h200; fi
 fi
 [[ "$PLATFORM" =~ ^[A-Za-z0-9._-]+$ ]] || die "--platform '$PLATFORM': letters, digits, '.', '_' and '-' only"
+if [ -z "$BATCHES" ]; then
+  if [ "$DEVICE" = cpu ]; then BATCHES=none; else BATCHES=1,8,32,128,256; fi
+fi
+[ "$BATCHES" = none ] || [[ "$BATCHES" =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] \
+  || die "--batches: '$BATCHES' is not a comma-separated list of batch sizes (or none)"
+if [ -z "$PERIODS" ]; then
+  if [ "$DEVICE" = cpu ]; then PERIODS=10; else PERIODS=4; fi
+fi
+[[ "$PERIODS" =~ ^[0-9]+(\.[0-9]+)?$ ]] && awk "BEGIN{exit !($PERIODS >= 3)}" \
+  || die "--energy-periods: '$PERIODS' is not a number of counter updates >= 3"
 if [ -z "$VALIDATE_S" ]; then
   if [ "$DEVICE" = cpu ]; then VALIDATE_S=120; else VALIDATE_S=150; fi
 fi
@@ -107,7 +130,7 @@ SITE="$WORK/site"
 
 if [ "$DRY_RUN" = 1 ]; then
   cat <<EOF
-plan: device=$DEVICE space=$SPACE samples=$SAMPLES budget_s=$BUDGET_S reserve_s=$RESERVE_S validate_s=$VALIDATE_S
+plan: device=$DEVICE space=$SPACE batches=$BATCHES energy_periods=$PERIODS samples=$SAMPLES budget_s=$BUDGET_S reserve_s=$RESERVE_S validate_s=$VALIDATE_S
       min_configs=$MIN_CONFIGS platform=$PLATFORM python=$PY max_time=${MAX_TIME_OVERRIDE:-auto}
       out=$OUT_DIR store=$STORE export=$EXPORT wheels=$(ls "$REPO"/.whl/*.whl 2>/dev/null | wc -l)
 EOF
@@ -170,8 +193,8 @@ EOF
 # -- 1. validate ---------------------------------------------------------------------------
 VDEV=$DEVICE
 if [ "$DEVICE" = cuda ]; then VDEV=cuda:0; fi
-VARGS=()
-if [ "$DEVICE" = cpu ]; then VARGS=(--max-time-s 1 --reference-s 2 --calibration-s 0.5); fi
+VARGS=(--energy-periods "$PERIODS")
+if [ "$DEVICE" = cpu ]; then VARGS+=(--max-time-s 1 --reference-s 2 --calibration-s 0.5); fi
 VT=$(( $(left) - RESERVE_S - 60 ))
 [ "$VT" -gt "$VALIDATE_S" ] && VT=$VALIDATE_S
 if [ "$VT" -ge 20 ]; then
@@ -184,36 +207,56 @@ fi
 echo "== validate exit status: $VRC"
 
 # -- 2. configs ----------------------------------------------------------------------------
-MAX_TIME=$("$PY" - "$OUT_DIR/validate.json" <<'EOF'
+MAX_TIME=$("$PY" - "$OUT_DIR/validate.json" "$PERIODS" <<'EOF'
 import json, sys
 try:
     prov = json.load(open(sys.argv[1]))["facts"]["provenance"]
     period, floor = prov.get("update_period_s"), prov.get("min_window_s") or 0.1
-    window = max(floor, 10 * period) if period else 0.25
-except Exception:  # no validation report: a cap that fits six 0.25 s windows
-    window = 0.25
-print(f"{min(3.0, max(0.8, 6.5 * window)):.2f}")
+    window = max(floor, float(sys.argv[2]) * period) if period else 0.4
+except Exception:  # no validation report: a cap that fits six 0.4 s windows
+    window = 0.4
+print(f"{min(10.0, max(0.8, 6.5 * window)):.2f}")
 EOF
 )
-[ -n "$MAX_TIME" ] || MAX_TIME=1.6
+[ -n "$MAX_TIME" ] || MAX_TIME=2.6
 [ -z "$MAX_TIME_OVERRIDE" ] || MAX_TIME=$MAX_TIME_OVERRIDE
-"$PY" - "$SPACE" "$SAMPLES" "$WORK/configs.csv" <<'EOF' || { echo "error: could not sample the space"; exit 1; }
+"$PY" - "$SPACE" "$SAMPLES" "$WORK/configs.csv" "$BATCHES" <<'EOF' || { echo "error: could not sample the space"; exit 1; }
 import random, sys
 import pandas as pd
 from carb import families, space
-name, n, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+name, n, out, batches = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 sp = space.load(name)
-configs = sp.sample(min(n, len(sp)), seed=0, method="stratified")
-random.Random(1).shuffle(configs)  # any prefix: a random subset of the stratified sample
-pd.DataFrame([families.to_row(c) for c in configs]).to_csv(out, index=False)
-print(f"sampled {len(configs)} of {len(sp)} configs of space {name!r} (stratified, seed 0; shuffled, seed 1)")
+if batches == "none":
+    configs = sp.sample(min(n, len(sp)), seed=0, method="stratified")
+    random.Random(1).shuffle(configs)  # any prefix: a random subset of the stratified sample
+    rows = [families.to_row(c) for c in configs]
+    print(f"sampled {len(rows)} of {len(sp)} configs of space {name!r} (stratified, seed 0; shuffled, seed 1)")
+else:
+    bs = [int(b) for b in batches.split(",")]
+    # the space with its batch axis replaced; its configs at the first batch are the
+    # architectures, and a config a constraint excludes at some batch is left out there
+    full = space.Space(sp.name, [{**g, "batch": bs} for g in sp.grids], sp.constraints, source=sp.source)
+    first = space.Space(sp.name, [{**g, "batch": bs[:1]} for g in sp.grids], sp.constraints, source=sp.source)
+    admitted = {tuple(sorted(families.to_row(c).items())) for c in full}
+    archs = first.sample(min(-(-n // len(bs)), len(first)), seed=0, method="stratified")
+    random.Random(1).shuffle(archs)
+    order = random.Random(2)
+    rows = []
+    for a in archs:
+        for b in order.sample(bs, len(bs)):
+            row = {**families.to_row(a), "batch": b}
+            if tuple(sorted(row.items())) in admitted:
+                rows.append(row)
+    print(f"sampled {len(archs)} of {len(first)} architectures of space {name!r} (stratified, seed 0; "
+          f"shuffled, seed 1) x batches {bs} (shuffled per architecture, seed 2): {len(rows)} configs")
+pd.DataFrame(rows).to_csv(out, index=False)
 EOF
 
 # -- 3. campaign ---------------------------------------------------------------------------
 CT=$(( $(left) - RESERVE_S ))
 CARGS=(--configs "$WORK/configs.csv" --device "$DEVICE" --store "$STORE" --platform "$PLATFORM"
        --max-time "$MAX_TIME" --timeout 60 --ci-target 0.02 --rounds 1)
-if [ "$DEVICE" != cpu ]; then CARGS+=(--no-lock-clocks); fi
+if [ "$DEVICE" != cpu ]; then CARGS+=(--no-lock-clocks --energy-periods "$PERIODS"); fi
 T_CAMPAIGN=$(date +%s)
 if [ "$CT" -ge 20 ]; then
   echo "== characterize (<= ${CT}s, --max-time $MAX_TIME s per config)"
@@ -230,10 +273,11 @@ if [ -f "$STORE" ]; then
   timeout -k 5 $(( RESERVE_S > 25 ? RESERVE_S - 15 : 10 )) "$PY" -m carb.cli dataset export --store "$STORE" --out "$EXPORT" \
     || echo "warning: export failed"
 fi
-"$PY" - "$STORE" "$OUT_DIR/summary.json" "$OUT_DIR/validate.json" "$MAX_TIME" "$CAMPAIGN_S" "$CRC" "$VRC" "$MIN_CONFIGS" "$EXPORT" <<'EOF'
+"$PY" - "$STORE" "$OUT_DIR/summary.json" "$OUT_DIR/validate.json" "$MAX_TIME" "$CAMPAIGN_S" "$CRC" "$VRC" "$MIN_CONFIGS" "$EXPORT" "$PERIODS" <<'EOF'
 import json, os, sys
-store, out, vpath, max_time, campaign_s, crc, vrc, min_configs, export = sys.argv[1:10]
-s = {"store": os.path.basename(store), "max_time_s": float(max_time), "campaign_wall_s": int(campaign_s),
+store, out, vpath, max_time, campaign_s, crc, vrc, min_configs, export, periods = sys.argv[1:11]
+s = {"store": os.path.basename(store), "max_time_s": float(max_time), "energy_periods": float(periods),
+     "campaign_wall_s": int(campaign_s),
      "characterize_exit": int(crc), "validate_exit": int(vrc)}
 try:
     v = json.load(open(vpath))

@@ -15,7 +15,8 @@ left as they are) and checks, printing a table and writing every figure to a JSO
   config, the counter's energy is non-zero and within the tolerance of mean sampled power
   x time (Zeus's instant power every 10 ms); the backend's busy power (gross energy /
   latency) agrees with that mean power too;
-* latency is not inflated by the energy sampler: within 10% of a plain CUDA-event loop;
+* latency is not inflated by the energy sampler: at most 10% above a plain CUDA-event
+  loop in this process, warmed up as long;
 * peak memory is sane: at least the weights' bytes, at most ``--max-memory-gb``;
 * an impossible batch comes back as status ``oom`` and the worker measures again after;
 * clocks are untouched with ``lock_clocks=False``: power limit, persistence mode and
@@ -154,9 +155,14 @@ def reference_run(config: Any, device: Any, dev: Any, seconds: float, skip_s: fl
             time.sleep(0.01)
 
     with torch.inference_mode():
-        for _ in range(3):
+        # warm up for skip_s, as the long run below does: this process's first CUDA work
+        # (handles, lazily loaded kernels) and an idle GPU's clock ramp stay out of the
+        # timed loop. On an H200 (2026-12-04) a loop after 3 warm-up forwards read 2.34 ms
+        # where the backend, warmed up, read 1.95 ms.
+        t_warm = time.perf_counter() + skip_s
+        while time.perf_counter() < t_warm:
             model(x)
-        sync()
+            sync()
         # latency first, with nothing else running (the sampler-overhead check)
         t_end = time.perf_counter() + min(1.0, seconds / 4)
         n_lat = 0
@@ -218,7 +224,10 @@ def run(args: argparse.Namespace, rep: Report) -> None:
     import torch
 
     from carb.measure import Protocol
-    from carb.measure.cuda import CudaBackend, GpuReadings, NvmlExtras, _FakeNvmlClocks, _FakeZeusGPU, _open_zeus_gpu
+    from dataclasses import replace
+
+    from carb.measure.cuda import (CudaBackend, GpuReadings, NvmlExtras, _FakeNvmlClocks, _FakeZeusGPU,
+                                   _open_zeus_gpu, energy_window_s)
     from carb.space import Config
 
     rehearse = args.device == "cpu"
@@ -250,7 +259,7 @@ def run(args: argparse.Namespace, rep: Report) -> None:
     protocol = Protocol(ci_target=0.01, max_time_s=args.max_time_s, timeout_s=300)
     t0 = time.perf_counter()
     with CudaBackend(f"cuda:{index}", lock_clocks=False, protocol=protocol, calibration_s=args.calibration_s,
-                     **backend_opts) as b:
+                     energy_periods=args.energy_periods, **backend_opts) as b:
         rep.info("backend_start_s", time.perf_counter() - t0)
         prov = b.provenance()
         rep.info("provenance", prov)
@@ -264,7 +273,10 @@ def run(args: argparse.Namespace, rep: Report) -> None:
         rep.check("backend reports no clock lock", not prov["clock_lock"]["applied"],
                   prov["clock_lock"].get("reason"), "not applied (lock_clocks=False)")
 
-        m = b.measure(config)
+        # six windows are the fewest that give a median CI: a cap that fits seven, however
+        # slowly the counter updates (an H200's every 100 ms: 10 periods are a 1 s window)
+        window = energy_window_s(period, b.min_window_s, b.energy_periods)
+        m = b.measure(config, protocol=replace(protocol, max_time_s=max(protocol.max_time_s, 7 * window)))
         rep.info("measurement", m.to_dict())
         ok = m.status == "ok"
         rep.check("status", ok, f"{m.status} {m.message}".strip(), "ok")
@@ -307,9 +319,12 @@ def run(args: argparse.Namespace, rep: Report) -> None:
         rep.check("backend busy power vs mean power", rel(busy_w, ref["mean_power_w"]) <= args.tolerance,
                   f"{busy_w:.1f} W vs {ref['mean_power_w']:.1f} W", f"within {args.tolerance:.0%}")
         if not rehearse:  # on the CPU both loops share two busy cores with other work
+            # one-sided: the check is for latency the energy sampler adds; a backend faster
+            # than the plain loop is recorded (reference_latency_ratio), not failed
+            rep.info("reference_latency_ratio", m.latency_ms.median / ref["latency_ms"])
             rep.check("latency vs plain event loop (sampler overhead)",
-                      rel(m.latency_ms.median, ref["latency_ms"]) <= 0.10,
-                      f"{m.latency_ms.median:.3f} ms vs {ref['latency_ms']:.3f} ms", "within 10%")
+                      m.latency_ms.median <= 1.10 * ref["latency_ms"],
+                      f"{m.latency_ms.median:.3f} ms vs {ref['latency_ms']:.3f} ms", "at most 10% above")
             mem_bytes = m.memory_mb * 1e6
             rep.check("peak memory (MB)", ref["weight_bytes"] <= mem_bytes <= args.max_memory_gb * 1e9, m.memory_mb,
                       f"in [{ref['weight_bytes'] / 1e6:.1f}, {args.max_memory_gb * 1e3:g}]")
@@ -347,6 +362,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-time-s", type=float, default=4.0, help="sampling cap of the backend measurement, s")
     ap.add_argument("--reference-s", type=float, default=6.0, help="length of the reference power run, s")
     ap.add_argument("--calibration-s", type=float, default=2.0, help="idle calibration of the backend, s")
+    ap.add_argument("--energy-periods", type=float, default=10.0,
+                    help="a timed window lasts at least this many energy-counter updates (carb characterize --energy-periods)")
     ap.add_argument("--tolerance", type=float, default=0.10, help="relative tolerance of the energy checks")
     ap.add_argument("--max-memory-gb", type=float, default=4.0, help="upper bound of a sane peak memory, GB")
     ap.add_argument("--try-lock", action="store_true",

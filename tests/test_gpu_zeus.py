@@ -313,6 +313,46 @@ def test_tick_aligned_windows_and_idle_subtraction_on_a_synthetic_counter(monkey
     assert r["extra"]["sm_clock_mhz"] == 1000 and r["extra"]["throttle_reasons"] == []
 
 
+@pytest.mark.parametrize("periods, window", [(10.0, 0.5), (4.0, 0.2), (None, 0.5)])
+def test_window_spans_energy_periods_counter_updates(periods, window):
+    """SYNTHETIC counter updating every 50 ms: a window lasts `energy_periods` updates
+    (default 10), and its busy power is still the counter's (tick-aligned either way)."""
+    dev = GpuReadings(_FakeZeusGPU(power_w=250.0, period_s=0.05), NvmlExtras(_FakeNvmlClocks(), None))
+    p = Protocol(ci_target=0.0, min_repeats=1, max_repeats=2, max_time_s=0.5, warmup=1, warmup_s=0.0, timeout_s=60)
+    job = _job(p)
+    if periods is not None:
+        job["energy_periods"] = periods
+    r = _run_config(job, _HostOps(), dev, {"update_period_s": 0.05, "idle_power_w": 100.0})
+    assert r["status"] == "ok" and r["extra"]["window_s"] == pytest.approx(window)
+    busy_w = r["energy_gross_j"].median / (r["latency_ms"].median / 1e3)
+    assert busy_w == pytest.approx(250.0, rel=0.1)
+
+
+@pytest.mark.parametrize("bad", [2.9, 0, -1, float("nan"), "4"])
+def test_energy_periods_below_three_or_not_a_number_is_refused(bad):
+    with pytest.raises(ValueError, match="energy_periods"):
+        CudaBackend("cuda:0", _fake=True, energy_periods=bad)
+
+
+def test_energy_periods_reaches_the_worker_and_the_provenance():
+    with CudaBackend("cuda:0", _fake=True, lock_clocks=False, calibration_s=0.2, energy_periods=4,
+                     protocol=FAST) as b:
+        m = b.measure(TINY)
+        assert m.status == "ok" and b.provenance()["energy_periods"] == 4.0
+        period = m.extra["update_period_s"]
+        assert m.extra["window_s"] == pytest.approx(max(b.min_window_s, 4 * period))
+
+
+def test_characterize_refuses_energy_periods_on_the_cpu(tmp_path):
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "carb.cli", "characterize", "--space", "tiny", "--store",
+                        str(tmp_path / "s.duckdb"), "--energy-periods", "4"], capture_output=True, text=True)
+    assert r.returncode == 2 and r.stderr.strip() == "error: --energy-periods applies to --device cuda only"
+    assert not (tmp_path / "s.duckdb").exists()
+
+
 def test_no_counter_and_unknown_idle_power_give_missing_reasons_not_estimates():
     dev = GpuReadings(_FakeZeusGPU(power_w=250.0, period_s=0.01), None)
     p = Protocol(min_repeats=2, max_repeats=2, max_time_s=0.5, warmup=1, warmup_s=0.0, timeout_s=60)
@@ -388,7 +428,9 @@ def test_gpu_run_argument_handling():
     assert r.returncode == 0 and "time-boxed" in r.stdout
     for bad, word in ((["--device", "tpu"], "--device"), (["--budget-s", "8m"], "whole number"),
                       (["--budget-s", "30", "--reserve-s", "45"], "must exceed"), (["--frobnicate"], "unknown argument"),
-                      (["--platform", "a/b"], "--platform"), (["--space"], "needs a value")):
+                      (["--platform", "a/b"], "--platform"), (["--space"], "needs a value"),
+                      (["--batches", "1,x"], "--batches"), (["--batches", "0,8"], "--batches"),
+                      (["--energy-periods", "2"], ">= 3")):
         r = _gpu_run(*bad)
         assert r.returncode == 2 and r.stderr.startswith("error: ") and word in r.stderr, (bad, r.stderr)
         assert len(r.stderr.strip().splitlines()) == 1  # one line, no traceback
@@ -396,6 +438,7 @@ def test_gpu_run_argument_handling():
     assert r.returncode == 0 and "device=cpu space=tiny" in r.stdout and "platform=cpu-rehearsal" in r.stdout
     r = _gpu_run("--dry-run")
     assert "device=cuda space=screening" in r.stdout and "budget_s=480" in r.stdout and "platform=h200" in r.stdout
+    assert "batches=1,8,32,128,256" in r.stdout and "energy_periods=4" in r.stdout
 
 
 @pytest.mark.slow
@@ -407,13 +450,14 @@ def test_gpu_run_rehearsal_on_the_cpu(tmp_path):
     import sys
 
     out = tmp_path / "out"
-    r = _gpu_run("--device", "cpu", "--space", "tiny", "--samples", "3", "--budget-s", "240", "--min-configs", "0",
-                 "--out", str(out), "--python", sys.executable, timeout=400)
+    # the GPU default's design: whole architectures, each at every batch (tiny: 4 archs x batch 1, 4)
+    r = _gpu_run("--device", "cpu", "--space", "tiny", "--samples", "4", "--batches", "1,4", "--budget-s", "240",
+                 "--min-configs", "0", "--out", str(out), "--python", sys.executable, timeout=400)
     files = sorted(p.name for p in out.iterdir())
     assert files == ["cpu-rehearsal.duckdb", "cpu-rehearsal.parquet", "env.json", "run.log", "summary.json",
                      "validate.json"], (files, r.stdout[-2000:])
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["configs_by_status"] == {"ok": 3} and summary["characterize_exit"] == 0
+    assert summary["configs_by_status"] == {"ok": 4} and summary["characterize_exit"] == 0
     assert summary["validate_synthetic"] is True
     validate = json.loads((out / "validate.json").read_text())
     assert validate["synthetic"] is True and len(validate["checks"]) >= 10
@@ -421,4 +465,7 @@ def test_gpu_run_rehearsal_on_the_cpu(tmp_path):
     import pandas as pd
 
     df = pd.read_parquet(out / "cpu-rehearsal.parquet")
-    assert len(df) == 3 and {"energy_pkg_j", "energy_dram_j", "latency_ms", "memory_mb"} <= set(df.columns)
+    assert len(df) == 4 and {"energy_pkg_j", "energy_dram_j", "latency_ms", "memory_mb"} <= set(df.columns)
+    # two whole architectures, each at both batches: linked for the batch-scaling analysis
+    assert sorted(df.groupby(["depth", "width"]).batch.apply(sorted).tolist()) == [[1, 4], [1, 4]]
+    assert {"latency_ms", "memory_mb"} <= {row["target"] for row in summary["batch_scaling"] if row.get("factor")}

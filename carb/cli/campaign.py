@@ -33,6 +33,7 @@ def characterize(
     store_path: Path = typer.Option(..., "--store", help="DuckDB campaign store; re-running resumes."),
     platform: Optional[str] = typer.Option(None, "--platform", help="Label rows are stored under (default: cpu-<T>t or the GPU's name)."),
     lock_clocks: bool = typer.Option(True, "--lock-clocks/--no-lock-clocks", help="GPU: lock graphics/memory clocks (DVFS lockdown) and restore them after."),
+    energy_periods: Optional[float] = typer.Option(None, "--energy-periods", min=3.0, help="GPU: a timed window lasts at least this many updates of the energy counter (default 10; 4 on a counter that updates every 100 ms halves the time per config)."),
     ci_target: Optional[float] = typer.Option(None, "--ci-target", min=0.0, help="Stop repeating at this relative 95% CI of the median (default 0.02 CPU, 0.01 GPU)."),
     max_time: Optional[float] = typer.Option(None, "--max-time", min=0.0, help="Cap on sampling seconds per config."),
     timeout: Optional[float] = typer.Option(None, "--timeout", min=1.0, help="Wall-clock limit per config, seconds."),
@@ -81,14 +82,19 @@ def characterize(
         fail(f"--executor: unknown value {executor!r} (expected local or ray)")
     if executor == "local" and (address is not None or workers is not None):
         fail("--address and --workers apply to --executor ray only")
+    if device == "cpu" and energy_periods is not None:
+        fail("--energy-periods applies to --device cuda only")
     opts = {"threads": threads or 1} if device == "cpu" else {"lock_clocks": lock_clocks}
+    if energy_periods is not None:
+        opts["energy_periods"] = energy_periods
     try:
         if executor == "ray":
             from carb.ray_executor import RayExecutor
 
             with err.status("starting Ray worker slots..."):
                 backend = RayExecutor(device, address=address, workers=workers, protocol=protocol,
-                                      threads=threads or 1, lock_clocks=lock_clocks)
+                                      threads=threads or 1, lock_clocks=lock_clocks,
+                                      backend_opts={k: v for k, v in opts.items() if k == "energy_periods"})
             err.print(f"ray: {backend.workers} worker slot(s) of {backend.slots_total} in the cluster")
         else:
             backend = get_backend(device, protocol=protocol, **opts)

@@ -43,7 +43,8 @@ def get_backend(device: str, **opts: Any) -> Backend:
         device: ``cpu``, ``cuda`` (device 0) or ``cuda:<index>``.
         **opts: backend options: for ``cpu``: ``threads``, ``protocol``, ``affinity``,
             ``idle_s``; for ``cuda``: ``lock_clocks``, ``protocol``, ``sm_clock_mhz``,
-            ``mem_clock_mhz``, ``cudnn_benchmark``, ``min_window_s``, ``calibration_s``.
+            ``mem_clock_mhz``, ``cudnn_benchmark``, ``min_window_s``, ``energy_periods``,
+            ``calibration_s``.
 
     Raises:
         ValueError: an unknown device string, or an option the device does not take.

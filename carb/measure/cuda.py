@@ -780,7 +780,8 @@ def _run_config(job: dict[str, Any], ops: Any, dev: Any, calib: dict[str, Any]) 
     period = calib.get("update_period_s")
     idle_w = calib.get("idle_power_w")
     guard_s = period or 0.0
-    window_s = (energy_window_s(period, job["min_window_s"], 10.0, protocol.min_sample_s) if energy_ok
+    window_s = (energy_window_s(period, job["min_window_s"], job.get("energy_periods", 10.0), protocol.min_sample_s)
+                if energy_ok
                 else max(protocol.min_sample_s, 0.05))
 
     ops.empty_cache()
@@ -1009,10 +1010,18 @@ class CudaBackend(Backend):
         protocol: the repeat/stop protocol; default ``Protocol.default_for("cuda")``.
         cudnn_benchmark: ``torch.backends.cudnn.benchmark`` in the worker (default off:
             autotuning makes latency depend on the tuner's choice; recorded).
-        min_window_s: floor of a timed window, seconds. A window also lasts at least 10
-            update periods of the energy counter (:func:`energy_window_s`), which dominates
-            wherever the counter updates every 10 ms or slower; 0.1 s keeps six windows
-            (the fewest that give a median CI) near a second per config.
+        min_window_s: floor of a timed window, seconds. A window also lasts at least
+            ``energy_periods`` update periods of the energy counter
+            (:func:`energy_window_s`), which dominates wherever the counter updates every
+            10 ms or slower; 0.1 s keeps six windows (the fewest that give a median CI)
+            near a second per config.
+        energy_periods: a timed window lasts at least this many update periods of the
+            energy counter (default 10). Fewer make each config faster to measure where
+            the counter is slow (an H200's updates every 100 ms: 10 periods are 1 s a
+            window, 6 s a config): the window's energy is taken between counter updates
+            either way, so fewer periods only widen each window's share of the tick-time
+            jitter (about one counter read, a few ms). At least 3 (the first period after
+            launch is skipped, and a window needs two ticks after it).
         calibration_s: idle seconds at start-up to measure the counter's update period and
             the idle power. Units: s.
         start_timeout_s: how long the worker may take to start (CUDA init). Units: s.
@@ -1027,7 +1036,8 @@ class CudaBackend(Backend):
 
     def __init__(self, device: str = "cuda:0", *, lock_clocks: bool = True, sm_clock_mhz: int | None = None,
                  mem_clock_mhz: int | None = None, protocol: Protocol | None = None,
-                 cudnn_benchmark: bool = False, min_window_s: float = 0.1, calibration_s: float = 2.0,
+                 cudnn_benchmark: bool = False, min_window_s: float = 0.1, energy_periods: float = 10.0,
+                 calibration_s: float = 2.0,
                  start_timeout_s: float = 180.0, _fault: str | None = None, _fake: bool = False,
                  _gpu: Any = None, _arch: str = "carb.arch") -> None:
         m = re.fullmatch(r"cuda(?::(\d+))?", device.strip().lower())
@@ -1049,6 +1059,9 @@ class CudaBackend(Backend):
         self.lock_clocks = bool(lock_clocks)
         self.cudnn_benchmark = bool(cudnn_benchmark)
         self.min_window_s = float(min_window_s)
+        if not (isinstance(energy_periods, (int, float)) and 3 <= energy_periods <= 1000):
+            raise ValueError(f"energy_periods {energy_periods!r}: expected a number of counter updates in [3, 1000]")
+        self.energy_periods = float(energy_periods)
         self.calibration_s = float(calibration_s)
         self.start_timeout_s = float(start_timeout_s)
         self._fault, self._fake, self._arch = _fault, _fake, _arch
@@ -1156,7 +1169,8 @@ class CudaBackend(Backend):
                      idle_power_w=self.calibration.get("idle_power_w"),
                      idle_power_source=self.calibration.get("idle_power_source"),
                      idle_telemetry=self.calibration.get("idle_telemetry"),
-                     min_window_s=self.min_window_s, memory_definition=MEMORY_DEFINITION,
+                     min_window_s=self.min_window_s, energy_periods=self.energy_periods,
+                     memory_definition=MEMORY_DEFINITION,
                      protocol=self.protocol.to_dict(), ci_method="distribution-free binomial order statistics, 95%",
                      worker_restarts=self.worker_restarts, fake=self._fake or None)
         facts["zeus"] = _zeus_version()
@@ -1201,7 +1215,7 @@ class CudaBackend(Backend):
                                    wall_s=time.perf_counter() - t0)
         job = {"config": config, "build": builder_of(config), "protocol": protocol, "arch": self._arch,
                "fault": self._fault,
-               "min_window_s": self.min_window_s}
+               "min_window_s": self.min_window_s, "energy_periods": self.energy_periods}
         reply, failure = self._request(("measure", job), protocol.timeout_s)
         wall = time.perf_counter() - t0
         reason = self.hello.get("energy_reason")
