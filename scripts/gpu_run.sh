@@ -190,6 +190,17 @@ json.dump(facts, open(out, "w"), indent=2)
 print(json.dumps(facts))
 EOF
 
+# preflight: the CLI parses an option (typer imports its option machinery, pydantic for
+# typer 0.29, only then) and answers a missing store with its one-line error; anything
+# else (a missing package) stops the run here, before the validation spends device time
+# (the first H200 try lost its campaign to a missing pydantic after validating)
+PRE=$("$PY" -m carb.cli dataset export --store "$WORK/none.duckdb" --out "$WORK/none.parquet" 2>&1)
+if [ $? -ne 2 ] || ! grep -q "no such store" <<<"$PRE"; then
+  echo "$PRE" | tail -5
+  echo "error: the carb CLI does not run here (see above): carry the missing wheels in .whl (README, GPUs)"
+  exit 1
+fi
+
 # -- 1. validate ---------------------------------------------------------------------------
 VDEV=$DEVICE
 if [ "$DEVICE" = cuda ]; then VDEV=cuda:0; fi

@@ -441,6 +441,24 @@ def test_gpu_run_argument_handling():
     assert "batches=1,8,32,128,256" in r.stdout and "energy_periods=4" in r.stdout
 
 
+def test_gpu_run_stops_before_validating_when_the_cli_cannot_run(tmp_path):
+    """The preflight: a Python whose carb CLI fails (here a wrapper that fails `-m carb.cli`
+    the way a missing package does) ends the run with exit 1 and a one-line reason, before
+    the validation and the campaign spend device time."""
+    import sys
+
+    fake = tmp_path / "python"
+    fake.write_text(f"""#!/usr/bin/env bash
+if [ "$1" = "-m" ] && [ "$2" = "carb.cli" ]; then echo "ModuleNotFoundError: No module named 'pydantic'" >&2; exit 1; fi
+exec {sys.executable} "$@"
+""")
+    fake.chmod(0o755)
+    out = tmp_path / "out"
+    r = _gpu_run("--device", "cpu", "--space", "tiny", "--out", str(out), "--python", str(fake), timeout=120)
+    assert r.returncode == 1 and "the carb CLI does not run here" in r.stdout and "pydantic" in r.stdout
+    assert "== validate" not in r.stdout and not (out / "validate.json").exists()
+
+
 @pytest.mark.slow
 def test_gpu_run_rehearsal_on_the_cpu(tmp_path):
     """The whole script on the CPU: validate_gpu.py's synthetic rehearsal, a sample of the
