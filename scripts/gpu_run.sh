@@ -66,7 +66,7 @@ MAX_TIME_OVERRIDE=""
 BATCHES=""
 PERIODS=""
 
-usage() { sed -n '2,47p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }  # the header comment
 die() { echo "error: $*" >&2; exit 2; }
 
 while [ $# -gt 0 ]; do
