@@ -274,6 +274,8 @@ def dataset_info(store_path: Path = typer.Option(..., "--store", help="DuckDB ca
         runs = store.runs()
         readings = store.speed_readings()
     speed = drift.speed_summary(readings)
+    if not speed.get("readings") and len(runs) and all(_gpu_line(p) for p in runs.provenance):
+        speed["why"] = "GPU campaigns take no sentinel readings (the sentinel tracks a CPU's speed)"
     if json_out:
         print(json.dumps({"store": str(store_path), "runs": len(runs),
                           "summary": json.loads(summary.to_json(orient="records")), "speed_index": speed},
@@ -282,12 +284,36 @@ def dataset_info(store_path: Path = typer.Option(..., "--store", help="DuckDB ca
     console.print(f"{store_path}: {len(runs)} run(s)")
     for r in runs.itertuples(index=False):
         console.print(f"  {r.run_id}  {r.started_at:%Y-%m-%d %H:%M}  {r.platform}  {r.command}")
-        isa = _isa_line(r.provenance)
-        if isa:
-            console.print(f"    {isa}", highlight=False)
+        gpu, isa = _gpu_line(r.provenance), _isa_line(r.provenance)
+        for line in (gpu, ("host " + isa) if gpu and isa else isa):
+            if line:
+                console.print(f"    {line}", highlight=False)
     _print_store_summary(summary)
     for line in drift.speed_lines(speed, readings):
         console.print(line, highlight=False, soft_wrap=True)
+
+
+def _gpu_line(provenance: Any) -> str:
+    """The GPU facts of a GPU run's provenance (JSON), for ``dataset info``: which GPU and
+    driver, whether clocks were locked (and why not), the energy counter's update period
+    and window, the idle power subtracted. Empty for a CPU run."""
+    try:
+        p = json.loads(provenance) if isinstance(provenance, str) else dict(provenance or {})
+    except (TypeError, ValueError):
+        return ""
+    if not str(p.get("device", "")).startswith("cuda"):
+        return ""
+    lock = p.get("clock_lock") or {}
+    clocks = ("clocks locked" if lock.get("applied") else f"clocks not locked ({lock.get('reason') or 'not requested'})")
+    sensor = p.get("energy_sensor") or {}
+    period = p.get("update_period_s")
+    if sensor.get("available") and period:
+        energy = (f"energy counter every {1e3 * period:.0f} ms, windows of >= {p.get('energy_periods', 10):g} "
+                  f"updates; idle {p.get('idle_power_w') or float('nan'):.1f} W subtracted")
+    else:
+        energy = f"no energy: {sensor.get('reason') or 'no counter'}"
+    return (f"GPU {p.get('gpu_name') or p.get('device_name') or '?'} (driver {p.get('driver') or '?'}, torch "
+            f"{p.get('torch') or '?'}): {clocks}; {energy}")
 
 
 def _isa_line(provenance: Any) -> str:
