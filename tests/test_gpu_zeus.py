@@ -328,6 +328,34 @@ def test_window_spans_energy_periods_counter_updates(periods, window):
     assert busy_w == pytest.approx(250.0, rel=0.1)
 
 
+def test_window_guard_first_skips_the_first_period_in_the_first_window_only(monkeypatch):
+    """SYNTHETIC counter updating every 50 ms, 0.25 s windows: with the experiment's
+    window_guard "first", the windows after the first use the ticks of their whole span
+    (about one more than when every window skips a period), and busy power stays the
+    counter's."""
+    import carb.measure.cuda as cuda
+
+    real = cuda.power_between_ticks
+    used: list[int] = []
+
+    def counting(ticks, t_start, t_end):
+        used.append(len(ticks))
+        return real(ticks, t_start, t_end)
+
+    monkeypatch.setattr(cuda, "power_between_ticks", counting)
+    dev = GpuReadings(_FakeZeusGPU(power_w=250.0, period_s=0.05), NvmlExtras(_FakeNvmlClocks(), None))
+    p = Protocol(ci_target=0.0, min_repeats=4, max_repeats=4, max_time_s=5.0, warmup=1, warmup_s=0.0, timeout_s=60)
+    ticks = {}
+    for guard in ("every", "first"):
+        used.clear()
+        job = {**_job(p), "energy_periods": 5.0, "window_guard": guard}
+        r = _run_config(job, _HostOps(), dev, {"update_period_s": 0.05, "idle_power_w": 100.0})
+        assert r["status"] == "ok" and r["extra"]["window_guard"] == guard
+        assert r["energy_gross_j"].median / (r["latency_ms"].median / 1e3) == pytest.approx(250.0, rel=0.1)
+        ticks[guard] = used[1:]  # the windows after the first
+    assert sum(ticks["first"]) / len(ticks["first"]) > sum(ticks["every"]) / len(ticks["every"]) + 0.5
+
+
 @pytest.mark.parametrize("bad", [2.9, 0, -1, float("nan"), "4"])
 def test_energy_periods_below_three_or_not_a_number_is_refused(bad):
     with pytest.raises(ValueError, match="energy_periods"):

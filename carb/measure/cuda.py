@@ -780,6 +780,11 @@ def _run_config(job: dict[str, Any], ops: Any, dev: Any, calib: dict[str, Any]) 
     period = calib.get("update_period_s")
     idle_w = calib.get("idle_power_w")
     guard_s = period or 0.0
+    # "every" (the default): each window skips the counter's first period after its start;
+    # "first": only the first does, the later ones follow a busy window of the same config
+    # with no idle in between (an experiment for a GPU session: scripts/validate_gpu.py
+    # measures both; shorter windows would then do)
+    guard_first_only = job.get("window_guard", "every") == "first"
     window_s = (energy_window_s(period, job["min_window_s"], job.get("energy_periods", 10.0), protocol.min_sample_s)
                 if energy_ok
                 else max(protocol.min_sample_s, 0.05))
@@ -805,10 +810,11 @@ def _run_config(job: dict[str, Any], ops: Any, dev: Any, calib: dict[str, Any]) 
         k = k_first = iters_per_sample(per_iter_s, window_s)
         missed = 0
         timed_s = 0.0
+        windows_done = 0
 
         with _Sampler(dev, energy=energy_ok) as sampler:
             def sample() -> dict[str, float]:
-                nonlocal missed, k, timed_s
+                nonlocal missed, k, timed_s, windows_done
                 ta = time.perf_counter()
                 start.record()
                 for _ in range(k):
@@ -826,7 +832,9 @@ def _run_config(job: dict[str, Any], ops: Any, dev: Any, calib: dict[str, Any]) 
                 if energy_ok:
                     # skip one update period after the launch: the counter may report with
                     # a lag, and its first busy tick could still hold idle time
-                    t0 = ta + min(guard_s, (tb - ta) / 4)
+                    guard = guard_s if (windows_done == 0 or not guard_first_only) else 0.0
+                    windows_done += 1
+                    t0 = ta + min(guard, (tb - ta) / 4)
                     pw = power_between_ticks(sampler.ticks_between(t0, tb), t0, tb)
                     if pw is None:
                         missed += 1
@@ -849,6 +857,7 @@ def _run_config(job: dict[str, Any], ops: Any, dev: Any, calib: dict[str, Any]) 
     extra.update(warmup_iters=n_warm, iters_per_sample=k, iters_per_sample_first=k_first, window_s=window_s, stop_reason=run.stop_reason,
                  update_period_s=period, idle_power_w=idle_w, energy_windows=len(run.samples.get("energy_gross_j", [])),
                  energy_windows_missed=missed, memory_reserved_mb=reserved / 1e6,
+                 window_guard="first" if guard_first_only else "every",
                  latency_samples_ms=[round(v, 6) for v in run.samples["latency_ms"]])
     reason = None
     if energy_ok and "energy_gross_j" not in stats:
@@ -1062,6 +1071,7 @@ class CudaBackend(Backend):
         if not (isinstance(energy_periods, (int, float)) and 3 <= energy_periods <= 1000):
             raise ValueError(f"energy_periods {energy_periods!r}: expected a number of counter updates in [3, 1000]")
         self.energy_periods = float(energy_periods)
+        self._window_guard = "every"  # EXPERIMENT-ONLY ("first"): see _run_config and validate_gpu.py
         self.calibration_s = float(calibration_s)
         self.start_timeout_s = float(start_timeout_s)
         self._fault, self._fake, self._arch = _fault, _fake, _arch
@@ -1215,7 +1225,8 @@ class CudaBackend(Backend):
                                    wall_s=time.perf_counter() - t0)
         job = {"config": config, "build": builder_of(config), "protocol": protocol, "arch": self._arch,
                "fault": self._fault,
-               "min_window_s": self.min_window_s, "energy_periods": self.energy_periods}
+               "min_window_s": self.min_window_s, "energy_periods": self.energy_periods,
+               "window_guard": self._window_guard}
         reply, failure = self._request(("measure", job), protocol.timeout_s)
         wall = time.perf_counter() - t0
         reason = self.hello.get("energy_reason")
