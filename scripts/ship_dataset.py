@@ -18,6 +18,7 @@ import argparse
 import json
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -177,7 +178,7 @@ def _pct(x: float) -> str:
     return f"{100 * x:.1f}%"
 
 
-def gpu_figures(df, store: Store, platform: str) -> dict:
+def gpu_figures(df: Any) -> dict:
     """The GPU card's figures, all from the store's rows: noise by batch regime, power,
     clocks and temperature each config ran at, each config's own energy check, and batch
     scaling over the linked architectures."""
@@ -357,7 +358,7 @@ def main() -> None:
         df = datasets.from_store(s, a.name, with_features=False)
         f = figures(s, a.name)
         gpu = str(f["provenance"].get("device", "")).startswith("cuda")
-        g = gpu_figures(df, s, a.name) if gpu else None
+        g = gpu_figures(df) if gpu else None
     out = Path(a.out)
     datasets.write(datasets.slim(df), out / f"{a.name}.parquet")
     if gpu:

@@ -313,22 +313,31 @@ def test_tick_aligned_windows_and_idle_subtraction_on_a_synthetic_counter(monkey
     assert r["extra"]["sm_clock_mhz"] == 1000 and r["extra"]["throttle_reasons"] == []
 
 
-@pytest.mark.parametrize("periods, window", [(10.0, 0.5), (4.0, 0.2), (None, 0.5)])
-def test_window_spans_energy_periods_counter_updates(periods, window, monkeypatch):
-    """SYNTHETIC counter updating every 50 ms: a window lasts `energy_periods` updates
-    (default 10), and its busy power is still the counter's (tick-aligned either way)."""
+def _record_windows(monkeypatch) -> tuple[list[tuple[float, float]], list[float]]:
+    """Record each energy window's span (t_start, t_end) and its busy power (W) as the
+    worker computes them: lists the caller reads (and clears) between configs."""
     import carb.measure.cuda as cuda
 
     real = cuda.power_between_ticks
+    spans: list[tuple[float, float]] = []
     powers: list[float] = []
 
     def recording(ticks, t_start, t_end):
+        spans.append((t_start, t_end))
         pw = real(ticks, t_start, t_end)
         if pw is not None:
             powers.append(pw[0])
         return pw
 
     monkeypatch.setattr(cuda, "power_between_ticks", recording)
+    return spans, powers
+
+
+@pytest.mark.parametrize("periods, window", [(10.0, 0.5), (4.0, 0.2), (None, 0.5)])
+def test_window_spans_energy_periods_counter_updates(periods, window, monkeypatch):
+    """SYNTHETIC counter updating every 50 ms: a window lasts `energy_periods` updates
+    (default 10), and its busy power is still the counter's (tick-aligned either way)."""
+    _, powers = _record_windows(monkeypatch)
     dev = GpuReadings(_FakeZeusGPU(power_w=250.0, period_s=0.05), NvmlExtras(_FakeNvmlClocks(), None))
     p = Protocol(ci_target=0.0, min_repeats=1, max_repeats=2, max_time_s=0.5, warmup=1, warmup_s=0.0, timeout_s=60)
     job = _job(p)
@@ -347,21 +356,7 @@ def test_window_guard_first_skips_the_first_period_in_the_first_window_only(monk
     starts, right after the previous one; busy power stays the counter's either way."""
     import statistics
 
-    import carb.measure.cuda as cuda
-
-    real = cuda.power_between_ticks
-    spans: list[tuple[float, float]] = []
-
-    powers: list[float] = []
-
-    def recording(ticks, t_start, t_end):
-        spans.append((t_start, t_end))
-        pw = real(ticks, t_start, t_end)
-        if pw is not None:
-            powers.append(pw[0])
-        return pw
-
-    monkeypatch.setattr(cuda, "power_between_ticks", recording)
+    spans, powers = _record_windows(monkeypatch)
     dev = GpuReadings(_FakeZeusGPU(power_w=250.0, period_s=0.05), NvmlExtras(_FakeNvmlClocks(), None))
     p = Protocol(ci_target=0.0, min_repeats=5, max_repeats=5, max_time_s=20.0, warmup=1, warmup_s=0.0, timeout_s=60)
     gaps = {}
