@@ -239,10 +239,14 @@ def register(app: typer.Typer) -> None:
         n_jobs: int = typer.Option(1, "--jobs", min=1, help="Threads per learner."),
         force: bool = typer.Option(False, "--force", help="Replace the model bundle already in --out."),
         latency: str = typer.Option("corrected", "--latency", help=_LATENCY_HELP),
+        prior: Optional[Path] = typer.Option(None, "--prior", help="A model bundle of another device (e.g. the screening's Stage 1 source model) whose predictions the model reads as inputs; it is saved inside the new bundle."),
     ) -> None:
         """Fit a CARB model on a dataset and write it as a bundle directory.
 
         Example: carb train --data cpu-1t --preset fast --out models/cpu-1t
+
+        With --prior, every target also reads another device's model's prediction of the
+        same config: carb train --data cpu-2t --prior models/cpu-1t --out models/cpu-2t
         """
         import numpy as np
 
@@ -253,6 +257,14 @@ def register(app: typer.Typer) -> None:
         if not 0 < coverage < 1:
             raise _usage(f"--coverage {coverage}: must be in (0, 1)")
         _check_train_out(out, force)  # before training: minutes of fitting must not end in a refusal
+        prior_model = None
+        if prior is not None:
+            from carb.model import load
+
+            try:
+                prior_model = load(prior, n_jobs=n_jobs)
+            except BundleError as e:
+                raise _usage(f"--prior: {e}") from None
         df = load_data(data, pick_option(device, device_old, "--platform", "--device"))
         if "status" in df.columns:
             df = df[df["status"] == "ok"].reset_index(drop=True)
@@ -263,7 +275,7 @@ def register(app: typer.Typer) -> None:
             perm = np.random.default_rng(seed).permutation(len(df))
             k = int(round(holdout * len(df)))
             test, df = df.iloc[perm[:k]], df.iloc[perm[k:]]
-        model = CARB(preset=preset, coverage=coverage, random_state=seed, n_jobs=n_jobs)
+        model = CARB(preset=preset, coverage=coverage, random_state=seed, n_jobs=n_jobs, prior=prior_model)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", UserWarning)
             try:
@@ -287,6 +299,8 @@ def register(app: typer.Typer) -> None:
         cv = ", ".join(f"{t} R² log {m['r2_log']:.3f} / MAPE {100 * m['mape']:.1f}%" for t, m in model.cv_metrics_.items())
         console.print(f"wrote {out}: preset {preset}, {model.n_train_rows_} rows, targets {', '.join(model.targets_)}"
                       + (f" (not trained: {', '.join(model.missing_targets_)})" if model.missing_targets_ else ""))
+        if model.prior_columns_:
+            console.print(f"reads the prior {prior}: {', '.join(model.prior_columns_)} (saved in {out}/prior)")
         if "latency_ms" in model.targets_:
             console.print(f"latency trained on: {latency_note}")
         console.print(f"cross-validated: {cv}")

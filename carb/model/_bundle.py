@@ -9,6 +9,9 @@ Layout::
     DIR/<target>.<learner>.ubj   XGBoost boosters (UBJSON)
     DIR/<target>.<learner>.txt   LightGBM boosters (LightGBM model text)
     DIR/<target>.<learner>.npz   ExtraTrees as node arrays (numpy, no pickled objects)
+    DIR/prior/                   only for a model trained with a prior (another device's
+                                 model it reads): that model, a bundle of its own, tied to
+                                 this one by its manifest's checksum
 
 Loading reads JSON, UBJSON, LightGBM text and ``.npz`` with ``allow_pickle=False``, so it
 never runs code from the files. Before reading any model file it checks the manifest's
@@ -37,6 +40,8 @@ FORMAT = "carb-model-bundle"
 #: bump when a bundle written by this code could be misread by older code, or vice versa
 SCHEMA_VERSION = 1
 MANIFEST = "manifest.json"
+#: the subdirectory holding a model's prior (another device's model it reads), a bundle itself
+PRIOR_DIR = "prior"
 
 
 class BundleError(ValueError):
@@ -115,6 +120,15 @@ def save(model, directory: str | Path, holdout: dict[str, Any] | None = None,
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
+        prior_entry = None
+        if getattr(model, "prior_columns_", None):
+            # the prior travels inside the bundle, as a bundle of its own (checked on load)
+            if not hasattr(model.prior_, "models_"):
+                raise BundleError(f"cannot save a model whose prior is a {type(model.prior_).__name__}: "
+                                  "only a CARB prior can be saved inside the bundle")
+            save(model.prior_, tmp / PRIOR_DIR)
+            prior_entry = {"directory": PRIOR_DIR, "columns": list(model.prior_columns_),
+                           "manifest_sha256": json.loads((tmp / PRIOR_DIR / MANIFEST).read_text())["manifest_sha256"]}
         targets: dict[str, Any] = {}
         for t, m in model.models_.items():
             learners = {}
@@ -142,10 +156,13 @@ def save(model, directory: str | Path, holdout: dict[str, Any] | None = None,
             "versions": _versions(),
             "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             "preset": model.preset,
-            "params": model.get_params(),
+            # the prior is a model, not a setting: it is the "prior" entry below
+            "params": {**model.get_params(deep=False), "prior": None},
             "spec": spec,
             "features": model.spec_["features"],
-            "input_columns": model.input_columns_,
+            # the prior's columns too: a carb that knows no prior refuses the bundle cleanly
+            "input_columns": model.input_columns_ + list(getattr(model, "prior_columns_", [])),
+            "prior": prior_entry,
             "targets_trained": model.targets_,
             "targets_missing": model.missing_targets_,
             "units": {"energy_j": "J", "latency_ms": "ms", "memory_mb": "MB"},
@@ -155,7 +172,7 @@ def save(model, directory: str | Path, holdout: dict[str, Any] | None = None,
             "targets": targets,
             # the training rows' ranges: predictions beyond them are flagged 'extrapolated'
             "domain": getattr(model, "domain_", None),
-            "files": {p.name: _sha256(p) for p in sorted(tmp.iterdir())},
+            "files": {p.name: _sha256(p) for p in sorted(tmp.iterdir()) if p.is_file()},
         }
         # normalised through JSON first (tuples, numpy scalars), as load will read it
         manifest = json.loads(json.dumps(manifest, allow_nan=False, default=_json_default))
@@ -222,8 +239,22 @@ def load(directory: str | Path, n_jobs: int = 1):
         if _sha256(p) != digest:
             raise BundleError(f"{d}: file {name} does not match its checksum (tampered or corrupt); refusing to load")
     try:
+        prior, pcols = None, []
+        if man.get("prior") is not None:
+            entry = man["prior"]
+            if entry.get("directory") != PRIOR_DIR:
+                raise BundleError(f"{mpath}: malformed manifest (prior directory {entry.get('directory')!r})")
+            prior = load(d / PRIOR_DIR, n_jobs=n_jobs)
+            if prior.manifest_.get("manifest_sha256") != entry.get("manifest_sha256"):
+                raise BundleError(f"{d}: its prior ({PRIOR_DIR}/) is not the one it was trained with "
+                                  "(tampered or replaced); refusing to load")
+            pcols = [str(c) for c in entry["columns"]]
         feature_set = man["features"]
         cols = man["input_columns"]
+        if pcols:
+            if cols[len(cols) - len(pcols):] != pcols:
+                raise BundleError(f"{mpath}: malformed manifest (prior columns)")
+            cols = cols[:len(cols) - len(pcols)]
         fams = [f for f, (c, _) in FAMILY_COLUMNS.items() if isinstance(cols, list) and c[0] in cols]
         if cols != input_columns(feature_set, sorted(fams)):
             raise BundleError(f"{d}: incompatible bundle: its input columns differ from those this carb "
@@ -264,6 +295,8 @@ def load(directory: str | Path, n_jobs: int = 1):
         raise BundleError(f"{d}: unreadable model file ({type(e).__name__}: {' '.join(str(e).split())[:200]})") from None
     model.spec_ = spec
     model.input_columns_ = cols
+    model.prior = model.prior_ = prior
+    model.prior_columns_ = pcols
     model.targets_ = list(man["targets_trained"])
     model.missing_targets_ = list(man["targets_missing"])
     model.models_ = models

@@ -197,6 +197,15 @@ class CARB(RegressorMixin, BaseEstimator):
     calibrates extrapolation along the batch (``carb evaluate --split batch-tier`` reports
     the coverage actually reached).
 
+    Prior: ``prior`` (a fitted model of *another* device, e.g. the source model of a
+    two-stage screening, or its bundle directory) makes every target also read the prior's
+    log predictions of the same config (columns ``prior_<target>``, one per target the prior
+    predicts). A device's costs follow another device's config by config beyond what the
+    closed-form features say (which memory the allocator keeps, which layers a thread count
+    speeds up); the prior carries that from the data the other device was measured on. The
+    prior is used as it is (never refitted, not even by ``sklearn.clone``), predicts every
+    config this model predicts, and is saved inside this model's bundle.
+
     Missing targets: a target with fewer than 20 labelled ``ok`` rows (e.g. ``energy_j`` on
     a CPU without an energy sensor, all NaN) is not trained: ``fit`` warns, lists it in
     :attr:`missing_targets_`, and :meth:`predict` still returns its three columns, all NaN,
@@ -238,12 +247,17 @@ class CARB(RegressorMixin, BaseEstimator):
             ``corrector``).
         random_state: seed of the folds and of the learners.
         n_jobs: threads each learner may use.
+        prior: a fitted model of another device (a :class:`CARB`, any predictor with
+            ``targets_`` and ``predict(DataFrame)`` giving ``<target>`` columns, or a
+            bundle directory), whose predictions every target reads as inputs; None: none.
 
     Attributes (after ``fit``):
         targets_: trained targets, in cascade order.
         missing_targets_: targets not trained (no or too few labels).
         models_: :class:`TargetModel` per trained target.
         input_columns_: the base input columns, in order.
+        prior_: the prior model (loaded when ``prior`` is a directory), or None.
+        prior_columns_: the inputs read from it (``prior_<target>``, log of its prediction), after the base ones.
         cv_metrics_: per target, out-of-fold ``r2_log``, ``mape``, ``coverage`` on the training rows.
         n_train_rows_: ``ok`` rows used.
         training_hash_: :func:`training_hash` of the training rows.
@@ -251,13 +265,22 @@ class CARB(RegressorMixin, BaseEstimator):
 
     def __init__(self, preset: str = "default", coverage: float = 0.9, n_folds: int = 5,
                  learner_params: dict[str, dict[str, Any]] | None = None, random_state: int = 0,
-                 n_jobs: int = 1) -> None:
+                 n_jobs: int = 1, prior: Any = None) -> None:
         self.preset = preset
         self.coverage = coverage
         self.n_folds = n_folds
         self.learner_params = learner_params
         self.random_state = random_state
         self.n_jobs = n_jobs
+        self.prior = prior
+
+    def __sklearn_clone__(self) -> "CARB":
+        # the prior is a fitted model of another device, not a setting: a clone shares it
+        # as it is (sklearn's clone would hand back an unfitted copy of it)
+        from sklearn.base import clone
+
+        params = self.get_params(deep=False)
+        return type(self)(**{k: v if k == "prior" else clone(v, safe=False) for k, v in params.items()})
 
     # -- fitting --------------------------------------------------------------------------
 
@@ -287,6 +310,10 @@ class CARB(RegressorMixin, BaseEstimator):
                              f"({', '.join(map(str, df['device'].unique()[:4]))}); fit one model per device")
         df = with_features(df.reset_index(drop=True))
         Xb, cols = matrix(df, spec["features"])
+        prior = _resolve_prior(self.prior, self.n_jobs)
+        pX, pcols = _prior_inputs(prior, df)
+        if pcols:
+            Xb = np.column_stack([Xb, pX])
         batch = df["batch"].to_numpy(dtype=np.float64)
 
         labels = {t: df[t].to_numpy(dtype=np.float64) if t in df.columns else np.full(len(df), np.nan)
@@ -319,7 +346,7 @@ class CARB(RegressorMixin, BaseEstimator):
             best = None
             for ups in options:
                 Z = np.column_stack([Xb, *[upstream_pred[u] for u in ups]]) if ups else Xb
-                zcols = cols + [f"pred_{u}" for u in ups]
+                zcols = cols + pcols + [f"pred_{u}" for u in ups]
                 cvres = self._cross_validate(spec, t, Z, zcols, ylog, valid[t], folds, batch)
                 if best is None or cvres["mse_log"] < best[0]["mse_log"]:
                     best = (cvres, ups, Z, zcols)
@@ -342,13 +369,15 @@ class CARB(RegressorMixin, BaseEstimator):
 
         self.spec_ = spec
         self.input_columns_ = cols
+        self.prior_ = prior
+        self.prior_columns_ = pcols
         self.targets_ = trained
         self.missing_targets_ = missing
         self.models_ = models
         self.cv_metrics_ = cv
         self.n_train_rows_ = int(len(df))
         self.training_hash_ = training_hash(df, trained)
-        self.domain_ = training_domain(df, Xb, cols)
+        self.domain_ = training_domain(df, Xb, cols + pcols)
         return self
 
     def _cross_validate(self, spec: dict[str, Any], target: str, Z: np.ndarray, zcols: list[str],
@@ -489,6 +518,13 @@ class CARB(RegressorMixin, BaseEstimator):
             part = df.iloc[s:s + PREDICT_CHUNK]
             Xb, xcols = matrix(part, self.spec_["features"], first_row=s,
                            families=sorted(f for f, (c, _) in FAMILY_COLUMNS.items() if c[0] in self.input_columns_))
+            pcols = getattr(self, "prior_columns_", [])
+            if pcols:
+                pX, got = _prior_inputs(self.prior_, part, first_row=s)
+                if got != pcols:
+                    raise ValueError(f"prior: it predicts {', '.join(got) or 'nothing'}; this model was trained "
+                                     f"reading {', '.join(pcols)}")
+                Xb, xcols = np.column_stack([Xb, pX]), xcols + pcols
             batch = part["batch"].to_numpy(dtype=np.float64)
             if domain is not None:
                 outside[s:s + len(part)] = outside_domain(domain, part, Xb, xcols)
@@ -544,6 +580,45 @@ class CARB(RegressorMixin, BaseEstimator):
         tags = super().__sklearn_tags__()
         tags.target_tags.required = False  # the targets live in the dataset frame
         return tags
+
+
+# -- a prior: another device's model read as inputs ------------------------------------------
+
+def _resolve_prior(prior: Any, n_jobs: int = 1) -> Any:
+    """The prior model: None, a fitted predictor as given, or the bundle at a path."""
+    if prior is None:
+        return None
+    if isinstance(prior, (str, bytes)) or hasattr(prior, "__fspath__"):
+        from ._bundle import load
+
+        return load(prior, n_jobs=n_jobs)
+    if not hasattr(prior, "predict") or not hasattr(prior, "targets_"):
+        raise ValueError(f"prior: expected a fitted model (with targets_ and predict) or a bundle "
+                         f"directory, got {type(prior).__name__}")
+    return prior
+
+
+def _prior_inputs(prior: Any, df: pd.DataFrame, first_row: int = 0) -> tuple[np.ndarray, list[str]]:
+    """The prior's log predictions of ``df``'s configs (one column per target it predicts,
+    in :data:`TARGETS` order) and their names ``prior_<target>``. Raises ValueError when a
+    prediction is not a positive finite number (a prior must predict every config)."""
+    if prior is None:
+        return np.zeros((len(df), 0)), []
+    with warnings.catch_warnings():
+        # its extrapolation warning would repeat per chunk; this model's own domain
+        # (which covers the prior columns) flags such rows
+        warnings.simplefilter("ignore", UserWarning)
+        pred = prior.predict(df)
+    names = [t for t in TARGETS if t in set(prior.targets_)]
+    cols = []
+    for t in names:
+        v = pred[t].to_numpy(dtype=np.float64)
+        bad = ~(np.isfinite(v) & (v > 0))
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise ValueError(f"prior: its {t} prediction of row {first_row + i} is {v[i]!r}, not a positive number")
+        cols.append(np.log(v))
+    return (np.column_stack(cols) if cols else np.zeros((len(df), 0))), [f"prior_{t}" for t in names]
 
 
 # -- the training domain: what a prediction may be trusted on ---------------------------------
