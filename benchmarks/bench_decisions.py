@@ -7,6 +7,8 @@ Pair ``cpu-1t -> cpu-2t`` (shipped, measured by our pipeline): Stage 1 ranks wit
 * ``device model (OOF)``: CARB trained on ``cpu-2t``, each config predicted by the fold
   model that never saw its architecture (5 folds by architecture), with its own
   conformal intervals (``predict(..., coverage=)``), or
+* ``device model (OOF), source prior``: the same, each fold model also reading the
+  Stage 1 source model's predictions (``CARB(prior=source)``, ``carb train --prior``), or
 * ``calibrated K=20``: the source calibrated from 20 actively chosen ``cpu-2t``
   measurements (``carb calibrate``'s path; those 20 are left out of the candidates).
 
@@ -67,7 +69,7 @@ class OutOfFold:
     locally adaptive intervals (constant-width CV conformal, as before issue 18)."""
 
     def __init__(self, df: pd.DataFrame, preset: str, folds: int = 5, seed: int = 0, id_col: str = "config_id",
-                 arch_keys: list[str] | None = None) -> None:
+                 arch_keys: list[str] | None = None, prior=None) -> None:
         from carb.model import CARB
 
         keys = arch_keys or [c for c in ("family", "block", "depth", "width", "early_downsample") if c in df.columns]
@@ -75,7 +77,7 @@ class OutOfFold:
         fold_of = np.random.default_rng(seed).permutation(groups.max() + 1)[groups] % folds
         self.fold_of = dict(zip(df[id_col], fold_of))
         self.id_col = id_col
-        self.models = [CARB(preset=preset, random_state=seed).fit(df[fold_of != f]) for f in range(folds)]
+        self.models = [CARB(preset=preset, random_state=seed, prior=prior).fit(df[fold_of != f]) for f in range(folds)]
         self.targets_ = list(self.models[0].targets_)
         self.coverage = self.models[0].coverage
 
@@ -276,6 +278,8 @@ def _cpu_pair(a, out: dict) -> None:
     t0 = time.perf_counter()
     source = CARB(preset=a.preset, random_state=0).fit(src)
     device = OutOfFold(tgt, a.preset)
+    # the same device model reading the Stage 1 source model's predictions (CARB(prior=))
+    device_prior = OutOfFold(tgt, a.preset, prior=source)
     chosen = choose_samples(tgt, source, 20, seed=0)
     calibrated = fit_calibrated(source, chosen)
     rest = tgt[~tgt.config_id.isin(chosen.config_id)].reset_index(drop=True)
@@ -293,7 +297,9 @@ def _cpu_pair(a, out: dict) -> None:
         est.SPREAD_SCALE = True
         print(f"device model without the spread scale fitted in {time.perf_counter() - t0:.0f} s", flush=True)
         device_qs = _quantile_scale(tgt, a.preset)
-    for name, model, cands in (("device model (OOF)", device, tgt), ("calibrated K=20", calibrated, rest),
+    for name, model, cands in (("device model (OOF)", device, tgt),
+                               ("device model (OOF), source prior", device_prior, tgt),
+                               ("calibrated K=20", calibrated, rest),
                                ("calibrated K=20, intervals refit", refit, rest)):
         cf = cands if "flops_per_image" in cands.columns else cands.join(compute(cands)[["flops_per_image"]])
         rows, curves, sweeps = _rows_for(pair, name, model, source, cands, targets, a.confidence,
@@ -305,11 +311,11 @@ def _cpu_pair(a, out: dict) -> None:
         fronts = _true_fronts(cf, targets, objs)
         variants = [("adaptive", model)] + ([("plain", model.plain()), ("adaptive, no spread", device_nospread),
                                              ("adaptive, quantile scale", device_qs)]
-                                            if isinstance(model, OutOfFold) and not a.no_ablations else [])
+                                            if model is device and not a.no_ablations else [])
         for kind, m in variants:
             for r in _coverage_table(m, cands, targets, budgets_by_q, fronts):
                 out["coverage"].append({"dataset": pair, "model": name, "intervals": kind, **r})
-        if isinstance(model, OutOfFold) and not a.no_ablations:  # decisions with the plain intervals, for the ablation
+        if model is device and not a.no_ablations:  # decisions with the plain intervals, for the ablation
             rows, _, _ = _rows_for(pair, name + ", plain intervals", model.plain(), source, cands,
                                    targets, a.confidence, [], [], methods=("decide", "decide, interval rule"))
             out["ablation_plain_intervals"] += rows
