@@ -162,3 +162,8 @@ def test_cli_train_with_a_prior(devices, tmp_path):
     assert bad.returncode == 2
     assert bad.stderr.strip().splitlines() == [f"error: --prior: {tmp_path / 'nope'}: no such model bundle directory"]
     assert not (tmp_path / "x").exists()
+    (tmp_path / "cal").mkdir()
+    (tmp_path / "cal" / "calibration.json").write_text("{}")
+    bad = subprocess.run(cli + ["train", "--data", str(tmp_path / "b.parquet"), "--prior", str(tmp_path / "cal"),
+                                "--out", str(tmp_path / "x")], capture_output=True, text=True)
+    assert bad.returncode == 2 and "is a calibrated model" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1

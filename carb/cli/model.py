@@ -259,8 +259,12 @@ def register(app: typer.Typer) -> None:
         _check_train_out(out, force)  # before training: minutes of fitting must not end in a refusal
         prior_model = None
         if prior is not None:
+            from carb.calibrate import CALIBRATION_FILE
             from carb.model import load
 
+            if (prior / CALIBRATION_FILE).is_file():
+                raise _usage(f"--prior: {prior} is a calibrated model (carb calibrate); a prior is a bundle "
+                             "from carb train, e.g. the calibration's source model")
             try:
                 prior_model = load(prior, n_jobs=n_jobs)
             except BundleError as e:
