@@ -106,9 +106,11 @@ def test_bundle_keeps_the_prior_and_refuses_another(devices, tmp_path):
     assert man["params"]["prior"] is None and (out / "prior" / "manifest.json").is_file()
     back = load(out)
     pd.testing.assert_frame_equal(back.predict(b), m.predict(b))
-    # a path as the prior: the bundle is loaded
-    from_path = CARB(preset="fast", learner_params=FAST, prior=str(tmp_path / "src")).fit(b)
-    pd.testing.assert_frame_equal(from_path.predict(b), m.predict(b))
+    # the prior loaded from its bundle gives the same model
+    from_disk = CARB(preset="fast", learner_params=FAST, prior=load(tmp_path / "src")).fit(b)
+    pd.testing.assert_frame_equal(from_disk.predict(b), m.predict(b))
+    with pytest.raises(ValueError, match=r"load a bundle first"):
+        CARB(preset="fast", prior=str(tmp_path / "src")).fit(b)
     # another model put in place of the prior is refused, as is a damaged prior file
     other = CARB(preset="fast", learner_params={"xgb": {"n_estimators": 20}}).fit(a)
     swapped = tmp_path / "swapped"

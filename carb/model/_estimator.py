@@ -198,9 +198,9 @@ class CARB(RegressorMixin, BaseEstimator):
     the coverage actually reached).
 
     Prior: ``prior`` (a fitted model of *another* device, e.g. the source model of a
-    two-stage screening, or its bundle directory) makes every target also read the prior's
-    log predictions of the same config (columns ``prior_<target>``, one per target the prior
-    predicts). A device's costs follow another device's config by config beyond what the
+    two-stage screening, as loaded by ``carb.model.load``) makes every target also read
+    the prior's log predictions of the same config (columns ``prior_<target>``, one per
+    target the prior predicts). A device's costs follow another device's config by config beyond what the
     closed-form features say (which memory the allocator keeps, which layers a thread count
     speeds up); the prior carries that from the data the other device was measured on. The
     prior is used as it is (never refitted, not even by ``sklearn.clone``), predicts every
@@ -247,16 +247,17 @@ class CARB(RegressorMixin, BaseEstimator):
             ``corrector``).
         random_state: seed of the folds and of the learners.
         n_jobs: threads each learner may use.
-        prior: a fitted model of another device (a :class:`CARB`, any predictor with
-            ``targets_`` and ``predict(DataFrame)`` giving ``<target>`` columns, or a
-            bundle directory), whose predictions every target reads as inputs; None: none.
+        prior: a fitted model of another device (a :class:`CARB`, e.g. loaded with
+            :func:`carb.model.load`, or any predictor with ``targets_`` and
+            ``predict(DataFrame)`` giving ``<target>`` columns), whose predictions every
+            target reads as inputs; None: none.
 
     Attributes (after ``fit``):
         targets_: trained targets, in cascade order.
         missing_targets_: targets not trained (no or too few labels).
         models_: :class:`TargetModel` per trained target.
         input_columns_: the base input columns, in order.
-        prior_: the prior model (loaded when ``prior`` is a directory), or None.
+        prior_: the prior model, or None.
         prior_columns_: the inputs read from it (``prior_<target>``, log of its prediction), after the base ones.
         cv_metrics_: per target, out-of-fold ``r2_log``, ``mape``, ``coverage`` on the training rows.
         n_train_rows_: ``ok`` rows used.
@@ -310,7 +311,7 @@ class CARB(RegressorMixin, BaseEstimator):
                              f"({', '.join(map(str, df['device'].unique()[:4]))}); fit one model per device")
         df = with_features(df.reset_index(drop=True))
         Xb, cols = matrix(df, spec["features"])
-        prior = _resolve_prior(self.prior, self.n_jobs)
+        prior = _resolve_prior(self.prior)
         pX, pcols = _prior_inputs(prior, df)
         if pcols:
             Xb = np.column_stack([Xb, pX])
@@ -584,17 +585,16 @@ class CARB(RegressorMixin, BaseEstimator):
 
 # -- a prior: another device's model read as inputs ------------------------------------------
 
-def _resolve_prior(prior: Any, n_jobs: int = 1) -> Any:
-    """The prior model: None, a fitted predictor as given, or the bundle at a path."""
+def _resolve_prior(prior: Any) -> Any:
+    """The prior model (None or a fitted predictor), checked. A bundle on disk is loaded by
+    the caller (``carb.model.load``): this module sits below the bundle code."""
     if prior is None:
         return None
-    if isinstance(prior, (str, bytes)) or hasattr(prior, "__fspath__"):
-        from ._bundle import load
-
-        return load(prior, n_jobs=n_jobs)
     if not hasattr(prior, "predict") or not hasattr(prior, "targets_"):
-        raise ValueError(f"prior: expected a fitted model (with targets_ and predict) or a bundle "
-                         f"directory, got {type(prior).__name__}")
+        hint = " (load a bundle first: carb.model.load(path))" if isinstance(prior, (str, bytes)) or hasattr(
+            prior, "__fspath__") else ""
+        raise ValueError(f"prior: expected a fitted model (with targets_ and predict), got "
+                         f"{type(prior).__name__}{hint}")
     return prior
 
 
