@@ -200,11 +200,13 @@ class CARB(RegressorMixin, BaseEstimator):
     Prior: ``prior`` (a fitted model of *another* device, e.g. the source model of a
     two-stage screening, as loaded by ``carb.model.load``) makes every target also read
     the prior's log predictions of the same config (columns ``prior_<target>``, one per
-    target the prior predicts). A device's costs follow another device's config by config beyond what the
-    closed-form features say (which memory the allocator keeps, which layers a thread count
-    speeds up); the prior carries that from the data the other device was measured on. The
-    prior is used as it is (never refitted, not even by ``sklearn.clone``), predicts every
-    config this model predicts, and is saved inside this model's bundle.
+    target the prior predicts). A device's costs follow another device's config by config
+    beyond what the closed-form features say (which memory the allocator keeps, which
+    layers a thread count speeds up); the prior carries that from the data the other device
+    was measured on. The prior is used as it is (never refitted, not even by
+    ``sklearn.clone``), predicts every config this model predicts, and is saved inside this
+    model's bundle. It helps where the two devices' costs agree config by config about as
+    well as the model alone predicts them (``benchmarks/RESULTS.md``, issue 18).
 
     Missing targets: a target with fewer than 20 labelled ``ok`` rows (e.g. ``energy_j`` on
     a CPU without an energy sensor, all NaN) is not trained: ``fit`` warns, lists it in
@@ -258,7 +260,8 @@ class CARB(RegressorMixin, BaseEstimator):
         models_: :class:`TargetModel` per trained target.
         input_columns_: the base input columns, in order.
         prior_: the prior model, or None.
-        prior_columns_: the inputs read from it (``prior_<target>``, log of its prediction), after the base ones.
+        prior_columns_: the inputs read from it (``prior_<target>``, log of its prediction),
+            after the base ones.
         cv_metrics_: per target, out-of-fold ``r2_log``, ``mape``, ``coverage`` on the training rows.
         n_train_rows_: ``ok`` rows used.
         training_hash_: :func:`training_hash` of the training rows.
