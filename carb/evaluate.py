@@ -160,7 +160,7 @@ def metrics(y: np.ndarray, pred: np.ndarray, lo: np.ndarray | None = None, hi: n
 def evaluate(df: pd.DataFrame, split_kind: str, presets: Iterable[str] = ("default", "paper", "flops-linear", "lgbm"),
              seed: int = 0, budgets: Mapping[str, float] | None = None, coverage: float = 0.9,
              learner_params: Mapping[str, Mapping[str, Any]] | None = None, n_jobs: int = 1,
-             progress: Any = None) -> dict[str, Any]:
+             progress: Any = None, prior: Any = None) -> dict[str, Any]:
     """Fit each preset on the train side of a split and score it on the test side.
 
     Args:
@@ -174,6 +174,8 @@ def evaluate(df: pd.DataFrame, split_kind: str, presets: Iterable[str] = ("defau
         learner_params: per preset, the ``learner_params`` of :class:`carb.model.CARB`.
         n_jobs: threads per learner.
         progress: called as ``progress(preset)`` before each fit, if given.
+        prior: a fitted model of another device (``CARB(prior=)``): each preset is then also
+            fitted reading it, reported as ``"<preset> + prior"`` beside the preset alone.
 
     Returns:
         ``{"split", "seed", "rows": {"ok", "train", "test"}, "targets", "budgets",
@@ -206,28 +208,31 @@ def evaluate(df: pd.DataFrame, split_kind: str, presets: Iterable[str] = ("defau
     if "power-latency" in presets and not fitted:
         fitted = ["default"]  # the baseline needs a model's latency; CARB's own, not reported
     preds: dict[str, pd.DataFrame] = {}
-    for p in fitted:
+    # each preset alone, and beside it reading the prior when one is given (same split, seed)
+    runs = [(p, p, None) for p in fitted] + ([(f"{p} + prior", p, prior) for p in fitted if p in presets]
+                                             if prior is not None else [])
+    for name, p, pri in runs:
         if progress is not None:
-            progress(p)
+            progress(name)
         model = CARB(preset=p, coverage=coverage, random_state=seed, n_jobs=n_jobs,
-                     learner_params=dict((learner_params or {}).get(p, {})) or None)
+                     learner_params=dict((learner_params or {}).get(p, {})) or None, prior=pri)
         t0 = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # missing targets are reported below
             model.fit(train)
-        out["fit_seconds"][p] = time.perf_counter() - t0
+        out["fit_seconds"][name] = time.perf_counter() - t0
         t0 = time.perf_counter()
         pred = model.predict(test)
-        out["predict_seconds"][p] = time.perf_counter() - t0
-        preds[p] = pred
+        out["predict_seconds"][name] = time.perf_counter() - t0
+        preds[name] = pred
         if p not in presets:
             continue
         # which upstream predictions each target reads (the cascade the preset chose)
-        out.setdefault("cascade", {})[p] = {t: list(model.models_[t].upstream) for t in model.targets_}
-        out["trained"][p] = list(model.targets_)
-        out["results"][p] = {t: metrics(test[t].to_numpy(), pred[t].to_numpy(), pred[f"{t}_lo"].to_numpy(),
-                                        pred[f"{t}_hi"].to_numpy(), budget_used[t])
-                             for t in targets}
+        out.setdefault("cascade", {})[name] = {t: list(model.models_[t].upstream) for t in model.targets_}
+        out["trained"][name] = list(model.targets_)
+        out["results"][name] = {t: metrics(test[t].to_numpy(), pred[t].to_numpy(), pred[f"{t}_lo"].to_numpy(),
+                                           pred[f"{t}_hi"].to_numpy(), budget_used[t])
+                                for t in targets}
     if "power-latency" in presets and {"energy_j", "latency_ms"} <= set(targets):
         # energy = the base model's predicted latency x the training rows' median power
         base = "default" if "default" in fitted else fitted[0]

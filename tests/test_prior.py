@@ -169,3 +169,29 @@ def test_cli_train_with_a_prior(devices, tmp_path):
     bad = subprocess.run(cli + ["train", "--data", str(tmp_path / "b.parquet"), "--prior", str(tmp_path / "cal"),
                                 "--out", str(tmp_path / "x")], capture_output=True, text=True)
     assert bad.returncode == 2 and "is a calibrated model" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_evaluate_puts_each_preset_beside_itself_with_the_prior(devices):
+    from carb.evaluate import evaluate
+
+    a, b, _ = devices
+    res = evaluate(b, "grouped", ["fast", "flops-linear"], prior=_Table(a, ["memory_mb", "latency_ms"]),
+                   learner_params={"fast": FAST})
+    assert list(res["results"]) == ["fast", "flops-linear", "fast + prior", "flops-linear + prior"]
+    # the same split and seed: the prior that knows the quirk wins on every target
+    for t in ("memory_mb", "latency_ms"):
+        assert res["results"]["fast + prior"][t]["mape"] < 0.6 * res["results"]["fast"][t]["mape"], t
+    plain = evaluate(b, "grouped", ["fast"], learner_params={"fast": FAST})
+    assert plain["results"]["fast"] == res["results"]["fast"]
+
+
+def test_cli_evaluate_with_a_prior_refuses_it_beside_a_model(tmp_path, devices):
+    a, b, prior = devices
+    b.to_parquet(tmp_path / "b.parquet")
+    save(prior, tmp_path / "src")
+    bad = subprocess.run([sys.executable, "-m", "carb.cli", "evaluate", "--data", str(tmp_path / "b.parquet"),
+                          "--model", str(tmp_path / "src"), "--prior", str(tmp_path / "src")],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2
+    assert bad.stderr.strip().splitlines() == ["error: give --preset/--prior (fit and compare) or --model "
+                                               "(score a fitted model), not both"]

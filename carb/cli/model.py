@@ -146,6 +146,22 @@ def _console():
     return c if c.is_terminal else Console(width=150)
 
 
+def _load_prior(prior: Optional[Path], n_jobs: int) -> Any:
+    """The ``--prior`` bundle, loaded (None without one); bad input is a usage error."""
+    if prior is None:
+        return None
+    from carb.calibrate import CALIBRATION_FILE
+    from carb.model import BundleError, load
+
+    if (prior / CALIBRATION_FILE).is_file():
+        raise _usage(f"--prior: {prior} is a calibrated model (carb calibrate); a prior is a bundle "
+                     "from carb train, e.g. the calibration's source model")
+    try:
+        return load(prior, n_jobs=n_jobs)
+    except BundleError as e:
+        raise _usage(f"--prior: {e}") from None
+
+
 def print_results(res: dict[str, Any], console) -> None:
     """One rich table per target: models as rows, metrics as columns."""
     from rich.table import Table
@@ -257,18 +273,7 @@ def register(app: typer.Typer) -> None:
         if not 0 < coverage < 1:
             raise _usage(f"--coverage {coverage}: must be in (0, 1)")
         _check_train_out(out, force)  # before training: minutes of fitting must not end in a refusal
-        prior_model = None
-        if prior is not None:
-            from carb.calibrate import CALIBRATION_FILE
-            from carb.model import load
-
-            if (prior / CALIBRATION_FILE).is_file():
-                raise _usage(f"--prior: {prior} is a calibrated model (carb calibrate); a prior is a bundle "
-                             "from carb train, e.g. the calibration's source model")
-            try:
-                prior_model = load(prior, n_jobs=n_jobs)
-            except BundleError as e:
-                raise _usage(f"--prior: {e}") from None
+        prior_model = _load_prior(prior, n_jobs)
         df = load_data(data, pick_option(device, device_old, "--platform", "--device"))
         if "status" in df.columns:
             df = df[df["status"] == "ok"].reset_index(drop=True)
@@ -326,10 +331,13 @@ def register(app: typer.Typer) -> None:
         n_jobs: int = typer.Option(1, "--jobs", min=1, help="Threads per learner."),
         model_dir: Optional[Path] = typer.Option(None, "--model", help="Instead of fitting presets: score this model directory (from carb train or carb calibrate) on every ok row of the data."),
         latency: str = typer.Option("corrected", "--latency", help=_LATENCY_HELP),
+        prior: Optional[Path] = typer.Option(None, "--prior", help="A model bundle of another device: each preset is also fitted reading it (carb train --prior), reported as '<preset> + prior' beside the preset alone."),
     ) -> None:
         """Fit presets on a split of a dataset and compare them on its test side, or score a model you have on a dataset.
 
         Example: carb evaluate --data cpu-1t --split grouped --preset default --preset paper
+
+        Does a prior help on your data? carb evaluate --data cpu-2t --preset default --prior models/cpu-1t
         """
 
         from carb.evaluate import SPLITS, evaluate
@@ -337,8 +345,8 @@ def register(app: typer.Typer) -> None:
         if model_dir is not None:
             if json_out is not None:
                 check_out_file(json_out, "--json")
-            if presets:
-                raise _usage("give --preset (fit and compare) or --model (score a fitted model), not both")
+            if presets or prior is not None:
+                raise _usage("give --preset/--prior (fit and compare) or --model (score a fitted model), not both")
             _score_model(model_dir, data, pick_option(device, device_old, "--platform", "--device"), budget,
                          json_out, latency)
             return
@@ -360,15 +368,18 @@ def register(app: typer.Typer) -> None:
             check_power_latency(df, where)
         if not presets and "family" in df.columns and (df["family"] == "nb201").all():
             names.append("nb201")  # the preset tuned for NAS-Bench-201 cells (benchmarks/RESULTS.md)
+        prior_model = _load_prior(prior, n_jobs)
         console = _console()
         with console.status("evaluating") as status:
             try:
                 res = evaluate(df, split, names, seed=seed, budgets=budgets, coverage=coverage, n_jobs=n_jobs,
-                               progress=lambda p: status.update(f"fitting {p} on split {split}"))
+                               progress=lambda p: status.update(f"fitting {p} on split {split}"), prior=prior_model)
             except ValueError as e:
                 raise _usage(f"{data}: {e}") from None
         res["data"] = data
         res["latency"] = latency_note
+        if prior is not None:
+            res["prior"] = str(prior)
         print_results(res, console)
         if "latency_ms" in df.columns and df["latency_ms"].notna().any():
             console.print(f"latency: {latency_note}")
