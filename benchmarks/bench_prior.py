@@ -33,24 +33,19 @@ import warnings  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # bench_decisions beside this file
+
 TARGETS = ("latency_ms", "memory_mb")
 QS = (0.25, 0.5, 0.75)
 
 
-def out_of_fold(tgt: pd.DataFrame, preset: str, seed: int, prior, folds: int = 5) -> dict[str, pd.DataFrame]:
-    """Out-of-fold predictions by architecture at 90% and 80% coverage."""
-    from carb.model import CARB
+def out_of_fold(tgt: pd.DataFrame, preset: str, seed: int, prior) -> dict[str, pd.DataFrame]:
+    """Out-of-fold predictions by architecture (``bench_decisions.OutOfFold``: the same folds
+    and fold models) at 90% and 80% coverage."""
+    from bench_decisions import OutOfFold
 
-    keys = [c for c in ("family", "block", "depth", "width", "early_downsample") if c in tgt.columns]
-    groups = pd.factorize(tgt[keys].astype(str).agg("|".join, axis=1))[0]
-    fold_of = np.random.default_rng(seed).permutation(groups.max() + 1)[groups] % folds
-    p90, p80 = [], []
-    for f in range(folds):
-        m = CARB(preset=preset, random_state=seed, prior=prior).fit(tgt[fold_of != f])
-        test = tgt[fold_of == f]
-        p90.append(m.predict(test, coverage=0.9))
-        p80.append(m.predict(test, coverage=0.8))
-    return {"90": pd.concat(p90).loc[tgt.index], "80": pd.concat(p80).loc[tgt.index]}
+    oof = OutOfFold(tgt, preset, seed=seed, prior=prior)
+    return {"90": oof.predict(tgt, coverage=0.9), "80": oof.predict(tgt, coverage=0.8)}
 
 
 def score(tgt: pd.DataFrame, p: dict[str, pd.DataFrame]) -> dict[str, float]:
