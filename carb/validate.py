@@ -24,9 +24,10 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from carb import pareto
+from carb import drift, pareto
 
-__all__ = ["budget_metrics", "decision_metrics", "truly_feasible", "validate_against_truth", "with_per_image"]
+__all__ = ["budget_metrics", "decision_metrics", "truly_feasible", "validate_against_truth", "with_per_image",
+           "corrected_latency", "drift_corrected_calls"]
 
 
 def with_per_image(df: pd.DataFrame) -> pd.DataFrame:
@@ -114,4 +115,52 @@ def validate_against_truth(summary_feasible_ids: Sequence[str], shortlist_ids: S
         hv_short = pareto.hypervolume(short[truly_feasible(short, budgets)], objs, bounds)
         out.update(true_front=int(len(front)), pareto_recall=pareto.pareto_recall(
             list(shortlist_ids), true_feasible, objs), hypervolume_ratio=hv_short / hv_true if hv_true else float("nan"))
+    return out
+
+
+def corrected_latency(measured: pd.DataFrame, ref_ms: float | None) -> pd.DataFrame:
+    """``measured`` with ``latency_ms`` put at the sentinel speed ``ref_ms`` (ms) where a row
+    carries its own ``sentinel_ms`` (:func:`carb.drift.normalize`; ``None``: the rows' own
+    median sentinel), the raw value where it does not; the raw median kept as
+    ``latency_ms_raw``. Units: ms."""
+    out = measured.copy()
+    if "latency_ms" not in out.columns:
+        return out
+    norm = drift.normalize(out, ref_ms=ref_ms)
+    out["latency_ms_raw"] = out["latency_ms"]
+    out["latency_ms"] = norm.where(norm.notna() & (norm > 0), out["latency_ms"])
+    return out
+
+
+def drift_corrected_calls(measured: pd.DataFrame, budgets: Mapping[str, float], calls: Sequence[str] | np.ndarray,
+                          calibration_sentinel_ms: Sequence[float] | None = None) -> dict[str, Any]:
+    """Budget calls scored against drift-corrected latencies as well as raw ones (issue 16).
+
+    A validation sitting measures each config once, at whatever speed the machine runs
+    then; on a VM whose speed swings 2x within a minute, a config timed at a slow moment
+    breaks a latency budget it meets at the machine's usual speed. With each row's paired
+    sentinel (``sentinel_ms``), its latency is put at a reference speed: the calibration's
+    median sentinel (``calibration_sentinel_ms``, kept by ``carb calibrate``: the speed the
+    target model was fitted at) or, without it, the validation's own median.
+
+    Returns ``drift`` (:func:`carb.drift.phase_drift` between the calibration's readings and
+    the validation rows, with its ``line``), and, when rows carry a sentinel and a latency
+    budget is set, ``corrected``: ``reference`` (which speed), ``reference_ms``, ``rows``
+    (how many rows were corrected) and the :func:`decision_metrics` of ``calls`` against the
+    corrected values (``calls``: accept / measure / reject per row of ``measured``)."""
+    cal = pd.DataFrame({"sentinel_ms": list(calibration_sentinel_ms or [])})
+    moved = drift.phase_drift(cal, measured) if len(cal) else {"note": drift.NO_INDEX}
+    out: dict[str, Any] = {"drift": {**moved, "line": drift.drift_line(
+        moved) if len(cal) else "machine speed between calibration and validation: no calibration speed index "
+        "(a target model not calibrated by carb calibrate, or calibrated before the sentinel)"}}
+    s = pd.to_numeric(measured["sentinel_ms"], errors="coerce") if "sentinel_ms" in measured.columns else None
+    if "latency_ms" not in budgets or s is None or not (s > 0).any():
+        return out
+    if "speed_change" in moved:
+        ref, what = float(moved["sentinel_ms_before"]), "the calibration's median sentinel speed"
+    else:
+        ref, what = float(s[s > 0].median()), "this validation's median sentinel speed"
+    corr = corrected_latency(measured, ref)
+    out["corrected"] = {"reference": what, "reference_ms": ref, "rows": int((s > 0).sum()),
+                        **decision_metrics(calls, truly_feasible(corr, budgets))}
     return out

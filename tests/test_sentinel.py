@@ -327,6 +327,15 @@ def test_demo_reports_drift_first_and_scores_raw_and_corrected(tmp_path):
     assert s["validation_interval_coverage_corrected"]["latency_ms"] == 1.0
     val = pd.read_csv(tmp_path / "demo" / "validation.csv")
     assert val.latency_ms_corrected.to_numpy() == pytest.approx(val.latency_ms.to_numpy() / 1.25)
+    # the budget calls are scored against the corrected latencies too
+    from carb.validate import decision_metrics, truly_feasible
+
+    vc = s["validation_corrected"]
+    assert vc["reference"] == "the calibration's median sentinel speed" and vc["reference_ms"] == pytest.approx(0.6)
+    want = decision_metrics(val.call.to_numpy(), truly_feasible(val.assign(latency_ms=val.latency_ms_corrected),
+                                                                 s["budgets"]))
+    assert {k: vc[k] for k in want} == pytest.approx(want)
+    assert any("drift-corrected (false accepts" in m for m in said if m.startswith("validated on"))
     # synthetic truth is a line of the source's prediction in log: the sitting's floor is ~0
     assert s["validation_floor_median_abs_error"]["latency_ms"] < 1e-6
     assert any(m.startswith("this sitting's floor") for m in said)
@@ -486,3 +495,111 @@ def test_phase_drift_noise_is_the_chance_variation_of_the_medians_not_of_single_
     few, many = phases(4), phases(200)
     assert few["noise"] > 0.15 and not few["exceeds"]
     assert many["noise"] < 0.1 and many["exceeds"] and many["speed_change"] < -0.08
+
+
+def test_drift_corrected_calls_score_at_the_calibrations_speed():
+    """SYNTHETIC rows: budget 10 ms; config b was timed while the machine ran 2x slow
+    (sentinel 2.0 ms against the calibration's 1.0 ms): 16 ms raw, 8 ms at the
+    calibration's speed. Accepting it is a false accept raw, right drift-corrected."""
+    from carb.validate import corrected_latency, drift_corrected_calls
+
+    val = pd.DataFrame({"config_id": ["a", "b", "c", "d"], "latency_ms": [5.0, 16.0, 30.0, 9.0],
+                        "memory_mb": [10.0] * 4, "sentinel_ms": [1.0, 2.0, 1.0, 1.1]})
+    calls = np.array(["accept", "accept", "reject", "measure"])
+    budgets = {"latency_ms": 10.0, "memory_mb": 20.0}
+    r = drift_corrected_calls(val, budgets, calls, calibration_sentinel_ms=[1.0, 1.0, 1.02, 0.98])
+    c = r["corrected"]
+    assert c["reference"] == "the calibration's median sentinel speed" and c["reference_ms"] == pytest.approx(1.0)
+    assert c["n"] == 3 and c["false_accepts"] == 0 and c["accuracy"] == 1.0 and c["rows"] == 4
+    from carb.validate import decision_metrics, truly_feasible
+
+    assert decision_metrics(calls, truly_feasible(val, budgets))["false_accepts"] == 1  # raw: b is over
+    # the validation's median sentinel (1.05 ms) sits 5% slower than the calibration's, within noise
+    assert r["drift"]["speed_change"] == pytest.approx(1 / 1.05 - 1) and "slower" in r["drift"]["line"]
+    cl = corrected_latency(val, 1.0)
+    assert cl.latency_ms.tolist() == pytest.approx([5.0, 8.0, 30.0, 9.0 / 1.1])
+    assert cl.latency_ms_raw.tolist() == val.latency_ms.tolist()
+    # no calibration readings: the validation's own median speed is the reference
+    r2 = drift_corrected_calls(val, budgets, calls)
+    assert r2["corrected"]["reference"] == "this validation's median sentinel speed"
+    assert "no calibration speed index" in r2["drift"]["line"]
+    # rows without a sentinel, or no latency budget: nothing to correct, the raw calls stand
+    assert "corrected" not in drift_corrected_calls(val.drop(columns="sentinel_ms"), budgets, calls, [1.0])
+    assert "corrected" not in drift_corrected_calls(val, {"memory_mb": 20.0}, calls, [1.0])
+    # a row whose sentinel failed (NaN) keeps its raw latency
+    gap = val.assign(sentinel_ms=[1.0, np.nan, 1.0, 1.0])
+    assert corrected_latency(gap, 1.0).latency_ms.tolist() == pytest.approx([5.0, 16.0, 30.0, 9.0])
+
+
+def test_cli_validate_on_device_reports_drift_and_scores_corrected_calls(tmp_path, monkeypatch, capsys):
+    """carb calibrate's sentinel readings travel through carb screen to carb validate
+    --device, which reports the drift since calibration and scores the calls at the
+    calibration's speed too. SYNTHETIC device: 1.5x the source's latency; calibrated at
+    sentinel 0.6 ms, validated with the machine 2x slower (latency and sentinel x2)."""
+    import json
+    import sys
+    import warnings
+
+    from carb import datasets
+    from carb.calibrate import fit_calibrated
+    from carb.cli import main
+    from carb.model import CARB, save
+    from carb.validate import decision_metrics, truly_feasible
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        source = CARB(preset="fast").fit(datasets.load("cpu-1t"))
+    save(source, tmp_path / "src")
+    cands = space.load("cpu").to_frame()
+
+    def device_rows(frame, slow):
+        f = frame.reset_index(drop=True)
+        p = source.predict(f)
+        return f.assign(status="ok", latency_ms=p["latency_ms"].to_numpy() * 1.5 * slow,
+                        memory_mb=p["memory_mb"].to_numpy(), energy_j=np.nan, sentinel_ms=0.6 * slow)
+
+    k = cands.sample(12, random_state=0)
+    cal = fit_calibrated(source, device_rows(k, 1.0), meta={"device": "cpu"})
+    cal.save(tmp_path / "cal", source_dir=tmp_path / "src")
+
+    def run(*args):
+        monkeypatch.setattr(sys, "argv", ["carb", *map(str, args)])
+        with pytest.raises(SystemExit) as e:
+            main()
+        out = capsys.readouterr()
+        assert e.value.code == 0, out.err
+        return out.out
+
+    pred = cal.predict(cands)
+    lat_b, mem_b = float(pred.latency_ms.median()), float(pred.memory_mb.median())
+    run("screen", "--space", "cpu", "--target-model", tmp_path / "cal", "--budget", f"latency_ms={lat_b}",
+        "--budget", f"memory_mb={mem_b}", "--out", tmp_path / "scr")
+    assert json.loads((tmp_path / "scr" / "summary.json").read_text())["calibration_sentinel_ms"] == [0.6] * 12
+    seen = {}
+
+    def fake_measure(df, device, threads, max_time, store_path, what, rounds=1):
+        seen["rows"] = device_rows(df, 2.0)
+        return seen["rows"]
+
+    monkeypatch.setattr("carb.cli.screening._measure_frame", fake_measure)
+    res = json.loads(run("validate", "--screen", tmp_path / "scr", "--device", "cpu", "--limit", "10",
+                         "--control", "10", "--json"))
+    d = res["drift"]
+    assert d["speed_change"] == pytest.approx(-0.5) and d["exceeds"] and "50.0% slower" in d["line"]
+    c = res["corrected"]
+    assert c["reference"] == "the calibration's median sentinel speed" and c["reference_ms"] == pytest.approx(0.6)
+    rows = seen["rows"]
+    m = pd.read_parquet(tmp_path / "scr" / "measure.parquet")
+    acc = set(pd.read_parquet(tmp_path / "scr" / "feasible.parquet").config_id)
+    calls = np.where(rows.config_id.isin(set(m.config_id)), "measure",
+                     np.where(rows.config_id.isin(acc), "accept", "reject"))
+    want = decision_metrics(calls, truly_feasible(rows.assign(latency_ms=rows.latency_ms / 2), {
+        "latency_ms": lat_b, "memory_mb": mem_b}))
+    assert {k: c[k] for k in want} == pytest.approx(want)
+    # the map learnt the 1.5x: at the calibration's speed every accept is right; raw, the 2x
+    # slow-down breaks the latency budget of accepted configs
+    assert c["false_accepts"] == 0 and res["decisions"]["false_accepts"] > 0
+    table = run("validate", "--screen", tmp_path / "scr", "--device", "cpu", "--limit", "10", "--control", "10")
+    flat = " ".join(table.split())
+    assert flat.index("50.0% slower") < flat.index("validation (measured on cpu)")
+    assert "drift-corrected" in flat

@@ -81,7 +81,10 @@ def screen(
     except ValueError as e:
         fail(str(e))
     res.summary.update(space=sp.name, space_source=sp.source, precisions=precision or None, target_model=str(target),
-                       source_model=str(source) if source else None)
+                       source_model=str(source) if source else None,
+                       # the machine's speed while the target model was calibrated: carb validate
+                       # reports the drift since and scores the calls at that speed too
+                       calibration_sentinel_ms=(getattr(tgt, "meta", None) or {}).get("sentinel_ms") or None)
     _write_screen(res, out)
     if json_out:
         print(json.dumps(res.summary, indent=2, default=float))
@@ -401,7 +404,8 @@ def validate(
     import pandas as pd
 
     from carb import space
-    from carb.validate import budget_metrics, decision_metrics, truly_feasible, validate_against_truth
+    from carb.validate import (budget_metrics, decision_metrics, drift_corrected_calls, truly_feasible,
+                               validate_against_truth)
 
     truth = pick_option(truth, truth_old, "--data", "--truth")
     if (device is None) == (truth is None):
@@ -461,16 +465,23 @@ def validate(
         res = budget_metrics(measured.config_id.isin(accepted).to_numpy(), feas)
         res.update(mode=f"measured on {device}", shortlist_measured=int(measured.config_id.isin(set(shortlist.config_id)).sum()),
                    control_measured=int(measured.config_id.isin(set(ctrl.config_id)).sum()))
+        meas = measured.config_id.isin(set(to_measure.config_id)).to_numpy() if to_measure is not None \
+            else np.zeros(len(measured), bool)
+        calls = np.where(meas, "measure", np.where(measured.config_id.isin(accepted), "accept", "reject"))
         if to_measure is not None:
-            meas = measured.config_id.isin(set(to_measure.config_id)).to_numpy()
-            calls = np.where(meas, "measure", np.where(measured.config_id.isin(accepted), "accept", "reject"))
             res["decisions"] = decision_metrics(calls, feas)
             # the configs that were to measure, now measured: their calls are made
             res.update(measure_set_measured=int(meas.sum()), measure_set_within_budget=int((meas & feas).sum()))
+        # the same calls against the latencies at the calibration's speed (a config timed at a
+        # slow moment of a drifting VM is not over budget at the speed the model was fitted at)
+        res.update(drift_corrected_calls(measured, budgets, calls, summary.get("calibration_sentinel_ms")))
     (screen_dir / "validation.json").write_text(json.dumps(res, indent=2, default=float))
     if json_out:
         print(json.dumps(res, indent=2, default=float))
         return
+    moved = res.get("drift") or {}
+    if moved.get("exceeds"):  # the machine's own drift first: it weighs on every latency below
+        console.print(f"[yellow]{moved['line']}[/yellow]")
     t = Table("metric", "value", title=f"validation ({res['mode']})")
     d = res.get("decisions")
     for k in ("n", "accuracy", "false_accept_rate", "false_reject_rate", "pareto_recall", "hypervolume_ratio",
@@ -485,6 +496,13 @@ def validate(
         t.add_row("decided share (accept or reject)", f"{d['decided']:.3f} ({d['measure']} to measure)")
         for k in ("accuracy", "false_accept_rate", "false_reject_rate"):
             t.add_row(f"{k} on decided", f"{d[k]:.3f}")
+    c = res.get("corrected")
+    if c:  # the same calls, latencies at the reference speed (drift_corrected_calls)
+        lab = "on decided, " if d else ""
+        t.add_row(f"accuracy {lab}drift-corrected", f"{c['accuracy']:.3f} (false accepts {c['false_accepts']}, "
+                  f"false rejects {c['false_rejects']}; latency at {c['reference']})")
+    if moved and not moved.get("exceeds"):
+        t.add_row("machine speed drift", moved["line"])
     console.print(t)
 
 
@@ -569,6 +587,10 @@ def demo(
                                              "no config decided")
               + (f", {v['measure']} called 'measure'" if v.get("measure") else ""))
     t.add_row("false accepts / rejects", f"{v['false_accepts']} / {v['false_rejects']}")
+    vc = summary.get("validation_corrected")
+    if vc and v["n"]:
+        t.add_row("budget accuracy, drift-corrected", f"{vc['accuracy']:.3f} (false accepts {vc['false_accepts']} / "
+                  f"rejects {vc['false_rejects']}; latency at {vc['reference']})")
     for k, e in summary["validation_median_abs_error"].items():
         t.add_row(f"{k}: median |error|, interval coverage",
                   f"{100 * e:.1f}%, {100 * summary['validation_interval_coverage'][k]:.0f}%")
