@@ -218,6 +218,21 @@ def test_conformal_scale_follows_the_tail_of_the_errors():
     assert abs(np.mean(u > B @ c) - 0.1) < 0.005
 
 
+def test_target_tail_switches_one_targets_scale(monkeypatch):
+    """TARGET_TAIL fits the named target's interval scale by quantile regression and leaves
+    the others on least squares (the probe benchmarks/probe_memory_tail.py sets it)."""
+    import carb.model._conformal as cf
+    from carb import datasets
+    from carb.model import CARB
+
+    df = datasets.load("cpu-2t").head(300)
+    base = CARB(preset="fast", random_state=0).fit(df)
+    monkeypatch.setattr(cf, "TARGET_TAIL", {"memory_mb": 0.9})
+    tailed = CARB(preset="fast", random_state=0).fit(df)
+    assert tailed.models_["latency_ms"].interval.coef == base.models_["latency_ms"].interval.coef
+    assert tailed.models_["memory_mb"].interval.coef != base.models_["memory_mb"].interval.coef
+
+
 def test_carb_intervals_at_any_coverage_and_old_bundles(tmp_path):
     from carb import datasets
     from carb.model import CARB, load, save

@@ -63,7 +63,7 @@ import pandas as pd
 from scipy.stats import norm
 
 __all__ = ["ConformalScale", "REGIME_EDGES", "MIN_REGIME_ROWS", "gaussian_rescale", "conformal_quantile",
-           "aux_inputs", "quantile_lstsq"]
+           "aux_inputs", "quantile_lstsq", "TARGET_TAIL"]
 
 #: upper batch bound of each Mondrian regime but the last (launch-bound, middle, throughput-bound)
 REGIME_EDGES: tuple[int, ...] = (2, 8)
@@ -80,6 +80,9 @@ KNOT_QUANTILES = (0.1, 0.25, 0.5, 0.75, 0.9)
 #: quantile of ``log |r|`` the scale model is fitted to by default (``None``: least squares,
 #: the mean; see the module docstring for why); a switch for benchmarks/bench_decisions.py
 SCALE_QUANTILE: float | None = None
+#: per target, the quantile of ``log |r|`` its scale model is fitted to when it differs from
+#: :data:`SCALE_QUANTILE` (``None``: least squares)
+TARGET_TAIL: dict[str, float | None] = {}
 #: iterations of the reweighted least squares that fit the quantile scale, and the floor of
 #: its weights' residuals (log space)
 SCALE_ITERATIONS, SCALE_EPS = 100, 1e-4

@@ -14,6 +14,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 
 from carb.space import Config, Space
 
+from . import _conformal
 from ._conformal import ConformalScale, aux_inputs, gaussian_rescale
 from ._inputs import FAMILY_COLUMNS, arch_keys, config_frame, matrix, with_features
 from ._learners import Learner, fit_learner
@@ -362,7 +363,7 @@ class CARB(RegressorMixin, BaseEstimator):
             kept = [j for j, n in enumerate(cvres["members"]) if n in model.learners]
             spread = member_std(cvres["member_oof"][:, kept]) if SPREAD_SCALE and len(kept) >= 2 else None
             model.interval = ConformalScale.fit(ylog[r] - cvres["pred_oof"], bt, wide, cvres["pred_oof"],
-                                                spread=spread)
+                                                spread=spread, tail=_conformal.TARGET_TAIL.get(t, "default"))
             cvres["coverage"] = float(np.mean(np.abs(ylog[r] - cvres["pred_oof"]) <= model.interval.halfwidth(
                 bt, wide, cvres["pred_oof"], float(self.coverage), spread=spread)))
             model.info = {"cascade_options": [list(o) for o in options],
