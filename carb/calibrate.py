@@ -41,7 +41,7 @@ from carb.model._conformal import conformal_quantile
 from carb.transfer import MIN_K_BATCH_TERM, LogMap, fit_log_map
 
 __all__ = ["choose_samples", "CalibratedModel", "fit_calibrated", "load_predictor", "check_model_out", "model_checksum", "MIN_K_BATCH_TERM",
-           "NNLS_FEATURES", "calibration_speed", "calibration_drift"]
+           "NNLS_FEATURES", "calibration_speed"]
 
 CALIBRATION_FILE = "calibration.json"
 
@@ -292,22 +292,13 @@ def _log_halfwidth(pred: pd.DataFrame, t: str) -> np.ndarray:
 def calibration_speed(measured: pd.DataFrame) -> dict[str, Any]:
     """The speed sentinel while the K configs were measured (``sentinel_ms`` of their rows,
     ms; :mod:`carb.measure.sentinel`), kept in the calibration's meta so that a later
-    validation can say how much the machine's speed moved since (:func:`calibration_drift`).
+    validation can say how much the machine's speed moved since
+    (:func:`carb.validate.drift_corrected_calls`, which ``carb validate`` and ``carb demo`` call).
     Empty when the rows have no sentinel."""
     if "sentinel_ms" not in measured.columns:
         return {}
     s = pd.to_numeric(measured["sentinel_ms"], errors="coerce").dropna()
     return {"sentinel_ms": [round(float(v), 6) for v in s]} if len(s) else {}
-
-
-def calibration_drift(model: Any, validation: pd.DataFrame) -> dict[str, Any]:
-    """How much the machine's speed moved between a calibration (its meta's sentinel
-    readings) and the validation rows (their ``sentinel_ms``): :func:`carb.drift.phase_drift`,
-    ``{"note": "no speed index"}`` when either side has none."""
-    from carb.drift import phase_drift
-
-    cal = (getattr(model, "meta", None) or {}).get("sentinel_ms") or []
-    return phase_drift(pd.DataFrame({"sentinel_ms": cal}), validation)
 
 
 def check_model_out(out: str | Path, source: str | Path | None = None) -> None:
