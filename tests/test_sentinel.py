@@ -338,7 +338,38 @@ def test_demo_reports_drift_first_and_scores_raw_and_corrected(tmp_path):
     assert any("drift-corrected (false accepts" in m for m in said if m.startswith("validated on"))
     # synthetic truth is a line of the source's prediction in log: the sitting's floor is ~0
     assert s["validation_floor_median_abs_error"]["latency_ms"] < 1e-6
-    assert any(m.startswith("this sitting's floor") for m in said)
+    assert s["validation_floor_median_abs_error_raw"]["latency_ms"] < 1e-6
+    assert any(m.startswith("this sitting's floor") and "raw" in m for m in said)
+    assert not any("added scatter" in m for m in said)
+
+
+def test_demo_says_when_the_drift_correction_adds_scatter(tmp_path):
+    """SYNTHETIC: the device's latencies are an exact line of the source's prediction, but
+    the validation rows' sentinels scatter (+-40%, as a sentinel that does not follow the
+    configs): corrected, they scatter too, and the demo says the correction added scatter."""
+    import warnings
+
+    from carb import datasets
+    from carb.demo import DemoSettings, run_demo
+    from carb.model import CARB
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        source = CARB(preset="fast").fit(datasets.load("cpu-1t"))
+    rng = np.random.default_rng(0)
+
+    def measure(frame, what):
+        f = frame.reset_index(drop=True)
+        p = source.predict(f)
+        sent = 0.6 * (np.exp(rng.uniform(-0.4, 0.4, len(f))) if what == "validating" else np.ones(len(f)))
+        return f.assign(status="ok", latency_ms=p["latency_ms"].to_numpy() * 1.5, memory_mb=p["memory_mb"].to_numpy(),
+                        energy_j=np.nan, sentinel_ms=sent)
+
+    said = []
+    s = run_demo(DemoSettings(out=tmp_path / "demo", samples=6, validate=5, control=5), measure, say=said.append)
+    assert s["validation_floor_median_abs_error_raw"]["latency_ms"] < 1e-6
+    assert s["validation_floor_median_abs_error"]["latency_ms"] > 0.05
+    assert any("added scatter" in m for m in said)
 
 
 def test_sitting_floor_is_the_in_sample_map_error():
