@@ -262,18 +262,24 @@ def _true_fronts(cands: pd.DataFrame, targets: list[str], objs) -> set:
     return out
 
 
-def _cpu_pair(a, out: dict) -> None:
+def cpu_pair_data(target: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The ok rows of ``cpu-1t`` (the source) and of ``target``, the target's latency at its
+    campaign's median speed where the paired sentinel timed a row, as `carb train` learns it."""
     from carb import datasets
+    from carb.drift import corrected
+
+    src, tgt = datasets.load("cpu-1t"), datasets.load(target)
+    src, tgt = src[src.status == "ok"].reset_index(drop=True), tgt[tgt.status == "ok"].reset_index(drop=True)
+    return src, corrected(tgt, paired_only=True)
+
+
+def _cpu_pair(a, out: dict) -> None:
     from carb.calibrate import choose_samples, fit_calibrated
     from carb.features import compute
     from carb.model import CARB
 
-    src, tgt = datasets.load("cpu-1t"), datasets.load(a.target)
+    src, tgt = cpu_pair_data(a.target)
     pair = f"cpu-1t->{a.target}"
-    src, tgt = src[src.status == "ok"].reset_index(drop=True), tgt[tgt.status == "ok"].reset_index(drop=True)
-    from carb.drift import corrected
-
-    tgt = corrected(tgt, paired_only=True)  # at the campaign's median speed, as `carb train` learns it
     targets = ["latency_ms", "memory_mb"]
     t0 = time.perf_counter()
     source = CARB(preset=a.preset, random_state=0).fit(src)

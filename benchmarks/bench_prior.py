@@ -76,14 +76,11 @@ def main() -> None:
     ap.add_argument("--json", help="write the results here")
     a = ap.parse_args()
     warnings.filterwarnings("ignore")
-    from carb import datasets
-    from carb.drift import corrected
+    from bench_decisions import cpu_pair_data
+
     from carb.model import CARB
 
-    src = datasets.load("cpu-1t")
-    src = src[src.status == "ok"].reset_index(drop=True)
-    tgt = datasets.load(a.target)
-    tgt = corrected(tgt[tgt.status == "ok"].reset_index(drop=True), paired_only=True)
+    src, tgt = cpu_pair_data(a.target)
     t0 = time.perf_counter()
     source = CARB(preset=a.preset, random_state=0).fit(src)
     rows = []

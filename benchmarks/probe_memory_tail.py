@@ -20,9 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_decisions as bd  # noqa: E402
 
 import carb.model._conformal as cf  # noqa: E402
-from carb import datasets  # noqa: E402
 from carb.calibrate import choose_samples, fit_calibrated  # noqa: E402
-from carb.drift import corrected  # noqa: E402
 from carb.features import compute  # noqa: E402
 from carb.model import CARB  # noqa: E402
 
@@ -33,9 +31,7 @@ def main() -> None:
     ap.add_argument("--tail", type=float, default=0.9, help="quantile of log |r| for the memory scale")
     a = ap.parse_args()
     warnings.simplefilter("ignore")
-    src, tgt = datasets.load("cpu-1t"), datasets.load("cpu-2t")
-    src, tgt = src[src.status == "ok"].reset_index(drop=True), tgt[tgt.status == "ok"].reset_index(drop=True)
-    tgt = corrected(tgt, paired_only=True)
+    src, tgt = bd.cpu_pair_data("cpu-2t")
     targets = ["latency_ms", "memory_mb"]
     objs = [("latency_ms", "min"), ("memory_mb", "min"), ("flops_per_image", "max")]
     res: dict = {"argv": sys.argv, "versions": bd._versions(), "coverage": [], "rows": []}

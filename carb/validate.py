@@ -149,10 +149,14 @@ def drift_corrected_calls(measured: pd.DataFrame, budgets: Mapping[str, float], 
     (how many rows were corrected) and the :func:`decision_metrics` of ``calls`` against the
     corrected values (``calls``: accept / measure / reject per row of ``measured``)."""
     cal = pd.DataFrame({"sentinel_ms": list(calibration_sentinel_ms or [])})
-    moved = drift.phase_drift(cal, measured) if len(cal) else {"note": drift.NO_INDEX}
-    out: dict[str, Any] = {"drift": {**moved, "line": drift.drift_line(
-        moved) if len(cal) else "machine speed between calibration and validation: no calibration speed index "
-        "(a target model not calibrated by carb calibrate, or calibrated before the sentinel)"}}
+    if len(cal):
+        moved = drift.phase_drift(cal, measured)
+        line = drift.drift_line(moved)
+    else:
+        moved = {"note": drift.NO_INDEX}
+        line = ("machine speed between calibration and validation: no calibration speed index (a target model "
+                "not calibrated by carb calibrate, or calibrated before the sentinel)")
+    out: dict[str, Any] = {"drift": {**moved, "line": line}}
     s = pd.to_numeric(measured["sentinel_ms"], errors="coerce") if "sentinel_ms" in measured.columns else None
     if "latency_ms" not in budgets or s is None or not (s > 0).any():
         return out
