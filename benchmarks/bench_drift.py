@@ -22,6 +22,11 @@ between and within the campaigns.
 
     taskset -c 1 python benchmarks/bench_drift.py [--n 16] [--gap-min 5] [--rounds 2] [--max-time 1.0]
         [--precision fp32] [--json figures.json] [--keep store.duckdb]
+    taskset -c 1 python benchmarks/bench_drift.py ... --stress-b memory   # B under a neighbour we make
+    python benchmarks/bench_drift.py --rescore store.duckdb [--plain-from figures.json] [--json rescored.json]
+
+"size-elastic correction (not adopted)": each config scaled by the sentinel ratio to the power
+of an elasticity that falls with its size (``benchmarks/elasticity.py``), for comparison.
 """
 
 from __future__ import annotations
@@ -83,11 +88,20 @@ def main() -> None:
     ap.add_argument("--plain-s", type=float, default=1.0, help="seconds of forwards per config in the plain loop")
     ap.add_argument("--json", help="also write the figures (and per-config ratios) to this JSON file")
     ap.add_argument("--keep", help="keep the campaign store at this path (default: a throw-away one)")
+    ap.add_argument("--stress-b", choices=("memory", "cache"),
+                    help="slow the machine down ourselves during pass 2 and campaign B: a second process on the "
+                         "other core streams 256 MB through memory (or rewrites a 32 MB buffer), as a neighbour would")
+    ap.add_argument("--rescore", help="measure nothing: score the two campaigns of a store kept with --keep "
+                    "(the plain loop's ratios from that run's --json, if given as --plain-from)")
+    ap.add_argument("--plain-from", help="with --rescore: the run's own --json, for the plain loop's ratios")
     a = ap.parse_args()
+    if a.rescore:
+        rescore(a)
+        return
 
     from dataclasses import replace
 
-    from carb import drift, space
+    from carb import space
     from carb.campaign import run_campaign
     from carb.measure.base import Protocol
     from carb.measure.cpu import CpuBackend
@@ -111,19 +125,79 @@ def main() -> None:
         wait = t_a + 60 * a.gap_min - time.monotonic()
         if wait > 0:
             time.sleep(wait)
-        t_plain2 = time.time()
-        plain2 = plain_loop(configs, a.plain_s)
-        rb = run_campaign(configs, backend, store, platform="bench", rounds=a.rounds, remeasure=True)
+        stressor = _start_stress(a.stress_b) if a.stress_b else None
+        try:
+            t_plain2 = time.time()
+            plain2 = plain_loop(configs, a.plain_s)
+            rb = run_campaign(configs, backend, store, platform="bench", rounds=a.rounds, remeasure=True)
+        finally:
+            if stressor is not None:
+                stressor[0].set()
+                stressor[1].join(10)
         print(f"campaign B: {rb.wall_s:.1f} s, {rb.readings} sentinel readings ({rb.sentinel_s:.1f} s), "
               f"{(t_plain2 - t_plain1) / 60:.1f} min after pass 1", flush=True)
         m = store.measurements("bench").set_index("config_id")
         r = store.measurements("bench", table="remeasurements").set_index("config_id").loc[m.index]
         readings = store.speed_readings("bench")
         runs = {ra.run_id: "A", rb.run_id: "B"}
+    score(a, m, r, readings, runs, res, plain1, plain2, ra.wall_s + rb.wall_s, ra.sentinel_s + rb.sentinel_s)
+
+
+def _start_stress(kind: str):
+    """A process streaming memory (or thrashing a cache-sized buffer) on a core this one does
+    not run on (``benchmarks/probe_sentinel_elasticity.py``'s stressor); ``(stop event, process)``."""
+    import multiprocessing as mp
+    import os
+
+    from probe_sentinel_elasticity import _stress
+
+    mine = os.sched_getaffinity(0)
+    other = next((c for c in range(os.cpu_count() or 1) if c not in mine), None)
+    if other is None:
+        sys.exit("bench_drift: --stress-b needs a core outside this process's affinity (run it under taskset -c 1)")
+    stop = mp.Event()
+    proc = mp.Process(target=_stress, args=(kind, other, stop), daemon=True)
+    proc.start()
+    print(f"stressor ({kind}) on core {other} for pass 2 and campaign B", flush=True)
+    return stop, proc
+
+
+def rescore(a) -> None:
+    """The figures of a kept store's two campaigns (A: the first run, B: the remeasurement)."""
+    from carb.store import Store
+
+    with Store(Path(a.rescore), read_only=True) as store:
+        m = store.measurements("bench").set_index("config_id")
+        r = store.measurements("bench", table="remeasurements").set_index("config_id").loc[m.index]
+        readings = store.speed_readings("bench")
+    runs = {m.run_id.iloc[0]: "A", r.run_id.iloc[0]: "B"}
+    plain1 = plain2 = None
+    if a.plain_from:
+        pc = json.loads(Path(a.plain_from).read_text())["per_config"]
+        plain1, plain2 = {i: 1.0 for i in pc}, {i: v["plain"] for i, v in pc.items()}
+    print(f"command: python {' '.join(sys.argv)}")
+    res: dict = {"argv": sys.argv}
+    # the campaigns' wall time is not in the store: the readings' share is left out (see the run's own output)
+    score(a, m, r, readings, runs, res, plain1, plain2, 0.0, float(readings.wall_s.sum()))
+
+
+def score(a, m, r, readings, runs, res, plain1, plain2, wall, sentinel_s) -> None:
+    """Print (and with ``--json`` write) the figures of campaigns A (``m``) and B (``r``),
+    their readings and, when given, the plain loop's two passes."""
+    from carb import drift
+    from elasticity import at_speed
+
     ids = list(m.index)
     raw = (r.latency_ms / m.latency_ms).to_numpy(float)
-    corr = (r.latency_ms_norm / m.latency_ms_norm).to_numpy(float)
-    plain = np.array([plain2[i] / plain1[i] for i in ids])
+    # latency_ms_norm's ratio (latency_ms * ref / sentinel_ms, one ref for both campaigns),
+    # from the rows' sentinel: the same for a store carb writes, and right for one kept while
+    # the elasticity below was being tried in carb itself (run 17)
+    corr = raw * (m.sentinel_ms / r.sentinel_ms).to_numpy(float)
+    # tried and not adopted (elasticity.py): each config scaled by the sentinel ratio to the
+    # power of its size's elasticity, for comparison in the same run
+    ref = float(np.median(np.concatenate([m.sentinel_ms.to_numpy(float), r.sentinel_ms.to_numpy(float)])))
+    sized = np.asarray(at_speed(r.latency_ms, ref, r.sentinel_ms) / at_speed(m.latency_ms, ref, m.sentinel_ms), float)
+    plain = np.array([plain2[i] / plain1[i] for i in ids]) if plain1 else np.full(len(ids), np.nan)
     usable = readings[readings.used.fillna(True).astype(bool)]
     med = {c: float(np.median(usable[usable.run_id == rid].sentinel_ms)) if (usable.run_id == rid).any()
            else float("nan") for rid, c in runs.items()}
@@ -131,10 +205,13 @@ def main() -> None:
     level = raw * med["A"] / med["B"]
     rows = {"plain steady-state loop": stats(plain), "campaign, raw latency_ms": stats(raw),
             "campaign, drift-corrected latency_ms_norm": stats(corr),
+            "campaign, size-elastic correction (not adopted)": stats(sized),
             "campaign, raw x campaign-median reading ratio": stats(level)}
     res["methods"] = rows
-    res["per_config"] = {i: {"plain": float(p), "raw": float(x), "corrected": float(y), "latency_ms_A": float(m.latency_ms[i])}
-                         for i, p, x, y in zip(ids, plain, raw, corr)}
+    res["per_config"] = {i: {"plain": float(p), "raw": float(x), "corrected": float(y), "size_elastic": float(z),
+                             "latency_ms_A": float(m.latency_ms[i]), "sentinel_ms_A": float(m.sentinel_ms[i]),
+                             "sentinel_ms_B": float(r.sentinel_ms[i])}
+                         for i, p, x, y, z in zip(ids, plain, raw, corr, sized)}
     print(f"\n{'method':<48}{'median B/A':>11}{'mean |diff|':>12}{'max |diff|':>11}{'within 5%':>10}{'n':>4}")
     for k, v in rows.items():
         print(f"{k:<48}{v['median_ratio']:>11.3f}{100 * v['mean_abs_diff']:>11.1f}%{100 * v['max_abs_diff']:>10.1f}%"
@@ -142,10 +219,9 @@ def main() -> None:
     idx = readings.assign(c=readings.run_id.map(runs))
     sa = idx[idx.c == "A"].sentinel_ms.to_numpy(float)
     sb = idx[idx.c == "B"].sentinel_ms.to_numpy(float)
-    wall = ra.wall_s + rb.wall_s
     res["sentinel"] = {"readings": int(len(readings)), "usable": int(len(usable)),
-                       "sentinel_s": ra.sentinel_s + rb.sentinel_s, "wall_s": wall,
-                       "share": (ra.sentinel_s + rb.sentinel_s) / wall,
+                       "sentinel_s": sentinel_s, "wall_s": wall,
+                       "share": sentinel_s / wall if wall else float("nan"),
                        "speed_A_over_B": float(np.median(sb) / np.median(sa)),
                        "within_A_ratio": float(sa.max() / sa.min()), "within_B_ratio": float(sb.max() / sb.min())}
     # the paired sentinel (timed inside each visit): its share of the visits' sampling time

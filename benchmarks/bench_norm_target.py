@@ -3,8 +3,10 @@
 On a dataset measured with the paired speed sentinel (every row carries ``latency_ms_norm``,
 its latency at the campaign's median speed, and the store's remeasurements table a later
 visit of some configs), CARB is fitted out-of-fold by architecture (5 folds: a config is
-predicted by the model that never saw its architecture) once on ``latency_ms`` and once on
-``latency_ms_norm``; each is scored
+predicted by the model that never saw its architecture) once on ``latency_ms``, once on
+``latency_ms_norm``, and once on a size-elastic correction tried and not adopted
+(``benchmarks/elasticity.py``: the paired rows' ``speed_index`` to the power of an
+elasticity that falls with the config's size); each is scored
 
 * against its own target (the grouped-CV error: what is left that the config's features
   cannot explain, the measurement's own scatter included), and
@@ -60,12 +62,21 @@ def main() -> None:
 
     # what `carb train` learns by default: latency_ms_norm where the paired sentinel timed the row
     df["latency_ms_corr"] = corrected(df, paired_only=True)["latency_ms"]
+    # tried and not adopted (elasticity.py): the paired rows corrected with each config's
+    # size elasticity instead of the full sentinel ratio
+    from elasticity import elasticity
+
+    from carb.drift import paired_rows
+
+    el = df.latency_ms * df.speed_index ** elasticity(df.latency_ms.to_numpy(float))
+    df["latency_ms_el"] = el.where(paired_rows(df) & df.speed_index.notna(), df.latency_ms)
+    arms = (("raw", "latency_ms"), ("corrected", "latency_ms_corr"), ("corrected, size elasticity", "latency_ms_el"))
     keys = [c for c in GROUP_KEYS if c in df.columns]
     groups = pd.factorize(df[keys].astype(str).agg("|".join, axis=1))[0]
     fold = np.random.default_rng(0).permutation(groups.max() + 1)[groups] % a.folds
     t0 = time.perf_counter()
     pred = {}
-    for name, col in (("raw", "latency_ms"), ("corrected", "latency_ms_corr")):
+    for name, col in arms:
         d = df.copy()
         d["latency_ms"] = df[col]
         p = np.empty(len(d))
@@ -77,7 +88,7 @@ def main() -> None:
     out: dict = {"command": "python benchmarks/bench_norm_target.py " + " ".join(
         f"--{k.replace('_', '-')} {v}" for k, v in vars(a).items() if v is not None),
         "rows": int(len(df)), "own_target": {}, "remeasured": {}}
-    for name, col in (("raw", "latency_ms"), ("corrected", "latency_ms_corr")):
+    for name, col in arms:
         out["own_target"][name] = _score(df[col].to_numpy(), pred[name])
     if a.store:
         from carb.store import Store
@@ -87,7 +98,7 @@ def main() -> None:
         rem = rem[rem.status == "ok"]
         j = df[["config_id"]].reset_index().merge(rem[["config_id", "latency_ms", "latency_ms_norm"]], on="config_id")
         idx = j["index"].to_numpy()
-        for name in ("raw", "corrected"):
+        for name, _ in arms:
             out["remeasured"][name] = {
                 "vs remeasured raw": _score(j.latency_ms.to_numpy(), pred[name][idx]),
                 "vs remeasured corrected": _score(j.latency_ms_norm.to_numpy(), pred[name][idx])}
