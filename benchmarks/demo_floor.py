@@ -20,33 +20,46 @@ import numpy as np
 import pandas as pd
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def folders_args(doc: str) -> argparse.Namespace:
+    """The command line of the scripts that read `carb demo` folders: ``DIR [DIR ...] [--json OUT]``."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("folders", nargs="+", type=Path)
     ap.add_argument("--json", type=Path)
-    a = ap.parse_args()
+    return ap.parse_args()
 
+
+def demo_source(folder: Path, cache: dict):
+    """The source model of a `carb demo` folder, fitted as the demo fits it (CARB `fast` on
+    the folder's ``source_dataset``, cpu-1t where its summary has none), once per dataset
+    (``cache``: dataset name -> model)."""
     from carb import datasets, drift
-    from carb.demo import sitting_floor
     from carb.model import CARB
 
-    sources: dict[str, CARB] = {}
+    name = json.loads((folder / "summary.json").read_text()).get("source_dataset") or "cpu-1t"
+    if name not in cache:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            cache[name] = CARB(preset="fast").fit(drift.corrected(datasets.load(name), paired_only=True))
+    return cache[name]
+
+
+def main() -> None:
+    a = folders_args(__doc__)
+
+    from carb.demo import sitting_floor
+
+    sources: dict = {}
     rows = []
     for d in a.folders:
         v = pd.read_csv(d / "validation.csv")
         sm = json.loads((d / "summary.json").read_text())
-        name = sm.get("source_dataset") or "cpu-1t"
-        if name not in sources:  # as the demo fits it
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                sources[name] = CARB(preset="fast").fit(drift.corrected(datasets.load(name), paired_only=True))
-        source = sources[name]
+        source = demo_source(d, sources)
         corr = v.assign(latency_ms=v["latency_ms_corrected"]) if "latency_ms_corrected" in v else v
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             fc = sitting_floor(source, v, corr, ["latency_ms"]).get("latency_ms", np.nan)
             fr = sitting_floor(source, v, v, ["latency_ms"]).get("latency_ms", np.nan)
-        rows.append({"folder": str(d), "source": name, "n": len(v),
+        rows.append({"folder": str(d), "source": sm.get("source_dataset") or "cpu-1t", "n": len(v),
                      "raw": float(np.median(np.abs(v.pred_latency_ms / v.latency_ms - 1))),
                      "corrected": float(np.nanmedian(np.abs(v.pred_latency_ms / corr.latency_ms - 1))),
                      "floor_corrected": fc, "floor_raw": fr,

@@ -7,16 +7,15 @@ prediction ``s`` in log, by least squares: a factor (``log y = a + log s``), a l
 choice among them (``carb.calibrate.fit_calibrated``: leave-one-out). Each is scored on the
 sitting's validated rows at the calibration's speed: the median relative latency error.
 
-    python benchmarks/demo_map_forms.py DIR [DIR ...]
+    python benchmarks/demo_map_forms.py DIR [DIR ...] [--json OUT]
 
-The source model is refitted as the demo fits it (CARB `fast` on cpu-1t; deterministic).
+The source model is refitted as the demo fits it (``demo_floor.demo_source``; deterministic).
 """
 
 from __future__ import annotations
 
-import argparse
+import json
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -31,17 +30,18 @@ def _design(s: np.ndarray, batch: np.ndarray, form: str) -> np.ndarray:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("folders", nargs="+", type=Path)
-    a = ap.parse_args()
-    warnings.filterwarnings("ignore")
-    from carb import datasets, drift
-    from carb.calibrate import fit_calibrated
-    from carb.model import CARB
+    from demo_floor import demo_source, folders_args
 
-    src = CARB(preset="fast").fit(drift.corrected(datasets.load("cpu-1t"), paired_only=True))
+    a = folders_args(__doc__)
+    warnings.filterwarnings("ignore")
+
+    from carb import drift
+    from carb.calibrate import fit_calibrated
+
+    sources: dict = {}
     rows = []
     for d in a.folders:
+        src = demo_source(d, sources)
         k = pd.read_csv(d / "characterized.csv")
         v = pd.read_csv(d / "validation.csv")
         k, v = k[k.status == "ok"].reset_index(drop=True), v[v.status == "ok"].reset_index(drop=True)
@@ -65,6 +65,8 @@ def main() -> None:
     cols = [c for c in df.columns if c != "folder"]
     print("\nmean: " + ", ".join(f"{c} {100 * df[c].mean():.1f}%" for c in cols))
     print("at or under 10%: " + ", ".join(f"{c} {(df[c] <= 0.10).sum()} of {len(df)}" for c in cols))
+    if a.json:
+        a.json.write_text(json.dumps({"rows": rows}, indent=1))
 
 
 if __name__ == "__main__":

@@ -20,7 +20,6 @@ the demo does; deterministic), so it can run on a loaded machine.
 
 from __future__ import annotations
 
-import argparse
 import json
 import warnings
 from pathlib import Path
@@ -61,26 +60,17 @@ def _replay(d: Path, source, slope: float) -> dict[str, float]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("folders", nargs="+", type=Path)
-    ap.add_argument("--json", type=Path)
-    a = ap.parse_args()
-
+    from demo_floor import demo_source, folders_args
     from elasticity import SLOPE
 
-    from carb import datasets, drift
-    from carb.model import CARB
+    a = folders_args(__doc__)
 
-    sources: dict[str, CARB] = {}
+    sources: dict = {}
     rows = []
     for d in a.folders:
-        name = json.loads((d / "summary.json").read_text()).get("source_dataset") or "cpu-1t"
-        if name not in sources:  # as the demo fits it
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                sources[name] = CARB(preset="fast").fit(drift.corrected(datasets.load(name), paired_only=True))
-        full = _replay(d, sources[name], 0.0)
-        el = _replay(d, sources[name], SLOPE)
+        source = demo_source(d, sources)
+        full = _replay(d, source, 0.0)
+        el = _replay(d, source, SLOPE)
         rows.append({"folder": str(d), "speed_change": el["speed_change"], "raw": el["raw"],
                      "corrected_elasticity_1": full["corrected"], "corrected_elasticity": el["corrected"],
                      "floor_elasticity_1": full["floor_corrected"], "floor_elasticity": el["floor_corrected"],
