@@ -37,3 +37,47 @@ def at_speed(latency_ms: Any, ref_ms: Any, sentinel_ms: Any, slope: float = SLOP
     NaN in, NaN out)."""
     lat = np.asarray(latency_ms, float)
     return lat * (np.asarray(ref_ms, float) / np.asarray(sentinel_ms, float)) ** elasticity(lat, slope)
+
+
+def _fit_runs(argv: list[str] | None = None) -> None:
+    """Fit ``REF_MS`` and ``SLOPE`` on two-campaign runs of ``bench_drift.py`` (their --json:
+    per config the raw and fully corrected B/A ratios and campaign A's latency) and check
+    them leaving one run out: the mean |B/A - 1| of each run with the constants fitted on
+    the others, against carb's full ratio."""
+    import argparse
+    import glob
+    import json
+
+    ap = argparse.ArgumentParser(description=_fit_runs.__doc__.splitlines()[0])
+    ap.add_argument("runs", nargs="*", help="bench_drift JSON files (default: benchmarks/results/bench_drift_run{6..15}*.json)")
+    a = ap.parse_args(argv)
+    files = a.runs or sorted(f for f in glob.glob("benchmarks/results/bench_drift_run*.json")
+                             if 6 <= int(f.split("_run")[1].split("_")[0].split(".")[0]) <= 15)
+    runs = {}
+    for f in files:
+        pc = json.load(open(f))["per_config"].values()
+        lat, raw, full = (np.array([v[k] for v in pc], float) for k in ("latency_ms_A", "raw", "corrected"))
+        runs[f] = (lat, raw, full / raw)  # the sentinel's ratio A/B per config
+
+    grid = [(r, k) for r in (0.5, 1.0, 2.0, 3.0, 5.0, 8.0) for k in (0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4)]
+
+    def err(f: str, ref: float, k: float) -> float:
+        lat, raw, ratio = runs[f]
+        beta = np.clip(1.0 - k * np.log(np.maximum(lat, ref) / ref), 0.0, 1.0)
+        return float(np.mean(np.abs(raw * ratio ** beta - 1)))
+
+    def best(names: list[str]) -> tuple[float, float]:
+        return min(grid, key=lambda p: np.mean([err(f, *p) for f in names]))
+
+    print(f"fitted on all {len(runs)} runs: REF_MS, SLOPE = {best(list(runs))}")
+    better = 0
+    for f in runs:
+        p = best([g for g in runs if g != f])
+        full, held = err(f, 1.0, 0.0), err(f, *p)
+        better += held < full
+        print(f"{f}: full ratio {100 * full:.1f}%, size-elastic {100 * held:.1f}% (constants {p}, fitted on the others)")
+    print(f"held out, the size-elastic correction was better in {better} of {len(runs)} runs")
+
+
+if __name__ == "__main__":
+    _fit_runs()
