@@ -140,7 +140,8 @@ def main() -> None:
         r = store.measurements("bench", table="remeasurements").set_index("config_id").loc[m.index]
         readings = store.speed_readings("bench")
         runs = {ra.run_id: "A", rb.run_id: "B"}
-    score(a, m, r, readings, runs, res, plain1, plain2, ra.wall_s + rb.wall_s, ra.sentinel_s + rb.sentinel_s)
+    plain = {i: plain2[i] / plain1[i] for i in plain1}
+    score(m, r, readings, runs, res, plain, ra.wall_s + rb.wall_s, ra.sentinel_s + rb.sentinel_s, a.json)
 
 
 def _start_stress(kind: str):
@@ -171,19 +172,19 @@ def rescore(a) -> None:
         r = store.measurements("bench", table="remeasurements").set_index("config_id").loc[m.index]
         readings = store.speed_readings("bench")
     runs = {m.run_id.iloc[0]: "A", r.run_id.iloc[0]: "B"}
-    plain1 = plain2 = None
+    plain = None
     if a.plain_from:
-        pc = json.loads(Path(a.plain_from).read_text())["per_config"]
-        plain1, plain2 = {i: 1.0 for i in pc}, {i: v["plain"] for i, v in pc.items()}
+        plain = {i: v["plain"] for i, v in json.loads(Path(a.plain_from).read_text())["per_config"].items()}
     print(f"command: python {' '.join(sys.argv)}")
     res: dict = {"argv": sys.argv}
     # the campaigns' wall time is not in the store: the readings' share is left out (see the run's own output)
-    score(a, m, r, readings, runs, res, plain1, plain2, 0.0, float(readings.wall_s.sum()))
+    score(m, r, readings, runs, res, plain, None, float(readings.wall_s.sum()), a.json)
 
 
-def score(a, m, r, readings, runs, res, plain1, plain2, wall, sentinel_s) -> None:
-    """Print (and with ``--json`` write) the figures of campaigns A (``m``) and B (``r``),
-    their readings and, when given, the plain loop's two passes."""
+def score(m, r, readings, runs, res, plain, wall, sentinel_s, out) -> None:
+    """Print (and write to the JSON file ``out``, if given) the figures of campaigns A (``m``)
+    and B (``r``), their readings and, when given, the plain loop's pass 2 / pass 1 ratio per
+    config (``plain``); ``wall``: the campaigns' wall time (s), ``None`` when unknown."""
     from carb import drift
     from elasticity import at_speed
 
@@ -197,13 +198,13 @@ def score(a, m, r, readings, runs, res, plain1, plain2, wall, sentinel_s) -> Non
     # power of its size's elasticity, for comparison in the same run
     ref = float(np.median(np.concatenate([m.sentinel_ms.to_numpy(float), r.sentinel_ms.to_numpy(float)])))
     sized = np.asarray(at_speed(r.latency_ms, ref, r.sentinel_ms) / at_speed(m.latency_ms, ref, m.sentinel_ms), float)
-    plain = np.array([plain2[i] / plain1[i] for i in ids]) if plain1 else np.full(len(ids), np.nan)
+    plain_ratio = np.array([plain[i] for i in ids]) if plain else np.full(len(ids), np.nan)
     usable = readings[readings.used.fillna(True).astype(bool)]
     med = {c: float(np.median(usable[usable.run_id == rid].sentinel_ms)) if (usable.run_id == rid).any()
            else float("nan") for rid, c in runs.items()}
     # for comparison: each campaign corrected by its own median reading only (one factor per campaign)
     level = raw * med["A"] / med["B"]
-    rows = {"plain steady-state loop": stats(plain), "campaign, raw latency_ms": stats(raw),
+    rows = {"plain steady-state loop": stats(plain_ratio), "campaign, raw latency_ms": stats(raw),
             "campaign, drift-corrected latency_ms_norm": stats(corr),
             "campaign, size-elastic correction (not adopted)": stats(sized),
             "campaign, raw x campaign-median reading ratio": stats(level)}
@@ -211,7 +212,7 @@ def score(a, m, r, readings, runs, res, plain1, plain2, wall, sentinel_s) -> Non
     res["per_config"] = {i: {"plain": float(p), "raw": float(x), "corrected": float(y), "size_elastic": float(z),
                              "latency_ms_A": float(m.latency_ms[i]), "sentinel_ms_A": float(m.sentinel_ms[i]),
                              "sentinel_ms_B": float(r.sentinel_ms[i])}
-                         for i, p, x, y, z in zip(ids, plain, raw, corr, sized)}
+                         for i, p, x, y, z in zip(ids, plain_ratio, raw, corr, sized)}
     print(f"\n{'method':<48}{'median B/A':>11}{'mean |diff|':>12}{'max |diff|':>11}{'within 5%':>10}{'n':>4}")
     for k, v in rows.items():
         print(f"{k:<48}{v['median_ratio']:>11.3f}{100 * v['mean_abs_diff']:>11.1f}%{100 * v['max_abs_diff']:>10.1f}%"
@@ -221,7 +222,7 @@ def score(a, m, r, readings, runs, res, plain1, plain2, wall, sentinel_s) -> Non
     sb = idx[idx.c == "B"].sentinel_ms.to_numpy(float)
     res["sentinel"] = {"readings": int(len(readings)), "usable": int(len(usable)),
                        "sentinel_s": sentinel_s, "wall_s": wall,
-                       "share": sentinel_s / wall if wall else float("nan"),
+                       "share": sentinel_s / wall if wall else None,
                        "speed_A_over_B": float(np.median(sb) / np.median(sa)),
                        "within_A_ratio": float(sa.max() / sa.min()), "within_B_ratio": float(sb.max() / sb.min())}
     # the paired sentinel (timed inside each visit): its share of the visits' sampling time
@@ -237,13 +238,14 @@ def score(a, m, r, readings, runs, res, plain1, plain2, wall, sentinel_s) -> Non
     if shares:
         print(f"\npaired sentinel in {len(shares)} pooled rows: median {100 * s['paired_share_of_sampling']:.1f}% of the "
               "visits' sampling time (inside max_time: no wall time added)")
-    print(f"\nsentinel: {s['readings']} readings ({s['usable']} precise enough to use), {s['sentinel_s']:.1f} s of {wall:.1f} s campaign wall time "
-          f"= {100 * s['share']:.1f}% overhead")
+    print(f"\nsentinel: {s['readings']} readings ({s['usable']} precise enough to use), {s['sentinel_s']:.1f} s"
+          + (f" of {wall:.1f} s campaign wall time = {100 * s['share']:.1f}% overhead" if wall else
+             " (the campaigns' wall time is not in the store: the overhead is in the run's own output)"))
     print(f"machine speed A -> B (median sentinel): x{1 / s['speed_A_over_B']:.3f}; slowest/fastest reading within "
           f"A {s['within_A_ratio']:.2f}x, within B {s['within_B_ratio']:.2f}x")
     print("\n".join(drift.speed_lines(drift.speed_summary(readings), readings)))
-    if a.json:
-        Path(a.json).write_text(json.dumps(res, indent=2))
+    if out:
+        Path(out).write_text(json.dumps(res, indent=2))
 
 
 if __name__ == "__main__":
