@@ -25,11 +25,11 @@ REF_MS = 1.0
 SLOPE = 0.15
 
 
-def elasticity(latency_ms: Any, slope: float = SLOPE) -> Any:
+def elasticity(latency_ms: Any, slope: float = SLOPE, ref_ms: float = REF_MS) -> Any:
     """How far a config of raw latency ``latency_ms`` (ms; number or array) follows the
     sentinel's speed (1 = fully, 0 = not at all); unitless."""
-    lat = np.maximum(np.asarray(latency_ms, float), REF_MS)
-    return np.clip(1.0 - slope * np.log(lat / REF_MS), 0.0, 1.0)
+    lat = np.maximum(np.asarray(latency_ms, float), ref_ms)
+    return np.clip(1.0 - slope * np.log(lat / ref_ms), 0.0, 1.0)
 
 
 def at_speed(latency_ms: Any, ref_ms: Any, sentinel_ms: Any, slope: float = SLOPE) -> Any:
@@ -63,8 +63,7 @@ def _fit_runs(argv: list[str] | None = None) -> None:
 
     def err(f: str, ref: float, k: float) -> float:
         lat, raw, ratio = runs[f]
-        beta = np.clip(1.0 - k * np.log(np.maximum(lat, ref) / ref), 0.0, 1.0)
-        return float(np.mean(np.abs(raw * ratio ** beta - 1)))
+        return float(np.mean(np.abs(raw * ratio ** elasticity(lat, k, ref) - 1)))
 
     def best(names: list[str]) -> tuple[float, float]:
         return min(grid, key=lambda p: np.mean([err(f, *p) for f in names]))
