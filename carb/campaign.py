@@ -471,7 +471,7 @@ def pool_rounds(visits: Sequence[Measurement]) -> Measurement:
 
     Latency: :func:`~carb.measure.protocol.summarize` over the raw samples of every visit
     (``extra["latency_samples_ms"]``). Energy: median of the visits' medians (mean of
-    means, min p5, max p95, mean CoV, summed n; no CI). Memory: median of the visits'
+    means, min p5, max p95, min of the minima, mean CoV, summed n; no CI). Memory: median of the visits'
     peaks. A failed visit makes the config failed with that visit's status and message.
     Per-domain energy (``extra["energy_pkg_j"]``, ``["energy_dram_j"]``): median of the
     visits' values; ``None`` when any visit lacks it.
@@ -527,7 +527,8 @@ def _pool_stats(stats: Sequence[Stats | None]) -> Stats | None:
         return None
     return Stats(median=float(np.median([s.median for s in stats])), mean=float(np.mean([s.mean for s in stats])),
                  p5=min(s.p5 for s in stats), p95=max(s.p95 for s in stats),
-                 cov=float(np.mean([s.cov for s in stats])), n=int(sum(s.n for s in stats)), ci_rel=math.nan)
+                 cov=float(np.mean([s.cov for s in stats])), n=int(sum(s.n for s in stats)), ci_rel=math.nan,
+                 min=float(np.min([s.min for s in stats])))
 
 
 def read_config_file(path: str) -> list[Config]:

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 __all__ = ["NO_INDEX", "speed_summary", "speed_lines", "speed_plot", "normalize", "phase_drift", "drift_line",
-           "corrected", "paired_rows", "CORRECTED_LATENCY"]
+           "corrected", "paired_rows", "CORRECTED_LATENCY", "REPEAT_FIGURES", "remeasure_figures", "remeasure_lines"]
 
 #: what a store or dataset without sentinel readings says
 NO_INDEX = "no speed index"
@@ -178,6 +178,70 @@ def drift_line(d: dict[str, Any], what: str = "between calibration and validatio
     verdict = "beyond" if d["exceeds"] else "within"
     return (f"the machine ran {100 * abs(c):.1f}% {word} {what} (speed sentinel: {d['sentinel_ms_before']:.3f} -> "
             f"{d['sentinel_ms_after']:.3f} ms), {verdict} the sentinel's chance variation ±{100 * d['noise']:.1f}%")
+
+
+#: the latency figures whose repeatability a remeasurement reports: (key, column, name)
+REPEAT_FIGURES = (("raw", "latency_ms", "raw median"),
+                  ("corrected", "latency_ms_norm", "drift-corrected median"),
+                  ("fastest", "latency_ms_min", "fastest sample"))
+
+
+def remeasure_figures(first: pd.DataFrame, again: pd.DataFrame) -> dict[str, Any]:
+    """How a remeasurement repeats the first measurement of the same configs (a store's
+    ``measurements`` and ``remeasurements`` rows, matched on ``config_id``; ``ok`` rows only;
+    a config measured again more than once counts with its last remeasurement).
+
+    Returns ``configs`` (matched), ``hours_between`` (median, h), ``memory_ratio_median``, and
+    per latency figure of :data:`REPEAT_FIGURES` that both sides carry (a store written before
+    the sentinel or the fastest sample has none of those): ``ratio_median``, ``ratio_p5``,
+    ``ratio_p95`` (again / first), ``abs_diff_mean``, ``abs_diff_median`` (of ``|ratio - 1|``),
+    ``within_5pct``, ``within_10pct``, ``n``. Empty figures (``configs`` 0) when nothing matches.
+    """
+    a = first[first.status == "ok"]
+    b = again[again.status == "ok"]
+    if "measured_at" in b.columns:
+        b = b.sort_values("measured_at")
+    b = b.drop_duplicates("config_id", keep="last")
+    j = b.merge(a, on="config_id", suffixes=("_re", ""))
+    out: dict[str, Any] = {"configs": int(len(j)), "latency": {}}
+    if j.empty:
+        return out
+    if {"measured_at", "measured_at_re"} <= set(j.columns):
+        dt = (pd.to_datetime(j.measured_at_re, utc=True) - pd.to_datetime(j.measured_at, utc=True)).dt.total_seconds()
+        out["hours_between"] = float(dt.median() / 3600)
+    if {"memory_mb", "memory_mb_re"} <= set(j.columns):
+        out["memory_ratio_median"] = float((pd.to_numeric(j.memory_mb_re, errors="coerce")
+                                            / pd.to_numeric(j.memory_mb, errors="coerce")).median())
+    for key, col, _ in REPEAT_FIGURES:
+        if col not in j.columns or f"{col}_re" not in j.columns:
+            continue
+        r = (pd.to_numeric(j[f"{col}_re"], errors="coerce") / pd.to_numeric(j[col], errors="coerce"))
+        r = r[np.isfinite(r) & (r > 0)]
+        if r.empty:
+            continue
+        d = (r - 1).abs()
+        out["latency"][key] = {"n": int(len(r)), "ratio_median": float(r.median()),
+                               "ratio_p5": float(r.quantile(0.05)), "ratio_p95": float(r.quantile(0.95)),
+                               "abs_diff_mean": float(d.mean()), "abs_diff_median": float(d.median()),
+                               "within_5pct": float((d <= 0.05).mean()), "within_10pct": float((d <= 0.10).mean())}
+    return out
+
+
+def remeasure_lines(f: dict[str, Any]) -> list[str]:
+    """The sentences of a :func:`remeasure_figures` result: one per latency figure."""
+    if not f.get("configs"):
+        return ["no config has both a first measurement and a remeasurement to compare"]
+    when = f" (median {60 * f['hours_between']:.1f} min later)" if "hours_between" in f else ""
+    lines = [f"{f['configs']} config(s) measured again{when}: latency again / first, mean |difference|"]
+    for key, col, name in REPEAT_FIGURES:
+        v = f["latency"].get(key)
+        if v is None:
+            continue
+        lines.append(f"  {name} ({col}): {100 * v['abs_diff_mean']:.1f}% (median ratio {v['ratio_median']:.3f}, "
+                     f"{100 * v['within_5pct']:.0f}% within ±5%, {v['n']} configs)")
+    if "memory_ratio_median" in f:
+        lines.append(f"  memory: median ratio {f['memory_ratio_median']:.3f}")
+    return lines
 
 
 #: how reports name the latency :func:`corrected` gives with ``paired_only``

@@ -11,7 +11,8 @@ Tables (open the file with ``duckdb`` and ask SQL questions):
 ``measurements``
     one row per (``config_id``, ``platform``): the config parameters, ``status``,
     ``message``, per target (``latency_ms``, ``energy_j``, ``energy_gross_j``) the median
-    and its spread (``_mean``, ``_p5``, ``_p95``, ``_cov``, ``_n``, ``_ci_rel``),
+    and its spread (``_mean``, ``_p5``, ``_p95``, ``_cov``, ``_n``, ``_ci_rel``, ``_min``: the
+    fastest sample),
     ``memory_mb``, ``energy_missing_reason``, ``timed_s``, ``wall_s``, ``extra`` (JSON
     telemetry), ``run_id`` and ``measured_at``; ``energy_pkg_j`` and ``energy_dram_j``
     (CPU RAPL, gross J per forward of packages and DRAM; NULL elsewhere).
@@ -62,7 +63,7 @@ READABLE_VERSIONS = (1, 2)
 #: targets that carry repeat statistics
 TARGETS = ("latency_ms", "energy_j", "energy_gross_j")
 #: spread columns stored beside each target's median, suffixes of the target name
-SPREAD = ("mean", "p5", "p95", "cov", "n", "ci_rel")
+SPREAD = ("mean", "p5", "p95", "cov", "n", "ci_rel", "min")
 
 _PARAM_SQL = {
     "family": "VARCHAR", "block": "VARCHAR", "depth": "INTEGER", "width": "DOUBLE",
@@ -190,6 +191,8 @@ class Store:
         for table in ("measurements", "remeasurements", "rounds"):  # stores from before issue 17
             for c, t in ENERGY_DOMAIN_COLUMNS:
                 self.con.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {c} {t}")
+            for t in TARGETS:  # the fastest sample (issue 16): NULL in rows written before it was kept
+                self.con.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {t}_min DOUBLE")
         self.con.execute("INSERT INTO meta VALUES ('created_at', ?) ON CONFLICT DO NOTHING",
                          [datetime.now(timezone.utc).isoformat()])
         self.con.execute("COMMIT")
@@ -369,8 +372,10 @@ class Store:
         def stats(t: str) -> Stats | None:
             if _isnull(row.get(t)):
                 return None
-            return Stats(median=row[t], **{s: (None if _isnull(row[f"{t}_{s}"]) else row[f"{t}_{s}"])
-                                           for s in SPREAD})
+            # a store opened read-only from before a spread column existed lacks it
+            spread = {s: row.get(f"{t}_{s}") for s in SPREAD}
+            return Stats(median=row[t], **{s: (None if _isnull(v) else v) for s, v in spread.items()
+                                           if not (s == "min" and _isnull(v))})
 
         extra = row.get("extra")
         return Measurement(

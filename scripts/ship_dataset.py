@@ -64,22 +64,9 @@ def figures(store: Store, platform: str) -> dict:
     out["memory_round_cov_median"] = float(np.median(rel)) if rel else float("nan")
     out["memory_round_cov_p95"] = float(np.quantile(rel, 0.95)) if rel else float("nan")
     if len(rem):
-        j = rem[rem.status == "ok"].merge(ok, on="config_id", suffixes=("_re", ""))
-        lat = j.latency_ms_re / j.latency_ms
-        mem = j.memory_mb_re / j.memory_mb
-        out["drift"] = {"configs": int(len(j)), "latency_ratio_median": float(lat.median()),
-                        "latency_ratio_p5": float(lat.quantile(0.05)), "latency_ratio_p95": float(lat.quantile(0.95)),
-                        "latency_abs_diff_median": float((lat - 1).abs().median()),
-                        "within_10pct": float(((lat - 1).abs() <= 0.1).mean()),
-                        "memory_ratio_median": float(mem.median()),
-                        "hours_between": float((j.measured_at_re - j.measured_at).dt.total_seconds().median() / 3600)}
-        if "latency_ms_norm_re" in j.columns and j.latency_ms_norm_re.notna().any():
-            # the same drift check on drift-corrected values (both normalized to one median reading)
-            cor = (j.latency_ms_norm_re / j.latency_ms_norm).dropna()
-            out["drift"].update(corrected_ratio_median=float(cor.median()),
-                                corrected_abs_diff_mean=float((cor - 1).abs().mean()),
-                                raw_abs_diff_mean=float((lat - 1).abs().mean()),
-                                corrected_within_10pct=float(((cor - 1).abs() <= 0.1).mean()))
+        rep = drift.remeasure_figures(m, rem)
+        if rep["configs"]:
+            out["drift"] = rep
     readings = store.speed_readings(platform)
     out["speed"] = drift.speed_summary(readings)
     out["speed_lines"] = drift.speed_lines(out["speed"], readings)
@@ -135,16 +122,20 @@ def card(name: str, f: dict, rows: int, conditions: str, about: str | None = Non
         f"- throughput: {f['configs_per_hour']:.0f} configs/hour ({f['wall_s_per_config_median']:.2f} s median wall per config)",
     ]
     if drift:
+        raw = drift["latency"]["raw"]
         lines.append(
             f"- drift: {drift['configs']} configs measured again at the end of the campaign "
-            f"(median {drift['hours_between']:.2f} h later): median latency ratio {drift['latency_ratio_median']:.3f} "
-            f"(p5 {drift['latency_ratio_p5']:.3f}, p95 {drift['latency_ratio_p95']:.3f}), "
-            f"{100 * drift['within_10pct']:.0f}% within ±10%; median memory ratio {drift['memory_ratio_median']:.3f}")
-    if drift and "corrected_ratio_median" in drift:
-        lines.append(
-            f"- drift, corrected by the speed sentinel: median ratio {drift['corrected_ratio_median']:.3f}, mean "
-            f"|difference| {100 * drift['corrected_abs_diff_mean']:.1f}% (raw {100 * drift['raw_abs_diff_mean']:.1f}%), "
-            f"{100 * drift['corrected_within_10pct']:.0f}% within ±10%")
+            f"(median {drift['hours_between']:.2f} h later): median latency ratio {raw['ratio_median']:.3f} "
+            f"(p5 {raw['ratio_p5']:.3f}, p95 {raw['ratio_p95']:.3f}), "
+            f"{100 * raw['within_10pct']:.0f}% within ±10%; median memory ratio {drift['memory_ratio_median']:.3f}")
+        for key, what in (("corrected", "corrected by the speed sentinel (`latency_ms_norm`)"),
+                          ("fastest", "of the fastest sample (`latency_ms_min`)")):
+            v = drift["latency"].get(key)
+            if v:
+                lines.append(
+                    f"- drift, {what}: median ratio {v['ratio_median']:.3f}, mean |difference| "
+                    f"{100 * v['abs_diff_mean']:.1f}% (raw {100 * raw['abs_diff_mean']:.1f}%), "
+                    f"{100 * v['within_10pct']:.0f}% within ±10%")
     lines += ["", "## Speed index (machine speed while measuring)"]
     if f["speed"].get("readings"):
         lines += [

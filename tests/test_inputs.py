@@ -548,6 +548,24 @@ def test_remeasure_on_a_fresh_store_says_what_it_did(tmp_path, monkeypatch, caps
     assert "1 of them had no first measurement there" in text
 
 
+def test_remeasure_says_how_the_latency_repeated(tmp_path, monkeypatch, capsys):
+    import json
+
+    args = ["characterize", "--space", "tiny", "--samples", "1", "--rounds", "1", "--max-time", "0.1",
+            "--no-sentinel", "--store", tmp_path / "s.duckdb"]
+    assert cli(monkeypatch, capsys, *args)[0] == 0
+    rc, out, err = cli(monkeypatch, capsys, *args, "--remeasure", "--json")
+    assert rc == 0, err
+    rep = json.loads(out)["remeasure"]
+    # no sentinel here: the raw median and the fastest sample, no drift-corrected figure
+    assert rep["configs"] == 1 and set(rep["latency"]) == {"raw", "fastest"}
+    text = " ".join(err.split())
+    assert "1 config(s) measured again" in text and "fastest sample (latency_ms_min)" in text
+    # and the store says it later
+    rc, out, _ = cli(monkeypatch, capsys, "dataset", "info", "--store", tmp_path / "s.duckdb", "--json")
+    assert rc == 0 and json.loads(out)["remeasure"]["cpu-1t"]["latency"].keys() == {"raw", "fastest"}
+
+
 def test_dataset_info_reads_a_snapshot_of_a_store_in_use(tmp_path, monkeypatch, capsys):
     import subprocess
 

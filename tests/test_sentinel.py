@@ -183,14 +183,15 @@ def test_interrupted_campaign_with_sentinel_resumes_without_duplicates(tmp_path)
 
 
 def _old_store(path):
-    """A store as written before the sentinel existed (schema 2 without the speed_index table
-    and the drift columns), holding 3 rows measured by the synthetic backend."""
-    from carb.store import DRIFT_COLUMNS, MEASUREMENT_COLUMNS
+    """A store as written before the sentinel existed (schema 2 without the speed_index table,
+    the drift columns and the fastest sample), holding 3 rows measured by the synthetic backend."""
+    from carb.store import DRIFT_COLUMNS, MEASUREMENT_COLUMNS, TARGETS
 
     src = path.with_name("src.duckdb")
     with Store(src) as store:
         run_campaign(list(space.load("tiny"))[:3], DriftingBackend(step=0.0), store, sentinel=None)
-    cols = [(c, t) for c, t in MEASUREMENT_COLUMNS if (c, t) not in DRIFT_COLUMNS]
+    cols = [(c, t) for c, t in MEASUREMENT_COLUMNS
+            if (c, t) not in DRIFT_COLUMNS and c not in {f"{x}_min" for x in TARGETS}]
     ddl = ", ".join(f"{c} {t}" for c, t in cols)
     names = ", ".join(c for c, _ in cols)
     con = duckdb.connect(str(path))
@@ -213,7 +214,11 @@ def test_a_store_from_before_the_sentinel_opens_and_says_no_speed_index(tmp_path
     with Store(path, read_only=True) as store:
         assert not store.has_speed_index()
         assert store.speed_readings().empty and store.speed_ref_ms("cpu-1t") is None
-        assert len(store.measurements()) == 3 and "latency_ms_norm" not in store.measurements().columns
+        old = store.measurements()
+        assert len(old) == 3 and "latency_ms_norm" not in old.columns and "latency_ms_min" not in old.columns
+        # rows rebuilt from it have no fastest sample, and say so with nan
+        st = Store.measurement_from_row(old.iloc[0].to_dict()).latency_ms
+        assert st.median == old.latency_ms.iloc[0] and math.isnan(st.min)
         s = drift.speed_summary(store.speed_readings())
     assert s == {"readings": 0, "note": drift.NO_INDEX}
     assert drift.speed_lines(s)[0].startswith("no speed index")
@@ -224,6 +229,7 @@ def test_a_store_from_before_the_sentinel_opens_and_says_no_speed_index(tmp_path
         df = store.measurements()
         assert r.measured == len(df) - 3 and r.readings > 0
         assert df.latency_ms_norm.isna().sum() == 3  # the old rows stay without an index
+        assert df.latency_ms_min.isna().sum() == 3 and (df.latency_ms_min.dropna() > 0).all()
 
 
 def test_speed_summary_lines_and_plot(tmp_path):
@@ -634,3 +640,52 @@ def test_cli_validate_on_device_reports_drift_and_scores_corrected_calls(tmp_pat
     flat = " ".join(table.split())
     assert flat.index("50.0% slower") < flat.index("validation (measured on cpu)")
     assert "drift-corrected" in flat
+
+
+def test_the_fastest_sample_is_kept_pooled_and_stored(tmp_path):
+    from carb.campaign import pool_rounds
+
+    assert summarize([3.0, 1.5, 2.0]).min == 1.5
+    visits = [Measurement(status="ok", latency_ms=summarize(x), memory_mb=1.0, extra={"latency_samples_ms": x})
+              for x in ([2.0, 2.5, 3.0], [1.8, 4.0, 2.2])]
+    assert pool_rounds(visits).latency_ms.min == 1.8  # the fastest of every visit's samples
+    with Store(tmp_path / "f.duckdb") as store:
+        run_campaign(list(space.load("tiny"))[:2], DriftingBackend(step=0.0), store, sentinel=None)
+        df = store.measurements()
+        # the synthetic samples are depth x (1 - 0.004) .. depth x (1 + 0.004)
+        assert df.latency_ms_min.to_numpy() == pytest.approx(df.depth.to_numpy() * 0.996)
+        st = Store.measurement_from_row(df.iloc[0].to_dict()).latency_ms
+        assert st.min == pytest.approx(df.latency_ms_min.iloc[0])
+
+
+def _repeat_rows(lat, norm=None, fastest=None, status=None):
+    df = pd.DataFrame({"config_id": [f"c{i}" for i in range(len(lat))], "latency_ms": lat,
+                       "status": status or ["ok"] * len(lat), "memory_mb": 10.0,
+                       "measured_at": pd.Timestamp("2026-12-04T10:00:00Z")})
+    if norm is not None:
+        df["latency_ms_norm"] = norm
+    if fastest is not None:
+        df["latency_ms_min"] = fastest
+    return df
+
+
+def test_remeasure_figures_compare_each_latency_figure_that_both_sides_carry():
+    first = _repeat_rows([1.0, 2.0, 4.0, 8.0], norm=[1.0, 2.0, 4.0, 8.0], fastest=[0.9, 1.8, 3.6, 7.2])
+    # synthetic: the machine ran 20% slower; the sentinel saw it (norm repeats within 1%), the
+    # fastest samples moved 2% and 4%
+    again = _repeat_rows([1.2, 2.4, 4.8, 9.6], norm=[1.01, 1.98, 4.0, 8.0], fastest=[0.918, 1.836, 3.744, 7.2])
+    again["measured_at"] = pd.Timestamp("2026-12-04T10:30:00Z")
+    f = drift.remeasure_figures(first, again)
+    assert f["configs"] == 4 and f["hours_between"] == pytest.approx(0.5) and f["memory_ratio_median"] == 1.0
+    assert f["latency"]["raw"]["ratio_median"] == pytest.approx(1.2) and f["latency"]["raw"]["within_5pct"] == 0
+    assert f["latency"]["corrected"]["abs_diff_mean"] == pytest.approx((0.01 + 0.01) / 4)
+    assert f["latency"]["fastest"]["abs_diff_mean"] == pytest.approx((0.02 + 0.02 + 0.04 + 0) / 4)
+    lines = drift.remeasure_lines(f)
+    assert "30.0 min later" in lines[0] and any("fastest sample (latency_ms_min): 2.0%" in ln for ln in lines)
+    # a store from before the sentinel and the fastest sample: the raw figure only; a failed
+    # remeasurement and a config never remeasured do not count
+    old = drift.remeasure_figures(_repeat_rows([1.0, 2.0]), _repeat_rows([1.1, 5.0], status=["ok", "error"]))
+    assert old["configs"] == 1 and set(old["latency"]) == {"raw"}
+    assert old["latency"]["raw"]["abs_diff_mean"] == pytest.approx(0.1)
+    none = drift.remeasure_figures(_repeat_rows([1.0]), _repeat_rows([1.0]).assign(config_id="other"))
+    assert none["configs"] == 0 and drift.remeasure_lines(none)[0].startswith("no config")

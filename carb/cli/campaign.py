@@ -124,15 +124,25 @@ def characterize(
                 signal.signal(signal.SIGTERM, prev_term)
         summary = store.summary()
         rows = store.measurements(result.platform)
+        repeat = None
+        if remeasure:  # how this run repeats the first measurements: raw, drift-corrected, fastest sample
+            from carb import drift
+
+            again = store.measurements(result.platform, table="remeasurements")
+            repeat = drift.remeasure_figures(rows, again[again.run_id == result.run_id])
+            repeat_lines = drift.remeasure_lines(repeat)
         rows = rows[rows.run_id == result.run_id]
     if json_out:
         print(json.dumps({**result.to_dict(), "store": str(store_path),
-                          "summary": json.loads(summary.to_json(orient="records"))}, indent=2))
+                          "summary": json.loads(summary.to_json(orient="records")),
+                          **({"remeasure": repeat} if repeat is not None else {})}, indent=2))
     else:
         _print_configs(rows)
         _print_summary(result, summary, store_path)
     if remeasure:
         err.print(_remeasure_line(result, configs, done_before, store_path), highlight=False, soft_wrap=True)
+        if repeat and repeat.get("configs"):
+            err.print("\n".join(repeat_lines), highlight=False, soft_wrap=True)
     if result.interrupted:
         err.print(_interrupted_line(result, store_path), highlight=False, soft_wrap=True)
         raise typer.Exit(130)
@@ -273,13 +283,20 @@ def dataset_info(store_path: Path = typer.Option(..., "--store", help="DuckDB ca
         summary = store.summary()
         runs = store.runs()
         readings = store.speed_readings()
+        again = store.measurements(table="remeasurements")
+        # how the remeasurements repeated the first measurements, per platform
+        repeat = {}
+        if len(again):
+            first = store.measurements()
+            repeat = {p: drift.remeasure_figures(first[first.platform == p], again[again.platform == p])
+                      for p in sorted(again.platform.unique())}
     speed = drift.speed_summary(readings)
     if not speed.get("readings") and len(runs) and all(_gpu_line(p) for p in runs.provenance):
         speed["why"] = "GPU campaigns take no sentinel readings (the sentinel tracks a CPU's speed)"
     if json_out:
         print(json.dumps({"store": str(store_path), "runs": len(runs),
-                          "summary": json.loads(summary.to_json(orient="records")), "speed_index": speed},
-                         indent=2, default=str))
+                          "summary": json.loads(summary.to_json(orient="records")), "speed_index": speed,
+                          "remeasure": repeat}, indent=2, default=str))
         return
     console.print(f"{store_path}: {len(runs)} run(s)")
     for r in runs.itertuples(index=False):
@@ -291,6 +308,9 @@ def dataset_info(store_path: Path = typer.Option(..., "--store", help="DuckDB ca
     _print_store_summary(summary)
     for line in drift.speed_lines(speed, readings):
         console.print(line, highlight=False, soft_wrap=True)
+    for p, f in repeat.items():
+        console.print("\n".join(f"{p}: {ln}" if i == 0 else ln for i, ln in enumerate(drift.remeasure_lines(f))),
+                      highlight=False, soft_wrap=True)
 
 
 def _gpu_line(provenance: Any) -> str:

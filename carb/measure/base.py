@@ -9,6 +9,8 @@ that a campaign goes on. Adding a vendor (AMD, Apple) is one new module implemen
 
 from __future__ import annotations
 
+import math
+
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -31,6 +33,11 @@ class Stats:
         n: number of samples.
         ci_rel: half-width of the 95% confidence interval of the median, divided by the
             median (unitless); ``nan`` when n is too small to say.
+        min: the fastest (smallest) sample: the least disturbed by other work on the
+            machine, since contention only ever adds time; of the latency figures it is the
+            one that repeats best between campaigns on a machine whose speed drifts
+            (benchmarks/RESULTS.md, issue 16). ``nan`` where unknown (stores and datasets
+            written before it was kept).
     """
 
     median: float
@@ -40,6 +47,7 @@ class Stats:
     cov: float
     n: int
     ci_rel: float
+    min: float = math.nan
 
 
 @dataclass(frozen=True)

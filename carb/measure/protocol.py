@@ -95,6 +95,7 @@ def summarize(samples: Sequence[float], confidence: float = 0.95) -> Stats:
     """:class:`Stats` of the samples (units: those of the samples).
 
     ``p5``/``p95`` use linear interpolation between order statistics (numpy's default);
+    ``min`` is the smallest sample;
     ``cov`` is the sample standard deviation (ddof=1) over the mean, ``nan`` for n < 2;
     ``ci_rel`` is the relative half-width of the distribution-free CI of the median
     (:func:`median_ci`), ``nan`` when undefined.
@@ -115,7 +116,7 @@ def summarize(samples: Sequence[float], confidence: float = 0.95) -> Stats:
         ci_rel = math.nan
     else:
         ci_rel = float((hi - lo) / 2.0 / abs(med))
-    return Stats(median=med, mean=mean, p5=p5, p95=p95, cov=cov, n=n, ci_rel=ci_rel)
+    return Stats(median=med, mean=mean, p5=p5, p95=p95, cov=cov, n=n, ci_rel=ci_rel, min=float(x.min()))
 
 
 def check_protocol(p: Protocol) -> Protocol:
