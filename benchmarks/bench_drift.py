@@ -250,6 +250,10 @@ def score(m, r, readings, runs, res, plain, wall, sentinel_s, out) -> None:
     for k, v in rows.items():
         print(f"{k:<52}{v['median_ratio']:>11.3f}{100 * v['mean_abs_diff']:>11.1f}%{100 * v['max_abs_diff']:>10.1f}%"
               f"{100 * v['within_5pct']:>9.0f}%{v['n']:>4}")
+    # what carb itself reports for the pair (`carb dataset info`, `characterize --remeasure`)
+    rep = drift.remeasure_figures(m.reset_index(), r.reset_index())
+    res["carb_remeasure"] = rep
+    print("\ncarb's own report:\n" + "\n".join(drift.remeasure_lines(rep)))
     idx = readings.assign(c=readings.run_id.map(runs))
     sa = idx[idx.c == "A"].sentinel_ms.to_numpy(float)
     sb = idx[idx.c == "B"].sentinel_ms.to_numpy(float)
