@@ -28,18 +28,36 @@ import numpy as np
 import pandas as pd
 
 
-def _replay(d: Path, source, slope: float) -> dict[str, float]:
+def _at_percentile(rows: pd.DataFrame, q: float | None) -> pd.DataFrame:
+    """``rows`` with ``latency_ms`` replaced by the ``q``-th percentile of each row's pooled
+    samples (``extra["latency_samples_ms"]``; 0: the fastest); unchanged for ``None`` or a
+    row without samples."""
+    if q is None:
+        return rows
+
+    def pick(extra, median):
+        try:
+            s = json.loads(extra).get("latency_samples_ms") if isinstance(extra, str) else None
+        except ValueError:
+            s = None
+        return float(np.percentile(s, q)) if s else median
+
+    return rows.assign(latency_ms=[pick(e, m) for e, m in zip(rows.extra, rows.latency_ms)])
+
+
+def _replay(d: Path, source, slope: float, q: float | None = None) -> dict[str, float]:
     """One sitting's median latency errors, each latency put at a reference sentinel speed
-    with the size elasticity of ``slope`` (``elasticity.py``; 0: carb's full ratio)."""
+    with the size elasticity of ``slope`` (``elasticity.py``; 0: carb's full ratio); with
+    ``q``, every latency is the ``q``-th percentile of its samples instead of their median."""
     from elasticity import at_speed
 
     from carb import drift
     from carb.calibrate import fit_calibrated
     from carb.demo import sitting_floor
 
-    k = pd.read_csv(d / "characterized.csv")
+    k = _at_percentile(pd.read_csv(d / "characterized.csv"), q)
     v = pd.read_csv(d / "validation.csv")
-    v = v[v.status == "ok"].reset_index(drop=True)
+    v = _at_percentile(v[v.status == "ok"].reset_index(drop=True), q)
     # as carb.drift.at_median_speed: the K rows at their median sentinel speed
     ok = k.status == "ok"
     ref = float(k.loc[ok, "sentinel_ms"].median())
