@@ -5,7 +5,8 @@ Columns of a CARB dataset: ``config_id``, ``device`` (the platform label, e.g.
 ``cpu-1t``), the config parameters, ``status``, ``message``, the target medians
 ``latency_ms`` (ms), ``energy_j`` (J, net of idle), ``energy_gross_j`` (J), ``memory_mb``
 (MB) with their spread columns (``<target>_mean``, ``_p5``, ``_p95``, ``_cov``, ``_n``,
-``_ci_rel``), ``energy_missing_reason``, ``timed_s``, ``wall_s``, ``run_id``,
+``_ci_rel``, and ``_min``, the fastest sample, in data exported from stores since issue 16;
+the datasets shipped before it lack ``_min``), ``energy_missing_reason``, ``timed_s``, ``wall_s``, ``run_id``,
 ``measured_at``, ``extra`` (JSON telemetry), and the static features of
 :func:`carb.features.compute` (recomputed on :func:`load`, so shipped files stay small).
 
