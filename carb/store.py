@@ -43,6 +43,7 @@ and DuckDB's write-ahead log replays a torn commit on the next open.
 from __future__ import annotations
 
 import json
+import math
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
@@ -372,10 +373,11 @@ class Store:
         def stats(t: str) -> Stats | None:
             if _isnull(row.get(t)):
                 return None
-            # a store opened read-only from before a spread column existed lacks it
+            # a store opened read-only from before a spread column existed lacks it; NULL is
+            # None, but the fastest sample is nan where unknown (Stats.min: pooling takes its min)
             spread = {s: row.get(f"{t}_{s}") for s in SPREAD}
-            return Stats(median=row[t], **{s: (None if _isnull(v) else v) for s, v in spread.items()
-                                           if not (s == "min" and _isnull(v))})
+            return Stats(median=row[t], **{s: ((math.nan if s == "min" else None) if _isnull(v) else v)
+                                           for s, v in spread.items()})
 
         extra = row.get("extra")
         return Measurement(

@@ -35,9 +35,10 @@ class Stats:
             median (unitless); ``nan`` when n is too small to say.
         min: the fastest (smallest) sample: the least disturbed by other work on the
             machine, since contention only ever adds time; of the latency figures it is the
-            one that repeats best between campaigns on a machine whose speed drifts
-            (benchmarks/RESULTS.md, issue 16). ``nan`` where unknown (stores and datasets
-            written before it was kept).
+            one that repeated best between campaigns with neighbours competing for memory
+            and caches (benchmarks/RESULTS.md, issue 16). A slow-down of the whole machine
+            that lasts minutes moves it too; the speed sentinel corrects that. ``nan`` where
+            unknown (stores and datasets written before it was kept).
     """
 
     median: float
