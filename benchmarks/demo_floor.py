@@ -43,17 +43,23 @@ def demo_source(folder: Path, cache: dict):
     return cache[name]
 
 
+def sittings(folders):
+    """Each `carb demo` folder with its source model (:func:`demo_source`, fitted once per
+    source dataset): ``(folder, model)`` pairs."""
+    cache: dict = {}
+    for d in folders:
+        yield d, demo_source(d, cache)
+
+
 def main() -> None:
     a = folders_args(__doc__)
 
     from carb.demo import sitting_floor
 
-    sources: dict = {}
     rows = []
-    for d in a.folders:
+    for d, source in sittings(a.folders):
         v = pd.read_csv(d / "validation.csv")
         sm = json.loads((d / "summary.json").read_text())
-        source = demo_source(d, sources)
         corr = v.assign(latency_ms=v["latency_ms_corrected"]) if "latency_ms_corrected" in v else v
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

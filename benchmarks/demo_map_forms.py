@@ -30,7 +30,7 @@ def _design(s: np.ndarray, batch: np.ndarray, form: str) -> np.ndarray:
 
 
 def main() -> None:
-    from demo_floor import demo_source, folders_args
+    from demo_floor import folders_args, sittings
 
     a = folders_args(__doc__)
     warnings.filterwarnings("ignore")
@@ -38,10 +38,8 @@ def main() -> None:
     from carb import drift
     from carb.calibrate import fit_calibrated
 
-    sources: dict = {}
     rows = []
-    for d in a.folders:
-        src = demo_source(d, sources)
+    for d, src in sittings(a.folders):
         k = pd.read_csv(d / "characterized.csv")
         v = pd.read_csv(d / "validation.csv")
         k, v = k[k.status == "ok"].reset_index(drop=True), v[v.status == "ok"].reset_index(drop=True)

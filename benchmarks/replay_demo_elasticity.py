@@ -78,15 +78,13 @@ def _replay(d: Path, source, slope: float, q: float | None = None) -> dict[str, 
 
 
 def main() -> None:
-    from demo_floor import demo_source, folders_args
+    from demo_floor import folders_args, sittings
     from elasticity import SLOPE
 
     a = folders_args(__doc__)
 
-    sources: dict = {}
     rows = []
-    for d in a.folders:
-        source = demo_source(d, sources)
+    for d, source in sittings(a.folders):
         full = _replay(d, source, 0.0)
         el = _replay(d, source, SLOPE)
         rows.append({"folder": str(d), "speed_change": el["speed_change"], "raw": el["raw"],

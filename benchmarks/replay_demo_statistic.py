@@ -22,14 +22,12 @@ STATISTICS = (("median", None), ("fastest", 0.0), ("p5", 5.0), ("p10", 10.0), ("
 
 
 def main() -> None:
-    from demo_floor import demo_source, folders_args
+    from demo_floor import folders_args, sittings
     from replay_demo_elasticity import _replay
 
     a = folders_args(__doc__)
-    sources: dict = {}
     rows = []
-    for d in a.folders:
-        source = demo_source(d, sources)
+    for d, source in sittings(a.folders):
         for name, q in STATISTICS:
             r = _replay(d, source, 0.0, q)
             rows.append({"folder": str(d), "statistic": name, **r})
