@@ -689,3 +689,23 @@ def test_remeasure_figures_compare_each_latency_figure_that_both_sides_carry():
     assert old["latency"]["raw"]["abs_diff_mean"] == pytest.approx(0.1)
     none = drift.remeasure_figures(_repeat_rows([1.0]), _repeat_rows([1.0]).assign(config_id="other"))
     assert none["configs"] == 0 and drift.remeasure_lines(none)[0].startswith("no config")
+
+
+def test_a_card_reports_how_the_remeasurement_repeated_each_figure(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    store = tmp_path / "s.duckdb"
+    configs = list(space.load("tiny"))
+    with Store(store) as s:
+        run_campaign(configs, DriftingBackend(step=0.02), s, sentinel=every_visit())
+        run_campaign(configs[:3], DriftingBackend(step=0.02), s, sentinel=every_visit(), remeasure=True)
+    script = Path(__file__).resolve().parents[1] / "scripts" / "ship_dataset.py"
+    r = subprocess.run([sys.executable, str(script), "--store", str(store), "--name", "cpu-1t", "--out", str(tmp_path)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    lines = [ln for ln in (tmp_path / "cpu-1t.md").read_text().splitlines() if ln.startswith("- drift")]
+    # synthetic: the second campaign's backend starts at the first one's speed, so raw repeats
+    assert len(lines) == 3 and "3 configs measured again" in lines[0] and "ratio 1.000" in lines[0]
+    assert "`latency_ms_norm`" in lines[1] and "fastest sample (`latency_ms_min`)" in lines[2]
