@@ -28,36 +28,41 @@ import numpy as np
 import pandas as pd
 
 
-def _at_percentile(rows: pd.DataFrame, q: float | None) -> pd.DataFrame:
+def _at_percentile(rows: pd.DataFrame, q: float | None, sentinel_too: bool = False) -> pd.DataFrame:
     """``rows`` with ``latency_ms`` replaced by the ``q``-th percentile of each row's pooled
-    samples (``extra["latency_samples_ms"]``; 0: the fastest); unchanged for ``None`` or a
-    row without samples."""
+    samples (``extra["latency_samples_ms"]``; 0: the fastest) and, with ``sentinel_too``,
+    ``sentinel_ms`` by the same percentile of its paired sentinel samples; unchanged for
+    ``None``, and a row keeps its value where it lacks the samples."""
     if q is None:
         return rows
 
-    def pick(extra, median):
+    def pick(extra, key, value):
         try:
-            s = json.loads(extra).get("latency_samples_ms") if isinstance(extra, str) else None
+            s = json.loads(extra).get(key) if isinstance(extra, str) else None
         except ValueError:
             s = None
-        return float(np.percentile(s, q)) if s else median
+        return float(np.percentile(s, q)) if s else value
 
-    return rows.assign(latency_ms=[pick(e, m) for e, m in zip(rows.extra, rows.latency_ms)])
+    out = rows.assign(latency_ms=[pick(e, "latency_samples_ms", m) for e, m in zip(rows.extra, rows.latency_ms)])
+    if sentinel_too:
+        out["sentinel_ms"] = [pick(e, "pair_sentinel_ms", m) for e, m in zip(rows.extra, rows.sentinel_ms)]
+    return out
 
 
-def _replay(d: Path, source, slope: float, q: float | None = None) -> dict[str, float]:
+def _replay(d: Path, source, slope: float, q: float | None = None, sentinel_too: bool = False) -> dict[str, float]:
     """One sitting's median latency errors, each latency put at a reference sentinel speed
     with the size elasticity of ``slope`` (``elasticity.py``; 0: carb's full ratio); with
-    ``q``, every latency is the ``q``-th percentile of its samples instead of their median."""
+    ``q``, every latency is the ``q``-th percentile of its samples instead of their median
+    (and, with ``sentinel_too``, every sentinel the same percentile of its paired samples)."""
     from elasticity import at_speed
 
     from carb import drift
     from carb.calibrate import fit_calibrated
     from carb.demo import sitting_floor
 
-    k = _at_percentile(pd.read_csv(d / "characterized.csv"), q)
+    k = _at_percentile(pd.read_csv(d / "characterized.csv"), q, sentinel_too)
     v = pd.read_csv(d / "validation.csv")
-    v = _at_percentile(v[v.status == "ok"].reset_index(drop=True), q)
+    v = _at_percentile(v[v.status == "ok"].reset_index(drop=True), q, sentinel_too)
     # as carb.drift.at_median_speed: the K rows at their median sentinel speed
     ok = k.status == "ok"
     ref = float(k.loc[ok, "sentinel_ms"].median())
