@@ -13,7 +13,9 @@
 5. **Validate**: the best-ranked shortlisted configs and a random control sample are
    measured, and the budget decisions are scored against those measurements. The speed
    sentinel (:mod:`carb.measure.sentinel`) is read while both calibration and validation
-   are measured: the demo says how much the machine's speed moved between the two (first,
+   are measured (each visit timed in another state of the machine than the calibration's,
+   as the paired sentinel shows, is measured again: :func:`carb.drift.retake_off_state`):
+   the demo says how much the machine's speed moved between the two (first,
    when that exceeds its chance variation) and scores the predictions against the raw
    validation latencies and against them corrected to the calibration's speed (the budget
    calls too: a config timed once at a slow moment can break a latency budget it meets at
@@ -34,6 +36,8 @@ from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
+
+from carb.drift import RETAKES
 
 __all__ = ["DEMO_ROUNDS", "DemoSettings", "run_demo", "sitting_floor"]
 
@@ -64,6 +68,9 @@ class DemoSettings:
         seed: seed of the sampler and the control sample.
         precisions: precisions of the space to screen; default: all but those this CPU has
             no native kernels for (:func:`carb.measure.foreign_precisions`).
+        retakes: times a visit timed in another state of the machine (its paired sentinel
+            more than :data:`carb.drift.STATE_FACTOR` from the calibration's state) is
+            measured again; 0: never.
     """
 
     out: Path
@@ -81,12 +88,16 @@ class DemoSettings:
     #: precisions of the space to screen; ``None``: those this device runs natively
     #: (:func:`carb.measure.foreign_precisions`)
     precisions: tuple[str, ...] | None = None
+    retakes: int = RETAKES
 
 
 def run_demo(s: DemoSettings, measure: Callable[[pd.DataFrame, str], pd.DataFrame],
              say: Callable[[str], None] = print) -> dict[str, Any]:
     """Run the demo. ``measure(frame, what)`` measures the configs of a frame on the device
-    and returns their stored rows (the CLI passes one with a progress bar)."""
+    and returns their stored rows (the CLI passes one with a progress bar);
+    ``measure(frame, what, again=True)`` measures them once more (a retake of visits timed
+    in another state of the machine: :func:`carb.drift.retake_off_state`) and returns the
+    new rows."""
     from carb import datasets, drift, space
     from carb.calibrate import choose_samples, fit_calibrated
     from carb.model import CARB
@@ -133,18 +144,26 @@ def run_demo(s: DemoSettings, measure: Callable[[pd.DataFrame, str], pd.DataFram
     t0 = time.perf_counter()
     pick = choose_samples(cands, source, s.samples, seed=s.seed)
     measured = measure(pick, "characterizing")
+    # visits timed in another state of the machine than most (the paired sentinel says which):
+    # measured again rather than corrected by one ratio (carb.drift.STATE_FACTOR)
+    measured, cal_state = drift.retake_off_state(measured, _again(measure, pick, s.retakes), tries=s.retakes)
     timings["characterize_s"] = time.perf_counter() - t0
     ok = measured[measured.status == "ok"]
     say(f"characterized {len(ok)} of {len(pick)} configs on this machine in {timings['characterize_s']:.0f} s")
+    if drift.state_line(cal_state, "calibration"):
+        say(drift.state_line(cal_state, "calibration"))
 
     t0 = time.perf_counter()
     # Each calibration row timed with the paired sentinel carries the machine's speed at its
     # own moments: the map is fitted on latencies at the calibration's median speed, so the
     # speed changes between the K configs (tens of % on our VMs) do not bend it.
-    fit_rows, cal_ref = drift.at_median_speed(measured)
-    model = fit_calibrated(source, fit_rows, meta={"device": s.device, "samples": s.samples,
-                                                   "calibrated_on": "latency at the calibration's median sentinel speed"
-                                                   if cal_ref is not None else "raw latency"})
+    def calibrate(rows: pd.DataFrame) -> tuple[Any, float | None]:
+        fit_rows, ref = drift.at_median_speed(rows)
+        return fit_calibrated(source, fit_rows, meta={"device": s.device, "samples": s.samples,
+                                                      "calibrated_on": "latency at the calibration's median sentinel "
+                                                      "speed" if ref is not None else "raw latency"}), ref
+
+    model, cal_ref = calibrate(measured)
     timings["calibrate_s"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
@@ -170,6 +189,25 @@ def run_demo(s: DemoSettings, measure: Callable[[pd.DataFrame, str], pd.DataFram
     todo = pd.concat([top[cands.columns], ctrl], ignore_index=True)
     val = measure(todo, "validating")
     val = val[val.status == "ok"].reset_index(drop=True)
+    # Both phases are scored in one state of the machine, the faster of theirs (contention only
+    # adds time): validation visits of another state are measured again; when validation ran
+    # in a faster state than the whole calibration, the K configs are measured again in it and
+    # the map refitted on them (the screening above keeps the first map's calls and budgets).
+    recalibrated = False
+    val_ref = drift.machine_state(val)
+    ref = cal_state.get("ref_ms")
+    if s.retakes and ref is not None and val_ref is not None and val_ref * drift.STATE_FACTOR < ref:
+        again_k, again_state = drift.retake_off_state(measured, _again(measure, pick, s.retakes), ref_ms=val_ref,
+                                                      tries=s.retakes)
+        if again_state.get("back"):
+            say(f"validation ran in a faster state of the machine than the calibration (speed sentinel {val_ref:.3f} "
+                f"against {ref:.3f} ms): {again_state['back']} of the {again_state['n']} calibration configs measured "
+                f"again in it ({again_state['visits']} visits) and the map refitted on them")
+            measured, cal_state, recalibrated = again_k, {**again_state, "first": cal_state}, True
+            ok = measured[measured.status == "ok"]
+            model, cal_ref = calibrate(measured)
+            ref = cal_state["ref_ms"]
+    val, val_state = drift.retake_off_state(val, _again(measure, todo, s.retakes), ref_ms=ref, tries=s.retakes)
     timings["validate_s"] = time.perf_counter() - t0
     # three-way calls (screen's default): configs Stage 1 pruned are rejects
     call_of = dict(zip(res.decisions.config_id, res.decisions.decision)) if not res.decisions.empty else {}
@@ -196,6 +234,8 @@ def run_demo(s: DemoSettings, measure: Callable[[pd.DataFrame, str], pd.DataFram
     # the same calls against the latencies at the calibration's speed: one visit per config
     # at a slow moment of the VM can break a latency budget the config meets at that speed
     calls_corr = drift_corrected_calls(val, budgets, calls, model.meta.get("sentinel_ms")).get("corrected")
+    if drift.state_line(val_state):
+        say(drift.state_line(val_state))
     if moved.get("exceeds"):
         say(drift.drift_line(moved))
     decided = (f"budget accuracy {metrics['accuracy']:.3f} on the {metrics['n']} decided (false accepts "
@@ -237,6 +277,7 @@ def run_demo(s: DemoSettings, measure: Callable[[pd.DataFrame, str], pd.DataFram
         "validation_floor_median_abs_error": floor, "validation_floor_median_abs_error_raw": floor_raw,
         "calibrated_on": "latency at the calibration's median sentinel speed" if cal_ref is not None else "raw latency",
         "drift": {**moved, "line": drift.drift_line(moved)},
+        "machine_state": {"calibration": cal_state, "validation": val_state, "recalibrated": recalibrated},
         "timings": timings,
     }
     datasets.write(measured, out / "characterized.csv")
@@ -263,6 +304,16 @@ def run_demo(s: DemoSettings, measure: Callable[[pd.DataFrame, str], pd.DataFram
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=float))
     say(f"report: {out / 'report' / 'report.html'}")
     return summary
+
+
+def _again(measure: Callable[..., pd.DataFrame], frame: pd.DataFrame,
+           tries: int) -> Callable[[pd.DataFrame], pd.DataFrame]:
+    """``measure_again`` for :func:`carb.drift.retake_off_state`: the configs of ``frame``
+    among the given rows, measured once more (``measure(..., again=True)``)."""
+    def again(rows: pd.DataFrame) -> pd.DataFrame:
+        return measure(frame[frame.config_id.isin(set(rows.config_id))], "measuring again (another machine state)",
+                       again=True)
+    return again
 
 
 def sitting_floor(source: Any, rows: pd.DataFrame, truth: pd.DataFrame, targets: Any) -> dict[str, float]:

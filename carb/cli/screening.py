@@ -353,9 +353,11 @@ def _calibrate_netmodel(source: Path, device: str, threads: Optional[int], sampl
 
 
 def _measure_frame(df, device: str, threads: Optional[int], max_time: float, store_path: Path, what: str,
-                   rounds: int = 1):
+                   rounds: int = 1, again: bool = False):
     """Measure the configs of a frame into a store (``rounds`` visits per config spread over
-    the campaign, pooled); returns the measured rows."""
+    the campaign, pooled); returns the measured rows. ``again``: measure configs the store
+    holds once more, into its ``remeasurements`` table (the first rows kept), and return the
+    new rows."""
     from dataclasses import replace
 
     from carb.campaign import run_campaign
@@ -374,10 +376,14 @@ def _measure_frame(df, device: str, threads: Optional[int], max_time: float, sto
     store_path.parent.mkdir(parents=True, exist_ok=True)
     with backend, Store(store_path) as store:
         with CampaignProgress(err, what, store=str(store_path)) as progress:
-            result = run_campaign(configs, backend, store, rounds=rounds, **progress.callbacks)
+            result = run_campaign(configs, backend, store, rounds=rounds, remeasure=again, **progress.callbacks)
         if result.interrupted:
             raise typer.Exit(130)
-        rows = store.measurements(result.platform)
+        if again:
+            rows = store.measurements(result.platform, table="remeasurements")
+            rows = rows[rows.run_id == result.run_id]
+        else:
+            rows = store.measurements(result.platform)
     return rows[rows.config_id.isin(set(df.config_id))].reset_index(drop=True)
 
 
@@ -540,6 +546,7 @@ def demo(
     seed: int = typer.Option(0, "--seed"),
     precision: Optional[list[str]] = typer.Option(None, "--precision", help="Only these precisions of the space (repeat); default: those this CPU runs natively (bf16 needs AVX512_BF16 or AMX)."),
     source: Optional[str] = typer.Option(None, "--source", help="Dataset the source model is trained on: a shipped name (carb dataset list) or a .parquet/.csv file of cpu-space configs (default: cpu-1t)."),
+    retakes: Optional[int] = typer.Option(None, "--retakes", min=0, help="Times a visit timed in another state of the machine (its paired speed sentinel beyond x1.25 of the calibration's) is measured again; 0: never (default: carb.drift.RETAKES, 2)."),
 ) -> None:
     """The whole product on this machine in minutes: train, characterize, calibrate, screen, validate, report.
 
@@ -568,17 +575,26 @@ def demo(
     settings = DemoSettings(out=out, device=device, threads=threads, samples=samples, validate=validate_n,
                             control=control, max_time=max_time, rounds=rounds,
                             budgets=parse_budget_options(budget), seed=seed,
-                            precisions=tuple(precision) if precision else None, source=source)
+                            precisions=tuple(precision) if precision else None, source=source,
+                            **({} if retakes is None else {"retakes": retakes}))
     console.print(f"[bold]carb demo[/bold] on {device}" + (f" with {threads} thread(s)" if threads else "")
                   + f", writing {out}/")
-    summary = run_demo(settings, lambda df, what: _measure_frame(df, device, threads, max_time,
-                                                                  out / "demo.duckdb", what, rounds),
+    summary = run_demo(settings, lambda df, what, again=False: _measure_frame(df, device, threads, max_time,
+                                                                               out / "demo.duckdb", what, rounds, again),
                        say=lambda m: console.print("• " + m))
     t = Table("", "value", title="demo summary (every number measured or predicted on this machine)")
     sc, v = summary["screening"], summary["validation"]
     moved = summary.get("drift") or {}
     if moved.get("exceeds"):  # the machine's own drift first: it weighs on every figure below
         t.add_row("machine speed drift", moved["line"])
+    ms = summary.get("machine_state") or {}
+    retaken = [f"{d['off']} of {d['n']} {w} visits in another state, {d['back']} back after retakes"
+               for w, d in (("calibration", ms.get("calibration") or {}), ("validation", ms.get("validation") or {}))
+               if d.get("off")]
+    if retaken or ms.get("recalibrated"):
+        t.add_row("machine state (speed sentinel)", "; ".join(retaken + (["map refitted on the K measured again in "
+                                                                           "validation's faster state"]
+                                                                          if ms.get("recalibrated") else [])))
     t.add_row("candidates -> shortlist", f"{sc['candidates']:,} -> {sc['shortlist']:,} ({100 * sc['pruning_ratio']:.1f}% pruned)")
     for p, why in (summary.get("precisions_left_out") or {}).items():
         t.add_row(f"left out: {p}", why)

@@ -1,0 +1,96 @@
+"""Replay `carb demo` sittings with and without the retakes of visits timed in another
+state of the machine (`carb.drift.retake_off_state`, issue 16), side by side.
+
+A sitting's store (``demo.duckdb``) keeps every config's first visit (``measurements``) and
+every retake (``remeasurements``); its ``characterized.csv`` and ``validation.csv`` hold the
+rows the demo used (after retakes). This script redoes the demo's arithmetic twice on the
+same configs: once on the rows the demo used, once on the first visits alone (as the demo
+ran before retakes). Each time the calibration map is refitted on the K rows at their median
+sentinel speed (`carb.drift.at_median_speed`), the validated configs are predicted and
+scored raw and drift-corrected (at the calibration's median speed), beside the sitting's
+floor. The shortlist is the retaking run's in both (the first visits would have chosen
+another), so the "without" figures are a replay, not a second demo.
+
+    python benchmarks/replay_demo_retakes.py DIR [DIR ...] [--json OUT]
+
+Data only (the source model is refitted as the demo does; deterministic).
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pandas as pd
+
+MEASURED = ["status", "latency_ms", "sentinel_ms", "memory_mb"]
+
+
+def first_visits(d: Path, rows: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` with their measured values of the first visit (the store's main table)."""
+    con = duckdb.connect(str(d / "demo.duckdb"), read_only=True)
+    try:
+        first = con.execute("SELECT config_id, " + ", ".join(MEASURED) + " FROM measurements").df()
+    finally:
+        con.close()
+    first = first.drop_duplicates("config_id").set_index("config_id")
+    out = rows.copy()
+    for c in MEASURED:
+        out[c] = out["config_id"].map(first[c]).to_numpy()
+    return out
+
+
+def replay(source, k: pd.DataFrame, v: pd.DataFrame) -> dict[str, float]:
+    """The demo's latency figures for calibration rows ``k`` and validation rows ``v``."""
+    from carb import drift
+    from carb.calibrate import fit_calibrated
+    from carb.demo import sitting_floor
+
+    k = k[k.status == "ok"].reset_index(drop=True)
+    v = v[v.status == "ok"].reset_index(drop=True)
+    fit_rows, ref = drift.at_median_speed(k)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = fit_calibrated(source, fit_rows, meta={"device": "cpu"})
+        p = model.predict(v)["latency_ms"].to_numpy(float)
+        corr = v.assign(latency_ms=drift.normalize(v, ref_ms=ref))
+        floor = sitting_floor(source, v, corr, ["latency_ms"]).get("latency_ms", np.nan)
+    off_k = drift.off_state(k, drift.machine_state(k))
+    off_v = drift.off_state(v, drift.machine_state(k))
+    return {"raw": float(np.median(np.abs(p / v.latency_ms - 1))),
+            "corrected": float(np.nanmedian(np.abs(p / corr.latency_ms - 1))), "floor_corrected": float(floor),
+            "off_calibration": int(off_k.sum()), "off_validation": int(off_v.sum())}
+
+
+def main() -> None:
+    from demo_floor import folders_args, sittings
+
+    a = folders_args(__doc__)
+    rows = []
+    for d, source in sittings(a.folders):
+        k = pd.read_csv(d / "characterized.csv")
+        v = pd.read_csv(d / "validation.csv")
+        used = replay(source, k, v)
+        first = replay(source, first_visits(d, k), first_visits(d, v))
+        rows.append({"folder": str(d), **{f"{x}_retakes": y for x, y in used.items()},
+                     **{f"{x}_first": y for x, y in first.items()}})
+    df = pd.DataFrame(rows)
+    cols = ["folder", "off_calibration_first", "off_validation_first", "raw_first", "corrected_first",
+            "floor_corrected_first", "off_calibration_retakes", "off_validation_retakes", "raw_retakes",
+            "corrected_retakes", "floor_corrected_retakes"]
+    with pd.option_context("display.width", 250, "display.float_format", "{:.3f}".format):
+        print(df[cols].to_string(index=False))
+    n = len(df)
+    print(f"\ndrift-corrected median latency error <= 10%: first visits in {(df.corrected_first <= 0.10).sum()} of {n}, "
+          f"with retakes in {(df.corrected_retakes <= 0.10).sum()} of {n} sittings; mean "
+          f"{100 * df.corrected_first.mean():.1f}% -> {100 * df.corrected_retakes.mean():.1f}% "
+          f"(raw {100 * df.raw_first.mean():.1f}% -> {100 * df.raw_retakes.mean():.1f}%)")
+    if a.json:
+        a.json.write_text(json.dumps({"rows": rows}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
