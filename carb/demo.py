@@ -190,20 +190,26 @@ def run_demo(s: DemoSettings, measure: Callable[[pd.DataFrame, str], pd.DataFram
     val = measure(todo, "validating")
     val = val[val.status == "ok"].reset_index(drop=True)
     # Both phases are scored in one state of the machine, the faster of theirs (contention only
-    # adds time): validation visits of another state are measured again; when validation ran
-    # in a faster state than the whole calibration, the K configs are measured again in it and
-    # the map refitted on them (the screening above keeps the first map's calls and budgets).
+    # adds time). After validation, the calibration's visits timed in another state than that
+    # one (all of them when validation ran in a faster state; those whose retakes met the same
+    # slow spell otherwise) are measured again and the map refitted on them (the screening
+    # above keeps the first map's calls and budgets); then validation visits of another state
+    # than the calibration's are measured again.
     recalibrated = False
     val_ref = drift.machine_state(val)
     ref = cal_state.get("ref_ms")
-    if s.retakes and ref is not None and val_ref is not None and val_ref * drift.STATE_FACTOR < ref:
-        again_k, again_state = drift.retake_off_state(measured, _again(measure, pick, s.retakes), ref_ms=val_ref,
+    faster = ref is not None and val_ref is not None and val_ref * drift.STATE_FACTOR < ref
+    target = val_ref if faster else ref
+    if s.retakes and target is not None and drift.off_state(measured, target).any():
+        again_k, again_state = drift.retake_off_state(measured, _again(measure, pick, s.retakes), ref_ms=target,
                                                       tries=s.retakes)
         if again_state.get("back"):
-            say(f"validation ran in a faster state of the machine than the calibration (speed sentinel {val_ref:.3f} "
-                f"against {ref:.3f} ms): {again_state['back']} of the {again_state['n']} calibration configs measured "
-                f"again in it ({again_state['visits']} visits) and the map refitted on them")
-            measured, cal_state, recalibrated = again_k, {**again_state, "first": cal_state}, True
+            where = (f"the faster state validation ran in (speed sentinel {target:.3f} against {ref:.3f} ms)" if faster
+                     else f"the calibration's state (speed sentinel {target:.3f} ms)")
+            say(f"{again_state['back']} of {again_state['off']} calibration visits timed in another state than "
+                f"{where} measured again after validation ({again_state['visits']} visits) and the map refitted")
+            measured, recalibrated = again_k, True
+            cal_state = {**again_state, "ref_ms": drift.machine_state(measured), "first": cal_state}
             ok = measured[measured.status == "ok"]
             model, cal_ref = calibrate(measured)
             ref = cal_state["ref_ms"]

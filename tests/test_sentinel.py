@@ -809,6 +809,8 @@ def test_demo_measures_again_the_visits_of_another_machine_state(tmp_path):
 def test_demo_recalibrates_in_the_faster_state_validation_ran_in(tmp_path):
     """SYNTHETIC device of two states: the whole calibration is timed in the slow one
     (sentinel 1.0 ms, configs x1.2), validation and every retake in the fast one (0.5 ms).
+    (A calibration whose retakes met the same slow spell is measured again after
+    validation the same way.)
     The demo measures the K configs again in the validation's state and refits the map on
     them: its error is the map's (~0); without retakes it is the state's (1.2x: 20%)."""
     import warnings
@@ -843,10 +845,47 @@ def test_demo_recalibrates_in_the_faster_state_validation_ran_in(tmp_path):
     assert st["calibration"]["first"]["off"] == 0 and st["validation"]["off"] == 0
     assert [a[:2] for a in asked] == [("characterizing", False), ("validating", False),
                                       ("measuring again (another machine state)", True)] and asked[2][2] == 6
-    assert any(m.startswith("validation ran in a faster state of the machine than the calibration") for m in said)
+    assert any(m.startswith("6 of 6 calibration visits timed in another state than the faster state validation ran in")
+               for m in said)
     assert s["validation_median_abs_error"]["latency_ms"] < 0.01
     k = pd.read_csv(tmp_path / "demo2" / "characterized.csv")
     assert (k.sentinel_ms == 0.5).all() and (k.retakes == 1).all()
     s0, _, asked0 = run(0)
     assert len(asked0) == 2 and not s0["machine_state"]["recalibrated"]
     assert s0["validation_median_abs_error"]["latency_ms"] == pytest.approx(0.2, abs=0.02)  # predicted 1.2x
+
+
+def test_demo_measures_the_calibration_again_after_a_slow_spell(tmp_path):
+    """SYNTHETIC: 3 of 6 calibration visits in the slow state (sentinel 1.0 ms, x1.2) and
+    both of their retakes during calibration too (a spell of tens of seconds); validation
+    and later retakes in the fast state. After validation the 3 are measured again, come
+    back, and the map is refitted on K visits of one state."""
+    import warnings
+
+    from carb import datasets
+    from carb.demo import DemoSettings, run_demo
+    from carb.model import CARB
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        source = CARB(preset="fast").fit(datasets.load("cpu-1t"))
+    calls = []
+
+    def measure(frame, what, again=False):
+        calls.append((what, len(frame)))
+        f = frame.reset_index(drop=True)
+        p = source.predict(f)["latency_ms"].to_numpy() * 1.5
+        if what == "characterizing":
+            slow = np.arange(len(f)) % 2 == 1
+        else:  # retakes during calibration (before any validation) stay slow
+            slow = np.full(len(f), again and not any(w == "validating" for w, _ in calls))
+        return f.assign(status="ok", latency_ms=p * np.where(slow, 1.2, 1.0), memory_mb=50.0, energy_j=np.nan,
+                        sentinel_ms=np.where(slow, 1.0, 0.5))
+
+    said = []
+    s = run_demo(DemoSettings(out=tmp_path / "demo", samples=6, validate=4, control=4), measure, say=said.append)
+    st = s["machine_state"]
+    assert st["recalibrated"] and st["calibration"]["first"]["left"] == 3 and st["calibration"]["back"] == 3
+    assert [n for w, n in calls] == [6, 3, 3, 8, 3]  # K, two retakes in the spell, validation, one after it
+    assert any(m.startswith("3 of 3 calibration visits timed in another state than the calibration's state") for m in said)
+    assert s["validation_median_abs_error"]["latency_ms"] < 0.01
