@@ -616,15 +616,20 @@ def test_cli_validate_on_device_reports_drift_and_scores_corrected_calls(tmp_pat
     assert json.loads((tmp_path / "scr" / "summary.json").read_text())["calibration_sentinel_ms"] == [0.6] * 12
     seen = {}
 
-    def fake_measure(df, device, threads, max_time, store_path, what, rounds=1):
-        seen["rows"] = device_rows(df, 2.0)
-        return seen["rows"]
+    def fake_measure(df, device, threads, max_time, store_path, what, rounds=1, again=False):
+        seen.setdefault("again", []).append(len(df) if again else 0)
+        if not again:
+            seen["rows"] = device_rows(df, 2.0)
+        return device_rows(df, 2.0)  # the whole machine slower: a retake is no faster
 
     monkeypatch.setattr("carb.cli.screening._measure_frame", fake_measure)
     res = json.loads(run("validate", "--screen", tmp_path / "scr", "--device", "cpu", "--limit", "10",
                          "--control", "10", "--json"))
     d = res["drift"]
     assert d["speed_change"] == pytest.approx(-0.5) and d["exceeds"] and "50.0% slower" in d["line"]
+    # every visit 2x off the calibration's state: measured again twice, kept as measured (nothing lost)
+    st = res["machine_state"]
+    assert seen["again"] == [0, 20, 20] and (st["off"], st["back"], st["left"], st["visits"]) == (20, 0, 20, 40)
     c = res["corrected"]
     assert c["reference"] == "the calibration's median sentinel speed" and c["reference_ms"] == pytest.approx(0.6)
     rows = seen["rows"]

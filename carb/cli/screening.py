@@ -251,6 +251,13 @@ def calibrate(
     with tempfile.TemporaryDirectory(prefix="carb-calibrate-") as tmp:
         store = Path(tmp) / "calibration.duckdb"
         measured = _measure_frame(pick, device, threads, max_time, store, "calibrating", rounds=rounds)
+        # visits timed in another state of the machine than the fastest most were timed in
+        # (their paired sentinel says which) are measured again: no one ratio corrects them
+        measured, state = drift.retake_off_state(measured, lambda f: _measure_frame(
+            pick[pick.config_id.isin(set(f.config_id))], device, threads, max_time, store,
+            "measuring again (another machine state)", rounds=rounds, again=True))
+        if drift.state_line(state, "calibration"):
+            console.print(drift.state_line(state, "calibration"))
         # fitted at the K configs' median speed when each carries its own (paired) sentinel
         fit_rows, ref = drift.at_median_speed(measured)
         model = fit_calibrated(src, fit_rows, meta={"device": device, "samples": samples, "space": sp.name,
@@ -409,7 +416,7 @@ def validate(
     """
     import pandas as pd
 
-    from carb import space
+    from carb import drift, space
     from carb.validate import (budget_metrics, decision_metrics, drift_corrected_calls, truly_feasible,
                                validate_against_truth)
 
@@ -444,7 +451,6 @@ def validate(
             if platform is None and len(names) > 1:
                 fail(f"--data {truth} holds {len(names)} platforms ({', '.join(names)}); choose one with --platform")
             rows = rows[rows["platform"] == (platform or names[0])]
-        from carb import drift
 
         # the truth at the campaign's median speed where the paired sentinel timed a row, as the
         # target model learned it (carb train); data without a speed index: the raw medians
@@ -467,6 +473,14 @@ def validate(
         todo = pd.concat([first, top[frame.columns], ctrl], ignore_index=True)
         measured = _measure_frame(todo, device, threads, max_time, screen_dir / "validation.duckdb", "validating")
         measured = measured[measured.status == "ok"]
+        # visits timed in another state of the machine than the calibration's (or, without its
+        # readings, than the fastest most of them were timed in) are measured again
+        cal_s = summary.get("calibration_sentinel_ms")
+        measured, state = drift.retake_off_state(measured, lambda f: _measure_frame(
+            todo[todo.config_id.isin(set(f.config_id))], device, threads, max_time, screen_dir / "validation.duckdb",
+            "measuring again (another machine state)", again=True), ref_ms=drift.machine_state(cal_s) if cal_s else None)
+        if drift.state_line(state) and not json_out:  # with --json: under machine_state
+            console.print(drift.state_line(state))
         feas = truly_feasible(measured, budgets)
         res = budget_metrics(measured.config_id.isin(accepted).to_numpy(), feas)
         res.update(mode=f"measured on {device}", shortlist_measured=int(measured.config_id.isin(set(shortlist.config_id)).sum()),
@@ -480,7 +494,8 @@ def validate(
             res.update(measure_set_measured=int(meas.sum()), measure_set_within_budget=int((meas & feas).sum()))
         # the same calls against the latencies at the calibration's speed (a config timed at a
         # slow moment of a drifting VM is not over budget at the speed the model was fitted at)
-        res.update(drift_corrected_calls(measured, budgets, calls, summary.get("calibration_sentinel_ms")))
+        res.update(drift_corrected_calls(measured, budgets, calls, cal_s))
+        res["machine_state"] = state
     (screen_dir / "validation.json").write_text(json.dumps(res, indent=2, default=float))
     if json_out:
         print(json.dumps(res, indent=2, default=float))
