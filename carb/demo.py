@@ -13,13 +13,14 @@
 5. **Validate**: the best-ranked shortlisted configs and a random control sample are
    measured, and the budget decisions are scored against those measurements. The speed
    sentinel (:mod:`carb.measure.sentinel`) is read while both calibration and validation
-   are measured (each visit timed in another state of the machine than the calibration's,
-   as the paired sentinel shows, is measured again: :func:`carb.drift.retake_off_state`):
-   the demo says how much the machine's speed moved between the two (first,
-   when that exceeds its chance variation) and scores the predictions against the raw
-   validation latencies and against them corrected to the calibration's speed (the budget
-   calls too: a config timed once at a slow moment can break a latency budget it meets at
-   the speed the model was calibrated at). Beside
+   are measured. Both phases are scored in one state of the machine, the faster of theirs:
+   each visit timed in another state, as its paired sentinel shows, is measured again
+   (:func:`carb.drift.retake_off_state`), the calibration's after validation too, and the map
+   is refitted when any of those come back. The demo says how much the machine's speed
+   moved between the two (first, when that exceeds its chance variation) and scores the
+   predictions against the raw validation latencies and against them corrected to the
+   calibration's speed (the budget calls too: a config timed once at a slow moment can
+   break a latency budget it meets at the speed the model was calibrated at). Beside
    them, the sitting's floor: the same kind of map fitted on the validated configs
    themselves (on our VMs 4-19%: benchmarks/RESULTS.md, issue 16).
 6. **Report**: tables, a summary and PNG figures in the output folder.
@@ -69,8 +70,8 @@ class DemoSettings:
         precisions: precisions of the space to screen; default: all but those this CPU has
             no native kernels for (:func:`carb.measure.foreign_precisions`).
         retakes: times a visit timed in another state of the machine (its paired sentinel
-            more than :data:`carb.drift.STATE_FACTOR` from the calibration's state) is
-            measured again; 0: never.
+            more than :data:`carb.drift.STATE_FACTOR` from the state the sitting is scored
+            in: the faster of the two phases') is measured again; 0: never.
     """
 
     out: Path
@@ -144,9 +145,9 @@ def run_demo(s: DemoSettings, measure: Callable[[pd.DataFrame, str], pd.DataFram
     t0 = time.perf_counter()
     pick = choose_samples(cands, source, s.samples, seed=s.seed)
     measured = measure(pick, "characterizing")
-    # visits timed in another state of the machine than most (the paired sentinel says which):
-    # measured again rather than corrected by one ratio (carb.drift.STATE_FACTOR)
-    measured, cal_state = drift.retake_off_state(measured, _again(measure, pick, s.retakes), tries=s.retakes)
+    # visits timed in another state of the machine than the fastest one most were timed in (the
+    # paired sentinel says which): measured again rather than scaled by one ratio (carb.drift.STATE_FACTOR)
+    measured, cal_state = drift.retake_off_state(measured, _again(measure, pick), tries=s.retakes)
     timings["characterize_s"] = time.perf_counter() - t0
     ok = measured[measured.status == "ok"]
     say(f"characterized {len(ok)} of {len(pick)} configs on this machine in {timings['characterize_s']:.0f} s")
@@ -201,7 +202,7 @@ def run_demo(s: DemoSettings, measure: Callable[[pd.DataFrame, str], pd.DataFram
     faster = ref is not None and val_ref is not None and val_ref * drift.STATE_FACTOR < ref
     target = val_ref if faster else ref
     if s.retakes and target is not None and drift.off_state(measured, target).any():
-        again_k, again_state = drift.retake_off_state(measured, _again(measure, pick, s.retakes), ref_ms=target,
+        again_k, again_state = drift.retake_off_state(measured, _again(measure, pick), ref_ms=target,
                                                       tries=s.retakes)
         if again_state.get("back"):
             where = (f"the faster state validation ran in (speed sentinel {target:.3f} against {ref:.3f} ms)" if faster
@@ -213,7 +214,7 @@ def run_demo(s: DemoSettings, measure: Callable[[pd.DataFrame, str], pd.DataFram
             ok = measured[measured.status == "ok"]
             model, cal_ref = calibrate(measured)
             ref = cal_state["ref_ms"]
-    val, val_state = drift.retake_off_state(val, _again(measure, todo, s.retakes), ref_ms=ref, tries=s.retakes)
+    val, val_state = drift.retake_off_state(val, _again(measure, todo), ref_ms=ref, tries=s.retakes)
     timings["validate_s"] = time.perf_counter() - t0
     # three-way calls (screen's default): configs Stage 1 pruned are rejects
     call_of = dict(zip(res.decisions.config_id, res.decisions.decision)) if not res.decisions.empty else {}
@@ -312,8 +313,7 @@ def run_demo(s: DemoSettings, measure: Callable[[pd.DataFrame, str], pd.DataFram
     return summary
 
 
-def _again(measure: Callable[..., pd.DataFrame], frame: pd.DataFrame,
-           tries: int) -> Callable[[pd.DataFrame], pd.DataFrame]:
+def _again(measure: Callable[..., pd.DataFrame], frame: pd.DataFrame) -> Callable[[pd.DataFrame], pd.DataFrame]:
     """``measure_again`` for :func:`carb.drift.retake_off_state`: the configs of ``frame``
     among the given rows, measured once more (``measure(..., again=True)``)."""
     def again(rows: pd.DataFrame) -> pd.DataFrame:
