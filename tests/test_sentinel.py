@@ -894,3 +894,45 @@ def test_demo_measures_the_calibration_again_after_a_slow_spell(tmp_path):
     assert [n for w, n in calls] == [6, 3, 3, 8, 3]  # K, two retakes in the spell, validation, one after it
     assert any(m.startswith("3 of 3 calibration visits timed in another state than the calibration's state") for m in said)
     assert s["validation_median_abs_error"]["latency_ms"] < 0.01
+
+
+def test_cli_calibrate_measures_again_the_visits_of_another_state(tmp_path, monkeypatch, capsys):
+    """carb calibrate: 4 of 12 K visits timed in the slow state (SYNTHETIC device 1.5x the
+    source; slow state: sentinel 1.2 ms against 0.6, configs x1.2) are measured again, come
+    back in the fast state, and the map is fitted on one state: it recovers the 1.5x."""
+    import sys
+    import warnings
+
+    from carb import datasets
+    from carb.cli import main
+    from carb.model import CARB, save
+    from carb.calibrate import load_predictor
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        source = CARB(preset="fast").fit(datasets.load("cpu-1t"))
+    save(source, tmp_path / "src")
+    calls = []
+
+    def fake_measure(df, device, threads, max_time, store_path, what, rounds=1, again=False):
+        calls.append((len(df), again))
+        store_path.touch()  # carb calibrate keeps the store beside the model
+        f = df.reset_index(drop=True)
+        slow = (np.arange(len(f)) % 3 == 0) if not again else np.zeros(len(f), bool)
+        p = source.predict(f)["latency_ms"].to_numpy() * 1.5
+        return f.assign(status="ok", latency_ms=p * np.where(slow, 1.2, 1.0), memory_mb=50.0, energy_j=np.nan,
+                        sentinel_ms=np.where(slow, 1.2, 0.6))
+
+    monkeypatch.setattr("carb.cli.screening._measure_frame", fake_measure)
+    monkeypatch.setattr(sys, "argv", ["carb", "calibrate", "--model", str(tmp_path / "src"), "--device", "cpu",
+                                      "--samples", "12", "--out", str(tmp_path / "cal")])
+    with pytest.raises(SystemExit) as e:
+        main()
+    out = capsys.readouterr()
+    assert e.value.code == 0, out.err
+    assert calls == [(12, False), (4, True)]
+    assert "4 of 12 calibration visits were timed in another state" in " ".join(out.out.split())
+    cal = load_predictor(tmp_path / "cal")
+    cands = space.load("cpu").to_frame().sample(50, random_state=1)
+    ratio = cal.predict(cands)["latency_ms"].to_numpy() / source.predict(cands)["latency_ms"].to_numpy()
+    assert np.median(np.abs(ratio / 1.5 - 1)) < 0.01
