@@ -28,11 +28,11 @@ import sys
 
 import numpy as np
 
-CHILD = r"""
+# both child scripts: the sentinel and the 28 ms config built, and a timer of forwards
+PRELUDE = r"""
 import json, sys, time, torch
 from carb import arch, space
 from carb.measure.sentinel import CPU_SENTINEL
-torch.set_num_threads(int(sys.argv[1]))
 def sample(mod, inp, min_s):
     n, t0 = 0, time.perf_counter()
     while True:
@@ -45,6 +45,10 @@ k = [k for k in space.load("cpu").sample(60, seed=3, method="stratified")
      if k.family == "cifar" and k.precision == "fp32" and k.batch >= 8][0]
 m, x = arch.build(c).eval(), torch.randn(c.batch, 3, c.input_size, c.input_size)
 bm, bx = arch.build(k).eval(), torch.randn(k.batch, 3, k.input_size, k.input_size)
+"""
+
+CHILD = PRELUDE + r"""
+torch.set_num_threads(int(sys.argv[1]))
 with torch.inference_mode():
     for _ in range(20):
         m(x); bm(bx)
@@ -53,24 +57,9 @@ with torch.inference_mode():
 print(json.dumps({"sentinel_ms": s, "config_ms": b, "config": k.label()}))
 """
 
-SERIES = r"""
-import json, sys, time, torch
-from carb import arch, space
-from carb.measure.sentinel import CPU_SENTINEL
-def sample(mod, inp, min_s):
-    n, t0 = 0, time.perf_counter()
-    while True:
-        mod(inp); n += 1
-        dt = time.perf_counter() - t0
-        if dt >= min_s:
-            return 1e3 * dt / n
+SERIES = PRELUDE + r"""
 def med(f, k):
     return sorted(f() for _ in range(k))[k // 2]
-c = CPU_SENTINEL.configs[0]
-k = [k for k in space.load("cpu").sample(60, seed=3, method="stratified")
-     if k.family == "cifar" and k.precision == "fp32" and k.batch >= 8][0]
-m, x = arch.build(c).eval(), torch.randn(c.batch, 3, c.input_size, c.input_size)
-bm, bx = arch.build(k).eval(), torch.randn(k.batch, 3, k.input_size, k.input_size)
 t = torch.randn(200000)
 add = lambda _: torch.add(t, 1.0)
 T, t_start = float(sys.argv[1]), time.time()

@@ -764,134 +764,104 @@ def test_retake_off_state_keeps_the_visit_nearest_the_reference():
     assert drift.retake_off_state(rows.drop(columns="sentinel_ms"), again)[1] == {"note": drift.NO_INDEX}
 
 
-def test_demo_measures_again_the_visits_of_another_machine_state(tmp_path):
-    """run_demo with a SYNTHETIC device of two states, as a 2-thread worker on our VMs: in the
-    slow one the sentinel takes 2x and a config only 1.2x (no one ratio corrects it). Half
-    the validation visits fall in the slow state; measured again they come back in the fast
-    one and the demo's error is the map's (~0), where without retakes it is the state's."""
+@pytest.fixture(scope="module")
+def demo_source():
+    """The demo's source model (CARB fast on cpu-1t), fitted once for the two-state tests."""
     import warnings
 
     from carb import datasets
-    from carb.demo import DemoSettings, run_demo
     from carb.model import CARB
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        source = CARB(preset="fast").fit(datasets.load("cpu-1t"))
+        return CARB(preset="fast").fit(datasets.load("cpu-1t"))
 
-    def run(retakes):
-        asked = []
 
-        def measure(frame, what, again=False):
-            asked.append((what, again, len(frame)))
-            f = frame.reset_index(drop=True)
-            p = source.predict(f)["latency_ms"].to_numpy() * 1.5
-            slow = (np.arange(len(f)) % 2 == 0) if what == "validating" else np.zeros(len(f), bool)
-            return f.assign(status="ok", latency_ms=p * np.where(slow, 1.2, 1.0), memory_mb=50.0, energy_j=np.nan,
-                            sentinel_ms=np.where(slow, 1.0, 0.5))
+def _two_state_demo(out, source, slow_of, retakes=2):
+    """run_demo on a SYNTHETIC device 1.5x the source's latency with two states, as a
+    2-thread worker on our VMs: in the slow one the sentinel takes 1.0 ms against 0.5 and a
+    config 1.2x (no one ratio corrects both). ``slow_of(what, again, n, asked)``: which of
+    the n configs of a call are timed in the slow state. Returns (summary, said, asked), asked
+    the (what, again, n) of every measure() call."""
+    from carb.demo import DemoSettings, run_demo
 
-        said = []
-        s = run_demo(DemoSettings(out=tmp_path / f"demo{retakes}", samples=6, validate=4, control=4, retakes=retakes),
-                     measure, say=said.append)
-        return s, said, asked
+    asked, said = [], []
 
-    s, said, asked = run(2)
+    def measure(frame, what, again=False):
+        f = frame.reset_index(drop=True)
+        slow = np.broadcast_to(slow_of(what, again, len(f), asked), len(f))
+        asked.append((what, again, len(f)))
+        p = source.predict(f)["latency_ms"].to_numpy() * 1.5
+        return f.assign(status="ok", latency_ms=p * np.where(slow, 1.2, 1.0), memory_mb=50.0, energy_j=np.nan,
+                        sentinel_ms=np.where(slow, 1.0, 0.5))
+
+    s = run_demo(DemoSettings(out=out, samples=6, validate=4, control=4, retakes=retakes), measure, say=said.append)
+    return s, said, asked
+
+
+AGAIN = "measuring again (another machine state)"
+
+
+def test_demo_measures_again_the_visits_of_another_machine_state(tmp_path, demo_source):
+    """Half the validation visits fall in the slow state; measured again they come back in
+    the fast one and the demo's error is the map's (~0), where without retakes it is the
+    state's."""
+    def slow_of(what, again, n, asked):
+        return (np.arange(n) % 2 == 0) & (what == "validating")
+
+    s, said, asked = _two_state_demo(tmp_path / "d2", demo_source, slow_of)
     st = s["machine_state"]["validation"]
     assert (st["off"], st["back"], st["left"], st["visits"]) == (4, 4, 0, 4) and st["ref_ms"] == pytest.approx(0.5)
     assert s["machine_state"]["calibration"]["off"] == 0
-    assert [a[:2] for a in asked] == [("characterizing", False), ("validating", False),
-                                      ("measuring again (another machine state)", True)] and asked[2][2] == 4
+    assert asked == [("characterizing", False, 6), ("validating", False, 8), (AGAIN, True, 4)]
     assert any(m.startswith("4 of 8 validation visits were timed in another state") for m in said)
     assert s["validation_median_abs_error"]["latency_ms"] < 0.01
-    val = pd.read_csv(tmp_path / "demo2" / "validation.csv")
+    val = pd.read_csv(tmp_path / "d2" / "validation.csv")
     assert (val.sentinel_ms == 0.5).all() and sorted(val.retakes) == [0] * 4 + [1] * 4
-    s0, said0, asked0 = run(0)
+    s0, _, asked0 = _two_state_demo(tmp_path / "d0", demo_source, slow_of, retakes=0)
     assert len(asked0) == 2 and s0["machine_state"]["validation"]["left"] == 4
     # without retakes the slow half corrected by the sentinel's 2x: 1.2 / 2 = 0.6 of the truth
     assert s0["validation_median_abs_error_corrected"]["latency_ms"] > 0.2
 
 
-def test_demo_recalibrates_in_the_faster_state_validation_ran_in(tmp_path):
-    """SYNTHETIC device of two states: the whole calibration is timed in the slow one
-    (sentinel 1.0 ms, configs x1.2), validation and every retake in the fast one (0.5 ms).
-    (A calibration whose retakes met the same slow spell is measured again after
-    validation the same way.)
-    The demo measures the K configs again in the validation's state and refits the map on
-    them: its error is the map's (~0); without retakes it is the state's (1.2x: 20%)."""
-    import warnings
+def test_demo_recalibrates_in_the_faster_state_validation_ran_in(tmp_path, demo_source):
+    """The whole calibration is timed in the slow state, validation and every retake in the
+    fast one. The demo measures the K configs again in the validation's state and refits
+    the map on them: its error is the map's (~0); without retakes it is the state's (1.2x:
+    20%)."""
+    def slow_of(what, again, n, asked):
+        return what == "characterizing"
 
-    from carb import datasets
-    from carb.demo import DemoSettings, run_demo
-    from carb.model import CARB
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        source = CARB(preset="fast").fit(datasets.load("cpu-1t"))
-
-    def run(retakes):
-        asked = []
-
-        def measure(frame, what, again=False):
-            asked.append((what, again, len(frame)))
-            f = frame.reset_index(drop=True)
-            p = source.predict(f)["latency_ms"].to_numpy() * 1.5
-            slow = what == "characterizing"
-            return f.assign(status="ok", latency_ms=p * (1.2 if slow else 1.0), memory_mb=50.0, energy_j=np.nan,
-                            sentinel_ms=1.0 if slow else 0.5)
-
-        said = []
-        s = run_demo(DemoSettings(out=tmp_path / f"demo{retakes}", samples=6, validate=4, control=4, retakes=retakes),
-                     measure, say=said.append)
-        return s, said, asked
-
-    s, said, asked = run(2)
+    s, said, asked = _two_state_demo(tmp_path / "d2", demo_source, slow_of)
     st = s["machine_state"]
     assert st["recalibrated"] and st["calibration"]["back"] == 6 and st["calibration"]["ref_ms"] == pytest.approx(0.5)
     assert st["calibration"]["first"]["off"] == 0 and st["validation"]["off"] == 0
-    assert [a[:2] for a in asked] == [("characterizing", False), ("validating", False),
-                                      ("measuring again (another machine state)", True)] and asked[2][2] == 6
+    assert asked == [("characterizing", False, 6), ("validating", False, 8), (AGAIN, True, 6)]
     assert any(m.startswith("6 of 6 calibration visits timed in another state than the faster state validation ran in")
                for m in said)
     assert s["validation_median_abs_error"]["latency_ms"] < 0.01
-    k = pd.read_csv(tmp_path / "demo2" / "characterized.csv")
+    k = pd.read_csv(tmp_path / "d2" / "characterized.csv")
     assert (k.sentinel_ms == 0.5).all() and (k.retakes == 1).all()
-    s0, _, asked0 = run(0)
+    s0, _, asked0 = _two_state_demo(tmp_path / "d0", demo_source, slow_of, retakes=0)
     assert len(asked0) == 2 and not s0["machine_state"]["recalibrated"]
     assert s0["validation_median_abs_error"]["latency_ms"] == pytest.approx(0.2, abs=0.02)  # predicted 1.2x
 
 
-def test_demo_measures_the_calibration_again_after_a_slow_spell(tmp_path):
-    """SYNTHETIC: 3 of 6 calibration visits in the slow state (sentinel 1.0 ms, x1.2) and
-    both of their retakes during calibration too (a spell of tens of seconds); validation
-    and later retakes in the fast state. After validation the 3 are measured again, come
-    back, and the map is refitted on K visits of one state."""
-    import warnings
-
-    from carb import datasets
-    from carb.demo import DemoSettings, run_demo
-    from carb.model import CARB
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        source = CARB(preset="fast").fit(datasets.load("cpu-1t"))
-    calls = []
-
-    def measure(frame, what, again=False):
-        calls.append((what, len(frame)))
-        f = frame.reset_index(drop=True)
-        p = source.predict(f)["latency_ms"].to_numpy() * 1.5
+def test_demo_measures_the_calibration_again_after_a_slow_spell(tmp_path, demo_source):
+    """3 of 6 calibration visits in the slow state and both of their retakes during
+    calibration too (a spell of tens of seconds); validation and later retakes in the fast
+    state. After validation the 3 are measured again, come back, and the map is refitted
+    on K visits of one state."""
+    def slow_of(what, again, n, asked):
         if what == "characterizing":
-            slow = np.arange(len(f)) % 2 == 1
-        else:  # retakes during calibration (before any validation) stay slow
-            slow = np.full(len(f), again and not any(w == "validating" for w, _ in calls))
-        return f.assign(status="ok", latency_ms=p * np.where(slow, 1.2, 1.0), memory_mb=50.0, energy_j=np.nan,
-                        sentinel_ms=np.where(slow, 1.0, 0.5))
+            return np.arange(n) % 2 == 1
+        return again and not any(w == "validating" for w, _, _ in asked)  # the spell ends with calibration
 
-    said = []
-    s = run_demo(DemoSettings(out=tmp_path / "demo", samples=6, validate=4, control=4), measure, say=said.append)
+    s, said, asked = _two_state_demo(tmp_path / "d", demo_source, slow_of)
     st = s["machine_state"]
     assert st["recalibrated"] and st["calibration"]["first"]["left"] == 3 and st["calibration"]["back"] == 3
-    assert [n for w, n in calls] == [6, 3, 3, 8, 3]  # K, two retakes in the spell, validation, one after it
+    # K, two retakes in the spell, validation, one after it
+    assert [n for _, _, n in asked] == [6, 3, 3, 8, 3]
     assert any(m.startswith("3 of 3 calibration visits timed in another state than the calibration's state") for m in said)
     assert s["validation_median_abs_error"]["latency_ms"] < 0.01
 
