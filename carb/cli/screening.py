@@ -561,7 +561,7 @@ def demo(
     seed: int = typer.Option(0, "--seed"),
     precision: Optional[list[str]] = typer.Option(None, "--precision", help="Only these precisions of the space (repeat); default: those this CPU runs natively (bf16 needs AVX512_BF16 or AMX)."),
     source: Optional[str] = typer.Option(None, "--source", help="Dataset the source model is trained on: a shipped name (carb dataset list) or a .parquet/.csv file of cpu-space configs (default: cpu-1t)."),
-    retakes: Optional[int] = typer.Option(None, "--retakes", min=0, help="Times a visit timed in another state of the machine (its paired speed sentinel beyond x1.25 of the calibration's) is measured again; 0: never (default: carb.drift.RETAKES, 2)."),
+    retakes: Optional[int] = typer.Option(None, "--retakes", min=0, help="Times a visit timed in another state of the machine (its paired speed sentinel beyond x1.25 of the state the sitting is scored in: the faster of calibration's and validation's) is measured again; 0: never (default: carb.drift.RETAKES, 2)."),
 ) -> None:
     """The whole product on this machine in minutes: train, characterize, calibrate, screen, validate, report.
 
