@@ -343,12 +343,9 @@ def machine_state(rows: pd.DataFrame | Any, factor: float = STATE_FACTOR, min_sh
     share: a lone visit whose paired sentinel ran fast (some configs leave the threads warm
     for it) is not a state. Unlike the plain median it never falls between two states (half
     the rows at 0.5 ms and half at 1.1 ms give 0.5 ms, not 0.8 ms)."""
-    if isinstance(rows, pd.DataFrame):
-        ok = rows["status"] == "ok" if "status" in rows.columns else pd.Series(True, index=rows.index)
-        s = _sentinels(rows[ok])
-    else:
-        s = np.asarray(rows, float)
-        s = s[np.isfinite(s) & (s > 0)]
+    if not isinstance(rows, pd.DataFrame):
+        rows = pd.DataFrame({"sentinel_ms": np.asarray(rows, float)})
+    s = _sentinels(rows[rows["status"] == "ok"] if "status" in rows.columns else rows)
     if s.size == 0:
         return None
     ls = np.sort(np.log(s))
@@ -393,9 +390,8 @@ def retake_off_state(rows: pd.DataFrame, measure_again: Callable[[pd.DataFrame],
         factor: see :data:`STATE_FACTOR`.
 
     Returns:
-        The rows (index reset) with a ``retakes`` column (visits made again per row, added
-        to any it had) and
-        the retaken rows' values, and a summary: ``ref_ms``, ``factor``, ``n`` rows with a
+        The rows (index reset), retaken rows with their retake's values and a ``retakes``
+        column (visits made again per row, added to any it had), and a summary: ``ref_ms``, ``factor``, ``n`` rows with a
         sentinel, ``off`` rows first timed in another state, ``off_sentinel_ms`` (their
         median sentinel), ``visits`` retakes made, ``back`` rows now in the reference state,
         ``left`` rows still out of it; ``{"note": "no speed index"}`` without sentinels.
