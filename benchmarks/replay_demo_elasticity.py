@@ -54,15 +54,25 @@ def _replay(d: Path, source, slope: float, q: float | None = None, sentinel_too:
     with the size elasticity of ``slope`` (``elasticity.py``; 0: carb's full ratio); with
     ``q``, every latency is the ``q``-th percentile of its samples instead of their median
     (and, with ``sentinel_too``, every sentinel the same percentile of its paired samples)."""
+    k = _at_percentile(pd.read_csv(d / "characterized.csv"), q, sentinel_too)
+    v = pd.read_csv(d / "validation.csv")
+    v = _at_percentile(v[v.status == "ok"].reset_index(drop=True), q, sentinel_too)
+    return replay_rows(source, k, v, slope)
+
+
+def replay_rows(source, k: pd.DataFrame, v: pd.DataFrame, slope: float = 0.0) -> dict[str, float]:
+    """The demo's arithmetic on calibration rows ``k`` and validated rows ``v`` (``ok`` rows
+    scored): the map refitted on the K rows at their median sentinel speed (``slope`` 0: as
+    :func:`carb.drift.at_median_speed`), the validated configs predicted, their median
+    latency error raw and drift-corrected (at the calibration's median speed), the sitting's
+    floor on the corrected values and the speed change between the two."""
     from elasticity import at_speed
 
     from carb import drift
     from carb.calibrate import fit_calibrated
     from carb.demo import sitting_floor
 
-    k = _at_percentile(pd.read_csv(d / "characterized.csv"), q, sentinel_too)
-    v = pd.read_csv(d / "validation.csv")
-    v = _at_percentile(v[v.status == "ok"].reset_index(drop=True), q, sentinel_too)
+    v = v[v.status == "ok"].reset_index(drop=True)
     # as carb.drift.at_median_speed: the K rows at their median sentinel speed
     ok = k.status == "ok"
     ref = float(k.loc[ok, "sentinel_ms"].median())
@@ -76,7 +86,7 @@ def _replay(d: Path, source, slope: float, q: float | None = None, sentinel_too:
     corr = v.assign(latency_ms=at_speed(v.latency_ms, ref, v.sentinel_ms, slope))  # at the calibration's speed
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        floor = sitting_floor(source, v, corr, ["latency_ms"])["latency_ms"]
+        floor = sitting_floor(source, v, corr, ["latency_ms"]).get("latency_ms", np.nan)
     return {"raw": float(np.median(np.abs(p / v.latency_ms - 1))),
             "corrected": float(np.nanmedian(np.abs(p / corr.latency_ms - 1))),
             "floor_corrected": float(floor), "speed_change": float(moved.get("speed_change", np.nan))}

@@ -19,11 +19,9 @@ Data only (the source model is refitted as the demo does; deterministic).
 from __future__ import annotations
 
 import json
-import warnings
 from pathlib import Path
 
 import duckdb
-import numpy as np
 import pandas as pd
 
 MEASURED = ["status", "latency_ms", "sentinel_ms", "memory_mb"]
@@ -44,25 +42,18 @@ def first_visits(d: Path, rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def replay(source, k: pd.DataFrame, v: pd.DataFrame) -> dict[str, float]:
-    """The demo's latency figures for calibration rows ``k`` and validation rows ``v``."""
+    """The demo's latency figures for calibration rows ``k`` and validation rows ``v``
+    (``replay_demo_elasticity.replay_rows``), and how many of each were off the
+    calibration's state."""
+    from replay_demo_elasticity import replay_rows
+
     from carb import drift
-    from carb.calibrate import fit_calibrated
-    from carb.demo import sitting_floor
 
     k = k[k.status == "ok"].reset_index(drop=True)
     v = v[v.status == "ok"].reset_index(drop=True)
-    fit_rows, ref = drift.at_median_speed(k)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        model = fit_calibrated(source, fit_rows, meta={"device": "cpu"})
-        p = model.predict(v)["latency_ms"].to_numpy(float)
-        corr = v.assign(latency_ms=drift.normalize(v, ref_ms=ref))
-        floor = sitting_floor(source, v, corr, ["latency_ms"]).get("latency_ms", np.nan)
-    off_k = drift.off_state(k, drift.machine_state(k))
-    off_v = drift.off_state(v, drift.machine_state(k))
-    return {"raw": float(np.median(np.abs(p / v.latency_ms - 1))),
-            "corrected": float(np.nanmedian(np.abs(p / corr.latency_ms - 1))), "floor_corrected": float(floor),
-            "off_calibration": int(off_k.sum()), "off_validation": int(off_v.sum())}
+    state = drift.machine_state(k)
+    return {**replay_rows(source, k, v), "off_calibration": int(drift.off_state(k, state).sum()),
+            "off_validation": int(drift.off_state(v, state).sum())}
 
 
 def main() -> None:

@@ -151,8 +151,8 @@ def run_demo(s: DemoSettings, measure: Callable[[pd.DataFrame, str], pd.DataFram
     timings["characterize_s"] = time.perf_counter() - t0
     ok = measured[measured.status == "ok"]
     say(f"characterized {len(ok)} of {len(pick)} configs on this machine in {timings['characterize_s']:.0f} s")
-    if drift.state_line(cal_state, "calibration"):
-        say(drift.state_line(cal_state, "calibration"))
+    if line := drift.state_line(cal_state, "calibration"):
+        say(line)
 
     t0 = time.perf_counter()
     # Each calibration row timed with the paired sentinel carries the machine's speed at its
@@ -241,8 +241,8 @@ def run_demo(s: DemoSettings, measure: Callable[[pd.DataFrame, str], pd.DataFram
     # the same calls against the latencies at the calibration's speed: one visit per config
     # at a slow moment of the VM can break a latency budget the config meets at that speed
     calls_corr = drift_corrected_calls(val, budgets, calls, model.meta.get("sentinel_ms")).get("corrected")
-    if drift.state_line(val_state):
-        say(drift.state_line(val_state))
+    if line := drift.state_line(val_state):
+        say(line)
     if moved.get("exceeds"):
         say(drift.drift_line(moved))
     decided = (f"budget accuracy {metrics['accuracy']:.3f} on the {metrics['n']} decided (false accepts "

@@ -256,8 +256,8 @@ def calibrate(
         measured, state = drift.retake_off_state(measured, lambda f: _measure_frame(
             pick[pick.config_id.isin(set(f.config_id))], device, threads, max_time, store,
             "measuring again (another machine state)", rounds=rounds, again=True))
-        if drift.state_line(state, "calibration"):
-            console.print(drift.state_line(state, "calibration"))
+        if line := drift.state_line(state, "calibration"):
+            console.print(line)
         # fitted at the K configs' median speed when each carries its own (paired) sentinel
         fit_rows, ref = drift.at_median_speed(measured)
         model = fit_calibrated(src, fit_rows, meta={"device": device, "samples": samples, "space": sp.name,
@@ -479,8 +479,8 @@ def validate(
         measured, state = drift.retake_off_state(measured, lambda f: _measure_frame(
             todo[todo.config_id.isin(set(f.config_id))], device, threads, max_time, screen_dir / "validation.duckdb",
             "measuring again (another machine state)", again=True), ref_ms=drift.machine_state(cal_s) if cal_s else None)
-        if drift.state_line(state) and not json_out:  # with --json: under machine_state
-            console.print(drift.state_line(state))
+        if (line := drift.state_line(state)) and not json_out:  # with --json: under machine_state
+            console.print(line)
         feas = truly_feasible(measured, budgets)
         res = budget_metrics(measured.config_id.isin(accepted).to_numpy(), feas)
         res.update(mode=f"measured on {device}", shortlist_measured=int(measured.config_id.isin(set(shortlist.config_id)).sum()),
