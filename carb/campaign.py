@@ -33,6 +33,7 @@ followed the configs' speed on our VMs (benchmarks/RESULTS.md).
 from __future__ import annotations
 
 import bisect
+import json
 import math
 import time
 from abc import ABC, abstractmethod
@@ -41,13 +42,15 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
+from carb.drift import STATE_FACTOR, machine_state
 from carb.measure.base import Backend, Measurement, Protocol, Stats
 from carb.measure.protocol import summarize
 from carb.measure.sentinel import CPU_SENTINEL, Sentinel, effective_sentinel_ms, paired_sentinel_ms
 from carb.space import Config
 from carb.store import ENERGY_DOMAIN_COLUMNS, Store
 
-__all__ = ["CampaignResult", "Executor", "Job", "LocalExecutor", "run_campaign", "platform_label", "pool_rounds", "read_config_file"]
+__all__ = ["CampaignResult", "Executor", "Job", "LocalExecutor", "run_campaign", "platform_label", "pool_rounds", "read_config_file",
+           "retake_summary"]
 
 
 @dataclass
@@ -69,6 +72,8 @@ class CampaignResult:
         sentinel_s: wall-clock seconds spent measuring the sentinel. Units: s.
         visits: visits of configs stored now (``rounds > 1``: each stored as it ends, so
             that a resumed run keeps them; a config counts as measured once pooled).
+        retakes: with ``retakes > 0``, what the retakes of visits timed in another state of
+            the machine did (:func:`retake_summary`); ``None`` otherwise.
     """
 
     platform: str
@@ -84,6 +89,7 @@ class CampaignResult:
     noisy_readings: int = 0
     sentinel_s: float = 0.0
     visits: int = 0
+    retakes: dict[str, Any] | None = None
 
     @property
     def overhead(self) -> float:
@@ -182,7 +188,8 @@ class LocalExecutor(Executor):
 def run_campaign(configs: Sequence[Config], backend: Backend | Executor, store: Store, *,
                  platform: str | None = None, command: str = "", retry_failed: bool = False,
                  remeasure: bool = False, rounds: int = 1, chunk: int | None = None,
-                 sentinel: Sentinel | str | None = "auto",
+                 sentinel: Sentinel | str | None = "auto", retakes: int = 0,
+                 state_factor: float = STATE_FACTOR,
                  on_start: Callable[[int, int], None] | None = None,
                  on_config: Callable[[Config], None] | None = None,
                  on_result: Callable[[Config, Measurement], None] | None = None,
@@ -206,6 +213,13 @@ def run_campaign(configs: Sequence[Config], backend: Backend | Executor, store: 
         sentinel: the speed sentinel timed at regular moments (:mod:`carb.measure.sentinel`);
             ``"auto"``: :data:`~carb.measure.sentinel.CPU_SENTINEL` for the CPU backend or a
             CPU cluster, none otherwise; ``None``: no sentinel.
+        retakes: after the rounds, a visit timed in another state of the machine than the
+            campaign's (its sentinel beyond ``state_factor`` of :func:`carb.drift.machine_state`
+            of every first visit's sentinel) is measured again, up to this many times, and the
+            config pooled anew from the visit of each round nearest that state (see
+            :func:`retake_summary`; the first visits stay in the ``rounds`` table). 0: never.
+            Needs ``rounds > 1`` and a sentinel; a resumed run takes the retakes still due.
+        state_factor: see :data:`carb.drift.STATE_FACTOR`.
         on_start(todo, skipped): called once before measuring.
         on_config(config): called when a config's visit starts (is submitted).
         on_result(config, measurement): called after each config is stored.
@@ -223,9 +237,15 @@ def run_campaign(configs: Sequence[Config], backend: Backend | Executor, store: 
     done = set() if remeasure else store.done_ids(platform)
     todo = [c for c in unique if c.config_id not in done]
     result = CampaignResult(platform=platform, requested=len(unique), skipped=len(unique) - len(todo))
+    if retakes < 0:
+        raise ValueError(f"retakes ({retakes}) must be >= 0")
+    if retakes and (rounds < 2 or remeasure):
+        raise ValueError("retakes need rounds > 1 (every visit kept in the rounds table) and no remeasure")
     if on_start:
         on_start(len(todo), result.skipped)
-    if not todo:
+    if not todo and not (retakes and _retakes_due(store, platform, unique, rounds, retakes, state_factor)):
+        if retakes:
+            result.retakes = retake_summary(store, platform, unique, rounds, state_factor)
         return result
     planned = [len(todo)]  # visits still to come back, for on_visit
     if rounds > 1:
@@ -235,16 +255,19 @@ def run_campaign(configs: Sequence[Config], backend: Backend | Executor, store: 
                          rounds - sum((c.config_id, r) in status for r in range(rounds)) for c in todo)
     if rounds < 1 or (chunk is not None and chunk < 1):
         raise ValueError(f"rounds ({rounds}) and chunk ({chunk}) must be >= 1")
-    chunk = chunk or len(todo)
+    chunk = chunk or max(1, len(todo))
     sent = _auto_sentinel(executor) if sentinel == "auto" else sentinel
     if isinstance(sent, str):
         raise ValueError(f"sentinel: {sent!r} (expected a Sentinel, 'auto' or None)")
+    if retakes and sent is None:
+        raise ValueError("retakes need a speed sentinel (it says which state of the machine a visit was timed in)")
     protocol = executor.protocol
     if rounds > 1 and protocol is None:
         raise ValueError("rounds > 1 needs a backend with a protocol")
     prot = protocol.to_dict() if protocol is not None else {}
     result.run_id = store.begin_run(platform, executor.device, executor.provenance(),
-                                    {**prot, "rounds": rounds, "chunk": chunk,
+                                    {**prot, "rounds": rounds, "chunk": chunk, "retakes": retakes,
+                                     "state_factor": state_factor if retakes else None,
                                      "sentinel": _sentinel_doc(sent)}, command)
     # the platform's sentinel readings so far (earlier runs included): unix time, ms
     known = store.speed_readings(platform) if sent is not None else None
@@ -312,7 +335,47 @@ def run_campaign(configs: Sequence[Config], backend: Backend | Executor, store: 
     def jobs() -> Iterator[Job]:
         yield from readings(force=True)
         yield from visit_jobs()
+        yield from retake_jobs()
         yield from readings(force=True)
+
+    # Retakes (a pass per try): each pass plans from the stored visits, so a resumed run takes
+    # those still due; a config with a retake in flight waits for the next pass.
+    retaking: dict[Config, int] = {}  # retake visits in flight per config
+
+    state: list[float] = []  # the campaign's state (sentinel, ms), once its first visits are in
+
+    def retake_jobs() -> Iterator[Job]:
+        if not retakes:
+            return
+        visit = replace(protocol, max_time_s=protocol.max_time_s / rounds)  # type: ignore[arg-type]
+        ref = _campaign_state(_visits(store, platform, unique), rounds, state_factor)
+        if ref is None:
+            return
+        state.append(ref)
+        for cfg in _stale(store, platform, [c for c in unique if c not in visits], rounds, state_factor, ref):
+            _repool(store, cfg, platform, rounds, result.run_id, ref)  # a kill came between visit and pooling
+        for _ in range(retakes):
+            due = _retake_plan(store, platform, [c for c in unique if c not in retaking and c not in visits],
+                               rounds, retakes, state_factor, ref)
+            if not due:
+                return
+            planned[0] += len(due)
+            for cfg, idx in due:
+                yield from readings()
+                retaking[cfg] = retaking.get(cfg, 0) + 1
+                if on_config:
+                    on_config(cfg)
+                yield Job(cfg, idx, visit)
+
+    def retake_done(cfg: Config, m: Measurement, idx: int) -> None:
+        store.add_round(cfg, platform, m, result.run_id, idx)
+        result.visits += 1
+        retaking[cfg] -= 1
+        if on_visit:
+            on_visit(cfg, m, planned[0])
+        if retaking[cfg] == 0:
+            del retaking[cfg]
+            _repool(store, cfg, platform, rounds, result.run_id, state[0])
 
     def visit_jobs() -> Iterator[Job]:
         # A generator, pulled by the executor when it has a free slot: so a visit is only
@@ -408,6 +471,9 @@ def run_campaign(configs: Sequence[Config], backend: Backend | Executor, store: 
                 if on_visit:
                     on_visit(cfg, m, planned[0])
                 continue
+            if job.round_ >= rounds:
+                retake_done(cfg, m, job.round_)
+                continue
             if not remeasure:
                 store.add_round(cfg, platform, m, result.run_id, job.round_)
                 result.visits += 1
@@ -427,7 +493,157 @@ def run_campaign(configs: Sequence[Config], backend: Backend | Executor, store: 
         result.wall_s = time.monotonic() - t0
         if paired_backend is not None:
             paired_backend.paired_sentinel = old_pairing
+    if retakes:
+        result.retakes = retake_summary(store, platform, unique, rounds, state_factor)
     return result
+
+
+def _visits(store: Store, platform: str, configs: Sequence[Config] | None) -> dict[str, list[tuple[int, str, float]]]:
+    """Every stored visit of these configs (``None``: of every config of ``platform``):
+    ``{config_id: [(round index, status, sentinel_ms)]}`` (sentinel NaN where unknown), by round index."""
+    out: dict[str, list[tuple[int, str, float]]] = {}
+    cols = "config_id, round, status, sentinel_ms"
+    rows = (store.con.execute(f"SELECT {cols} FROM rounds WHERE platform = ?", [platform]) if configs is None else
+            store._rounds(cols, platform, (c.config_id for c in configs))).fetchall()
+    for cid, idx, st, s in sorted(rows, key=lambda r: (r[0], r[1])):
+        out.setdefault(cid, []).append((int(idx), st, float(s) if s is not None and s == s else math.nan))
+    return out
+
+
+def _campaign_state(visits: dict[str, list[tuple[int, str, float]]], rounds: int, factor: float) -> float | None:
+    """The machine's state (sentinel, ms) of a campaign: :func:`carb.drift.machine_state` of
+    the first visits (round index < ``rounds``): fixed once they are stored, so a resumed run
+    judges by the same state."""
+    s = [x for v in visits.values() for idx, st, x in v if idx < rounds and st == "ok" and x > 0]
+    return machine_state(s, factor) if s else None
+
+
+def _choose(chain: list[tuple[int, str, float]], ref: float) -> tuple[int, float] | None:
+    """The visit of one round to pool: of its first visit and its retakes (``chain``), the ``ok``
+    one whose sentinel is nearest ``ref`` in log (the earliest on ties; without any sentinel
+    the first visit); ``None`` when none is ``ok``."""
+    ok = [(idx, x) for idx, st, x in chain if st == "ok"]
+    if not ok:
+        return None
+    known = [(abs(math.log(x / ref)), idx, x) for idx, x in ok if x > 0]
+    if not known:
+        return ok[0]
+    _, idx, x = min(known)
+    return idx, x
+
+
+def _chains(v: list[tuple[int, str, float]], rounds: int) -> dict[int, list[tuple[int, str, float]]] | None:
+    """A config's visits by the round they stand for (``idx % rounds``); ``None`` unless every
+    first visit is stored and ``ok`` (a failed config is not retaken)."""
+    first = {idx: st for idx, st, _ in v if idx < rounds}
+    if len(first) < rounds or any(st != "ok" for st in first.values()):
+        return None
+    chains: dict[int, list[tuple[int, str, float]]] = {}
+    for x in v:
+        chains.setdefault(x[0] % rounds, []).append(x)
+    return chains
+
+
+def _retake_plan(store: Store, platform: str, configs: Sequence[Config], rounds: int, tries: int,
+                 factor: float, ref: float | None = None) -> list[tuple[Config, int]]:
+    """The retakes due now: ``(config, round index)`` for every round whose chosen visit lies
+    beyond ``factor`` of the campaign's state (``ref``, ms; default: that of ``configs``) and
+    has had fewer than ``tries`` retakes; the k-th retake of round r is stored as round index
+    ``(k + 1) * rounds + r``."""
+    visits = _visits(store, platform, configs)
+    ref = ref if ref is not None else _campaign_state(visits, rounds, factor)
+    if ref is None:
+        return []
+    due = []
+    for cfg in configs:
+        chains = _chains(visits.get(cfg.config_id, []), rounds)
+        for r, chain in sorted((chains or {}).items()):
+            pick = _choose(chain, ref)
+            if pick is None or not pick[1] > 0 or abs(math.log(pick[1] / ref)) <= math.log(factor):
+                continue
+            if len(chain) - 1 < tries:
+                due.append((cfg, max(idx for idx, _, _ in chain) + rounds))
+    return due
+
+
+def _retakes_due(store: Store, platform: str, configs: Sequence[Config], rounds: int, tries: int,
+                 factor: float) -> bool:
+    """Whether a resumed run has retakes to make or configs to pool anew (a kill between a
+    retake's visit and its pooling)."""
+    return bool(_retake_plan(store, platform, configs, rounds, tries, factor)) or \
+        bool(_stale(store, platform, configs, rounds, factor))
+
+
+def _stale(store: Store, platform: str, configs: Sequence[Config], rounds: int, factor: float,
+           ref: float | None = None) -> list[Config]:
+    """Configs with retakes whose stored row does not pool the visits :func:`_choose` picks."""
+    visits = _visits(store, platform, configs)
+    retaken = [c for c in configs if any(idx >= rounds for idx, _, _ in visits.get(c.config_id, []))]
+    ref = ref if ref is not None else _campaign_state(visits, rounds, factor)
+    if not retaken or ref is None:
+        return []
+    rows = store.measurements(platform)
+    pooled = {cid: json.loads(e).get("pooled_visits") if isinstance(e, str) else None
+              for cid, e in zip(rows["config_id"], rows["extra"])}
+    out = []
+    for c in retaken:
+        chains = _chains(visits[c.config_id], rounds)
+        if chains is None:
+            continue
+        want = [p[0] for r, ch in sorted(chains.items()) if (p := _choose(ch, ref)) is not None]
+        if pooled.get(c.config_id) != want:
+            out.append(c)
+    return out
+
+
+def _repool(store: Store, cfg: Config, platform: str, rounds: int, run_id: str, ref: float) -> None:
+    """Pool ``cfg`` anew from the visit of each round nearest the campaign's state ``ref``
+    (sentinel, ms) and replace its row (one transaction); its visits all stay in ``rounds``."""
+    visits = _visits(store, platform, [cfg])
+    chains = _chains(visits.get(cfg.config_id, []), rounds)
+    if chains is None:
+        return
+    pick = [p[0] for r, ch in sorted(chains.items()) if (p := _choose(ch, ref)) is not None]
+    rows = store.rounds_of(platform, [cfg.config_id])
+    m = pool_rounds([store.measurement_from_row(rows[(cfg.config_id, idx)]) for idx in pick])
+    m = replace(m, extra={**m.extra, "pooled_visits": pick,
+                          "retakes": sum(idx >= rounds for idx, _, _ in visits[cfg.config_id])})
+    store.replace(cfg, platform, m, run_id)
+
+
+def retake_summary(store: Store, platform: str, configs: Sequence[Config] | None, rounds: int,
+                   factor: float = STATE_FACTOR) -> dict[str, Any]:
+    """What the retakes of a campaign did, from the store (so a resumed run reports the whole
+    campaign; ``configs=None``: every config of ``platform``): ``ref_ms`` the campaign's state (sentinel, ms), ``factor``, ``n`` first visits
+    with a sentinel, ``off`` of them timed in another state, ``off_sentinel_ms`` their median
+    sentinel, ``visits`` retakes stored, ``back`` off visits whose round now pools a visit in
+    the state, ``left`` those still out of it (the same keys as
+    :func:`carb.drift.retake_off_state`, read by :func:`carb.drift.state_line`);
+    ``{"note": "no speed index"}`` without sentinels."""
+    visits = _visits(store, platform, configs)
+    ref = _campaign_state(visits, rounds, factor)
+    if ref is None:
+        return {"note": "no speed index"}
+    lf = math.log(factor)
+    n = off = back = retaken = 0
+    off_s: list[float] = []
+    for v in visits.values():
+        retaken += sum(idx >= rounds for idx, _, _ in v)
+        chains = _chains(v, rounds)
+        for r, chain in sorted((chains or {}).items()):
+            s0 = next(x for idx, _, x in chain if idx == r)
+            if not s0 > 0:
+                continue
+            n += 1
+            if abs(math.log(s0 / ref)) <= lf:
+                continue
+            off += 1
+            off_s.append(s0)
+            pick = _choose(chain, ref)
+            back += bool(pick and pick[1] > 0 and abs(math.log(pick[1] / ref)) <= lf)
+    return {"ref_ms": float(ref), "factor": float(factor), "n": n, "off": off,
+            "off_sentinel_ms": float(np.median(off_s)) if off_s else None, "visits": retaken,
+            "back": back, "left": off - back}
 
 
 def _auto_sentinel(executor: Executor) -> Sentinel | None:

@@ -236,6 +236,21 @@ class Store:
         changed = cur.fetchone()
         return bool(changed and changed[0])
 
+    def replace(self, config: Config, platform: str, m: Measurement, run_id: str) -> None:
+        """Replace the row of (config, platform) with ``m`` in one transaction (a config pooled
+        anew from its stored visits, e.g. after retakes; the visits stay in ``rounds``)."""
+        row = self._row(config, platform, m, run_id, self.speed_ref_ms(platform))
+        marks = ", ".join("?" * len(_COLNAMES))
+        self.con.execute("BEGIN")
+        try:
+            self.con.execute("DELETE FROM measurements WHERE config_id = ? AND platform = ?",
+                             [config.config_id, platform])
+            self.con.execute(f"INSERT INTO measurements ({', '.join(_COLNAMES)}) VALUES ({marks})", row)
+            self.con.execute("COMMIT")
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            raise
+
     def add_round(self, config: Config, platform: str, m: Measurement, run_id: str, round_: int) -> None:
         """Store one round of a multi-round campaign (its own transaction; a stored round is kept)."""
         row = self._row(config, platform, m, run_id, self.speed_ref_ms(platform)) + [round_]

@@ -36,6 +36,7 @@ def test_space_list_and_show():
     (["characterize", "--space", "nope", "--store", "x.duckdb"], "no such space"),
     (["characterize", "--space", "tiny", "--device", "tpu", "--store", "x.duckdb"], "unknown device"),
     (["characterize", "--store", "x.duckdb"], "exactly one of --space or --configs"),
+    (["characterize", "--space", "tiny", "--rounds", "1", "--retakes", "2", "--store", "x.duckdb"], "--retakes needs"),
     (["dataset", "info", "--store", "missing.duckdb"], "no such store"),
     (["dataset", "export", "--store", "missing.duckdb", "--out", "d.xlsx"], "unknown output type"),
 ])

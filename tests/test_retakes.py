@@ -1,0 +1,163 @@
+"""Retakes of visits timed in another state of the machine, inside a campaign (issue 16's
+two states, issue 18's cpu-2t-v2). A synthetic backend: its values are made up here
+(synthetic); which visits run in the slow state is a schedule the test sets."""
+
+import json
+
+import numpy as np
+import pytest
+
+from carb import space
+from carb.campaign import retake_summary, run_campaign
+from carb.measure.base import Backend, Measurement, Protocol
+from carb.measure.protocol import summarize
+from carb.measure.sentinel import Sentinel
+from carb.space import Config
+from carb.store import Store
+
+SENT = Config(family="cifar", block="basic", depth=20, width=1.0, early_downsample=False, input_size=32,
+              batch=8, precision="fp32", classes=10)
+SLOW_SENTINEL, SLOW_CONFIG = 2.0, 1.2  # the slow state: the sentinel x2, a config only x1.2 (as measured)
+
+
+class TwoStateBackend(Backend):
+    """Synthetic: a config's latency is its depth in ms (x1.2 in the slow state), the sentinel's
+    3 ms (x2 in the slow state); config visits number ``slow`` (0-based, in call order) run in
+    the slow state. Timed with the paired sentinel when a campaign sets ``paired_sentinel``."""
+
+    device = "cpu"
+
+    def __init__(self, slow=(), interrupt_at=None):
+        self.protocol = Protocol(max_time_s=2.0)
+        self.slow = set(slow)
+        self.visits = 0  # config visits so far
+        self.interrupt_at = interrupt_at
+        self.paired_sentinel = None
+
+    def provenance(self):
+        return {"threads": 2, "synthetic": True}
+
+    def measure(self, config, protocol=None):
+        if config == SENT:
+            return Measurement(status="ok", latency_ms=summarize([3.0] * 8), timed_s=0.0, wall_s=0.0,
+                               extra={"latency_samples_ms": [3.0] * 8})
+        if self.interrupt_at is not None and self.visits >= self.interrupt_at:
+            raise KeyboardInterrupt
+        slow = self.visits in self.slow
+        self.visits += 1
+        lat = config.depth * (SLOW_CONFIG if slow else 1.0)
+        samples = [lat * f for f in np.linspace(0.998, 1.002, 8)]
+        extra = {"latency_samples_ms": samples, "slow": slow}
+        if self.paired_sentinel is not None:
+            s = 3.0 * (SLOW_SENTINEL if slow else 1.0)
+            extra.update(pair_ratio=[lat / s] * 4, pair_sentinel_ms=[s] * 4)
+        return Measurement(status="ok", latency_ms=summarize(samples), memory_mb=10.0, timed_s=0.0, wall_s=0.0,
+                           extra=extra)
+
+
+def sentinel():
+    return Sentinel(configs=(SENT,), protocol=Protocol(max_time_s=0.2), every_s=1e9, window_s=60.0,
+                    name="synthetic-paired")
+
+
+CFGS = [c for c in space.load("tiny")][:6]
+
+
+def run(tmp_path, backend, retakes, name="r.duckdb"):
+    with Store(tmp_path / name) as store:
+        r = run_campaign(CFGS, backend, store, sentinel=sentinel(), rounds=2, retakes=retakes)
+        rows = store.measurements().set_index("config_id")
+        visits = store.con.execute("SELECT config_id, round, extra FROM rounds ORDER BY config_id, round").fetchall()
+    return r, rows, visits
+
+
+def test_visits_in_the_slow_state_are_retaken_and_the_rows_pooled_from_the_fast_ones(tmp_path):
+    # 12 first visits (6 configs x 2 rounds); 3 of them slow, every retake fast
+    b = TwoStateBackend(slow={1, 4, 9})
+    r, rows, visits = run(tmp_path, b, retakes=2)
+    assert r.measured == 6 and b.visits == 12 + 3  # one retake per slow visit, each came back
+    assert r.retakes == {"ref_ms": pytest.approx(3.0), "factor": 1.25, "n": 12, "off": 3,
+                         "off_sentinel_ms": pytest.approx(6.0), "visits": 3, "back": 3, "left": 0}
+    # every row now pools two fast visits: its latency is the config's depth exactly
+    for cfg in CFGS:
+        assert rows.loc[cfg.config_id, "latency_ms"] == pytest.approx(cfg.depth, rel=1e-3)
+    # nothing lost: the slow first visits stay in the rounds table beside their retakes
+    extras = [json.loads(e) for _, _, e in visits]
+    assert len(visits) == 15 and sum(e["slow"] for e in extras) == 3
+    with Store(tmp_path / "r.duckdb", read_only=True) as store:  # the same figures from the store alone
+        assert retake_summary(store, store.platforms()[0], None, 2) == r.retakes
+    retaken = rows[rows.extra.str.contains("pooled_visits")]
+    assert len(retaken) == 3
+    for e in retaken.extra.map(json.loads):
+        assert e["retakes"] == 1 and any(i >= 2 for i in e["pooled_visits"])
+
+
+def test_without_retakes_the_slow_visits_stay_pooled(tmp_path):
+    b = TwoStateBackend(slow={1, 4, 9})
+    r, rows, _ = run(tmp_path, b, retakes=0)
+    assert b.visits == 12 and r.retakes is None
+    lat = np.array([rows.loc[c.config_id, "latency_ms"] / c.depth for c in CFGS])
+    assert (lat > 1.05).sum() == 3  # the median of a fast and a slow visit's samples: off by up to x1.2
+
+
+def test_a_state_that_lasts_keeps_the_nearest_visit_and_stops_after_the_tries(tmp_path):
+    # visit 2's retakes (numbers 12 and 13) are slow too: it is left as measured, tried twice
+    b = TwoStateBackend(slow={2, 12, 13})
+    r, rows, visits = run(tmp_path, b, retakes=2)
+    assert b.visits == 14
+    assert r.retakes["off"] == 1 and r.retakes["back"] == 0 and r.retakes["left"] == 1 and r.retakes["visits"] == 2
+    assert len(visits) == 14
+
+
+def test_a_kill_during_the_retakes_resumes_with_those_still_due(tmp_path):
+    b = TwoStateBackend(slow={1, 4, 9}, interrupt_at=13)  # the 2nd retake never runs
+    r1, _, _ = run(tmp_path, b, retakes=2)
+    assert r1.interrupted
+    b2 = TwoStateBackend()  # the machine fast from now on
+    r2, rows, visits = run(tmp_path, b2, retakes=2)
+    assert r2.measured == 0 and b2.visits == 2  # the two retakes still due, no first visit again
+    assert r2.retakes["off"] == 3 and r2.retakes["back"] == 3 and len(visits) == 15
+    for cfg in CFGS:
+        assert rows.loc[cfg.config_id, "latency_ms"] == pytest.approx(cfg.depth, rel=1e-3)
+    b3 = TwoStateBackend()
+    r3, rows3, _ = run(tmp_path, b3, retakes=2)  # nothing left: nothing measured
+    assert b3.visits == 0 and r3.retakes == r2.retakes and rows3.equals(rows)
+
+
+def test_a_kill_between_a_retake_and_its_pooling_pools_on_resume(tmp_path, monkeypatch):
+    import carb.campaign as campaign
+
+    b = TwoStateBackend(slow={1})
+    calls = []
+
+    def dies(*a, **k):
+        calls.append(a)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(campaign, "_repool", dies)
+    r1, rows1, _ = run(tmp_path, b, retakes=2)
+    assert r1.interrupted and calls and b.visits == 13
+    cfg = CFGS[1]  # visit 1: the second config's first round
+    cid = cfg.config_id
+    assert rows1.loc[cid, "latency_ms"] > cfg.depth * 1.05  # stored retake, row not pooled yet
+    monkeypatch.undo()
+    b2 = TwoStateBackend()
+    r2, rows2, _ = run(tmp_path, b2, retakes=2)
+    assert b2.visits == 0 and rows2.loc[cid, "latency_ms"] == pytest.approx(cfg.depth, rel=1e-3)
+
+
+def test_retakes_need_rounds_and_a_sentinel(tmp_path):
+    with Store(tmp_path / "e.duckdb") as store:
+        with pytest.raises(ValueError, match="rounds > 1"):
+            run_campaign(CFGS, TwoStateBackend(), store, sentinel=sentinel(), rounds=1, retakes=1)
+        with pytest.raises(ValueError, match="sentinel"):
+            run_campaign(CFGS, TwoStateBackend(), store, sentinel=None, rounds=2, retakes=1)
+        with pytest.raises(ValueError, match=">= 0"):
+            run_campaign(CFGS, TwoStateBackend(), store, sentinel=sentinel(), rounds=2, retakes=-1)
+
+
+def test_retake_summary_of_a_store_without_sentinels(tmp_path):
+    with Store(tmp_path / "n.duckdb") as store:
+        run_campaign(CFGS, TwoStateBackend(), store, sentinel=None, rounds=2)
+        assert retake_summary(store, store.platforms()[0], CFGS, 2) == {"note": "no speed index"}
+
