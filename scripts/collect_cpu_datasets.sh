@@ -4,6 +4,12 @@
 #   cpu-2t: 1,200+ configs, 2 threads;
 #   cpu-avx2-1t (only when named): the 592 fp32 configs of the shipped cpu-2t, shuffled, 1 thread,
 #     one part; for a CPU without native bf16 kernels (shipped: an AVX2-only EPYC).
+#   cpu-2t-v2 (only when named): the 1,200 configs of the shipped cpu-2t again, 2 threads, one part,
+#     with the paired sentinel and `carb characterize`'s retakes of visits timed in another state of
+#     the machine (on by default at 2 threads); for the AVX-512 EPYC with native bf16 that cpu-2t
+#     was measured on.
+#   cpu-avx2-2t (only when named): the same 592 shuffled fp32 configs (and drift sample) as
+#     cpu-avx2-1t, 2 threads on both cores, one part, with the retakes; for the AVX2-only EPYC.
 # Both include every imagenet ResNet-18/34/50 point of the space. After each part the
 # store is exported (so the data can be read while the campaign goes on: DuckDB keeps
 # the store locked while a campaign writes), and at the end of each campaign a fixed
@@ -44,6 +50,12 @@ fp32 = t.loc[t.precision == "fp32", cols].sample(frac=1, random_state=7)  # shuf
 fp32.to_parquet(f"{work}/cpu-avx2-1t-part0.parquet", index=False)
 fp32.sample(50, random_state=7).to_parquet(f"{work}/cpu-avx2-1t-drift.parquet", index=False)
 print("cpu-avx2-1t", len(fp32), "configs (the fp32 ones of cpu-2t)")
+fp32.to_parquet(f"{work}/cpu-avx2-2t-part0.parquet", index=False)  # the same list, the same drift sample
+fp32.sample(50, random_state=7).to_parquet(f"{work}/cpu-avx2-2t-drift.parquet", index=False)
+again = t[cols]
+again.to_parquet(f"{work}/cpu-2t-v2-part0.parquet", index=False)
+again.sample(50, random_state=1).to_parquet(f"{work}/cpu-2t-v2-drift.parquet", index=False)
+print("cpu-2t-v2", len(again), "configs (those of cpu-2t)")
 PY
 run() {  # name threads cpus
   local name=$1 threads=$2 cpus=$3 store="$work/$1.duckdb"
@@ -64,6 +76,8 @@ for p in $wanted; do
     cpu-1t) run cpu-1t 1 1 ;;
     cpu-2t) run cpu-2t 2 0,1 ;;
     cpu-avx2-1t) run cpu-avx2-1t 1 1 ;;
-    *) echo "error: unknown platform '$p' (known: cpu-1t, cpu-2t, cpu-avx2-1t)" >&2; exit 2 ;;
+    cpu-2t-v2) run cpu-2t-v2 2 0,1 ;;
+    cpu-avx2-2t) run cpu-avx2-2t 2 0,1 ;;
+    *) echo "error: unknown platform '$p' (known: cpu-1t, cpu-2t, cpu-avx2-1t, cpu-2t-v2, cpu-avx2-2t)" >&2; exit 2 ;;
   esac
 done
