@@ -576,15 +576,17 @@ def _retakes_due(store: Store, platform: str, configs: Sequence[Config], rounds:
 
 def _stale(store: Store, platform: str, configs: Sequence[Config], rounds: int, factor: float,
            ref: float | None = None) -> list[Config]:
-    """Configs with retakes whose stored row does not pool the visits :func:`_choose` picks."""
+    """Configs with retakes whose stored row does not pool the visits :func:`_choose` picks (or
+    was pooled by code that took memory from the retakes too)."""
     visits = _visits(store, platform, configs)
     retaken = [c for c in configs if any(idx >= rounds for idx, _, _ in visits.get(c.config_id, []))]
     ref = ref if ref is not None else _campaign_state(visits, rounds, factor)
     if not retaken or ref is None:
         return []
     rows = store.measurements(platform)
-    pooled = {cid: json.loads(e).get("pooled_visits") if isinstance(e, str) else None
-              for cid, e in zip(rows["config_id"], rows["extra"])}
+    # a row pooled before memory stayed the first visits' (no "memory_visits") is stale too
+    pooled = {cid: (x.get("pooled_visits") if "memory_visits" in x else None)
+              for cid, e in zip(rows["config_id"], rows["extra"]) for x in [json.loads(e) if isinstance(e, str) else {}]}
     out = []
     for c in retaken:
         chains = _chains(visits[c.config_id], rounds)
@@ -606,8 +608,15 @@ def _repool(store: Store, cfg: Config, platform: str, rounds: int, run_id: str, 
     pick = [p[0] for r, ch in sorted(chains.items()) if (p := _choose(ch, ref)) is not None]
     rows = store.rounds_of(platform, [cfg.config_id])
     m = pool_rounds([store.measurement_from_row(rows[(cfg.config_id, idx)]) for idx in pick])
-    m = replace(m, extra={**m.extra, "pooled_visits": pick,
-                          "retakes": sum(idx >= rounds for idx, _, _ in visits[cfg.config_id])})
+    # Memory stays the first visits' median: the two states are speed states (peak memory of
+    # the visits in either state agreed, ratio 1.000 over 257 configs of cpu-avx2-2t), while a
+    # retake runs minutes later, and 2-thread peaks drifted with time there (retakes 9.5%
+    # below their first visits): pooling them added noise, no truth (benchmarks/RESULTS.md).
+    mem = [v for r in range(rounds) if (v := store.measurement_from_row(rows[(cfg.config_id, r)]).memory_mb) is not None]
+    m = replace(m, memory_mb=float(np.median(mem)) if mem else m.memory_mb,
+                extra={**m.extra, "pooled_visits": pick, "memory_visits": list(range(rounds)),
+                       "round_memory_mb": mem or m.extra.get("round_memory_mb"),
+                       "retakes": sum(idx >= rounds for idx, _, _ in visits[cfg.config_id])})
     store.replace(cfg, platform, m, run_id)
 
 
