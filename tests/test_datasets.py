@@ -121,6 +121,38 @@ def test_shipped_speed_index_is_consistent_and_the_old_datasets_say_they_have_no
         assert "no speed index" in (data / f"{old}.md").read_text()
         assert "speed_index" not in datasets.load(old, features=False).columns
 
+def test_cpu_avx2_2t_pools_each_round_from_the_campaigns_state_as_its_card_says():
+    # cpu-avx2-2t: cpu-avx2-1t's 592 configs again at 2 threads, with carb characterize's
+    # retakes. The card's retakes line and the rows must agree: the retakes stored equal the
+    # rows' `extra.retakes`, only retaken rows were pooled anew, and the pooled rounds still
+    # beyond x1.25 of the state are the ones the card says were left as measured.
+    import json
+    import re
+    from importlib import resources
+
+    df = datasets.load("cpu-avx2-2t", features=False)
+    assert len(df) == 592 and set(df.status) == {"ok"} and set(df.precision) == {"fp32"}
+    assert set(df.config_id) == set(datasets.load("cpu-avx2-1t", features=False).config_id)
+    assert df[["sentinel_ms", "speed_index", "latency_ms_norm"]].notna().all().all()
+    card = (resources.files("carb") / "data" / "cpu-avx2-2t.md").read_text()
+    m = re.search(r"x([\d.]+) of the campaign's state \(([\d.]+) ms.*?: (\d+) of (\d+) first visits.*?(\d+) retakes, "
+                  r"(\d+) back in the state, (\d+) left as measured", card)
+    assert m, "the card has no retakes line"
+    factor, ref = float(m[1]), float(m[2])
+    off, n, visits, back, left = (int(m[i]) for i in range(3, 8))
+    assert n == 2 * 592 and off == back + left and visits >= off
+    extra = df.extra.map(json.loads)
+    retakes = extra.map(lambda e: e.get("retakes", 0))
+    assert retakes.sum() == visits
+    pooled = extra.map(lambda e: e.get("pooled_visits"))
+    assert (pooled.notna() == (retakes > 0)).all()
+    assert all(len(p) == 2 for p in pooled.dropna())
+    dist = np.abs(np.log(np.concatenate([e["round_sentinel_ms"] for e in extra]) / ref))
+    # the card rounds the state to 3 decimals: a round on the edge may fall either side
+    edge = 0.002
+    assert (dist > np.log(factor) + edge).sum() <= left <= (dist > np.log(factor) - edge).sum()
+
+
 @pytest.mark.parametrize("rows", [300, 1500])  # row by row, and once per distinct config (>= 1,000 rows)
 def test_a_dataset_of_another_family_reads_back_by_path(tmp_path, rows):
     # nb201 rows (real, from the shipped public data) written to a file: read() asks for the
