@@ -188,7 +188,8 @@ def _retake_lines(r: dict | None) -> list[str]:
         f"{r['tries']} times: {r['off']} of {r['n']} first visits (median sentinel "
         f"{r['off_sentinel_ms'] or float('nan'):.3f} ms), {r['visits']} retakes, {r['back']} back in the state, "
         f"{r['left']} left as measured. Each row pools, per round, the visit nearest the state "
-        "(`extra.pooled_visits`); every visit stays in the store's `rounds` table"]
+        "(`extra.pooled_visits`) for its latency, and keeps its first visits' memory (`extra.memory_visits`: the "
+        "states are speed states); every visit stays in the store's `rounds` table"]
 
 
 def _pct(x: float) -> str:
