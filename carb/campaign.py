@@ -585,8 +585,10 @@ def _stale(store: Store, platform: str, configs: Sequence[Config], rounds: int, 
         return []
     rows = store.measurements(platform)
     # a row pooled before memory stayed the first visits' (no "memory_visits") is stale too
-    pooled = {cid: (x.get("pooled_visits") if "memory_visits" in x else None)
-              for cid, e in zip(rows["config_id"], rows["extra"]) for x in [json.loads(e) if isinstance(e, str) else {}]}
+    pooled = {}
+    for cid, e in zip(rows["config_id"], rows["extra"]):
+        x = json.loads(e) if isinstance(e, str) else {}
+        pooled[cid] = x.get("pooled_visits") if "memory_visits" in x else None
     out = []
     for c in retaken:
         chains = _chains(visits[c.config_id], rounds)
@@ -606,13 +608,13 @@ def _repool(store: Store, cfg: Config, platform: str, rounds: int, run_id: str, 
     if chains is None:
         return
     pick = [p[0] for r, ch in sorted(chains.items()) if (p := _choose(ch, ref)) is not None]
-    rows = store.rounds_of(platform, [cfg.config_id])
-    m = pool_rounds([store.measurement_from_row(rows[(cfg.config_id, idx)]) for idx in pick])
+    stored = {idx: store.measurement_from_row(row) for (_, idx), row in store.rounds_of(platform, [cfg.config_id]).items()}
+    m = pool_rounds([stored[idx] for idx in pick])
     # Memory stays the first visits' median: the two states are speed states (peak memory of
     # the visits in either state agreed, ratio 1.000 over 257 configs of cpu-avx2-2t), while a
     # retake runs minutes later, and 2-thread peaks drifted with time there (retakes 9.5%
     # below their first visits): pooling them added noise, no truth (benchmarks/RESULTS.md).
-    mem = [v for r in range(rounds) if (v := store.measurement_from_row(rows[(cfg.config_id, r)]).memory_mb) is not None]
+    mem = [v for r in range(rounds) if (v := stored[r].memory_mb) is not None]
     m = replace(m, memory_mb=float(np.median(mem)) if mem else m.memory_mb,
                 extra={**m.extra, "pooled_visits": pick, "memory_visits": list(range(rounds)),
                        "round_memory_mb": mem or m.extra.get("round_memory_mb"),
