@@ -532,6 +532,16 @@ def _choose(chain: list[tuple[int, str, float]], ref: float) -> tuple[int, float
     return idx, x
 
 
+def _in_state(sentinel_ms: float, ref: float, factor: float) -> bool:
+    """Whether a visit's sentinel (ms) lies within ``factor`` of the state ``ref`` (ms)."""
+    return sentinel_ms > 0 and abs(math.log(sentinel_ms / ref)) <= math.log(factor)
+
+
+def _picks(chains: dict[int, list[tuple[int, str, float]]], ref: float) -> list[int]:
+    """The round indices to pool: :func:`_choose`'s visit of each round, in round order."""
+    return [p[0] for _, ch in sorted(chains.items()) if (p := _choose(ch, ref)) is not None]
+
+
 def _chains(v: list[tuple[int, str, float]], rounds: int) -> dict[int, list[tuple[int, str, float]]] | None:
     """A config's visits by the round they stand for (``idx % rounds``); ``None`` unless every
     first visit is stored and ``ok`` (a failed config is not retaken)."""
@@ -559,7 +569,7 @@ def _retake_plan(store: Store, platform: str, configs: Sequence[Config], rounds:
         chains = _chains(visits.get(cfg.config_id, []), rounds)
         for r, chain in sorted((chains or {}).items()):
             pick = _choose(chain, ref)
-            if pick is None or not pick[1] > 0 or abs(math.log(pick[1] / ref)) <= math.log(factor):
+            if pick is None or not pick[1] > 0 or _in_state(pick[1], ref, factor):
                 continue
             if len(chain) - 1 < tries:
                 due.append((cfg, max(idx for idx, _, _ in chain) + rounds))
@@ -594,8 +604,7 @@ def _stale(store: Store, platform: str, configs: Sequence[Config], rounds: int, 
         chains = _chains(visits[c.config_id], rounds)
         if chains is None:
             continue
-        want = [p[0] for r, ch in sorted(chains.items()) if (p := _choose(ch, ref)) is not None]
-        if pooled.get(c.config_id) != want:
+        if pooled.get(c.config_id) != _picks(chains, ref):
             out.append(c)
     return out
 
@@ -607,7 +616,7 @@ def _repool(store: Store, cfg: Config, platform: str, rounds: int, run_id: str, 
     chains = _chains(visits.get(cfg.config_id, []), rounds)
     if chains is None:
         return
-    pick = [p[0] for r, ch in sorted(chains.items()) if (p := _choose(ch, ref)) is not None]
+    pick = _picks(chains, ref)
     stored = {idx: store.measurement_from_row(row) for (_, idx), row in store.rounds_of(platform, [cfg.config_id]).items()}
     m = pool_rounds([stored[idx] for idx in pick])
     # Memory stays the first visits' median: the two states are speed states (peak memory of
@@ -635,7 +644,6 @@ def retake_summary(store: Store, platform: str, configs: Sequence[Config] | None
     ref = _campaign_state(visits, rounds, factor)
     if ref is None:
         return {"note": "no speed index"}
-    lf = math.log(factor)
     n = off = back = retaken = 0
     off_s: list[float] = []
     for v in visits.values():
@@ -646,12 +654,12 @@ def retake_summary(store: Store, platform: str, configs: Sequence[Config] | None
             if not s0 > 0:
                 continue
             n += 1
-            if abs(math.log(s0 / ref)) <= lf:
+            if _in_state(s0, ref, factor):
                 continue
             off += 1
             off_s.append(s0)
             pick = _choose(chain, ref)
-            back += bool(pick and pick[1] > 0 and abs(math.log(pick[1] / ref)) <= lf)
+            back += bool(pick and _in_state(pick[1], ref, factor))
     return {"ref_ms": float(ref), "factor": float(factor), "n": n, "off": off,
             "off_sentinel_ms": float(np.median(off_s)) if off_s else None, "visits": retaken,
             "back": back, "left": off - back}
