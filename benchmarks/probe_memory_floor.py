@@ -10,7 +10,8 @@ ratio of the two peaks less the median ratio of its (batch, precision, input siz
 per batch size, where the peak's scatter grows (allocator and kernel-library buffers).
 Beside them, the same campaign against itself: each config's two rounds (``rounds`` in the
 JSON), and the share of configs a perfect model, whose only error is that noise, would send
-to ``measure`` (both targets, budgets at the 10/25/50/75% quantiles).
+to ``measure`` (both targets, budgets at the 10/25/50/75% quantiles), and how crowded the
+space is at each budget (``density``: the share of configs within +-3% of it).
 
     python benchmarks/probe_memory_floor.py --target cpu-2t --other cpu-1t [--other cpu-avx2-1t] \
         --json benchmarks/results/probe_memory_floor.json
@@ -75,11 +76,29 @@ def _rounds(df: pd.DataFrame) -> dict:
     return res
 
 
+def _density(df: pd.DataFrame, band: float) -> dict:
+    """How crowded the space is at each budget: per target the sd of the log values and the
+    share of configs within +-``band`` (relative) of its q-quantile budget. However good the
+    model, a config that close to a budget is a call its interval cannot make once the
+    interval is wider than the band, so this share, not the model, sets what ``measure`` costs
+    where one target's values bunch up."""
+    out: dict = {"band": band}
+    for t in ("latency_ms", "memory_mb"):
+        v = np.log(df[t].to_numpy())
+        out[t] = {"log_sd": float(v.std()),
+                  "share_within_band": {str(q): float(np.mean(np.abs(v - np.quantile(v, q)) < np.log1p(band)))
+                                        for q in (0.1, 0.25, 0.5, 0.75)}}
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--target", default="cpu-2t")
     ap.add_argument("--other", action="append", help="another dataset with configs in common (repeat; default cpu-1t)")
     ap.add_argument("--preset", default="default")
+    ap.add_argument("--band", type=float, default=0.03,
+                    help="relative band around each budget for the crowding figure (default 0.03: about the "
+                         "memory intervals' half-width)")
     ap.add_argument("--json", required=True)
     a = ap.parse_args()
     a.other = a.other or ["cpu-1t"]
@@ -111,6 +130,7 @@ def main() -> None:
                                    "model_oof_abs_pct_by_batch_same_configs": _by_batch(sub, "model_err"),
                                    "median_ratio": float(np.exp(np.median(lr)))}
     out["rounds"] = _rounds(tgt)
+    out["density"] = _density(tgt, a.band)
     with open(a.json, "w") as fh:
         json.dump(out, fh, indent=1)
     print(json.dumps(out, indent=1))

@@ -93,8 +93,12 @@ class ScreenResult:
             ``pruning_ratio`` (1 - shortlist / candidates), the budgets, objectives, risk,
             confidence, front, Stage 1 map (slope, intercept, residual spread, Spearman per
             target) and timings in seconds; with ``risk="decide"`` also ``decisions``
-            (count of accept / measure / reject, Stage 1 prunes counted as reject) and
-            ``decided_share``.
+            (count of accept / measure / reject, Stage 1 prunes counted as reject),
+            ``decided_share``, ``measure_by_budget`` (per budgeted target: how many of the
+            configs to measure have their upper bound over that budget) and ``crowding`` (per
+            budgeted target: ``half_width_rel``, the intervals' median relative half-width,
+            and ``share_within``, the share of the candidates predicted within it of the
+            budget: configs no interval that wide can call).
         measure: with ``risk="decide"``, the configs neither accepted nor rejected, to
             profile; most likely on the front first (``p_front``), then nearest the budget.
         decisions: every Stage 2 survivor with its call (``decision``) and, for the
@@ -425,6 +429,24 @@ def screen(candidates: pd.DataFrame, target: Predictor, budgets: Mapping[str, fl
         counts["reject"] += n - len(survivors)  # Stage 1 prunes are rejects
         summary["decisions"] = counts
         summary["decided_share"] = 1.0 - counts["measure"] / n
+        # which budget keeps each undecided config from a call (its upper bound over that
+        # budget; a config can count under several), and how crowded the candidates are at
+        # it: the share whose point prediction lies within the interval's median relative
+        # half-width of the budget. Where that share is large, narrower intervals decide few
+        # more: the configs sit on the budget (benchmarks/RESULTS.md, issue 18)
+        straddle, crowd = {}, {}
+        for t, b in budgets.items():
+            if f"{t}_hi" not in pred.columns or f"{t}_lo" not in pred.columns:
+                continue
+            straddle[t] = int((measure[f"{t}_hi"].to_numpy(float) > b).sum()) if len(measure) else 0
+            p, lo, hi = (pred[c].to_numpy(float) for c in (t, f"{t}_lo", f"{t}_hi"))
+            with np.errstate(divide="ignore", invalid="ignore"):
+                hw = np.log(hi / lo) / 2
+                hw = float(np.median(hw[np.isfinite(hw)])) if np.isfinite(hw).any() else float("nan")
+                near = np.abs(np.log(p / b)) < hw
+            crowd[t] = {"half_width_rel": float(np.expm1(hw)), "share_within": float(near.sum() / n)}
+        summary["measure_by_budget"] = straddle
+        summary["crowding"] = crowd
     if len(pred):
         keep = [c for c in ("config_id", "decision", "p_within", "p_feasible", "p_front") if c in pred.columns]
         decisions = pred[keep + [c for c in pred.columns if c not in keep and c.split("_")[0] in

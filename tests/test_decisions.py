@@ -44,6 +44,20 @@ def test_three_way_calls_follow_the_intervals(cands):
     assert set(r.measure.config_id) == set(d.config_id[d.decision == "measure"])
     # the measure list starts with the configs most likely on the front
     assert r.measure.p_front.is_monotonic_decreasing
+    # each config to measure has its upper bound over at least one budget, and is counted
+    # under each budget it reaches over
+    m = r.measure
+    over = {t: int((m[f"{t}_hi"] > b).sum()) for t, b in budgets.items()}
+    assert r.summary["measure_by_budget"] == over and over["latency_ms"] > 0
+    assert ((m.latency_ms_hi > 20) | (m.memory_mb_hi > 200)).all()
+    # crowding: the share of candidates predicted within the intervals' median half-width
+    for t, b in budgets.items():
+        c = r.summary["crowding"][t]
+        hw = np.median(np.log(d[f"{t}_hi"] / d[f"{t}_lo"]) / 2)
+        assert c["half_width_rel"] == pytest.approx(np.expm1(hw))
+        assert c["share_within"] == pytest.approx((np.abs(np.log(d[t] / b)) < hw).sum() / len(cands))
+        assert 0 <= c["share_within"] < 1
+    assert r.summary["crowding"]["latency_ms"]["share_within"] > 0
 
 
 def test_joint_rule_calls_from_the_chance_of_meeting_every_budget(cands):
@@ -413,3 +427,14 @@ def test_screen_hint_when_much_is_left_to_measure():
     assert h.startswith("hint: 40% were too close") and "latency_ms x/÷2.0" in h and "memory_mb ±10%" in h
     assert _width_hint({**s, "decided_share": 0.85}, d) is None
     assert _width_hint({**s, "budgets": {"energy_j": 1.0}}, d) is None  # no interval for that target
+    from carb.cli.screening import _crowd_hint
+
+    crowd = {"memory_mb": {"half_width_rel": 0.028, "share_within": 0.31},
+             "latency_ms": {"half_width_rel": 0.14, "share_within": 0.05}}
+    s = {**s, "decisions": {"accept": 1, "measure": 2, "reject": 0}, "crowding": crowd}
+    h = _crowd_hint(s)
+    assert h.startswith("hint: the space crowds") and "31% of the candidates are predicted within ±2.8% of the memory_mb budget" in h
+    assert "latency_ms budget" not in h  # 5%: under the crowding threshold
+    assert _crowd_hint({**s, "decisions": {"accept": 3, "measure": 0, "reject": 0}}) is None  # nothing to measure
+    assert _crowd_hint({**s, "crowding": {"memory_mb": {"half_width_rel": 0.03, "share_within": 0.05}}}) is None
+    assert _crowd_hint({"decided_share": 1.0}) is None  # two-way calls: no decisions, no crowding

@@ -98,9 +98,12 @@ def screen(
         console.print(f"budget calls at {100 * s['confidence']:.0f}% confidence: accept {d['accept']:,}, "
                       f"reject {d['reject']:,}, measure {d['measure']:,} ({100 * s['decided_share']:.1f}% decided; "
                       f"the {d['measure']:,} to measure are in measure.csv, likeliest on the front first)")
-        hint = _width_hint(s, res.decisions)
-        if hint:
-            console.print(hint)
+        if d["measure"] and s.get("measure_by_budget"):
+            console.print("to measure, by the budget their interval reaches over: "
+                          + ", ".join(f"{t} {k:,}" for t, k in s["measure_by_budget"].items()))
+        for hint in (_width_hint(s, res.decisions), _crowd_hint(s)):
+            if hint:
+                console.print(hint)
     if "share_for_front" in s:
         console.print(f"hint: the probable Pareto front holds about {s['expected_front']:.0f} configs, and the "
                       f"{100 * s['shortlist_share']:g}% cap ({s['shortlist_share_cap']:,} configs) leaves less than "
@@ -113,6 +116,9 @@ def screen(
 
 #: below this decided share, `carb screen` says why so much is left to measure
 HINT_DECIDED = 0.8
+#: ... and names a budget the candidates crowd at when at least this share of them is
+#: predicted within an interval's half-width of it
+HINT_CROWDED = 0.1
 
 
 def _width_hint(summary: dict, decisions) -> str | None:
@@ -138,6 +144,23 @@ def _width_hint(summary: dict, decisions) -> str | None:
             f"model's {100 * summary['confidence']:.0f}% intervals are {', '.join(widths)} (median); more "
             "calibration measurements (carb calibrate --samples 20) or a model trained on this device "
             "narrow them, and carb validate --measure-first measures the rest")
+
+
+def _crowd_hint(summary: dict) -> str | None:
+    """A line for a space whose candidates crowd at a budget: at least :data:`HINT_CROWDED`
+    of them predicted within the intervals' median half-width of it (``summary["crowding"]``
+    of :func:`carb.screen.screen`). Narrower intervals call few of those (measured on
+    cpu-avx2-2t: benchmarks/RESULTS.md, issue 18); None when no budget crowds or nothing
+    is left to measure."""
+    if not (summary.get("decisions") or {}).get("measure"):
+        return None
+    crowded = [f"{100 * c['share_within']:.0f}% of the candidates are predicted within ±"
+               f"{100 * c['half_width_rel']:.1f}% of the {t} budget"
+               for t, c in (summary.get("crowding") or {}).items() if c.get("share_within", 0) >= HINT_CROWDED]
+    if not crowded:
+        return None
+    return (f"hint: the space crowds at a budget ({'; '.join(crowded)}): narrower intervals decide few of "
+            "those; a budget a few percent away does, or measure them")
 
 
 def _write_screen(res, out: Path) -> None:
