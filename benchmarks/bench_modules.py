@@ -142,17 +142,24 @@ def read_store(path: str | Path, family: str):
     with Store(tmp / path.name) as st:
         df = st.measurements()
         speed = st.speed_readings()
-        rounds = st.con.execute("SELECT config_id, round, latency_ms FROM rounds WHERE status = 'ok'").df()
+        rounds = st.con.execute("SELECT * FROM rounds WHERE status = 'ok'").df()
     speed.attrs["rounds"] = rounds
     shutil.rmtree(tmp, ignore_errors=True)
     df = df[(df["status"] == "ok") & (df["family"] == family)].reset_index(drop=True)
     return df, speed
 
 
-def layer_data(path: str | Path, target: str = "latency_ms_p5"):
+def layer_data(path: str | Path | list, target: str = "latency_ms_p5"):
+    """The measured layers of one campaign store, or of several (a list: their ok rows
+    concatenated, a layer measured in two stores kept from the first)."""
+    import pandas as pd
+
     from carb.families import layers as L
 
-    df, speed = read_store(path, "layers")
+    paths = path if isinstance(path, list) else [path]
+    parts = [read_store(p, "layers") for p in paths]
+    df = pd.concat([d for d, _ in parts], ignore_index=True).drop_duplicates("config_id").reset_index(drop=True)
+    speed = parts[0][1]
     lf = L.layer_frame(df)
     # default: the 5th percentile of each layer's pooled samples, not the median: on the
     # shared machine the median of a long layer is inflated by other tenants' time slices
@@ -314,12 +321,13 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
             pairs.append({"pair": configs[i].label(), "measured_ratio": lj.latency_ms / li.latency_ms,
                           "predicted_ratio": lj.pred_k10_ms / li.pred_k10_ms, "flops_ratio": lj.flops / li.flops})
     results["grouped_pairs"] = pairs
-    # the truth's own noise: how well one round's median predicts another round's of the
-    # same network (3 visits minutes apart, same run): the floor for any predictor
+    # the truth's own noise: how well one round's figure (the statistic the networks' truth
+    # is: median, fastest sample, ...) predicts another round's of the same network (3
+    # visits minutes apart, same run): the floor for any predictor
     rd = zspeed.attrs.get("rounds")
-    if rd is not None and len(rd):
+    if rd is not None and len(rd) and args.target in rd.columns:
         rd = rd[rd["config_id"].isin(set(zdf["config_id"]))]  # a combined store holds the layers too
-        w = rd.pivot_table(index="config_id", columns="round", values="latency_ms")
+        w = rd.pivot_table(index="config_id", columns="round", values=args.target)
         w = w.dropna()
         if w.shape[1] >= 2:
             a, bb = w.iloc[:, 0].to_numpy(), w.iloc[:, 1].to_numpy()
@@ -347,7 +355,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     if args.save_model:
         nm = netmodel.fit_netmodel(lm, rows, y, groups=arch, device="cpu-1t", meta={
             "layers": int(len(lf)), "networks": int(len(zdf)), "data": "layers-cpu-1t + zoo-cpu-1t (carb.zoo)",
-            "threads": 1, "layer_store": Path(args.layers).name, "zoo_store": Path(args.zoo).name,
+            "threads": 1, "layer_store": ", ".join(Path(p).name for p in args.layers), "zoo_store": Path(args.zoo).name,
             "layer_target": args.layer_target, "zoo_measured": results["conditions"]["zoo_measured"],
             "layer_features": lm.features, "lat_shrink_strength": netmodel.LAT_SHRINK_STRENGTH,
             **({"conditions": args.conditions} if args.conditions else {})})
@@ -635,18 +643,19 @@ def cmd_compare(args: argparse.Namespace) -> None:
     a, _ = read_store(args.a, "zoo")
     b, _ = read_store(args.b, "zoo")
     j = a.merge(b, on="config_id", suffixes=("_a", "_b"))
-    out = {"networks": int(len(j)),
-           "latency_ratio_b_over_a": {"median": float(np.median(j.latency_ms_b / j.latency_ms_a)),
-                                      "p10": float(np.quantile(j.latency_ms_b / j.latency_ms_a, 0.1)),
-                                      "p90": float(np.quantile(j.latency_ms_b / j.latency_ms_a, 0.9))},
-           "latency_b_predicted_by_a": metrics(j.latency_ms_b, j.latency_ms_a),
+    ya, yb = j[f"{args.target}_a"], j[f"{args.target}_b"]
+    out = {"networks": int(len(j)), "target": args.target,
+           "latency_ratio_b_over_a": {"median": float(np.median(yb / ya)),
+                                      "p10": float(np.quantile(yb / ya, 0.1)),
+                                      "p90": float(np.quantile(yb / ya, 0.9))},
+           "latency_b_predicted_by_a": metrics(yb, ya),
            "memory_b_predicted_by_a": metrics(j.memory_mb_b, j.memory_mb_a),
            "measured": {"a": [str(a.measured_at.min()), str(a.measured_at.max())],
                         "b": [str(b.measured_at.min()), str(b.measured_at.max())]}}
     print(json.dumps(out, indent=1))
     res = Path(args.out)
     doc = json.loads(res.read_text()) if res.exists() else {}
-    doc["zoo_runs_compared"] = out
+    doc["zoo_runs_compared" + ("" if args.target == "latency_ms" else f"_{args.target}")] = out
     res.write_text(json.dumps(doc, indent=1, default=float))
 
 
@@ -734,13 +743,14 @@ def main(argv: list[str] | None = None) -> None:
                    help="also measure these layer configs (parquet), shuffled in with the zoo")
     m.set_defaults(func=cmd_measure)
     e = sub.add_parser("evaluate", help="leave-one-family-out evaluation on the measured zoo")
-    e.add_argument("--layers", default=str(CAMPAIGNS / "layers-cpu-1t.duckdb"))
+    e.add_argument("--layers", nargs="+", default=[str(CAMPAIGNS / "layers-cpu-1t.duckdb")],
+                   help="campaign store(s) of the measured layers (several: pooled)")
     e.add_argument("--zoo", default=str(CAMPAIGNS / "zoo-cpu-1t.duckdb"))
     e.add_argument("--k", type=int, default=10)
     e.add_argument("--repeats", type=int, default=5, help="K draws per held-out family (metrics averaged)")
     e.add_argument("--trees", type=int, default=200)
     e.add_argument("--target", default="latency_ms",
-                   help="the networks' latency column: latency_ms (median), latency_ms_p5, latency_ms_norm")
+                   help="the networks' latency column: latency_ms (median), latency_ms_min (fastest sample), latency_ms_p5, latency_ms_norm")
     e.add_argument("--layer-target", default="latency_ms_p5",
                    help="the layers' latency column the layer model learns: latency_ms_p5 or latency_ms (median)")
     e.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "bench_modules.json"))
@@ -774,6 +784,7 @@ def main(argv: list[str] | None = None) -> None:
     cp = sub.add_parser("compare", help="two runs of the zoo: drift and run-to-run agreement")
     cp.add_argument("a")
     cp.add_argument("b")
+    cp.add_argument("--target", default="latency_ms", help="the latency column compared (e.g. latency_ms_min)")
     cp.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "bench_modules.json"))
     cp.set_defaults(func=cmd_compare)
     rp = sub.add_parser("report", help="markdown tables of a results JSON")
