@@ -233,8 +233,21 @@ def test_cpu_backend_measures_a_tiny_config(cpu_backend):
     prov = cpu_backend.provenance()
     assert prov["threads"] == 1 and prov["protocol"]["max_time_s"] == SHORT.max_time_s
     assert prov["energy_sensor"]["available"] == cpu_backend.rapl.available
-    for key in ("cpu_model", "torch", "carb", "hostname", "platform", "memory_definition"):
+    for key in ("cpu_model", "torch", "carb", "hostname", "platform", "memory_definition", "transparent_hugepage"):
         assert key in prov
+
+
+def test_thp_mode_reads_the_bracketed_word(tmp_path):
+    from carb.measure.cpu import thp_mode
+
+    f = tmp_path / "enabled"
+    f.write_text("always [madvise] never\n")
+    assert thp_mode(str(f)) == "madvise"
+    f.write_text("[always] madvise never")
+    assert thp_mode(str(f)) == "always"
+    f.write_text("garbled")
+    assert thp_mode(str(f)) is None
+    assert thp_mode(str(tmp_path / "absent")) is None
 
 
 @pytest.mark.slow

@@ -218,6 +218,23 @@ def _rss_kb() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # kB on Linux; best we have
 
 
+#: where Linux says how transparent huge pages are used
+THP_PATH = "/sys/kernel/mm/transparent_hugepage/enabled"
+
+
+def thp_mode(path: str = THP_PATH) -> str | None:
+    """The kernel's transparent-huge-page mode (``always``, ``madvise`` or ``never``: the
+    bracketed word of ``path``), or ``None`` where it cannot be read. Recorded because a
+    process's resident-set peaks depend on it (a huge page makes 2 MB resident at once): one
+    2-thread campaign's memory carried an offset that its later re-measurement lacked, with no
+    recorded cause (benchmarks/RESULTS.md, issue 18)."""
+    text = read_text(path)
+    if not text:
+        return None
+    words = [w[1:-1] for w in text.split() if w.startswith("[") and w.endswith("]")]
+    return words[0] if words else None
+
+
 def _cpu_freq_mhz(cpus: Sequence[int]) -> tuple[float | None, str | None]:
     """Mean current frequency of ``cpus`` and its source (cpufreq sysfs or /proc/cpuinfo).
 
@@ -542,6 +559,7 @@ class CpuBackend(Backend):
             idle_power_by_domain_w=self.idle_power_by_domain_w or None,
             memory_definition=MEMORY_DEFINITION,
             memory_method=("clear_refs" if os.path.exists("/proc/self/clear_refs") else "ru_maxrss"),
+            transparent_hugepage=thp_mode(),
             protocol=self.protocol.to_dict(),
             ci_method="distribution-free binomial order statistics, 95%",
         )
