@@ -708,3 +708,13 @@ def test_precision_option_keeps_one_precision_of_the_space(tmp_path, monkeypatch
     rc, _, err = cli(monkeypatch, capsys, "demo", "--precision", "fp8", "--out", tmp_path / "demo")
     one_line_error(rc, err, "--precision fp8")
     assert not (tmp_path / "demo").exists() or not any((tmp_path / "demo").iterdir())
+
+
+@pytest.mark.parametrize("args,why", [
+    (["--allocator", "jemalloc"], "--allocator: unknown value 'jemalloc'"),
+    (["--allocator", "retain", "--device", "cuda"], "--allocator applies to --device cpu only"),
+])
+def test_characterize_refuses_a_bad_allocator(tmp_path, monkeypatch, capsys, args, why):
+    rc, _, err = cli(monkeypatch, capsys, "characterize", "--space", "tiny", "--store", tmp_path / "s.duckdb", *args)
+    assert rc == 2 and why in err and "Traceback" not in err
+    assert not (tmp_path / "s.duckdb").exists()

@@ -41,6 +41,7 @@ def characterize(
     chunk: Optional[int] = typer.Option(None, "--chunk", min=1, help="Configs visited round-robin together when --rounds > 1 (default: all: each config's rounds spread over the whole campaign)."),
     sentinel: bool = typer.Option(True, "--sentinel/--no-sentinel", help="CPU: time the speed sentinel at the start, every 60 s and at the end (speed index, latency_ms_norm)."),
     retakes: Optional[int] = typer.Option(None, "--retakes", min=0, help="After the rounds, measure a visit timed in another state of the machine (its paired speed sentinel beyond x1.25 of the campaign's state) again, up to N times, and pool the visit nearest the state (default: 2 for a CPU campaign of 2+ threads with the sentinel and --rounds > 1, where our VMs switch between two states; else 0)."),
+    allocator: Optional[str] = typer.Option(None, "--allocator", help="CPU: how each worker's C allocator keeps freed memory: default (glibc's rules: a forward may page-fault on fresh memory every time, a cost that depends on what ran before) or retain (freed memory kept: no page fault after the first forward, the steady state of a long-running server)."),
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Measure again the configs stored with a failure status."),
     remeasure: bool = typer.Option(False, "--remeasure", help="Measure again into the remeasurements table (drift check)."),
     # help texts are rich markup: a backslash keeps [ray] from being read as a style tag
@@ -83,6 +84,13 @@ def characterize(
         fail(f"--executor: unknown value {executor!r} (expected local or ray)")
     if executor == "local" and (address is not None or workers is not None):
         fail("--address and --workers apply to --executor ray only")
+    if allocator is not None:
+        from carb.measure.cpu import ALLOCATORS
+
+        if device != "cpu":
+            fail("--allocator applies to --device cpu only")
+        if allocator not in ALLOCATORS:
+            fail(f"--allocator: unknown value {allocator!r} (expected {' or '.join(ALLOCATORS)})")
     if device == "cpu" and energy_periods is not None:
         fail("--energy-periods applies to --device cuda only")
     n_rounds = rounds or (3 if device == "cpu" else 1)
@@ -96,6 +104,8 @@ def characterize(
     opts = {"threads": threads or 1} if device == "cpu" else {"lock_clocks": lock_clocks}
     if energy_periods is not None:
         opts["energy_periods"] = energy_periods
+    if allocator is not None:
+        opts["allocator"] = allocator
     try:
         if executor == "ray":
             from carb.ray_executor import RayExecutor
@@ -103,7 +113,7 @@ def characterize(
             with err.status("starting Ray worker slots..."):
                 backend = RayExecutor(device, address=address, workers=workers, protocol=protocol,
                                       threads=threads or 1, lock_clocks=lock_clocks,
-                                      backend_opts={k: v for k, v in opts.items() if k == "energy_periods"})
+                                      backend_opts={k: v for k, v in opts.items() if k in ("energy_periods", "allocator")})
             err.print(f"ray: {backend.workers} worker slot(s) of {backend.slots_total} in the cluster")
         else:
             backend = get_backend(device, protocol=protocol, **opts)

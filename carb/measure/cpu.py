@@ -273,6 +273,46 @@ def _malloc_trim() -> bool:
         return False
 
 
+#: How a CPU worker's C allocator (glibc malloc) keeps freed memory. ``default``: glibc's
+#: own rules: blocks over a dynamic threshold (128 KiB, rising with what was freed) are
+#: mapped and unmapped per call and the heap top is trimmed, so a forward can touch fresh
+#: pages every time, and each page fault costs (a zoo network took a median 1.25x, up to
+#: 1.69x, of its fault-free latency on our 2-core VMs; benchmarks/RESULTS.md, issue 15).
+#: How many faults a forward takes depends on what the process allocated before, so one
+#: layer timed alone and the same layer inside a network pay differently. ``retain``:
+#: freed memory stays with the process (``mallopt``: no trimming, no mapping below 1 GiB),
+#: the steady state of a long-running server (and of caching allocators such as jemalloc
+#: or tcmalloc): no page fault after the first forward, whatever ran before.
+ALLOCATORS = ("default", "retain")
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc malloc.h
+_RETAIN_BYTES = 1 << 30
+
+
+def _retain_freed_memory() -> bool:
+    """Make this process keep freed memory (glibc ``mallopt``, see :data:`ALLOCATORS`).
+    False where it cannot (not glibc)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6")
+        return bool(libc.mallopt(_M_TRIM_THRESHOLD, _RETAIN_BYTES)) and bool(
+            libc.mallopt(_M_MMAP_THRESHOLD, _RETAIN_BYTES))
+    except (OSError, AttributeError):
+        return False
+
+
+def _glibc() -> bool:
+    """Whether this Python runs on glibc (where ``mallopt`` tunes malloc)."""
+    import platform
+
+    return platform.libc_ver()[0] == "glibc"
+
+
+def _minor_faults() -> int:
+    """Minor page faults of this process so far (``getrusage``)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
 def _loadavg() -> list[float] | None:
     try:
         return [round(v, 2) for v in os.getloadavg()]
@@ -288,6 +328,10 @@ def _cpu_child(conn: Any, job: dict[str, Any]) -> None:
     t_wall = time.perf_counter()
     extra: dict[str, Any] = {"pid": os.getpid(), "threads": job["threads"]}
     try:
+        allocator = job.get("allocator", "default")
+        if allocator == "retain" and not _retain_freed_memory():
+            raise RuntimeError("allocator 'retain': glibc mallopt is not available in this worker")
+        extra["allocator"] = allocator
         import torch
 
         # Pin the thread pools before any parallel work exists (interop can be set only then).
@@ -389,8 +433,10 @@ def _cpu_child(conn: Any, job: dict[str, Any]) -> None:
                         out["energy_j"] = gross - idle_w * lat_s
                 return out
 
+            faults0 = _minor_faults()
             if not pair:
                 run = run_samples(sample, protocol, targets=("latency_ms",))
+                faults1 = _minor_faults()
             else:
                 # Two phases. 1: the config alone for (1 - share) of the time, as unpaired,
                 # then its peak memory is read: built before, the sentinel's first calls would
@@ -400,6 +446,7 @@ def _cpu_child(conn: Any, job: dict[str, Any]) -> None:
                 # sentinel sample, for the rest of the time (no CI stop: blocks are the point).
                 run = run_samples(sample, replace(protocol, max_time_s=protocol.max_time_s * (1 - pair.share)),
                                   targets=("latency_ms",))
+                faults1 = _minor_faults()
                 hwm_warm_kb = _status_kb("VmHWM").get("VmHWM") if can_reset else \
                     resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
                 sc = pair.config
@@ -432,6 +479,10 @@ def _cpu_child(conn: Any, job: dict[str, Any]) -> None:
         extra.update(memory_baseline_mb=baseline_kb * 1024 / 1e6, memory_model_mb=(model_kb - baseline_kb) * 1024 / 1e6,
                      memory_hwm_mb=hwm_kb * 1024 / 1e6)
         freq, _ = _cpu_freq_mhz(cpus)
+        # page faults per timed forward (phase 1: the config alone): fresh pages the
+        # allocator handed out and the kernel had to map, a cost of the allocator's state
+        forwards = max(len(run.samples["latency_ms"]) * k, 1)
+        extra["page_faults_per_forward"] = round((faults1 - faults0) / forwards, 2)
         extra.update(cpu_freq_mhz_after=freq, loadavg_after=_loadavg(), warmup_iters=n_warm,
                      iters_per_sample=k, stop_reason=run.stop_reason,
                      latency_samples_ms=[round(v, 6) for v in run.samples["latency_ms"]])
@@ -479,6 +530,9 @@ class CpuBackend(Backend):
             the parent's.
         idle_s: seconds of idle RAPL sampling at start-up for the idle package power
             (only when RAPL is readable). Units: s.
+        allocator: how the worker's C allocator keeps freed memory (:data:`ALLOCATORS`):
+            ``default`` (glibc's rules) or ``retain`` (no page faults after the first
+            forward); recorded per config and in provenance.
         _fault: TEST-ONLY. Makes every worker fail: ``raise``, ``oom``, ``unsupported``,
             ``exit`` (``os._exit(3)``), ``kill`` (SIGKILL), ``segv`` (SIGSEGV) or ``sleep``
             (to hit the timeout). Never set it outside tests.
@@ -490,12 +544,17 @@ class CpuBackend(Backend):
     device = "cpu"
 
     def __init__(self, threads: int = 1, protocol: Protocol | None = None,
-                 affinity: Sequence[int] | None = None, idle_s: float = 1.0,
+                 affinity: Sequence[int] | None = None, idle_s: float = 1.0, allocator: str = "default",
                  _fault: str | None = None, _arch: str = "carb.arch") -> None:
         if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
             raise ValueError(f"threads: {threads!r} must be an integer >= 1")
         if _fault is not None and _fault not in FAULTS:
             raise ValueError(f"_fault: {_fault!r} not one of {', '.join(FAULTS)}")
+        if allocator not in ALLOCATORS:
+            raise ValueError(f"allocator: unknown value {allocator!r} (expected {' or '.join(ALLOCATORS)})")
+        if allocator == "retain" and not _glibc():
+            raise ValueError("allocator 'retain' needs glibc (mallopt); this Python's C library is not glibc")
+        self.allocator = allocator
         self.threads = threads
         self.protocol = check_protocol(protocol or Protocol.default_for("cpu"))
         self.affinity = sorted(int(c) for c in affinity) if affinity else None
@@ -560,6 +619,8 @@ class CpuBackend(Backend):
             memory_definition=MEMORY_DEFINITION,
             memory_method=("clear_refs" if os.path.exists("/proc/self/clear_refs") else "ru_maxrss"),
             transparent_hugepage=thp_mode(),
+            allocator=self.allocator,
+            malloc_env={k: v for k, v in os.environ.items() if k.startswith(("MALLOC_", "GLIBC_TUNABLES", "LD_PRELOAD"))},
             protocol=self.protocol.to_dict(),
             ci_method="distribution-free binomial order statistics, 95%",
         )
@@ -581,7 +642,7 @@ class CpuBackend(Backend):
             "config": config, "build": builder_of(config), "protocol": protocol, "threads": self.threads,
             "paired": paired,  # a carb.measure.sentinel.Pairing (picklable) or None
             "paired_build": None if paired is None else builder_of(paired.config),
-            "affinity": self.affinity,
+            "affinity": self.affinity, "allocator": self.allocator,
             "arch": self._arch, "fault": self._fault,
             "rapl": self.rapl if self.rapl.available else None, "idle_power_w": self.idle_power_w,
         }
