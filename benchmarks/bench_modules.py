@@ -67,10 +67,12 @@ def cmd_measure(args: argparse.Namespace) -> None:
         configs = list(configs) + lc
         random.Random(args.seed).shuffle(configs)
         print(f"+ {len(lc)} layer configs ({args.layers_configs}), shuffled together", flush=True)
-    measure_campaign(configs, args.store, rounds=args.rounds, chunk=args.chunk, max_time=args.max_time)
+    measure_campaign(configs, args.store, rounds=args.rounds, chunk=args.chunk, max_time=args.max_time,
+                     allocator=args.allocator)
 
 
-def measure_campaign(configs: list, store_path: str | Path, rounds: int, chunk: int, max_time: float) -> None:
+def measure_campaign(configs: list, store_path: str | Path, rounds: int, chunk: int, max_time: float,
+                     allocator: str = "default") -> None:
     """Measure ``configs`` on this CPU (1 thread) with the ordinary pipeline (``run_campaign``:
     a fresh worker per visit, ``rounds`` visits spread over the campaign, the sentinel) into
     ``store_path``, one line per pooled result."""
@@ -81,7 +83,7 @@ def measure_campaign(configs: list, store_path: str | Path, rounds: int, chunk: 
     from carb.store import Store
 
     protocol = replace(Protocol.default_for("cpu"), max_time_s=max_time)
-    backend = get_backend("cpu", threads=1, protocol=protocol)
+    backend = get_backend("cpu", threads=1, protocol=protocol, allocator=allocator)
     store = Store(store_path)
     t0 = time.time()
 
@@ -142,9 +144,13 @@ def read_store(path: str | Path, family: str):
     with Store(tmp / path.name) as st:
         df = st.measurements()
         speed = st.speed_readings()
+        runs = st.runs()
         # the latency statistics only: the rest of a visit (its samples in `extra`) is not read
         rounds = st.con.execute("SELECT COLUMNS('^(config_id|round|latency_ms.*)$') FROM rounds WHERE status = 'ok'").df()
     speed.attrs["rounds"] = rounds
+    # the workers' allocator (carb.measure.cpu.ALLOCATORS; stores before it was recorded: default)
+    provs = [json.loads(p) for p in runs["provenance"] if isinstance(p, str)] if len(runs) else []
+    speed.attrs["allocator"] = sorted({p.get("allocator", "default") for p in provs}) or ["default"]
     shutil.rmtree(tmp, ignore_errors=True)
     df = df[(df["status"] == "ok") & (df["family"] == family)].reset_index(drop=True)
     return df, speed
@@ -161,6 +167,7 @@ def layer_data(path: str | Path | list, target: str = "latency_ms_p5"):
     parts = [read_store(p, "layers") for p in paths]
     df = pd.concat([d for d, _ in parts], ignore_index=True).drop_duplicates("config_id").reset_index(drop=True)
     speed = parts[0][1]
+    speed.attrs["allocator"] = sorted({a for _, sp in parts for a in sp.attrs["allocator"]})
     lf = L.layer_frame(df)
     # default: the 5th percentile of each layer's pooled samples, not the median: on the
     # shared machine the median of a long layer is inflated by other tenants' time slices
@@ -343,6 +350,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         "layers": int(len(lf)), "networks": int(len(zdf)), "k": args.k, "repeats": args.repeats,
         "network_target": args.target, "layer_target": args.layer_target,
         "layer_speed": _drift(lspeed), "zoo_speed": _drift(zspeed),
+        "allocator": {"layers": lspeed.attrs["allocator"], "zoo": zspeed.attrs["allocator"]},
         "zoo_measured": [str(zdf["measured_at"].min()), str(zdf["measured_at"].max())] if "measured_at" in zdf else None,
     }
     out = Path(args.out)
@@ -355,10 +363,13 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     print(f"written {out} ({time.time() - t0:.0f} s)")
     if args.save_model:
         nm = netmodel.fit_netmodel(lm, rows, y, groups=arch, device="cpu-1t", meta={
-            "layers": int(len(lf)), "networks": int(len(zdf)), "data": "layers-cpu-1t + zoo-cpu-1t (carb.zoo)",
+            "layers": int(len(lf)), "networks": int(len(zdf)), "network_target": args.target,
+            "data": args.data or (f"layers of {', '.join(Path(p).name for p in args.layers)} + carb.zoo networks of "
+                                  f"{Path(args.zoo).name}"),
             "threads": 1, "layer_store": ", ".join(Path(p).name for p in args.layers), "zoo_store": Path(args.zoo).name,
             "layer_target": args.layer_target, "zoo_measured": results["conditions"]["zoo_measured"],
             "layer_features": lm.features, "lat_shrink_strength": netmodel.LAT_SHRINK_STRENGTH,
+            "allocator": "/".join(sorted(set(lspeed.attrs["allocator"]) | set(zspeed.attrs["allocator"]))),
             **({"conditions": args.conditions} if args.conditions else {})})
         nm.save(args.save_model)
         print(f"model -> {args.save_model}")
@@ -604,6 +615,8 @@ def cmd_ship(args: argparse.Namespace) -> None:
         f"- CPU: {p.get('cpu_model')} ({p.get('logical_cpus')} logical CPUs), frequency seen {p.get('cpu_freq_mhz')} MHz",
         f"- python {p.get('python')}, torch {p.get('torch')}, carb {p.get('carb')}",
         f"- threads: 1 intra-op and inter-op (`torch.set_num_threads`); {args.pinning}",
+        f"- the workers' C allocator: {p.get('allocator', 'default')} (`carb.measure.cpu.ALLOCATORS`"
+        + ("; not recorded by this store: glibc's default rules)" if "allocator" not in p else ")"),
         "",
         "## Protocol",
         f"- each layer visited in {pr.get('rounds')} rounds at different moments (round-robin over chunks), "
@@ -740,6 +753,8 @@ def main(argv: list[str] | None = None) -> None:
     m.add_argument("--max-time", type=float, default=3.0)
     m.add_argument("--chunk", type=int, default=None,
                    help="configs visited round-robin together (default: all of them)")
+    m.add_argument("--allocator", default="default", choices=["default", "retain"],
+                   help="the workers' C allocator (carb.measure.cpu.ALLOCATORS)")
     m.add_argument("--layers-configs", default=None,
                    help="also measure these layer configs (parquet), shuffled in with the zoo")
     m.set_defaults(func=cmd_measure)
@@ -757,6 +772,7 @@ def main(argv: list[str] | None = None) -> None:
     e.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "bench_modules.json"))
     e.add_argument("--save-model", default=None, help="also fit on everything and save the model here")
     e.add_argument("--conditions", default=None, help="how the data were measured, for the saved model's meta")
+    e.add_argument("--data", default=None, help="what the saved model was fitted on, for its meta (default: the stores' names)")
     e.set_defaults(func=cmd_evaluate)
     c = sub.add_parser("consistency", help="cpu-1t ResNets: layer path vs config-level model")
     c.add_argument("--layers", default=str(CAMPAIGNS / "layers-cpu-1t.duckdb"))

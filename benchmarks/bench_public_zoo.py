@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_modules import _drift, measure_campaign, metrics  # noqa: E402  (same directory)
 
-MODEL = ROOT / "carb" / "data" / "layers-cpu-1t.netmodel"
+MODEL = "layers-cpu-avx2-1t"  # carb predict's default; --model for another (a shipped name or a directory)
 STORE = ROOT / "campaigns" / "public-zoo-cpu-1t.duckdb"
 #: torchvision classification networks at batch 1 and their usual input size
 AT_224 = ("alexnet", "vgg11_bn", "vgg16_bn", "resnet18", "resnet34", "resnet50", "resnet101", "resnext50_32x4d",
@@ -71,7 +71,7 @@ def cmd_measure(args: argparse.Namespace) -> None:
     from carb import netmodel, nets
 
     nets.ensure_registered()
-    nm = netmodel.load(MODEL)
+    nm = netmodel.load(args.model)
     # what `carb calibrate --samples K` measures, for each largest-network cap asked for
     cal_sets = {g: netmodel.choose_networks(nm, args.k, seed=args.seed, max_gflops=g) for g in args.cal_gflops}
     pub = public_configs()[:args.limit]
@@ -87,7 +87,9 @@ def cmd_measure(args: argparse.Namespace) -> None:
                   for c in configs]).to_csv(Path(args.store).with_suffix(".roles.csv"), index=False)
     print(f"{len(configs) - len(pub)} calibration networks ({', '.join(f'{len(v)} up to {g:g} GFLOP' for g, v in cal_sets.items())}) "
           f"+ {len(pub)} torchvision networks -> {args.store}", flush=True)
-    measure_campaign(configs, args.store, rounds=args.rounds, chunk=len(configs), max_time=args.max_time)
+    # with the allocator the model's own data were measured with, as `carb calibrate` does
+    measure_campaign(configs, args.store, rounds=args.rounds, chunk=len(configs), max_time=args.max_time,
+                     allocator=netmodel.allocator_of(nm))
 
 
 def _read(path: str | Path):
@@ -124,7 +126,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     t0 = time.time()
     tables = [netmodel.capture_config(c) for c in configs]
     print(f"{len(df)} networks measured ok, captured in {time.time() - t0:.1f} s", flush=True)
-    nm = netmodel.load(MODEL)
+    nm = netmodel.load(args.model)
     tokens = df["role"].str.split(";")
     pub = tokens.apply(lambda t: "public" in t).to_numpy()
     sets = sorted({t for ts in tokens for t in ts if t.startswith("calibration")})
@@ -197,7 +199,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
                          "speed": _drift(speed),
                          "measured": [str(df["measured_at"].min()), str(df["measured_at"].max())],
                          "torch": __import__("torch").__version__,
-                         "torchvision": __import__("torchvision").__version__, "model": str(MODEL.relative_to(ROOT))}
+                         "torchvision": __import__("torchvision").__version__, "model": str(args.model), "allocator": netmodel.allocator_of(nm)}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=1, default=float))
     print(json.dumps({k: {t: {m: round(x, 3) for m, x in v[t].items()} for t in v} for k, v in out["pooled"].items()},
@@ -232,6 +234,7 @@ def main(argv: list[str] | None = None) -> None:
     sub = p.add_subparsers(dest="cmd", required=True)
     m = sub.add_parser("measure", help="the K calibration networks and the torchvision networks, one campaign")
     m.add_argument("--store", default=str(STORE))
+    m.add_argument("--model", default=MODEL, help="network model whose calibration networks are measured")
     m.add_argument("--k", type=int, default=10)
     m.add_argument("--cal-gflops", type=float, nargs="+", default=[3.0],
                    help="one calibration set of K per cap on the zoo networks' GFLOP (choose_networks' max_gflops)")
@@ -241,6 +244,7 @@ def main(argv: list[str] | None = None) -> None:
     m.add_argument("--limit", type=int, default=None, help="only the first N torchvision networks (a smoke run)")
     e = sub.add_parser("evaluate", help="predict the torchvision networks; JSON")
     e.add_argument("--store", default=str(STORE))
+    e.add_argument("--model", default=MODEL, help="network model to evaluate (a shipped name or a directory)")
     e.add_argument("--method", default="log", choices=("log", "refit"), help="whose intervals the per-network table shows")
     e.add_argument("--cal-set", default=None, help="the calibration set of the per-network table (e.g. calibration-3)")
     e.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "public_zoo.json"))

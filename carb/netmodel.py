@@ -55,9 +55,9 @@ __all__ = ["NetModel", "LayerModel", "Prediction", "predict_module", "predict_mo
 
 FORMAT = "carb-netmodel/1"
 #: Network models shipped with carb: name -> directory under ``carb/data``.
-SHIPPED = {"layers-cpu-1t": "layers-cpu-1t.netmodel"}
+SHIPPED = {"layers-cpu-avx2-1t": "layers-cpu-avx2-1t.netmodel", "layers-cpu-1t": "layers-cpu-1t.netmodel"}
 #: The model ``carb predict --module`` uses when none is given.
-DEFAULT_MODEL = "layers-cpu-1t"
+DEFAULT_MODEL = "layers-cpu-avx2-1t"
 MB = 1e6
 
 
@@ -889,6 +889,12 @@ def calibrate_on(nm: NetModel, tables: Sequence[LayerTable], measured: pd.DataFr
 _ = CaptureError  # re-exported for callers catching capture errors through this module
 
 
+def allocator_of(nm: NetModel) -> str:
+    """The CPU workers' allocator the model's measurements were taken with
+    (:data:`carb.measure.cpu.ALLOCATORS`; a model from before it was recorded: ``default``)."""
+    return str(nm.meta.get("allocator", "default"))
+
+
 def calibration_line(nm: NetModel, model_dir: Any) -> str:
     """One line on what the model's figures stand for: calibrated on how many networks by
     which method, or not calibrated (then: how to calibrate it to this machine)."""
@@ -942,6 +948,10 @@ def predict_cli(module_spec: str, input_shape: str | None, precision: str, model
               f"{pred.flops / 1e9:.3f} GFLOP, {pred.params / 1e6:.2f} M parameters, {len(pred.layers)} layers"
               + (f" (model: the shipped {DEFAULT_MODEL}; --model for another)" if default else ""))
     con.print(f"latency  {pred.latency_ms:10.3f} ms   {pct} interval [{pred.latency_ms_lo:.3f}, {pred.latency_ms_hi:.3f}]")
+    if allocator_of(nm) == "retain":
+        con.print("         the steady state of a process that keeps freed memory (measured with allocator retain); "
+                  "under glibc's default malloc a forward can page-fault on fresh memory every time and take longer "
+                  "(a median 1.25x, up to 1.7x, on our 2-core VMs: README, How it measures)")
     con.print(f"memory   {pred.memory_mb:10.1f} MB   {pct} interval [{pred.memory_mb_lo:.1f}, {pred.memory_mb_hi:.1f}]")
     con.print("energy   " + (f"{pred.energy_j:.4f} J" if pred.energy_j is not None else f"- ({pred.energy_missing_reason})"))
     t = Table(title=f"top {top} layers by predicted latency")
@@ -955,5 +965,5 @@ def predict_cli(module_spec: str, input_shape: str | None, precision: str, model
     if json_file is not None:
         Path(json_file).parent.mkdir(parents=True, exist_ok=True)
         Path(json_file).write_text(json.dumps({"module": module_spec, "input": list(shape), "precision": precision,
-                                               **pred.to_dict(top)}, indent=1) + "\n")
+                                               "allocator": allocator_of(nm), **pred.to_dict(top)}, indent=1) + "\n")
         con.print(f"wrote {json_file}")

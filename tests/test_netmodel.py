@@ -422,6 +422,17 @@ def test_cli_predict_module_defaults_to_the_shipped_model(tmp_path, monkeypatch,
     lat = [line for line in out.splitlines() if line.startswith("latency")]
     assert lat and lat == [line for line in out2.splitlines() if line.startswith("latency")]
     assert netmodel.load(netmodel.DEFAULT_MODEL).device == "cpu-1t"
+    # the default model was measured with the retain allocator: the answer says which latency it is
+    assert "steady state of a process that keeps freed memory" in " ".join(out.split())
+    rc3, out3, _ = _cli(monkeypatch, capsys, "predict", "--module", f"{f}:build", "--input", "1x3x8x8",
+                        "--model", "layers-cpu-1t", "--json", tmp_path / "p.json")
+    assert rc3 == 0 and "steady state" not in out3
+    assert json.loads((tmp_path / "p.json").read_text())["allocator"] == "default"
+
+
+def test_every_shipped_network_model_says_its_allocator() -> None:
+    assert {n: netmodel.allocator_of(netmodel.load(n)) for n in netmodel.SHIPPED} == {
+        "layers-cpu-avx2-1t": "retain", "layers-cpu-1t": "default"}
 
 
 def test_a_path_wins_over_a_shipped_name(tmp_path, monkeypatch) -> None:

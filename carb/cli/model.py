@@ -390,7 +390,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command("predict")
     def predict(
-        model_dir: Optional[Path] = typer.Option(None, "--model", help="Model directory (from carb train or carb calibrate); with --module, a network model (default: the shipped layers-cpu-1t)."),
+        model_dir: Optional[Path] = typer.Option(None, "--model", help="Model directory (from carb train or carb calibrate); with --module, a network model (default: the shipped layers-cpu-avx2-1t)."),
         space_name: Optional[str] = typer.Option(None, "--space", help="Built-in space name or TOML file."),
         configs_file: Optional[Path] = typer.Option(None, "--configs", help="Parquet/CSV file of configs."),
         out: Optional[Path] = typer.Option(None, "--out", help="Output .parquet or .csv file (with --space/--configs)."),

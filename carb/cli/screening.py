@@ -217,7 +217,7 @@ def calibrate(
 ) -> None:
     """Measure K well-spread configs on a new device and map the source model to it.
 
-    With a network model (e.g. the shipped layers-cpu-1t, for carb predict --module), K
+    With a network model (e.g. the shipped layers-cpu-avx2-1t, for carb predict --module), K
     whole networks are measured instead of configs of a space.
 
     Example: carb calibrate --model models/cpu-1t --device cpu --threads 2 --samples 10 --out models/cpu-2t
@@ -233,7 +233,7 @@ def calibrate(
     source = pick_option(source, source_old, "--model", "--source", required=True)
     from carb.netmodel import resolve
 
-    source = resolve(source)  # a shipped network model may be named (layers-cpu-1t)
+    source = resolve(source)  # a shipped network model may be named (layers-cpu-avx2-1t)
     check_out_dir(out)
     try:  # before measuring anything: a calibrated model never overwrites a model or its source
         check_model_out(out, source)
@@ -255,7 +255,7 @@ def calibrate(
         fail(f"--method: unknown value {method!r} (expected log or nnls)")
     if networks is not None:
         fail(f"--networks: only with a network model (--model {source} is a config model; "
-             "the shipped layers-cpu-1t is one)")
+             "the shipped layers-cpu-avx2-1t is one)")
     src = load_model(source)
     sp = space.load(space_name)
     frame = _space_frame(sp, precision)
@@ -337,10 +337,15 @@ def _calibrate_netmodel(source: Path, device: str, threads: Optional[int], sampl
         fail(str(e))
     df = pd.DataFrame([c.to_dict() for c in cfgs])
     df.insert(0, "config_id", [c.config_id for c in cfgs])
-    console.print(f"calibrating {source} on {device}: {what}, {rounds} round(s) each")
+    # the K networks are measured as the model's layers and networks were: with the same
+    # worker allocator (page faults are part of a forward's cost under glibc's default rules)
+    allocator = netmodel.allocator_of(nm)
+    console.print(f"calibrating {source} on {device}: {what}, {rounds} round(s) each"
+                  + (f", allocator {allocator}" if device == "cpu" else ""))
     with tempfile.TemporaryDirectory(prefix="carb-calibrate-") as tmp:
         store = Path(tmp) / "calibration.duckdb"
-        rows = _measure_frame(df, device, threads, max_time, store, "calibrating", rounds=rounds)
+        rows = _measure_frame(df, device, threads, max_time, store, "calibrating", rounds=rounds,
+                              allocator=allocator if device == "cpu" else "default")
         by_id = rows.set_index("config_id")
         ok = [cid in by_id.index and by_id.loc[cid, "status"] == "ok" for cid in df.config_id]
         if sum(ok) < 3:
@@ -383,11 +388,11 @@ def _calibrate_netmodel(source: Path, device: str, threads: Optional[int], sampl
 
 
 def _measure_frame(df, device: str, threads: Optional[int], max_time: float, store_path: Path, what: str,
-                   rounds: int = 1, again: bool = False):
+                   rounds: int = 1, again: bool = False, allocator: str = "default"):
     """Measure the configs of a frame into a store (``rounds`` visits per config spread over
     the campaign, pooled); returns the measured rows. ``again``: measure configs the store
     holds once more, into its ``remeasurements`` table (the first rows kept), and return the
-    new rows."""
+    new rows. ``allocator``: the CPU workers' (:data:`carb.measure.cpu.ALLOCATORS`)."""
     from dataclasses import replace
 
     from carb.campaign import run_campaign
@@ -398,7 +403,7 @@ def _measure_frame(df, device: str, threads: Optional[int], max_time: float, sto
 
     configs = configs_from_frame(df)
     protocol = replace(Protocol.default_for(device), max_time_s=max_time)
-    opts = {"threads": threads or 1} if device == "cpu" else {"lock_clocks": False}
+    opts = {"threads": threads or 1, "allocator": allocator} if device == "cpu" else {"lock_clocks": False}
     try:
         backend = get_backend(device, protocol=protocol, **opts)
     except (ValueError, RuntimeError) as e:
