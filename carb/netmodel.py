@@ -903,8 +903,10 @@ def calibration_line(nm: NetModel, model_dir: Any) -> str:
         return (f"calibrated ({m['calibration_method']}) on {m.get('calibrated_on', '?')} networks measured on "
                 f"{m.get('calibration_device', nm.device or '?')}")
     n = f"{m['networks']} networks measured " if isinstance(m.get("networks"), int) else ""
-    return (f"not calibrated to this machine: fitted on {n}on {nm.device or 'its device'} on another day; calibrating cut the error on unseen torchvision networks by about 3 "
-            f"points on ours (benchmarks/RESULTS.md): carb calibrate --model {model_dir} --out NEW_DIR (about a minute)")
+    return (f"not calibrated to this machine: fitted on {n}on {nm.device or 'its device'} on another day; to fit it "
+            f"to this machine: carb calibrate --model {model_dir} --networks YOUR_NETS.txt --out NEW_DIR (a few "
+            "networks of the kind you deploy: calibrating on networks unlike them can make it worse, "
+            "benchmarks/RESULTS.md)")
 
 
 def predict_cli(module_spec: str, input_shape: str | None, precision: str, model_dir: Any, json_file: Any,
