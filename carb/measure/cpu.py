@@ -263,14 +263,21 @@ def _cpu_freq_mhz(cpus: Sequence[int]) -> tuple[float | None, str | None]:
     return None, None
 
 
-def _malloc_trim() -> bool:
-    """Return freed heap memory to the OS (glibc ``malloc_trim``); False where unavailable."""
+def _libc() -> Any:
+    """This process's C library through ctypes (glibc's ``malloc_trim``, ``mallopt``), or
+    ``None`` where it cannot be loaded."""
     try:
         import ctypes
 
-        return bool(ctypes.CDLL("libc.so.6").malloc_trim(0))
-    except (OSError, AttributeError):
-        return False
+        return ctypes.CDLL("libc.so.6")
+    except OSError:
+        return None
+
+
+def _malloc_trim() -> bool:
+    """Return freed heap memory to the OS (glibc ``malloc_trim``); False where unavailable."""
+    libc = _libc()
+    return bool(libc.malloc_trim(0)) if libc is not None and hasattr(libc, "malloc_trim") else False
 
 
 #: How a CPU worker's C allocator (glibc malloc) keeps freed memory. ``default``: glibc's
@@ -291,14 +298,10 @@ _RETAIN_BYTES = 1 << 30
 def _retain_freed_memory() -> bool:
     """Make this process keep freed memory (glibc ``mallopt``, see :data:`ALLOCATORS`).
     False where it cannot (not glibc)."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL("libc.so.6")
-        return bool(libc.mallopt(_M_TRIM_THRESHOLD, _RETAIN_BYTES)) and bool(
-            libc.mallopt(_M_MMAP_THRESHOLD, _RETAIN_BYTES))
-    except (OSError, AttributeError):
+    libc = _libc()
+    if libc is None or not hasattr(libc, "mallopt"):
         return False
+    return bool(libc.mallopt(_M_TRIM_THRESHOLD, _RETAIN_BYTES)) and bool(libc.mallopt(_M_MMAP_THRESHOLD, _RETAIN_BYTES))
 
 
 def _glibc() -> bool:
