@@ -23,9 +23,11 @@ How a prediction is made (:func:`predict_module`):
    the largest layer's weights, a constant).
 4. **Calibration** to a device (or to the machine's speed of the day) from K whole-network
    measurements (:func:`calibrate_on`, ``carb calibrate --model <network model>``): by
-   default the network terms refitted on the K (``refit``), or
-   :func:`carb.transfer.fit_log_map`'s log-space map per target (``log``); leave-one-out
-   intervals at the finite-sample conformal level.
+   default one device factor per target, or none where it does not predict the K better
+   left out (``factor``); :func:`carb.transfer.fit_log_map`'s full log-space map per target
+   (``log``: also a slope and a batch term); or the network terms refitted on the K
+   (``refit``). The K are chosen spread over the predicted latency and the input sizes
+   (:func:`choose_networks`). Leave-one-out intervals at the finite-sample conformal level.
 
 Intervals are 90% by default: the quantile of the network model's leave-one-family-out
 log-residuals on its training networks (or, once calibrated, of the map's leave-one-out
@@ -418,7 +420,11 @@ class NetModel:
             q = self.q.get(target, 0.0)
             cal = self.calibration.get(target)
             if cal:
-                lm = LogMap(coef=list(cal["coef"]), q=float(cal["q"]), n=int(cal["n"]))
+                # outside the K's range the map holds its end ratio (models calibrated before
+                # the range was kept carry their slope on, as they did)
+                rng_ = cal.get("s_range")
+                lm = LogMap(coef=list(cal["coef"]), q=float(cal["q"]), n=int(cal["n"]), add=float(cal.get("add", 0.0)),
+                            s_range=(float(rng_[0]), float(rng_[1])) if rng_ else None)
                 pred = lm.apply(pred, batch)
                 q = max(lm.q, 0.0) if lm.n >= 5 else max(q, lm.q)
             lo, hi = pred * math.exp(-q), pred * math.exp(q)
@@ -431,10 +437,11 @@ class NetModel:
             out[target], out[f"{target}_lo"], out[f"{target}_hi"] = pred, lo, hi
         return out
 
-    def calibrate(self, rows: pd.DataFrame, measured: pd.DataFrame) -> "NetModel":
+    def calibrate(self, rows: pd.DataFrame, measured: pd.DataFrame, max_terms: int = 3) -> "NetModel":
         """A copy calibrated with K whole-network measurements (``latency_ms``,
         ``memory_mb`` columns of ``measured``, aligned with ``rows``) through
-        :func:`carb.transfer.fit_log_map`."""
+        :func:`carb.transfer.fit_log_map` (``max_terms``: its most coefficients; 1: the
+        identity or one device factor, and for memory also one fixed offset)."""
         from carb.transfer import fit_log_map
 
         base = NetModel(self.layer, self.lat_coef, self.mem_coef, self.q, {}, self.coverage, self.device,
@@ -446,8 +453,12 @@ class NetModel:
             ok = np.isfinite(y) & (y > 0)
             if ok.sum() < 2:
                 continue
-            lm = fit_log_map(pred[t].to_numpy()[ok], y[ok], rows["batch"].to_numpy(np.float64)[ok], self.coverage)
-            cal[t] = {"coef": lm.coef, "q": lm.q, "n": lm.n}
+            # one term: memory may instead take a fixed offset (another runtime's baseline),
+            # as carb calibrate's config models do
+            lm = fit_log_map(pred[t].to_numpy()[ok], y[ok], rows["batch"].to_numpy(np.float64)[ok], self.coverage,
+                             additive=max_terms == 1 and t == "memory_mb", max_terms=max_terms)
+            cal[t] = {"coef": lm.coef, "q": lm.q, "n": lm.n, "add": lm.add,
+                      "s_range": list(lm.s_range) if lm.s_range else None}
         base.calibration = cal
         base.meta["calibrated_on"] = int(len(rows))
         return base
@@ -792,16 +803,20 @@ def predict_modules(modules: Sequence[Any], example_inputs: Any, model: NetModel
 # --------------------------------------------------------------------------- calibration
 
 #: How :func:`calibrate_on` maps a network model to K whole networks measured on a device.
-CALIBRATION_METHODS = ("log", "refit")
+CALIBRATION_METHODS = ("factor", "log", "refit")
 #: Largest network :func:`choose_networks` measures by default. Units: GFLOP per forward.
 #: Up to 12 (not the zoo's 3 of the leave-one-family-out evaluation): networks as large as
 #: the ImageNet CNNs users deploy, whose big dense convolutions the layer model over-prices;
 #: chosen side by side on torchvision's networks (benchmarks/RESULTS.md, issue 15, public zoo).
 CALIBRATION_MAX_GFLOPS = 12.0
-#: The default of :func:`calibrate_on` and ``carb calibrate`` for a network model: the
-#: method the leave-one-family-out evaluation scores (network terms fitted on K networks),
-#: and the better one on torchvision's networks (same section).
-DEFAULT_CALIBRATION_METHOD = "refit"
+#: The default of :func:`calibrate_on` and ``carb calibrate`` for a network model: one device
+#: factor (or none, if it does not predict the K better left out). Chosen on the candidates'
+#: own networks left out of the K (40 draws of K = 10): a factor and the full log map 8.4%,
+#: refit 9.2%; the full log map's line and batch term, picked by the median leave-one-out
+#: error of ten points, once scaled torchvision's batch-1 networks up by a third
+#: (benchmarks/RESULTS.md, issue 15, "Choosing the K"). A device whose speed does not differ
+#: by one factor (another batch scaling) wants ``log`` or ``refit``.
+DEFAULT_CALIBRATION_METHOD = "factor"
 
 
 def capture_config(config: Any) -> LayerTable:
@@ -820,16 +835,47 @@ def capture_config(config: Any) -> LayerTable:
     raise ModelError(f"not a network config: a {type(config).__name__} (expected a zoo or net config)")
 
 
+#: How :func:`choose_networks` spreads the K networks: ``sizes`` (the default) takes in each
+#: latency bin the input size, then the family, least used so far; ``families``, the family
+#: only (the rule before sizes were added). One input size may price systematically off (the
+#: layer model's thin corners), and a calibration map fitted on networks mostly of that size
+#: moves every other network by that error (benchmarks/RESULTS.md, issue 15, calibration).
+CHOICE_RULES = ("sizes", "families")
+
+
+def pick_networks(cands: Sequence[Any], latency_ms: np.ndarray, k: int, rng: np.random.Generator,
+                  rule: str = "sizes") -> list[int]:
+    """Indices of K of ``cands`` (zoo configs with ``arch`` and ``input_size``) spread over
+    their predicted ``latency_ms``: the candidates are split into K bins of log latency and
+    one taken from each bin by ``rule`` (:data:`CHOICE_RULES`), ties broken by ``rng``."""
+    if rule not in CHOICE_RULES:
+        raise ModelError(f"unknown choice rule {rule!r} (expected one of {', '.join(CHOICE_RULES)})")
+    order = np.argsort(np.log(np.asarray(latency_ms, np.float64)), kind="stable")
+    fams: dict[str, int] = {}
+    sizes: dict[int, int] = {}
+    out = []
+    for b in np.array_split(order, k):
+        def key(i: int) -> tuple:
+            c = cands[i]
+            s = sizes.get(c.input_size, 0) if rule == "sizes" else 0
+            return (s, fams.get(c.arch, 0), rng.random())
+        pick = int(min(b, key=key))
+        fams[cands[pick].arch] = fams.get(cands[pick].arch, 0) + 1
+        sizes[cands[pick].input_size] = sizes.get(cands[pick].input_size, 0) + 1
+        out.append(pick)
+    return out
+
+
 def choose_networks(nm: NetModel, k: int, seed: int = 0, per_family: int = 4,
-                    max_gflops: float = CALIBRATION_MAX_GFLOPS) -> list[Any]:
+                    max_gflops: float = CALIBRATION_MAX_GFLOPS, rule: str = "sizes") -> list[Any]:
     """K zoo networks (:mod:`carb.zoo`) to calibrate ``nm`` with: ``per_family`` random
     candidates of each family (seeded) of at most ``max_gflops`` GFLOP per forward, split
-    into K bins of the model's predicted latency (log scale) and one taken from each bin,
-    the family least used so far first, so that the K networks span the latencies and the
-    designs.
+    into K bins of the model's predicted latency (log scale) and one taken from each bin
+    (:func:`pick_networks`: the input size, then the family, least used so far first), so
+    that the K networks span the latencies, the input sizes and the designs.
 
     Raises:
-        ModelError: ``k`` < 2 or more than the candidates.
+        ModelError: ``k`` < 2 or more than the candidates, or an unknown ``rule``.
     """
     from carb import zoo
 
@@ -837,17 +883,8 @@ def choose_networks(nm: NetModel, k: int, seed: int = 0, per_family: int = 4,
     if not 2 <= k <= len(cands):
         raise ModelError(f"--samples {k}: choose between 2 and {len(cands)} networks")
     rows = _network_rows([capture_config(c) for c in cands], nm.layer)[0]
-    lat = np.log(nm.predict_rows(rows)["latency_ms"].to_numpy())
-    order = np.argsort(lat, kind="stable")
-    used: dict[str, int] = {}
-    rng = np.random.default_rng(seed)
-    out = []
-    for b in np.array_split(order, k):
-        # fewest uses of the family first; ties broken at random (seeded)
-        pick = min(b, key=lambda i: (used.get(cands[i].arch, 0), rng.random()))
-        used[cands[pick].arch] = used.get(cands[pick].arch, 0) + 1
-        out.append(cands[pick])
-    return out
+    lat = nm.predict_rows(rows)["latency_ms"].to_numpy()
+    return [cands[i] for i in pick_networks(cands, lat, k, np.random.default_rng(seed), rule)]
 
 
 def calibrate_on(nm: NetModel, tables: Sequence[LayerTable], measured: pd.DataFrame,
@@ -859,8 +896,11 @@ def calibrate_on(nm: NetModel, tables: Sequence[LayerTable], measured: pd.DataFr
         nm: the network model to calibrate (its layer model is kept).
         tables: the K networks' captures (:func:`capture_config`).
         measured: their ``latency_ms`` (ms) and ``memory_mb`` (MB), aligned with ``tables``.
-        method: ``log``: a log-space map of ``nm``'s prediction per target
-            (:meth:`NetModel.calibrate`, as ``carb calibrate`` maps a config model);
+        method: ``factor``: one device factor per target (or, for memory, one offset in MB),
+            or none, whichever predicts the K better left out (:meth:`NetModel.calibrate`
+            with ``max_terms=1``);
+            ``log``: a log-space map of ``nm``'s prediction per target, also a line in log
+            and a batch term (:meth:`NetModel.calibrate`, as ``carb calibrate`` maps a config model);
             ``refit``: the network terms refitted on the K networks (:func:`fit_netmodel`,
             overheads shrunk towards 0, scale free).
         meta: provenance added to the model's ``meta``.
@@ -877,8 +917,8 @@ def calibrate_on(nm: NetModel, tables: Sequence[LayerTable], measured: pd.DataFr
         raise ModelError(f"calibration: {int(ok.sum())} networks measured; need at least 3")
     rows = _network_rows([t for t, o in zip(tables, ok) if o], nm.layer)[0]
     y = y[ok].reset_index(drop=True)
-    if method == "log":
-        out = nm.calibrate(rows, y)
+    if method in ("log", "factor"):
+        out = nm.calibrate(rows, y, max_terms=1 if method == "factor" else 3)
     else:
         out = fit_netmodel(nm.layer, rows, y, coverage=nm.coverage, device=nm.device, meta=nm.meta)
         out.meta["calibrated_on"] = int(len(rows))
@@ -904,9 +944,8 @@ def calibration_line(nm: NetModel, model_dir: Any) -> str:
                 f"{m.get('calibration_device', nm.device or '?')}")
     n = f"{m['networks']} networks measured " if isinstance(m.get("networks"), int) else ""
     return (f"not calibrated to this machine: fitted on {n}on {nm.device or 'its device'} on another day; to fit it "
-            f"to this machine: carb calibrate --model {model_dir} --networks YOUR_NETS.txt --out NEW_DIR (a few "
-            "networks of the kind you deploy: calibrating on networks unlike them can make it worse, "
-            "benchmarks/RESULTS.md)")
+            f"to this machine: carb calibrate --model {model_dir} --out NEW_DIR (K zoo networks spread over sizes "
+            "and designs; --networks YOUR_NETS.txt for a few of the kind you deploy)")
 
 
 def predict_cli(module_spec: str, input_shape: str | None, precision: str, model_dir: Any, json_file: Any,

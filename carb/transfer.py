@@ -287,7 +287,7 @@ def fit_additive(s: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray] | Non
 
 
 def fit_log_map(s: np.ndarray, y: np.ndarray, batch: np.ndarray, coverage: float = 0.9,
-                additive: bool = False) -> LogMap:
+                additive: bool = False, max_terms: int = 3) -> LogMap:
     """Choose among four maps by exact leave-one-out error (least squares, hat matrix):
     the identity (``log y = log s``), a device factor alone (``log y = a + log s``), a
     line (``a + b log s``), and, from :data:`MIN_K_BATCH_TERM` measurements, a line plus
@@ -296,6 +296,8 @@ def fit_log_map(s: np.ndarray, y: np.ndarray, batch: np.ndarray, coverage: float
     ``additive``: a fifth candidate, :func:`fit_additive` (``y = s + c``, its leave-one-out
     residuals in log like the others'), a device that holds a fixed amount more or less
     than the source (:attr:`LogMap.add`).
+    ``max_terms``: the most coefficients a candidate map may fit (1: the identity or the
+    factor only; 2: also the line).
     The map keeps the range of ``s`` (:attr:`LogMap.s_range`): outside it, it holds its ratio."""
     log_s, log_y = np.log(np.asarray(s, float)), np.log(np.asarray(y, float))
     batch = np.asarray(batch, float)
@@ -304,9 +306,9 @@ def fit_log_map(s: np.ndarray, y: np.ndarray, batch: np.ndarray, coverage: float
     # residuals are its residuals). It wins where the target does not change between
     # devices (memory between thread counts), where any fitted map only adds noise.
     candidates: list[np.ndarray | None] = [None, np.ones((n, 1))]
-    if n >= 4 and np.ptp(log_s) > 0:
+    if n >= 4 and np.ptp(log_s) > 0 and max_terms >= 2:
         candidates.append(np.column_stack([np.ones(n), log_s]))
-    if n >= MIN_K_BATCH_TERM and len(np.unique(batch)) > 1:
+    if n >= MIN_K_BATCH_TERM and len(np.unique(batch)) > 1 and max_terms >= 3:
         candidates.append(np.column_stack([np.ones(n), log_s, np.log(batch)]))
     best: tuple[float, list[float], np.ndarray] | None = None
     for X in candidates:

@@ -237,3 +237,19 @@ def test_a_precision_outside_the_k_is_flagged(cands):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the K's own precision: no warning
         assert "extrapolated" not in model.predict(fp32).columns
+
+
+def test_log_map_max_terms_limits_the_candidate_maps():
+    """SYNTHETIC costs on a line in log (y = 2 s^1.3, batches 1..4): the full map fits the
+    slope; ``max_terms=1`` keeps to the identity or one factor, ``max_terms=2`` to the line."""
+    from carb.transfer import fit_log_map
+
+    rng = np.random.default_rng(1)
+    s = np.geomspace(1.0, 100.0, 12)
+    batch = np.tile([1.0, 2.0, 4.0], 4)
+    y = 2.0 * s ** 1.3 * np.exp(rng.normal(0, 0.01, 12))
+    assert fit_log_map(s, y, batch).coef[1] == pytest.approx(1.3, abs=0.05)
+    one = fit_log_map(s, y, batch, max_terms=1)
+    assert len(one.coef) == 2 and one.coef[1] == 1.0
+    two = fit_log_map(s, y * batch ** 0.5, batch, max_terms=2)
+    assert len(two.coef) == 2 and two.coef[1] != 1.0  # the line, never the batch term

@@ -128,9 +128,28 @@ def test_choose_networks_spans_the_families(shipped) -> None:
     lat = shipped.predict_rows(netmodel._network_rows([netmodel.capture_config(c) for c in cfgs],
                                                       shipped.layer)[0])["latency_ms"]
     assert lat.max() / lat.min() > 5  # spread over the predicted latency
+    assert max(pd.Series([c.input_size for c in cfgs]).value_counts()) <= 3  # over the input sizes (5 of them)
     assert netmodel.choose_networks(shipped, 10, seed=0, per_family=2) == cfgs  # seeded
     with pytest.raises(netmodel.ModelError, match="between 2 and 20"):
         netmodel.choose_networks(shipped, 21, per_family=2)
+
+
+def test_pick_networks_spreads_the_input_sizes() -> None:
+    # synthetic candidates: the fast half all at 96 px, the slow half spread over 4 sizes
+    from types import SimpleNamespace as C
+
+    cands = [C(arch=f"a{i % 5}", input_size=96) for i in range(20)]
+    cands += [C(arch=f"a{i % 5}", input_size=(128, 160, 192, 224)[i % 4]) for i in range(20)]
+    lat = np.concatenate([np.linspace(1, 10, 20), np.linspace(11, 100, 20)])
+    # 8 bins of 5, the first 4 inside the 96-px-only half: there no rule has a choice; in the
+    # slow half the sizes rule takes a new size in each bin, the families rule need not
+    fams = netmodel.pick_networks(cands, lat, 8, np.random.default_rng(0), "families")
+    sizes = netmodel.pick_networks(cands, lat, 8, np.random.default_rng(0), "sizes")
+    assert [cands[i].input_size for i in sizes[:4]] == [96] * 4
+    assert sorted(cands[i].input_size for i in sizes[4:]) == [128, 160, 192, 224]
+    assert len({cands[i].arch for i in fams}) == 5 and len(set(fams)) == len(set(sizes)) == 8
+    with pytest.raises(netmodel.ModelError, match="unknown choice rule"):
+        netmodel.pick_networks(cands, lat, 6, np.random.default_rng(0), "nope")
 
 
 def test_calibrate_on_a_synthetic_slower_device(shipped) -> None:
@@ -139,7 +158,7 @@ def test_calibrate_on_a_synthetic_slower_device(shipped) -> None:
     tables = [netmodel.capture_config(c) for c in cfgs]
     before = shipped.predict_rows(netmodel._network_rows(tables, shipped.layer)[0])
     truth = pd.DataFrame({"latency_ms": 1.6 * before["latency_ms"], "memory_mb": before["memory_mb"] + 10})
-    for method in ("log", "refit"):
+    for method in netmodel.CALIBRATION_METHODS:
         cal = netmodel.calibrate_on(shipped, tables, truth, method, meta={"samples": 8})
         after = cal.predict_rows(netmodel._network_rows(tables, cal.layer)[0])
         assert np.allclose(after["latency_ms"] / truth["latency_ms"], 1.0, rtol=0.03), method
@@ -149,6 +168,23 @@ def test_calibrate_on_a_synthetic_slower_device(shipped) -> None:
         netmodel.calibrate_on(shipped, tables, truth, "nnls")
     with pytest.raises(netmodel.ModelError, match="need at least 3"):
         netmodel.calibrate_on(shipped, tables[:2], truth[:2])
+
+
+def test_factor_calibration_fits_no_slope_or_batch_term(shipped) -> None:
+    # synthetic truth whose ratio to the prediction grows with batch and with latency: the
+    # full log map may fit that with 10 points, the default `factor` holds to one factor
+    cfgs = netmodel.choose_networks(shipped, 10, seed=2, per_family=2)
+    tables = [netmodel.capture_config(c) for c in cfgs]
+    rows = netmodel._network_rows(tables, shipped.layer)[0]
+    before = shipped.predict_rows(rows)
+    lat = before["latency_ms"].to_numpy()
+    truth = pd.DataFrame({"latency_ms": 1.3 * lat ** 1.2 * rows["batch"].to_numpy() ** -0.3,
+                          "memory_mb": before["memory_mb"]})
+    assert netmodel.DEFAULT_CALIBRATION_METHOD == "factor"
+    fac = netmodel.calibrate_on(shipped, tables, truth)
+    assert len(fac.calibration["latency_ms"]["coef"]) == 2 and fac.calibration["latency_ms"]["coef"][1] == 1.0
+    full = netmodel.calibrate_on(shipped, tables, truth, "log")
+    assert full.calibration["latency_ms"]["coef"][1:] != [1.0]  # it took the slope (and batch) terms
 
 
 @pytest.mark.parametrize("extra,words", [
@@ -183,10 +219,10 @@ def test_cli_calibrate_netmodel_measures_and_predicts(tmp_path, monkeypatch, cap
     rc, out, err = _cli(monkeypatch, capsys, "calibrate", "--model", MODEL, "--networks", lst, "--max-time", "0.2",
                         "--out", out_dir)
     assert rc in (0, None), err
-    assert "4 networks measured on cpu (refit)" in out and f"wrote {out_dir}" in out
+    assert "4 networks measured on cpu (factor)" in out and f"wrote {out_dir}" in out
     assert "left out of the calibration: flaky-i32-b1-fp32" in err and "no real build" in err
     cal = netmodel.load(out_dir)
-    assert cal.meta["calibration_method"] == "refit" and cal.meta["samples"] == 4 and cal.device == "cpu-1t"
+    assert cal.meta["calibration_method"] == "factor" and cal.meta["samples"] == 4 and cal.device == "cpu-1t"
     assert len(cal.meta["networks"]) == 4 and (out_dir / "calibration.duckdb").is_file()
     from carb.store import Store
 
@@ -199,7 +235,7 @@ def test_cli_calibrate_netmodel_measures_and_predicts(tmp_path, monkeypatch, cap
     rc, out, err = _cli(monkeypatch, capsys, "predict", "--module", f"{nets_file}:grouped", "--input", "1x3x48x48",
                         "--model", out_dir)
     assert rc in (0, None), err
-    assert "device cpu-1t" in out and "calibrated (refit) on 4 networks measured on cpu" in out
+    assert "device cpu-1t" in out and "calibrated (factor) on 4 networks measured on cpu" in out
     # the calibrated directory is refused as --out: it is not empty
     rc, out, err = _cli(monkeypatch, capsys, "calibrate", "--model", MODEL, "--networks", lst, "--out", out_dir)
     _one_line_error(rc, err, "not empty")

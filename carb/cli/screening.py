@@ -211,7 +211,7 @@ def calibrate(
     seed: int = typer.Option(0, "--seed", help="Seed of the sampler."),
     max_time: float = typer.Option(2.0, "--max-time", min=0.1, help="Sampling seconds per config."),
     out: Path = typer.Option(..., "--out", help="Directory of the calibrated model."),
-    method: Optional[str] = typer.Option(None, "--method", help="Map: log (default; log-space map of the source prediction) or nnls (HELP-style, with cost features; carb.transfer); for a network model refit (default; its network terms refitted on the K networks) or log."),
+    method: Optional[str] = typer.Option(None, "--method", help="Map: log (default; log-space map of the source prediction) or nnls (HELP-style, with cost features; carb.transfer); for a network model factor (default; one device factor, or none where it does not help), log (also a slope and a batch term) or refit (its network terms refitted on the K networks)."),
     networks: Optional[Path] = typer.Option(None, "--networks", help="With a network model: a text file of the networks to measure, one per line: SPEC INPUT [PRECISION], e.g. torchvision.models:resnet18 1x3x224x224 fp32 (default: K networks of carb.zoo spread over the model's predicted latency)."),
     rounds: int = typer.Option(1, "--rounds", min=1, help="Visits per config, spread over the calibration campaign and pooled."),
 ) -> None:
@@ -329,7 +329,7 @@ def _calibrate_netmodel(source: Path, device: str, threads: Optional[int], sampl
                 fail(f"--networks {networks}: {len(cfgs)} networks; need at least 3")
             what = f"{len(cfgs)} networks of {networks}"
         else:
-            with console.status(f"choosing {samples} zoo networks spread over the predicted latency"):
+            with console.status(f"choosing {samples} zoo networks spread over the predicted latency and the input sizes"):
                 cfgs = netmodel.choose_networks(nm, samples, seed=seed)
             what = f"{len(cfgs)} carb.zoo networks (seed {seed})"
         tables = [netmodel.capture_config(c) for c in cfgs]
