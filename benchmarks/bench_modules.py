@@ -156,18 +156,37 @@ def read_store(path: str | Path, family: str):
     return df, speed
 
 
-def layer_data(path: str | Path | list, target: str = "latency_ms_p5"):
+def layer_data(path: str | Path | list, target: str = "latency_ms_p5", bridge: bool = False):
     """The measured layers of one campaign store, or of several (a list: their ok rows
-    concatenated, a layer measured in two stores kept from the first)."""
+    concatenated, a layer measured in two stores kept from the first).
+
+    ``bridge``: each later store's ``target`` is scaled to the first store's speed by the
+    median ratio over the layers both measured (campaigns at other times ran at other machine
+    speeds); the ratios and counts are in ``speed.attrs["bridge"]``."""
+    import numpy as np
     import pandas as pd
 
     from carb.families import layers as L
 
     paths = path if isinstance(path, list) else [path]
     parts = [read_store(p, "layers") for p in paths]
+    scales = []
+    if bridge and len(parts) > 1:
+        first = parts[0][0].set_index("config_id")[target]
+        for i, (d, _) in enumerate(parts[1:], 1):
+            common = d[d["config_id"].isin(first.index)]
+            if len(common) < 10:
+                raise SystemExit(f"error: --bridge: {paths[i]} shares {len(common)} layers with {paths[0]}; need 10")
+            ratio = float(np.median(first.loc[common["config_id"]].to_numpy() / common[target].to_numpy()))
+            d = d.copy()
+            d[target] = d[target] * ratio
+            parts[i] = (d, parts[i][1])
+            scales.append({"store": str(paths[i]), "common": int(len(common)), "scale_to_first": ratio})
+            print(f"bridge: {paths[i]} x {ratio:.3f} ({len(common)} layers in common)", flush=True)
     df = pd.concat([d for d, _ in parts], ignore_index=True).drop_duplicates("config_id").reset_index(drop=True)
     speed = parts[0][1]
     speed.attrs["allocator"] = sorted({a for _, sp in parts for a in sp.attrs["allocator"]})
+    speed.attrs["bridge"] = scales
     lf = L.layer_frame(df)
     # default: the 5th percentile of each layer's pooled samples, not the median: on the
     # shared machine the median of a long layer is inflated by other tenants' time slices
@@ -238,7 +257,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     from carb import netmodel
 
     t0 = time.time()
-    lf, ly, ldf, lspeed = layer_data(args.layers, args.layer_target)
+    lf, ly, ldf, lspeed = layer_data(args.layers, args.layer_target, bridge=args.bridge)
     print(f"{len(lf)} measured layers ({time.time() - t0:.0f} s)", flush=True)
     # layer model: 5-fold CV for the record, then the model on all layers
     rng = np.random.default_rng(0)
@@ -351,6 +370,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         "network_target": args.target, "layer_target": args.layer_target,
         "layer_speed": _drift(lspeed), "zoo_speed": _drift(zspeed),
         "allocator": {"layers": lspeed.attrs["allocator"], "zoo": zspeed.attrs["allocator"]},
+        "layer_stores": [str(p) for p in args.layers], "bridge": lspeed.attrs.get("bridge", []),
         "zoo_measured": [str(zdf["measured_at"].min()), str(zdf["measured_at"].max())] if "measured_at" in zdf else None,
     }
     out = Path(args.out)
@@ -587,11 +607,18 @@ def cmd_ship(args: argparse.Namespace) -> None:
     spec = importlib.util.spec_from_file_location("ship_dataset", ROOT / "scripts" / "ship_dataset.py")
     ship = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(ship)
+    import pandas as pd
+
     out = Path(args.out)
-    with Store(args.store, read_only=True) as st:
-        df = datasets.from_store(st, args.platform, with_features=False)
-        f = ship.figures(st, args.platform)
-    df = df[df["family"] == "layers"].reset_index(drop=True)
+    frames, figs = [], []
+    for store in args.store:
+        with Store(store, read_only=True) as st:
+            frames.append(datasets.from_store(st, args.platform, with_features=False))
+            figs.append(ship.figures(st, args.platform))
+    # several stores: a layer measured in two is kept from the first (raw values, not rescaled)
+    df = pd.concat(frames, ignore_index=True)
+    df = df[df["family"] == "layers"].drop_duplicates("config_id").reset_index(drop=True)
+    f = figs[0]
     df["device"] = args.name
     datasets.write(datasets.slim(df), out / f"{args.name}.parquet")
     p, pr = f["provenance"], f["protocol"]
@@ -625,14 +652,16 @@ def cmd_ship(args: argparse.Namespace) -> None:
         "- latency_ms: median per-forward time (one module call: the operator on inputs held as buffers); "
         f"latency_ms_p5: the 5th percentile of the pooled samples; carb.netmodel learns from `{args.layer_target}` "
         "(see below)",
-        f"- measured {f['first_measured'][:16]} to {f['last_measured'][:16]} UTC in {f['runs']} resumed run(s)",
+        *[f"- measured {g['first_measured'][:16]} to {g['last_measured'][:16]} UTC in {g['runs']} resumed run(s)"
+          + (f" ({Path(st_).name}, {n:,} layers kept from it)" if len(args.store) > 1 else "")
+          for st_, g, n in zip(args.store, figs, _kept_counts(frames))],
         "",
         "## Counts and noise",
         f"- rows by status: {', '.join(f'{k}: {v}' for k, v in df['status'].value_counts().items())}",
         f"- latency: median CoV of the pooled samples {df['latency_ms_cov'].median():.3f} "
         f"(p95 {df['latency_ms_cov'].quantile(0.95):.3f}); median samples per layer "
         f"{df['latency_ms_n'].median():.0f}",
-        *[f"- {ln}" for ln in f.get("speed_lines", [])],
+        *[f"- {ln}" for g in figs for ln in g.get("speed_lines", [])],
         "",
         "## Conditions and known limits",
         f"- {args.conditions}",
@@ -647,6 +676,94 @@ def cmd_ship(args: argparse.Namespace) -> None:
     (out / f"{args.name}.md").write_text("\n".join(lines) + "\n")
     datasets.read(out / f"{args.name}.parquet")
     print(f"wrote {out / args.name}.parquet ({len(df)} rows) and .md")
+
+
+def _kept_counts(frames: list) -> list[int]:
+    """How many layers of each store a multi-store dataset keeps (the first store's copy of a
+    layer measured twice)."""
+    seen: set = set()
+    out = []
+    for d in frames:
+        ids = set(d.loc[d["family"] == "layers", "config_id"]) - seen
+        out.append(len(ids))
+        seen |= ids
+    return out
+
+
+#: how a captured layer's operator maps onto the ``layers`` family (ops sampled from real networks)
+_ZOO_LAYER_OPS = ("conv", "bn", "relu", "relu6", "hardswish", "hardsigmoid", "sigmoid", "silu", "add", "mul",
+                  "maxpool", "avgpool", "gap", "linear")
+
+
+def zoo_layer_configs(tables) -> list:
+    """The distinct layers of captured networks as ``layers`` configs (the operators of
+    :data:`_ZOO_LAYER_OPS` whose shape the family can build: square maps, ``kernel // 2``
+    padding, no dilation); the others are skipped."""
+    from carb.families import layers as L
+
+    out: dict = {}
+    for t in tables:
+        for r in t.layers.to_dict("records"):
+            if r["op"] not in _ZOO_LAYER_OPS or r["h"] != r["w"]:
+                continue
+            if r["op"] == "conv" and (r["padding"] != r["kernel"] // 2 or r["dilation"] != 1
+                                      or r["kernel"] != r["kernel_w"]):
+                continue
+            if r["op"] in ("maxpool", "avgpool") and r["padding"] != (r["kernel"] - 1) // 2:
+                continue
+            c = L.LayerConfig(r["op"], int(r["cin"]), int(r["cout"]), int(r["h"]), int(r["kernel"]), int(r["stride"]),
+                              int(r["groups"]), int(r["batch"]))
+            out.setdefault(c.config_id, c)
+    return list(out.values())
+
+
+def cmd_zoo_layers(args: argparse.Namespace) -> None:
+    """Layers to measure, drawn from the zoo's own networks (real shapes), most of them at the
+    feature-map sizes the measured layers lack, plus bridge layers already measured (to scale
+    one campaign to the other)."""
+    import numpy as np
+    import pandas as pd
+
+    from carb import zoo
+    from carb.families import layers as L
+
+    have = pd.read_parquet(args.have)
+    have_ids = set(have["config_id"])
+    tables = [zoo.capture(c) for s in args.seeds for c in zoo.sample_configs(per_family=args.per_family, seed=s)]
+    pool = [c for c in zoo_layer_configs(tables) if c.config_id not in have_ids]
+    seen = {(g, int(s)) for g, s in zip((L.op_group(c) for c in L_configs(have)), have["input_size"])}
+    unseen = [c for c in pool if (L.op_group(c), c.input_size) not in seen]
+    n_new = int(round(args.n * args.unseen_share))
+    first = L.balanced_sample(unseen, n=n_new, seed=args.seed)
+    ids = {c.config_id for c in first}
+    rest = L.balanced_sample([c for c in pool if c.config_id not in ids], n=args.n - len(first), seed=args.seed)
+    rng = np.random.default_rng(args.seed)
+    bridge = have.iloc[rng.choice(len(have), size=min(args.bridge, len(have)), replace=False)]
+    configs = first + rest
+    df = pd.DataFrame([{"config_id": c.config_id, "family": "layers", **{p: getattr(c, p) for p in L.PARAMETERS}}
+                       for c in configs])
+    df["role"] = "new"
+    b = bridge[["config_id", "family", *L.PARAMETERS]].copy()
+    b["role"] = "bridge"
+    out = pd.concat([df, b], ignore_index=True).sample(frac=1, random_state=args.seed).reset_index(drop=True)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    out.drop(columns=["role"]).to_parquet(args.out)
+    out[["config_id", "role"]].to_csv(Path(args.out).with_suffix(".roles.csv"), index=False)
+    groups = pd.Series([L.op_group(c) for c in configs]).value_counts()
+    print(f"{len(pool)} distinct unmeasured layers in {len(tables)} zoo networks (seeds {args.seeds}), "
+          f"{len(unseen)} at a map size their group lacks; chose {len(first)} of those + {len(rest)} others + "
+          f"{len(b)} bridge -> {args.out}")
+    print(groups.to_string())
+    print(pd.Series([c.input_size for c in configs]).value_counts().sort_index().to_string())
+
+
+def L_configs(df):
+    """``layers`` configs of a frame of layer rows."""
+    from carb.space import configs_from_frame
+
+    from carb.families import layers as L
+
+    return configs_from_frame(df[["config_id", "family", *L.PARAMETERS]])
 
 
 def cmd_compare(args: argparse.Namespace) -> None:
@@ -769,6 +886,8 @@ def main(argv: list[str] | None = None) -> None:
                    help="the networks' latency column: latency_ms (median), latency_ms_min (fastest sample), latency_ms_p5, latency_ms_norm")
     e.add_argument("--layer-target", default="latency_ms_p5",
                    help="the layers' latency column the layer model learns: latency_ms_p5 or latency_ms (median)")
+    e.add_argument("--bridge", action="store_true",
+                   help="scale each later layer store to the first by the median ratio of the layers both measured")
     e.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "bench_modules.json"))
     e.add_argument("--save-model", default=None, help="also fit on everything and save the model here")
     e.add_argument("--conditions", default=None, help="how the data were measured, for the saved model's meta")
@@ -786,7 +905,8 @@ def main(argv: list[str] | None = None) -> None:
     c.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "bench_modules.json"))
     c.set_defaults(func=cmd_consistency)
     sh = sub.add_parser("ship", help="ship the layer campaign as a dataset + card")
-    sh.add_argument("--store", default=str(CAMPAIGNS / "layers-cpu-1t.duckdb"))
+    sh.add_argument("--store", nargs="+", default=[str(CAMPAIGNS / "layers-cpu-1t.duckdb")],
+                    help="campaign store(s); a layer in several is kept from the first")
     sh.add_argument("--platform", default="cpu-1t")
     sh.add_argument("--name", default="layers-cpu-1t")
     sh.add_argument("--out", default=str(ROOT / "carb" / "data"))
@@ -798,6 +918,19 @@ def main(argv: list[str] | None = None) -> None:
     sh.add_argument("--layer-target", default="latency_ms_p5")
     sh.add_argument("--note", action="append", default=[], help="a further line of the card's limits (repeatable)")
     sh.set_defaults(func=cmd_ship)
+    zl = sub.add_parser("zoo-layers", help="layers to measure, drawn from the zoo's own networks")
+    zl.add_argument("--have", default=str(ROOT / "carb" / "data" / "layers-cpu-avx2-1t.parquet"),
+                    help="the layers measured already (a dataset parquet)")
+    zl.add_argument("--seeds", type=int, nargs="+", default=[11, 12, 13],
+                    help="zoo draws whose layers are sampled (not 0: the evaluation's networks)")
+    zl.add_argument("--per-family", type=int, default=10)
+    zl.add_argument("--n", type=int, default=480)
+    zl.add_argument("--unseen-share", type=float, default=0.7)
+    zl.add_argument("--bridge", type=int, default=60)
+    zl.add_argument("--seed", type=int, default=0)
+    zl.add_argument("--out", default=str(CAMPAIGNS / "layers-zoo-shapes.parquet"))
+    zl.set_defaults(func=cmd_zoo_layers)
+
     cp = sub.add_parser("compare", help="two runs of the zoo: drift and run-to-run agreement")
     cp.add_argument("a")
     cp.add_argument("b")

@@ -80,6 +80,13 @@ def cmd_measure(args: argparse.Namespace) -> None:
         for c in cs:
             roles[c] = f"{roles[c]};" if c in roles else ""
             roles[c] += f"calibration-{g:g}"
+    if args.pool:
+        # every candidate `carb calibrate` chooses from (its default cap), so that any way of
+        # choosing K of them can be scored afterwards on the same measurements
+        from carb import zoo
+
+        for c in zoo.sample_configs(per_family=4, seed=args.seed, max_gflops=netmodel.CALIBRATION_MAX_GFLOPS):
+            roles[c] = f"{roles[c]};pool" if roles.get(c) else "pool"
     configs = list(roles)
     random.Random(args.seed).shuffle(configs)
     Path(args.store).parent.mkdir(parents=True, exist_ok=True)
@@ -121,7 +128,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     df = df[df["status"] == "ok"].reset_index(drop=True)
     df["role"] = roles.loc[df["config_id"], "role"].to_numpy()
     # networks only (a probe's store may hold single layers too)
-    df = df[df["role"].str.contains("public|calibration")].reset_index(drop=True)
+    df = df[df["role"].str.contains("public|calibration|pool")].reset_index(drop=True)
     configs = [families.config_from_row(r) for r in df.to_dict("records")]
     t0 = time.time()
     tables = [netmodel.capture_config(c) for c in configs]
@@ -145,17 +152,18 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         c = np.linalg.lstsq(X, np.log(fit_rows["latency_ms"].to_numpy()), rcond=None)[0]
         preds[f"flops {cs}"] = pd.DataFrame({"latency_ms": np.exp(c[0] + c[1] * np.log(flops))})
         fitted = {}
-        for method in ("log", "refit"):
+        for method in netmodel.CALIBRATION_METHODS:
             m = netmodel.calibrate_on(nm, cal_tables, fit_rows, method)
             fitted[method] = m
             preds[f"{method} {cs}"] = m.predict_rows(netmodel._network_rows(pub_tables, m.layer)[0])
         out["calibration_sets"][cs] = {
             "networks": [cf.label() for cf, k in zip(configs, cal) if k],
             "gflops": [float(v) / 1e9 for v in cal_rows["flops"]], "at_median_sentinel": ref is not None,
-            "log_map": fitted["log"].calibration, "refit_lat_coef": fitted["refit"].lat_coef}
+            "factor_map": fitted["factor"].calibration, "log_map": fitted["log"].calibration, "refit_lat_coef": fitted["refit"].lat_coef}
     names = {"shipped": "shipped, uncalibrated"}
     for cs in sets:
-        names.update({f"log {cs}": f"carb calibrate --method log, K = {cs}",
+        names.update({f"factor {cs}": f"carb calibrate --method factor, K = {cs}",
+                      f"log {cs}": f"carb calibrate --method log, K = {cs}",
                       f"refit {cs}": f"carb calibrate --method refit, K = {cs}",
                       f"flops {cs}": f"FLOPs-only, fitted on K = {cs}"})
     for key, label in names.items():
@@ -207,6 +215,89 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     print(f"written {args.out}")
 
 
+def cmd_choice(args: argparse.Namespace) -> None:
+    """How the choice of the K calibration networks decides what calibration does to the
+    torchvision networks: every candidate ``carb calibrate`` chooses from was measured
+    (``measure --pool``) in the same campaign as the torchvision networks, so each rule
+    (:data:`carb.netmodel.CHOICE_RULES`, and K at random) is drawn ``--draws`` times (its
+    ties broken by a different seed each time) and scored per calibration method."""
+    import numpy as np
+    import pandas as pd
+
+    from carb import drift, families, netmodel, nets
+
+    nets.ensure_registered()
+    df, speed, rounds = _read(args.store)
+    roles = pd.read_csv(Path(args.store).with_suffix(".roles.csv")).set_index("config_id")
+    df = df[df["status"] == "ok"].reset_index(drop=True)
+    df["role"] = roles.loc[df["config_id"], "role"].to_numpy()
+    tokens = df["role"].str.split(";")
+    pub = tokens.apply(lambda t: "public" in t).to_numpy()
+    pool = tokens.apply(lambda t: "pool" in t).to_numpy()
+    configs = [families.config_from_row(r) for r in df.to_dict("records")]
+    tables = [netmodel.capture_config(c) for c in configs]
+    nm = netmodel.load(args.model)
+    pub_rows = netmodel._network_rows([t for t, p in zip(tables, pub) if p], nm.layer)[0]
+    y = df.loc[pub, "latency_ms"].to_numpy()
+    base = nm.predict_rows(pub_rows)["latency_ms"].to_numpy()
+    pool_idx = np.flatnonzero(pool)
+    pool_cfgs = [configs[i] for i in pool_idx]
+    pool_tables = [tables[i] for i in pool_idx]
+    pool_rows = netmodel._network_rows(pool_tables, nm.layer)[0]
+    pool_pred = nm.predict_rows(pool_rows)["latency_ms"].to_numpy()
+    pool_y = df.loc[pool, "latency_ms"].to_numpy()
+    by_size = (pd.DataFrame({"size": [c.input_size for c in pool_cfgs], "ratio": pool_y / pool_pred})
+               .groupby("size")["ratio"].agg(["median", "count"]))
+    out: dict = {"uncalibrated": metrics(y, base), "uncalibrated_pool": metrics(pool_y, pool_pred), "pool": int(pool.sum()), "public": int(pub.sum()),
+                 "pool_measured_over_predicted_by_size": by_size.reset_index().to_dict("records"),
+                 "public_measured_over_predicted_median": float(np.median(y / base)), "rules": {}}
+    print(f"{pub.sum()} torchvision networks, {pool.sum()} pool networks; uncalibrated MAPE "
+          f"{out['uncalibrated']['mape']:.1f}%, on the pool {out['uncalibrated_pool']['mape']:.1f}%", flush=True)
+    print(by_size.round(3).to_string(), flush=True)
+    for rule in (*netmodel.CHOICE_RULES, "random"):
+        res: dict = {m: [] for m in netmodel.CALIBRATION_METHODS}
+        sizes_used = []
+        for d in range(args.draws):
+            rng = np.random.default_rng(d)
+            if rule == "random":
+                pick = list(rng.choice(len(pool_idx), size=args.k, replace=False))
+            else:
+                pick = netmodel.pick_networks(pool_cfgs, pool_pred, args.k, rng, rule)
+            sizes_used.append(int(pd.Series([pool_cfgs[i].input_size for i in pick]).value_counts().max()))
+            fit_rows, _ = drift.at_median_speed(df[pool].reset_index(drop=True).iloc[pick].reset_index(drop=True))
+            for method in netmodel.CALIBRATION_METHODS:
+                m = netmodel.calibrate_on(nm, [pool_tables[i] for i in pick], fit_rows, method)
+                p = m.predict_rows(pub_rows)  # the layer model is kept, so are the networks' layer sums
+                r = metrics(y, p["latency_ms"].to_numpy(), p["latency_ms_lo"].to_numpy(), p["latency_ms_hi"].to_numpy())
+                # the pool's other networks: a validation set that is not the torchvision judge
+                rest = np.setdiff1d(np.arange(len(pool_idx)), pick)
+                r["pool_rest_mape"] = metrics(pool_y[rest], m.predict_rows(pool_rows.iloc[rest])["latency_ms"])["mape"]
+                res[method].append(r)
+        out["rules"][rule] = {"most_networks_at_one_size": float(np.mean(sizes_used))}
+        for method, ms in res.items():
+            mape = np.array([r["mape"] for r in ms])
+            out["rules"][rule][method] = {
+                "mape_median": float(np.median(mape)), "mape_p10": float(np.quantile(mape, 0.1)),
+                "mape_p90": float(np.quantile(mape, 0.9)),
+                "within10_median": float(np.median([r["within10"] for r in ms])),
+                "spearman_median": float(np.median([r["spearman"] for r in ms])),
+                "coverage_median": float(np.median([r.get("coverage", np.nan) for r in ms])),
+                "draws_better_than_uncalibrated": float(np.mean(mape < out["uncalibrated"]["mape"])),
+                "pool_rest_mape_median": float(np.median([r["pool_rest_mape"] for r in ms])),
+                "pool_rest_mape_p90": float(np.quantile([r["pool_rest_mape"] for r in ms], 0.9))}
+            print(f"{rule:9s} {method:6s} MAPE median {np.median(mape):5.1f}% (p10-p90 {np.quantile(mape, 0.1):.1f}-"
+                  f"{np.quantile(mape, 0.9):.1f}), better than uncalibrated in "
+                  f"{100 * out['rules'][rule][method]['draws_better_than_uncalibrated']:.0f}% of draws; the pool's "
+                  f"other networks {out['rules'][rule][method]['pool_rest_mape_median']:.1f}% "
+                  f"(p90 {out['rules'][rule][method]['pool_rest_mape_p90']:.1f})", flush=True)
+    out["conditions"] = {"store": str(args.store), "model": str(args.model), "k": args.k, "draws": args.draws,
+                         "measured": [str(df["measured_at"].min()), str(df["measured_at"].max())],
+                         "speed": _drift(speed)}
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(out, indent=1, default=float))
+    print(f"written {args.out}")
+
+
 def cmd_report(args: argparse.Namespace) -> None:
     d = json.loads(Path(args.json).read_text())
     print("| predictor (torchvision networks) | latency MAPE | ±10% | ±20% | Spearman | 90% cov. | memory MAPE | memory 90% cov. |")
@@ -241,17 +332,25 @@ def main(argv: list[str] | None = None) -> None:
     m.add_argument("--seed", type=int, default=0)
     m.add_argument("--rounds", type=int, default=3)
     m.add_argument("--max-time", type=float, default=2.0)
+    m.add_argument("--pool", action="store_true",
+                   help="also every candidate network carb calibrate chooses from (role `pool`)")
     m.add_argument("--limit", type=int, default=None, help="only the first N torchvision networks (a smoke run)")
     e = sub.add_parser("evaluate", help="predict the torchvision networks; JSON")
     e.add_argument("--store", default=str(STORE))
     e.add_argument("--model", default=MODEL, help="network model to evaluate (a shipped name or a directory)")
-    e.add_argument("--method", default="log", choices=("log", "refit"), help="whose intervals the per-network table shows")
+    e.add_argument("--method", default="log", choices=("factor", "log", "refit"), help="whose intervals the per-network table shows")
     e.add_argument("--cal-set", default=None, help="the calibration set of the per-network table (e.g. calibration-3)")
     e.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "public_zoo.json"))
+    ch = sub.add_parser("choice", help="score the rules that choose the K calibration networks (needs measure --pool)")
+    ch.add_argument("--store", default=str(STORE))
+    ch.add_argument("--model", default=MODEL)
+    ch.add_argument("--k", type=int, default=10)
+    ch.add_argument("--draws", type=int, default=40)
+    ch.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "public_zoo_choice.json"))
     r = sub.add_parser("report", help="markdown tables of a results JSON")
     r.add_argument("json")
     args = p.parse_args(argv)
-    {"measure": cmd_measure, "evaluate": cmd_evaluate, "report": cmd_report}[args.cmd](args)
+    {"measure": cmd_measure, "evaluate": cmd_evaluate, "choice": cmd_choice, "report": cmd_report}[args.cmd](args)
 
 
 if __name__ == "__main__":
