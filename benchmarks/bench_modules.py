@@ -405,9 +405,19 @@ def cmd_consistency(args: argparse.Namespace) -> None:
     from carb.model import CARB
 
     t0 = time.time()
-    lf, ly, _, _ = layer_data(args.layers, args.layer_target)
-    lm = netmodel.LayerModel.fit(lf, ly, trees=args.trees)
-    df = datasets.load("cpu-1t")
+    shipped = netmodel.load(args.model) if args.model else None
+    if shipped is not None:
+        lm = shipped.layer  # the model's own layer model and network terms, calibrated on the K below
+    else:
+        lf, ly, _, _ = layer_data(args.layers, args.layer_target)
+        lm = netmodel.LayerModel.fit(lf, ly, trees=args.trees)
+    if args.store:
+        from carb.store import Store
+
+        with Store(args.store, read_only=True) as st:
+            df = datasets.from_store(st, args.dataset)
+    else:
+        df = datasets.load(args.dataset)
     df = df[df["status"] == "ok"].reset_index(drop=True)
     rng = np.random.default_rng(args.seed)
     test_idx = rng.choice(len(df), size=min(args.n, len(df)), replace=False)
@@ -425,14 +435,20 @@ def cmd_consistency(args: argparse.Namespace) -> None:
         rows.append(netmodel.network_row(t, lm)[0])
     rows = pd.DataFrame(rows)
     y = test[["latency_ms", "memory_mb"]]
-    print(f"{len(test)} cpu-1t ResNets captured ({time.time() - t0:.0f} s)", flush=True)
-    out: dict = {"n_test": int(len(test)), "layers": int(len(lf))}
+    print(f"{len(test)} {args.dataset} ResNets captured ({time.time() - t0:.0f} s)", flush=True)
+    out: dict = {"n_test": int(len(test)), "dataset": args.dataset, "store": args.store, "model": args.model, "method": args.method,
+                 "layers": shipped.meta.get("layers") if shipped is not None else int(len(lf))}
     # the layer path calibrated with K = 10 of these ResNets (repeated draws), scored on the rest
     ms, mm = [], []
     for seed in range(args.repeats):
         k = np.random.default_rng(200 + seed).choice(len(test), size=args.k, replace=False)
         rest = np.setdiff1d(np.arange(len(test)), k)
-        nm = netmodel.fit_netmodel(lm, rows.iloc[k], y.iloc[k], device="cpu-1t")
+        if shipped is not None:
+            # as carb calibrate maps the model: its network terms kept, mapped by --method on the K
+            nm = _calibrated_on_rows(shipped, rows.iloc[k].reset_index(drop=True),
+                                     y.iloc[k].reset_index(drop=True), args.method)
+        else:
+            nm = netmodel.fit_netmodel(lm, rows.iloc[k], y.iloc[k], device=args.dataset)
         p = nm.predict_rows(rows.iloc[rest])
         ms.append(metrics(y.latency_ms.iloc[rest], p.latency_ms, p.latency_ms_lo, p.latency_ms_hi))
         mm.append(metrics(y.memory_mb.iloc[rest], p.memory_mb, p.memory_mb_lo, p.memory_mb_hi))
@@ -447,10 +463,21 @@ def cmd_consistency(args: argparse.Namespace) -> None:
     print(json.dumps(out, indent=1), flush=True)
     res = Path(args.out)
     doc = json.loads(res.read_text()) if res.exists() else {}
-    doc["consistency_cpu1t"] = out
+    key = "consistency_cpu1t" if args.dataset == "cpu-1t" and not args.model else f"consistency_{args.dataset}"
+    doc[key + ("_" + Path(args.store).stem if args.store else "")] = out
     res.parent.mkdir(parents=True, exist_ok=True)
     res.write_text(json.dumps(doc, indent=1, default=float))
     print(f"written {res} ({time.time() - t0:.0f} s)")
+
+
+def _calibrated_on_rows(nm, rows, measured, method: str):
+    """:func:`carb.netmodel.calibrate_on` from network rows already computed (the captures of
+    the dataset's configs), by ``method``."""
+    from carb import netmodel
+
+    if method == "refit":
+        return netmodel.fit_netmodel(nm.layer, rows, measured, coverage=nm.coverage, device=nm.device, meta=nm.meta)
+    return nm.calibrate(rows, measured, max_terms=1 if method == "factor" else 3)
 
 
 def cmd_speed(args: argparse.Namespace) -> None:
@@ -894,7 +921,14 @@ def main(argv: list[str] | None = None) -> None:
     e.add_argument("--data", default=None, help="what the saved model was fitted on, for its meta (default: the stores' names)")
     e.set_defaults(func=cmd_evaluate)
     c = sub.add_parser("consistency", help="cpu-1t ResNets: layer path vs config-level model")
-    c.add_argument("--layers", default=str(CAMPAIGNS / "layers-cpu-1t.duckdb"))
+    c.add_argument("--layers", nargs="+", default=[str(CAMPAIGNS / "layers-cpu-1t.duckdb")])
+    c.add_argument("--dataset", default="cpu-1t", help="shipped ResNet dataset whose configs are predicted "
+                   "(with --store: the store's platform)")
+    c.add_argument("--store", default=None, help="a campaign store of ResNet configs instead of a shipped dataset")
+    c.add_argument("--model", default=None,
+                   help="a network model (shipped name or directory): its terms calibrated on the K by --method, "
+                        "instead of a layer model fitted on --layers with network terms fitted on the K")
+    c.add_argument("--method", default="factor", choices=("factor", "log", "refit"))
     c.add_argument("--n", type=int, default=300)
     c.add_argument("--k", type=int, default=10)
     c.add_argument("--repeats", type=int, default=5)
