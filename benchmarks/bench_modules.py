@@ -445,8 +445,8 @@ def cmd_consistency(args: argparse.Namespace) -> None:
         rest = np.setdiff1d(np.arange(len(test)), k)
         if shipped is not None:
             # as carb calibrate maps the model: its network terms kept, mapped by --method on the K
-            nm = _calibrated_on_rows(shipped, rows.iloc[k].reset_index(drop=True),
-                                     y.iloc[k].reset_index(drop=True), args.method)
+            nm = netmodel.calibrate_rows(shipped, rows.iloc[k].reset_index(drop=True),
+                                         y.iloc[k].reset_index(drop=True), args.method)
         else:
             nm = netmodel.fit_netmodel(lm, rows.iloc[k], y.iloc[k], device=args.dataset)
         p = nm.predict_rows(rows.iloc[rest])
@@ -468,16 +468,6 @@ def cmd_consistency(args: argparse.Namespace) -> None:
     res.parent.mkdir(parents=True, exist_ok=True)
     res.write_text(json.dumps(doc, indent=1, default=float))
     print(f"written {res} ({time.time() - t0:.0f} s)")
-
-
-def _calibrated_on_rows(nm, rows, measured, method: str):
-    """:func:`carb.netmodel.calibrate_on` from network rows already computed (the captures of
-    the dataset's configs), by ``method``."""
-    from carb import netmodel
-
-    if method == "refit":
-        return netmodel.fit_netmodel(nm.layer, rows, measured, coverage=nm.coverage, device=nm.device, meta=nm.meta)
-    return nm.calibrate(rows, measured, max_terms=1 if method == "factor" else 3)
 
 
 def cmd_speed(args: argparse.Namespace) -> None:

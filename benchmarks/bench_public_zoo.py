@@ -266,7 +266,7 @@ def cmd_choice(args: argparse.Namespace) -> None:
             sizes_used.append(int(pd.Series([pool_cfgs[i].input_size for i in pick]).value_counts().max()))
             fit_rows, _ = drift.at_median_speed(df[pool].reset_index(drop=True).iloc[pick].reset_index(drop=True))
             for method in netmodel.CALIBRATION_METHODS:
-                m = netmodel.calibrate_on(nm, [pool_tables[i] for i in pick], fit_rows, method)
+                m = netmodel.calibrate_rows(nm, pool_rows.iloc[pick].reset_index(drop=True), fit_rows, method)
                 p = m.predict_rows(pub_rows)  # the layer model is kept, so are the networks' layer sums
                 r = metrics(y, p["latency_ms"].to_numpy(), p["latency_ms_lo"].to_numpy(), p["latency_ms_hi"].to_numpy())
                 # the pool's other networks: a validation set that is not the torchvision judge

@@ -811,11 +811,11 @@ CALIBRATION_METHODS = ("factor", "log", "refit")
 CALIBRATION_MAX_GFLOPS = 12.0
 #: The default of :func:`calibrate_on` and ``carb calibrate`` for a network model: one device
 #: factor (or none, if it does not predict the K better left out). Chosen on the candidates'
-#: own networks left out of the K (40 draws of K = 10): a factor and the full log map 8.4%,
-#: refit 9.2%; the full log map's line and batch term, picked by the median leave-one-out
-#: error of ten points, once scaled torchvision's batch-1 networks up by a third
-#: (benchmarks/RESULTS.md, issue 15, "Choosing the K"). A device whose speed does not differ
-#: by one factor (another batch scaling) wants ``log`` or ``refit``.
+#: own networks left out of the K (40 draws of K = 10, the shipped model): a factor and the
+#: full log map 5.3%, refit 6.2% (p90 6.2 / 6.5 / 9.2%); the full log map's line and batch
+#: term, picked by the median leave-one-out error of ten points, once scaled torchvision's
+#: batch-1 networks up by a third (benchmarks/RESULTS.md, issue 15, "Small maps"). A device
+#: whose speed does not differ by one factor (another batch scaling) wants ``log`` or ``refit``.
 DEFAULT_CALIBRATION_METHOD = "factor"
 
 
@@ -839,7 +839,7 @@ def capture_config(config: Any) -> LayerTable:
 #: latency bin the input size, then the family, least used so far; ``families``, the family
 #: only (the rule before sizes were added). One input size may price systematically off (the
 #: layer model's thin corners), and a calibration map fitted on networks mostly of that size
-#: moves every other network by that error (benchmarks/RESULTS.md, issue 15, calibration).
+#: moves every other network by that error (benchmarks/RESULTS.md, issue 15, "Small maps").
 CHOICE_RULES = ("sizes", "families")
 
 
@@ -916,13 +916,18 @@ def calibrate_on(nm: NetModel, tables: Sequence[LayerTable], measured: pd.DataFr
     if ok.sum() < 3:
         raise ModelError(f"calibration: {int(ok.sum())} networks measured; need at least 3")
     rows = _network_rows([t for t, o in zip(tables, ok) if o], nm.layer)[0]
-    y = y[ok].reset_index(drop=True)
-    if method in ("log", "factor"):
-        out = nm.calibrate(rows, y, max_terms=1 if method == "factor" else 3)
-    else:
-        out = fit_netmodel(nm.layer, rows, y, coverage=nm.coverage, device=nm.device, meta=nm.meta)
-        out.meta["calibrated_on"] = int(len(rows))
+    out = calibrate_rows(nm, rows, y[ok].reset_index(drop=True), method)
     out.meta = {**out.meta, "calibration_method": method, **dict(meta or {})}
+    return out
+
+
+def calibrate_rows(nm: NetModel, rows: pd.DataFrame, measured: pd.DataFrame, method: str) -> NetModel:
+    """:func:`calibrate_on` from the K networks' :func:`network_row` figures already computed
+    (``rows``, aligned with ``measured``'s ``latency_ms`` and ``memory_mb``)."""
+    if method in ("log", "factor"):
+        return nm.calibrate(rows, measured, max_terms=1 if method == "factor" else 3)
+    out = fit_netmodel(nm.layer, rows, measured, coverage=nm.coverage, device=nm.device, meta=nm.meta)
+    out.meta["calibrated_on"] = int(len(rows))
     return out
 
 
