@@ -199,9 +199,7 @@ class CalibratedModel:
         shutil.copytree(src, d / "source")
         doc = {"format": "carb-calibration", "version": 1, "coverage": self.coverage, "meta": self.meta,
                "source_sha256": model_checksum(d / "source"),
-               "maps": {t: {"coef": m.coef, "q": m.q, "n": m.n, "scale_q": m.scale_q,
-                            "s_range": None if m.s_range is None else list(m.s_range), "add": m.add}
-                        if isinstance(m, LogMap) else
+               "maps": {t: m.to_dict() if isinstance(m, LogMap) else
                         {"kind": "nnls", "coef": m.coef, "intercept": m.intercept, "features": m.features,
                          "q": m.q, "n": m.n} for t, m in self.maps_.items()}}
         from carb.model._bundle import doc_checksum
@@ -356,12 +354,7 @@ def load_predictor(directory: str | Path) -> Any:
         maps = {t: (NnlsMap(coef=[float(c) for c in m["coef"]], intercept=float(m["intercept"]),
                             features=[str(f) for f in m["features"]], q=float(m["q"]), n=int(m["n"]))
                     if m.get("kind") == "nnls" else
-                    LogMap(coef=[float(c) for c in m["coef"]], q=float(m["q"]), n=int(m["n"]),
-                           scale_q=None if m.get("scale_q") is None else float(m["scale_q"]),
-                           # files written before the range was kept: the map carries its slope on
-                           s_range=None if m.get("s_range") is None else
-                           (float(m["s_range"][0]), float(m["s_range"][1])),
-                           add=float(m.get("add", 0.0))))  # files from before the additive map: none
+                    LogMap.from_dict(m))  # files from before a field existed read it as absent
                 for t, m in doc["maps"].items()}
     except BundleError:
         raise

@@ -422,9 +422,7 @@ class NetModel:
             if cal:
                 # outside the K's range the map holds its end ratio (models calibrated before
                 # the range was kept carry their slope on, as they did)
-                rng_ = cal.get("s_range")
-                lm = LogMap(coef=list(cal["coef"]), q=float(cal["q"]), n=int(cal["n"]), add=float(cal.get("add", 0.0)),
-                            s_range=(float(rng_[0]), float(rng_[1])) if rng_ else None)
+                lm = LogMap.from_dict(cal)
                 pred = lm.apply(pred, batch)
                 q = max(lm.q, 0.0) if lm.n >= 5 else max(q, lm.q)
             lo, hi = pred * math.exp(-q), pred * math.exp(q)
@@ -457,8 +455,7 @@ class NetModel:
             # as carb calibrate's config models do
             lm = fit_log_map(pred[t].to_numpy()[ok], y[ok], rows["batch"].to_numpy(np.float64)[ok], self.coverage,
                              additive=max_terms == 1 and t == "memory_mb", max_terms=max_terms)
-            cal[t] = {"coef": lm.coef, "q": lm.q, "n": lm.n, "add": lm.add,
-                      "s_range": list(lm.s_range) if lm.s_range else None}
+            cal[t] = lm.to_dict()
         base.calibration = cal
         base.meta["calibrated_on"] = int(len(rows))
         return base

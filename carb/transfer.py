@@ -256,6 +256,20 @@ class LogMap:
     #: second thread's runtime buffers, which no multiplicative map expresses.
     add: float = 0.0
 
+    def to_dict(self) -> dict:
+        """The map as JSON-ready fields (what :meth:`from_dict` reads back)."""
+        return {"coef": self.coef, "q": self.q, "n": self.n, "scale_q": self.scale_q,
+                "s_range": None if self.s_range is None else list(self.s_range), "add": self.add}
+
+    @classmethod
+    def from_dict(cls, m: dict) -> "LogMap":
+        """A map from :meth:`to_dict`'s fields; fields written before they existed read as
+        absent (no scale, no range: the map carries its slope on, no constant)."""
+        return cls(coef=[float(c) for c in m["coef"]], q=float(m["q"]), n=int(m["n"]),
+                   scale_q=None if m.get("scale_q") is None else float(m["scale_q"]),
+                   s_range=None if m.get("s_range") is None else (float(m["s_range"][0]), float(m["s_range"][1])),
+                   add=float(m.get("add", 0.0)))
+
     def design(self, log_s: np.ndarray, batch: np.ndarray) -> np.ndarray:
         cols = [np.ones_like(log_s), log_s]
         if len(self.coef) == 3:

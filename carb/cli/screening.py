@@ -344,8 +344,7 @@ def _calibrate_netmodel(source: Path, device: str, threads: Optional[int], sampl
                   + (f", allocator {allocator}" if device == "cpu" else ""))
     with tempfile.TemporaryDirectory(prefix="carb-calibrate-") as tmp:
         store = Path(tmp) / "calibration.duckdb"
-        rows = _measure_frame(df, device, threads, max_time, store, "calibrating", rounds=rounds,
-                              allocator=allocator if device == "cpu" else "default")
+        rows = _measure_frame(df, device, threads, max_time, store, "calibrating", rounds=rounds, allocator=allocator)
         by_id = rows.set_index("config_id")
         ok = [cid in by_id.index and by_id.loc[cid, "status"] == "ok" for cid in df.config_id]
         if sum(ok) < 3:
