@@ -264,7 +264,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     fold = rng.integers(0, 5, len(lf))
     cv = np.zeros(len(lf))
     for k in range(5):
-        lm_k = netmodel.LayerModel.fit(lf[fold != k], ly[fold != k], trees=args.trees)
+        lm_k = netmodel.LayerModel.fit(lf[fold != k], ly[fold != k], trees=args.trees, features=args.layer_features)
         cv[fold == k] = lm_k.predict(lf[fold == k])
     keep = (lf["op"] != "se").to_numpy()
     cls = netmodel.op_class(lf)
@@ -272,7 +272,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     for c in sorted(set(cls[keep])):
         m = keep & (cls == c)
         layer_cv[c] = metrics(ly[m], cv[m])
-    lm = netmodel.LayerModel.fit(lf, ly, trees=args.trees)
+    lm = netmodel.LayerModel.fit(lf, ly, trees=args.trees, features=args.layer_features)
     # the SE composites against the sum of their primitives' predictions
     se = (lf["op"] == "se").to_numpy()
     se_check = None
@@ -410,7 +410,7 @@ def cmd_consistency(args: argparse.Namespace) -> None:
         lm = shipped.layer  # the model's own layer model and network terms, calibrated on the K below
     else:
         lf, ly, _, _ = layer_data(args.layers, args.layer_target)
-        lm = netmodel.LayerModel.fit(lf, ly, trees=args.trees)
+        lm = netmodel.LayerModel.fit(lf, ly, trees=args.trees, features=args.layer_features)
     if args.store:
         from carb.store import Store
 
@@ -774,6 +774,45 @@ def cmd_zoo_layers(args: argparse.Namespace) -> None:
     print(pd.Series([c.input_size for c in configs]).value_counts().sort_index().to_string())
 
 
+def cmd_narrow_layers(args: argparse.Namespace) -> None:
+    """Layers of narrow CNNs to measure: dense and depthwise convolutions of 3-48 channels on
+    4-64 px maps at batch 1-32 (width-0.25..0.5 ResNets and MobileNets live there, and the
+    first campaigns hold few such layers), plus bridge convolutions already measured."""
+    import numpy as np
+    import pandas as pd
+
+    from carb.families import layers as L
+
+    rng = np.random.default_rng(args.seed)
+    chans = [3, 4, 6, 8, 12, 16, 24, 32, 48]
+    seen, cfgs = set(), []
+    while len(cfgs) < args.n:
+        dw = rng.random() < 0.15
+        cin = int(rng.choice(chans[1:] if dw else chans))
+        # outputs within 4x of the input, as blocks widen and narrow
+        cout = cin if dw else int(rng.choice([c for c in chans[1:] if c <= 4 * cin and 4 * c >= cin] or [cin]))
+        k = int(rng.choice([1, 3, 3, 5, 7] if not dw else [3, 3, 5]))
+        st = int(rng.choice([1, 1, 1, 2]))
+        hw = int(rng.choice([4, 8, 12, 16, 24, 32, 48, 64]))
+        b = int(rng.choice([1, 2, 4, 8, 16, 32]))
+        if k > hw:
+            continue
+        c = L.LayerConfig(op="conv", cin=cin, cout=cout, input_size=hw, kernel=k, stride=st,
+                          groups=cin if dw else 1, batch=b)
+        if c.config_id not in seen:
+            seen.add(c.config_id)
+            cfgs.append(c)
+    old, _ = read_store(args.bridge_from, "layers")
+    old = old[(old["op"] == "conv") & old["latency_ms_min"].between(0.05, 20)]
+    bridge = old.sample(args.bridge, random_state=1)
+    cols = ["config_id", "family", *L.PARAMETERS]
+    df = pd.concat([pd.DataFrame([c.to_dict() | {"config_id": c.config_id} for c in cfgs]), bridge[cols]],
+                   ignore_index=True).sample(frac=1, random_state=2).reset_index(drop=True)[cols]
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    df.to_parquet(args.out)
+    print(f"{len(cfgs)} narrow convolutions + {len(bridge)} bridge layers of {args.bridge_from} -> {args.out}")
+
+
 def L_configs(df):
     """``layers`` configs of a frame of layer rows."""
     from carb.space import configs_from_frame
@@ -899,6 +938,8 @@ def main(argv: list[str] | None = None) -> None:
     e.add_argument("--k", type=int, default=10)
     e.add_argument("--repeats", type=int, default=5, help="K draws per held-out family (metrics averaged)")
     e.add_argument("--trees", type=int, default=200)
+    e.add_argument("--layer-features", type=int, default=None,
+                   help="feature version of the layer model (default: carb.netmodel.FEATURES_VERSION)")
     e.add_argument("--target", default="latency_ms",
                    help="the networks' latency column: latency_ms (median), latency_ms_min (fastest sample), latency_ms_p5, latency_ms_norm")
     e.add_argument("--layer-target", default="latency_ms_p5",
@@ -924,6 +965,8 @@ def main(argv: list[str] | None = None) -> None:
     c.add_argument("--repeats", type=int, default=5)
     c.add_argument("--seed", type=int, default=0)
     c.add_argument("--trees", type=int, default=200)
+    c.add_argument("--layer-features", type=int, default=None,
+                   help="feature version of the layer model (default: carb.netmodel.FEATURES_VERSION)")
     c.add_argument("--preset", default="fast")
     c.add_argument("--layer-target", default="latency_ms_p5")
     c.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "bench_modules.json"))
@@ -942,6 +985,14 @@ def main(argv: list[str] | None = None) -> None:
     sh.add_argument("--layer-target", default="latency_ms_p5")
     sh.add_argument("--note", action="append", default=[], help="a further line of the card's limits (repeatable)")
     sh.set_defaults(func=cmd_ship)
+    nl = sub.add_parser("narrow-layers", help="layers of narrow CNNs to measure (3-48 channels, 4-64 px)")
+    nl.add_argument("--n", type=int, default=170)
+    nl.add_argument("--bridge", type=int, default=20)
+    nl.add_argument("--bridge-from", default=str(CAMPAIGNS / "retain-avx2-1t.duckdb"),
+                    help="campaign store whose measured convolutions are measured again as bridges")
+    nl.add_argument("--seed", type=int, default=20261205)
+    nl.add_argument("--out", default=str(CAMPAIGNS / "layers-narrow.parquet"))
+    nl.set_defaults(func=cmd_narrow_layers)
     zl = sub.add_parser("zoo-layers", help="layers to measure, drawn from the zoo's own networks")
     zl.add_argument("--have", default=str(ROOT / "carb" / "data" / "layers-cpu-avx2-1t.parquet"),
                     help="the layers measured already (a dataset parquet)")

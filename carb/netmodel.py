@@ -81,9 +81,15 @@ _FEATURES_V1 = ["l_flops", "l_in", "l_out", "l_w", "l_batch", "l_cin", "l_cout",
 #: window's reads as work (:func:`_work`), plus the working set ``l_ws = log2(in + out +
 #: weight bytes)`` and the arithmetic intensity ``l_ai = log2(work) - log2(working set)``.
 #: Chosen by leave-one-family-out on the quiet zoo (benchmarks/RESULTS.md, issue 15).
-_FEATURES = _FEATURES_V1 + ["l_ws", "l_ai"]
+_FEATURES_V2 = _FEATURES_V1 + ["l_ws", "l_ai"]
+#: Layer features of version 3: version 2's plus ``onednn``, whether PyTorch runs a dense or
+#: grouped fp32 convolution through oneDNN or its own im2col + GEMM (:func:`onednn_conv`).
+#: The two paths differ most on narrow layers: a 4-channel 3x3 convolution of a 32 px map
+#: took 0.03 ms at batch 1 (native) and 0.11-0.12 ms at batch 2 (oneDNN) on our AVX2 VMs
+#: (benchmarks/RESULTS.md, issue 15, narrow networks); no shape feature says which path runs.
+_FEATURES = _FEATURES_V2 + ["onednn"]
 #: Version of the layer features :meth:`LayerModel.fit` uses; a saved model keeps its own.
-FEATURES_VERSION = 2
+FEATURES_VERSION = 3
 
 
 def op_class(layers: pd.DataFrame) -> np.ndarray:
@@ -109,6 +115,32 @@ def op_class(layers: pd.DataFrame) -> np.ndarray:
     return out
 
 
+def onednn_conv(layers: pd.DataFrame, threads: int = 1) -> np.ndarray:
+    """Whether PyTorch's CPU dispatch runs each layer row through oneDNN (``True``) or its
+    native im2col + GEMM (``False``): convolution rows in fp32 only (others ``False``).
+
+    The rule of ATen's ``ConvParams::use_mkldnn`` for fp32 CPU tensors: oneDNN unless the
+    convolution is a 1x1, unstrided, undilated one on fewer than 16 images on one thread, or
+    is dense, has a kernel of at most 3 on a side, one image and at most 20,480 input
+    elements. ``tests/test_netmodel.py`` checks it against the profiler of the installed torch.
+    """
+    if not len(layers):
+        return np.zeros(0, bool)
+    op = layers["op"].astype(str).to_numpy()
+    # fp32: 4 bytes per element (the layer family's closed-form rows carry no dtype column)
+    conv = (op == "conv") & (layers["bytes_per_element"].to_numpy(np.int64) == 4)
+    b = layers["batch"].to_numpy(np.int64)
+    kh = layers["kernel"].to_numpy(np.int64)
+    kw = layers["kernel_w"].to_numpy(np.int64) if "kernel_w" in layers else kh
+    one = (kh == 1) & (kw == 1)
+    strided = layers["stride"].to_numpy(np.int64) > 1
+    dilated = layers["dilation"].to_numpy(np.int64) > 1 if "dilation" in layers else np.zeros(len(b), bool)
+    numel = b * layers["cin"].to_numpy(np.int64) * layers["h"].to_numpy(np.int64) * layers["w"].to_numpy(np.int64)
+    first = strided | dilated | (b >= 16) | ~one | (threads > 1)
+    second = (layers["groups"].to_numpy(np.int64) > 1) | ((kh > 3) & (kw > 3)) | (b > 1) | (numel > 20480)
+    return conv & first & second
+
+
 def _work(layers: pd.DataFrame, cls: np.ndarray, version: int = FEATURES_VERSION) -> np.ndarray:
     """Work of each layer row for the rooflines and features. Units: FLOP (pooling: window
     reads). ``flops`` as captured, except (version >= 2) pooling, which counts no FLOP but
@@ -127,10 +159,10 @@ def _work(layers: pd.DataFrame, cls: np.ndarray, version: int = FEATURES_VERSION
 
 
 def _x(layers: pd.DataFrame, classes: Sequence[str], version: int = FEATURES_VERSION,
-       cls: np.ndarray | None = None) -> np.ndarray:
-    """The forest's features of layer rows (:data:`_FEATURES`, or :data:`_FEATURES_V1` for a
-    version-1 model), then one indicator per class."""
-    nfeat = len(_FEATURES if version >= 2 else _FEATURES_V1)
+       cls: np.ndarray | None = None, threads: int = 1) -> np.ndarray:
+    """The forest's features of layer rows (:data:`_FEATURES`, or those of the model's older
+    version), then one indicator per class; ``threads``: the device's intra-op threads."""
+    nfeat = len({1: _FEATURES_V1, 2: _FEATURES_V2}.get(version, _FEATURES))
     if not len(layers):
         return np.zeros((0, nfeat + len(classes)))
     cls = op_class(layers) if cls is None else cls
@@ -148,6 +180,8 @@ def _x(layers: pd.DataFrame, classes: Sequence[str], version: int = FEATURES_VER
         ws = np.log2(sum(np.maximum(layers[c].to_numpy(np.float64), 0) for c in ("in_bytes", "out_bytes",
                                                                                    "weight_bytes")) + 1)
         cols += [ws, cols[0] - ws]
+    if version >= 3:
+        cols.append(onednn_conv(layers, threads).astype(np.float64))
     cols += [(cls == c).astype(np.float64) for c in classes]
     return np.column_stack(cols)
 
@@ -191,6 +225,8 @@ class LayerModel:
         precisions: precisions of the measured layers (``fp32``, ...); ``None``: not recorded.
             A network in another precision is priced from these layers' work and its own
             bytes, which says nothing of what the device's kernels for it cost.
+        threads: intra-op threads the layers were measured with (:func:`onednn_conv`'s rule
+            depends on it).
     """
 
     rooflines: dict[str, list[float]]
@@ -202,12 +238,18 @@ class LayerModel:
     shrink: float = 1.0
     features: int = FEATURES_VERSION
     precisions: list[str] | None = None
+    threads: int = 1
 
     @classmethod
     def fit(cls, layers: pd.DataFrame, y_ms: np.ndarray, *, min_class: int = 6, trees: int = 200,
-            seed: int = 0) -> "LayerModel":
+            seed: int = 0, threads: int = 1, features: int | None = None) -> "LayerModel":
         """Fit on a table of layer rows (:data:`carb.families.layers.LAYER_COLUMNS`) and their
-        measured latency (ms). ``se`` rows (composites) are left out."""
+        measured latency (ms), measured with ``threads`` intra-op threads. ``se`` rows
+        (composites) are left out. ``features``: the feature version (default
+        :data:`FEATURES_VERSION`; older ones for comparisons)."""
+        version = FEATURES_VERSION if features is None else int(features)
+        if version not in (1, 2, 3):
+            raise ModelError(f"layer model: unknown feature version {version} (1, 2 or {FEATURES_VERSION})")
         from sklearn.ensemble import ExtraTreesRegressor
 
         from carb.model._forest import ArrayForest
@@ -218,7 +260,7 @@ class LayerModel:
         if len(y) < 10:
             raise ModelError(f"layer model: {len(y)} measured layers; need at least 10")
         cls_ = op_class(layers)
-        flops = _work(layers, cls_)
+        flops = _work(layers, cls_, version)
         nbytes = layers["bytes"].to_numpy(np.float64)
         generic = _roofline(flops, nbytes, y)
         mem = np.isin(cls_, _MEMORY_BOUND)
@@ -235,7 +277,7 @@ class LayerModel:
         base = np.maximum(base, 1e-6)
         q_generic = float(np.quantile(np.abs(np.log(np.maximum(_apply_roofline(generic, flops, nbytes), 1e-6) / y)),
                                       0.9))
-        X = _x(layers, classes, cls=cls_)
+        X = _x(layers, classes, version, cls_, threads)
         resid = np.log(y / base)
 
         def forest(rows: np.ndarray) -> Any:
@@ -258,7 +300,8 @@ class LayerModel:
         et = forest(np.ones(len(y), bool)) if shrink > 0 else None
         return cls(rooflines=roof, generic=generic, classes=classes,
                    forest=ArrayForest.from_sklearn(et) if et is not None else None,
-                   q_generic=q_generic, n=counts, shrink=shrink, features=FEATURES_VERSION, precisions=precisions)
+                   q_generic=q_generic, n=counts, shrink=shrink, features=version, precisions=precisions,
+                   threads=int(threads))
 
     def known(self, layers: pd.DataFrame, cls: np.ndarray | None = None) -> np.ndarray:
         """Which rows the model knows: a measured class, or a view (no cost of its own).
@@ -283,7 +326,7 @@ class LayerModel:
         out = np.maximum(out, 1e-6)
         if self.forest is not None and known.any():
             out[known] *= np.exp(self.shrink * self.forest.predict(_x(layers[known], self.classes, self.features,
-                                                                       c[known])))
+                                                                       c[known], self.threads)))
         unk = ~known & (c != "view")
         out[unk] = np.maximum(_apply_roofline(self.generic, flops[unk], nbytes[unk]), 1e-6)
         out[c == "view"] = 0.0
@@ -472,7 +515,7 @@ class NetModel:
                "layer": {"rooflines": self.layer.rooflines, "generic": self.layer.generic,
                          "classes": self.layer.classes, "q_generic": self.layer.q_generic, "n": self.layer.n,
                          "shrink": self.layer.shrink, "features": self.layer.features,
-                         "precisions": self.layer.precisions,
+                         "precisions": self.layer.precisions, "threads": self.layer.threads,
                          "forest": "layer_forest.npz" if self.layer.forest is not None else None}}
         (d / "netmodel.json").write_text(json.dumps(doc, indent=1))
         return d
@@ -516,7 +559,8 @@ def load(directory: str | Path) -> NetModel:
                            shrink=float(ly.get("shrink", 1.0)),
                            # models saved before the key existed used version 1's features
                            features=int(ly.get("features", 1)),
-                           precisions=None if ly.get("precisions") is None else [str(p) for p in ly["precisions"]])
+                           precisions=None if ly.get("precisions") is None else [str(p) for p in ly["precisions"]],
+                           threads=int(ly.get("threads", 1)))
         return NetModel(layer=layer, lat_coef=list(map(float, doc["lat_coef"])),
                         mem_coef=list(map(float, doc["mem_coef"])), q={k: float(v) for k, v in doc["q"].items()},
                         calibration=doc.get("calibration") or {}, coverage=float(doc.get("coverage", 0.9)),

@@ -169,6 +169,7 @@ def test_pooling_work_and_version_1_models(layer_model, tmp_path) -> None:
     assert w[2] == rows["flops"].iloc[2] and (netmodel._work(rows, cls, 1) == rows["flops"].to_numpy()).all()
     assert netmodel._x(rows, ["pool"]).shape == (3, len(netmodel._FEATURES) + 1)
     assert netmodel._x(rows, ["pool"], 1).shape == (3, len(netmodel._FEATURES_V1) + 1)
+    assert netmodel._x(rows, ["pool"], 2).shape == (3, len(netmodel._FEATURES_V2) + 1)
     # a model saved before the features key existed loads as version 1 and predicts with
     # version 1's features (its forest was fitted on them)
     from sklearn.ensemble import ExtraTreesRegressor
@@ -191,6 +192,44 @@ def test_pooling_work_and_version_1_models(layer_model, tmp_path) -> None:
     assert np.array_equal(again.layer.predict(train), old.predict(train))
     new = netmodel.NetModel(layer_model, [1.0, 0.0, 0.0], [1.0] * 5, {}).save(tmp_path / "v2")
     assert netmodel.load(new).layer.features == layer_model.features == netmodel.FEATURES_VERSION
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_onednn_rule_matches_the_installed_torch(threads) -> None:
+    """The ``onednn`` feature says which path the installed torch really runs: each small
+    convolution is run once under the profiler and its ATen kernel compared with the rule,
+    on the graph's rows and on the layer family's closed-form rows alike."""
+    import itertools
+
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    from carb import graph
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        shapes = [(b, c, hw, k, s, g) for b, c, hw, k, s, g in itertools.product(
+            [1, 2, 16], [4, 32], [8, 40], [1, 3, 5], [1, 2], [1, 0]) if k <= hw]
+        cfgs = [L.LayerConfig("conv", c, c, hw, k, s, g, b) for b, c, hw, k, s, g in shapes]
+        runs_onednn = []
+        for cfg in cfgs:
+            conv = torch.nn.Conv2d(cfg.cin, cfg.cout, cfg.kernel, cfg.stride, cfg.kernel // 2, groups=cfg.groups).eval()
+            x = torch.randn(cfg.batch, cfg.cin, cfg.input_size, cfg.input_size)
+            with torch.inference_mode(), profile(activities=[ProfilerActivity.CPU]) as prof:
+                conv(x)
+            names = {e.key for e in prof.key_averages()}
+            assert names & {"aten::mkldnn_convolution", "aten::_slow_conv2d_forward"}, names
+            runs_onednn.append("aten::mkldnn_convolution" in names)
+        closed = netmodel.onednn_conv(L.layer_frame(cfgs), threads)
+        captured = np.concatenate([netmodel.onednn_conv(graph.capture(L.build(c), (c.batch, c.cin, c.input_size,
+                                                                                   c.input_size)).layers, threads)
+                                   for c in cfgs])
+    finally:
+        torch.set_num_threads(before)
+    assert 0 < sum(runs_onednn) < len(cfgs)  # both paths occur in the grid
+    assert list(closed) == runs_onednn
+    assert list(captured) == runs_onednn
 
 
 def test_calibration_to_a_slower_synthetic_device(model, layer_model) -> None:
