@@ -258,13 +258,15 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
 
     t0 = time.time()
     lf, ly, ldf, lspeed = layer_data(args.layers, args.layer_target, bridge=args.bridge)
+    lmem = ldf["memory_mb"].to_numpy(float)  # for the layer model's oneDNN memory figure
     print(f"{len(lf)} measured layers ({time.time() - t0:.0f} s)", flush=True)
     # layer model: 5-fold CV for the record, then the model on all layers
     rng = np.random.default_rng(0)
     fold = rng.integers(0, 5, len(lf))
     cv = np.zeros(len(lf))
     for k in range(5):
-        lm_k = netmodel.LayerModel.fit(lf[fold != k], ly[fold != k], trees=args.trees, features=args.layer_features)
+        lm_k = netmodel.LayerModel.fit(lf[fold != k], ly[fold != k], trees=args.trees, features=args.layer_features,
+                                       memory_mb=lmem[fold != k])
         cv[fold == k] = lm_k.predict(lf[fold == k])
     keep = (lf["op"] != "se").to_numpy()
     cls = netmodel.op_class(lf)
@@ -272,7 +274,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     for c in sorted(set(cls[keep])):
         m = keep & (cls == c)
         layer_cv[c] = metrics(ly[m], cv[m])
-    lm = netmodel.LayerModel.fit(lf, ly, trees=args.trees, features=args.layer_features)
+    lm = netmodel.LayerModel.fit(lf, ly, trees=args.trees, features=args.layer_features, memory_mb=lmem)
     # the SE composites against the sum of their primitives' predictions
     se = (lf["op"] == "se").to_numpy()
     se_check = None
@@ -409,8 +411,9 @@ def cmd_consistency(args: argparse.Namespace) -> None:
     if shipped is not None:
         lm = shipped.layer  # the model's own layer model and network terms, calibrated on the K below
     else:
-        lf, ly, _, _ = layer_data(args.layers, args.layer_target)
-        lm = netmodel.LayerModel.fit(lf, ly, trees=args.trees, features=args.layer_features)
+        lf, ly, ldf, _ = layer_data(args.layers, args.layer_target)
+        lm = netmodel.LayerModel.fit(lf, ly, trees=args.trees, features=args.layer_features,
+                                     memory_mb=ldf["memory_mb"].to_numpy(float))
     if args.store:
         from carb.store import Store
 

@@ -141,6 +141,26 @@ def onednn_conv(layers: pd.DataFrame, threads: int = 1) -> np.ndarray:
     return conv & first & second
 
 
+#: Convolutions whose inputs, outputs and weights together stay under this (B) are "small" for
+#: :func:`_onednn_mb`: their own buffers do not move a process's peak.
+_SMALL_WS_BYTES = 0.5e6
+
+
+def _onednn_mb(layers: pd.DataFrame, memory_mb: np.ndarray, threads: int = 1) -> float | None:
+    """The peak memory (MB) a process gains by running convolutions through oneDNN: median
+    measured memory of small oneDNN convolutions less that of small native ones (each a fresh
+    worker running one layer); ``None`` with fewer than 5 of either or a negative difference.
+    On our AVX2 VM: 21.3 against 13.9 MB (benchmarks/RESULTS.md, issue 15)."""
+    ws = (layers["in_bytes"] + layers["out_bytes"] + layers["weight_bytes"]).to_numpy(np.float64)
+    ok = (layers["op"].astype(str).to_numpy() == "conv") & (ws < _SMALL_WS_BYTES) & np.isfinite(memory_mb)
+    on = onednn_conv(layers, threads)
+    a, b = memory_mb[ok & on], memory_mb[ok & ~on]
+    if len(a) < 5 or len(b) < 5:
+        return None
+    d = float(np.median(a) - np.median(b))
+    return d if d > 0 else None
+
+
 def _work(layers: pd.DataFrame, cls: np.ndarray, version: int = FEATURES_VERSION) -> np.ndarray:
     """Work of each layer row for the rooflines and features. Units: FLOP (pooling: window
     reads). ``flops`` as captured, except (version >= 2) pooling, which counts no FLOP but
@@ -227,6 +247,11 @@ class LayerModel:
             bytes, which says nothing of what the device's kernels for it cost.
         threads: intra-op threads the layers were measured with (:func:`onednn_conv`'s rule
             depends on it).
+        onednn_mb: how much more peak memory a process holds once it has run a convolution
+            through oneDNN (its runtime, kernels and scratchpad), from the measured layers:
+            the median of small oneDNN convolutions less that of small native ones (MB);
+            ``None``: not measured. A network none of whose convolutions runs there is priced
+            that much lower (:func:`_mem_shift`).
     """
 
     rooflines: dict[str, list[float]]
@@ -239,14 +264,17 @@ class LayerModel:
     features: int = FEATURES_VERSION
     precisions: list[str] | None = None
     threads: int = 1
+    onednn_mb: float | None = None
 
     @classmethod
     def fit(cls, layers: pd.DataFrame, y_ms: np.ndarray, *, min_class: int = 6, trees: int = 200,
-            seed: int = 0, threads: int = 1, features: int | None = None) -> "LayerModel":
+            seed: int = 0, threads: int = 1, features: int | None = None,
+            memory_mb: np.ndarray | None = None) -> "LayerModel":
         """Fit on a table of layer rows (:data:`carb.families.layers.LAYER_COLUMNS`) and their
         measured latency (ms), measured with ``threads`` intra-op threads. ``se`` rows
         (composites) are left out. ``features``: the feature version (default
-        :data:`FEATURES_VERSION`; older ones for comparisons)."""
+        :data:`FEATURES_VERSION`; older ones for comparisons). ``memory_mb``: the layers'
+        measured peak memory (MB), for :attr:`onednn_mb`."""
         version = FEATURES_VERSION if features is None else int(features)
         if version not in (1, 2, 3):
             raise ModelError(f"layer model: unknown feature version {version} (1, 2 or {FEATURES_VERSION})")
@@ -256,6 +284,7 @@ class LayerModel:
 
         keep = (layers["op"] != "se").to_numpy() & np.isfinite(y_ms) & (y_ms > 0)
         layers, y = layers[keep].reset_index(drop=True), np.asarray(y_ms, float)[keep]
+        onednn_mb = None if memory_mb is None else _onednn_mb(layers, np.asarray(memory_mb, float)[keep], threads)
         precisions = _precisions(layers)
         if len(y) < 10:
             raise ModelError(f"layer model: {len(y)} measured layers; need at least 10")
@@ -301,7 +330,7 @@ class LayerModel:
         return cls(rooflines=roof, generic=generic, classes=classes,
                    forest=ArrayForest.from_sklearn(et) if et is not None else None,
                    q_generic=q_generic, n=counts, shrink=shrink, features=version, precisions=precisions,
-                   threads=int(threads))
+                   threads=int(threads), onednn_mb=onednn_mb)
 
     def known(self, layers: pd.DataFrame, cls: np.ndarray | None = None) -> np.ndarray:
         """Which rows the model knows: a measured class, or a view (no cost of its own).
@@ -337,7 +366,7 @@ class LayerModel:
 
 #: Network-level columns :func:`network_row` gives.
 NETWORK_COLUMNS = ["layer_sum_ms", "unknown_ms", "nodes", "flops", "model_bytes", "input_bytes", "peak_live_bytes",
-                   "max_weight_bytes", "batch", "flops_known_share", "layers_known_share"]
+                   "max_weight_bytes", "batch", "flops_known_share", "layers_known_share", "onednn_convs"]
 
 
 def network_row(table: LayerTable, layer_model: LayerModel) -> tuple[dict[str, float], np.ndarray]:
@@ -381,12 +410,23 @@ def _network_rows(tables: Sequence[LayerTable], layer_model: LayerModel
         "batch": [float(t.input_shape[0]) if t.input_shape else 1.0 for t in tables],
         "flops_known_share": np.divide(flops_known, flops, out=np.ones(n), where=flops > 0),
         "layers_known_share": np.divide(n_known_costed, n_costed, out=np.ones(n), where=n_costed > 0),
+        "onednn_convs": per_net(onednn_conv(L, layer_model.threads).astype(np.float64)) if len(L) else np.zeros(n),
     }, columns=NETWORK_COLUMNS)
     return rows, t_all, known_all, L
 
 
 def _lat_design(rows: pd.DataFrame) -> np.ndarray:
     return np.column_stack([rows["layer_sum_ms"], rows["nodes"], np.ones(len(rows))])
+
+
+def _mem_shift(rows: pd.DataFrame, layer: LayerModel) -> np.ndarray:
+    """MB to take off the memory terms' prediction of each network: the layer model's
+    :attr:`LayerModel.onednn_mb` where none of its convolutions runs through oneDNN (the
+    terms are fitted on networks that all do, with this added to the others' measurements),
+    else 0. Rows without the ``onednn_convs`` figure (older callers): 0."""
+    if not layer.onednn_mb or "onednn_convs" not in rows:
+        return np.zeros(len(rows))
+    return np.where(rows["onednn_convs"].to_numpy(np.float64) > 0, 0.0, float(layer.onednn_mb))
 
 
 def _mem_design(rows: pd.DataFrame) -> np.ndarray:
@@ -456,7 +496,7 @@ class NetModel:
         from carb.transfer import LogMap
 
         lat = np.maximum(_lat_design(rows) @ np.asarray(self.lat_coef), 1e-6)
-        mem = np.maximum(_mem_design(rows) @ np.asarray(self.mem_coef), 1e-6)
+        mem = np.maximum(_mem_design(rows) @ np.asarray(self.mem_coef) - _mem_shift(rows, self.layer), 1e-6)
         out = pd.DataFrame(index=rows.index)
         batch = rows["batch"].to_numpy(np.float64)
         for target, pred in (("latency_ms", lat), ("memory_mb", mem)):
@@ -516,6 +556,7 @@ class NetModel:
                          "classes": self.layer.classes, "q_generic": self.layer.q_generic, "n": self.layer.n,
                          "shrink": self.layer.shrink, "features": self.layer.features,
                          "precisions": self.layer.precisions, "threads": self.layer.threads,
+                         "onednn_mb": self.layer.onednn_mb,
                          "forest": "layer_forest.npz" if self.layer.forest is not None else None}}
         (d / "netmodel.json").write_text(json.dumps(doc, indent=1))
         return d
@@ -560,7 +601,8 @@ def load(directory: str | Path) -> NetModel:
                            # models saved before the key existed used version 1's features
                            features=int(ly.get("features", 1)),
                            precisions=None if ly.get("precisions") is None else [str(p) for p in ly["precisions"]],
-                           threads=int(ly.get("threads", 1)))
+                           threads=int(ly.get("threads", 1)),
+                           onednn_mb=None if ly.get("onednn_mb") is None else float(ly["onednn_mb"]))
         return NetModel(layer=layer, lat_coef=list(map(float, doc["lat_coef"])),
                         mem_coef=list(map(float, doc["mem_coef"])), q={k: float(v) for k, v in doc["q"].items()},
                         calibration=doc.get("calibration") or {}, coverage=float(doc.get("coverage", 0.9)),
@@ -591,16 +633,19 @@ def fit_netmodel(layer_model: LayerModel, rows: pd.DataFrame, measured: pd.DataF
     if len(rows) < 3:
         raise ModelError(f"network model: {len(rows)} measured networks; need at least 3")
     A, M = _lat_design(rows), _mem_design(rows)
-    lat_coef, mem_coef = _nnls_rel(A, y_lat, LAT_SHRUNK, shrink_strength), _nnls_rel(M, y_mem)
+    # the terms describe a process that ran oneDNN; a network that never does is measured lower
+    shift = _mem_shift(rows, layer_model)
+    y_mem_fit = y_mem + shift
+    lat_coef, mem_coef = _nnls_rel(A, y_lat, LAT_SHRUNK, shrink_strength), _nnls_rel(M, y_mem_fit)
     g = np.asarray(groups) if groups is not None else np.arange(len(rows)).astype(str)
     res: dict[str, list[float]] = {"latency_ms": [], "memory_mb": []}
     for k in np.unique(g):
         tr, te = g != k, g == k
         if tr.sum() < 3:
             continue
-        cl, cm = _nnls_rel(A[tr], y_lat[tr], LAT_SHRUNK, shrink_strength), _nnls_rel(M[tr], y_mem[tr])
+        cl, cm = _nnls_rel(A[tr], y_lat[tr], LAT_SHRUNK, shrink_strength), _nnls_rel(M[tr], y_mem_fit[tr])
         res["latency_ms"] += list(np.log(np.maximum(A[te] @ cl, 1e-6) / y_lat[te]))
-        res["memory_mb"] += list(np.log(np.maximum(M[te] @ cm, 1e-6) / y_mem[te]))
+        res["memory_mb"] += list(np.log(np.maximum(M[te] @ cm - shift[te], 1e-6) / y_mem[te]))
     # the finite-sample conformal level (ceil((n + 1) c) / n), as carb.transfer's maps use:
     # with ten networks the plain 90% quantile is below the largest residual and under-covers
     q = {t: float(np.quantile(np.abs(v), min(1.0, math.ceil((len(v) + 1) * coverage) / len(v)))) if v else 0.5

@@ -232,6 +232,46 @@ def test_onednn_rule_matches_the_installed_torch(threads) -> None:
     assert list(captured) == runs_onednn
 
 
+def test_onednn_memory_from_the_layers_and_off_networks_that_never_run_it(layer_model, tmp_path) -> None:
+    """SYNTHETIC memory: small oneDNN convolutions read 7 MB above small native ones; the
+    figure comes back from the layers, and a network none of whose convolutions runs on
+    oneDNN is priced that much lower, while the terms fitted on oneDNN networks stay put."""
+    import dataclasses
+
+    cfgs = [L.LayerConfig("conv", c, c, s, k, 1, 1, b) for c in (4, 8) for s in (8, 16) for k in (1, 3)
+            for b in (1, 2, 4)]
+    rows = L.layer_frame(cfgs)
+    on = netmodel.onednn_conv(rows)
+    assert 5 <= on.sum() <= len(cfgs) - 5
+    mem = np.where(on, 21.0, 14.0) + np.random.default_rng(0).normal(0, 0.1, len(cfgs))
+    lm = netmodel.LayerModel.fit(rows, synthetic_latency_ms(rows), trees=5, memory_mb=mem)
+    assert lm.onednn_mb == pytest.approx(7.0, abs=0.2)
+    assert netmodel.LayerModel.fit(rows, synthetic_latency_ms(rows), trees=5).onednn_mb is None  # no memory given
+    assert netmodel._onednn_mb(rows[~on], mem[~on]) is None  # no oneDNN layer: nothing to measure
+
+    class Tiny(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a, self.b = nn.Conv2d(3, 4, 3, padding=1), nn.Conv2d(4, 4, 3, padding=1)
+
+        def forward(self, x):
+            return self.b(self.a(x))
+
+    lm7 = dataclasses.replace(layer_model, onednn_mb=7.0)
+    one, two = (graph.capture(Tiny(), (b, 3, 16, 16)) for b in (1, 2))  # batch 1: native; 2: oneDNN
+    r = pd.DataFrame([netmodel.network_row(t, lm7)[0] for t in (one, two)])
+    assert list(r["onednn_convs"]) == [0, 2]
+    nm = netmodel.NetModel(lm7, [1.0, 0.0, 0.0], [1.0, 1.0, 1.0, 0.0, 30.0], {})
+    plain = netmodel.NetModel(layer_model, [1.0, 0.0, 0.0], [1.0, 1.0, 1.0, 0.0, 30.0], {})
+    shift = plain.predict_rows(r)["memory_mb"].to_numpy() - nm.predict_rows(r)["memory_mb"].to_numpy()
+    assert shift == pytest.approx([7.0, 0.0])
+    assert netmodel.load(nm.save(tmp_path / "m")).layer.onednn_mb == 7.0
+    # fitted on networks that all run oneDNN, the memory terms do not see the figure
+    y = pd.DataFrame({"latency_ms": [1.0, 2.0, 3.0], "memory_mb": [40.0, 41.0, 42.5]})
+    rr = pd.concat([r.iloc[[1]]] * 3, ignore_index=True).assign(peak_live_bytes=[1e6, 2e6, 3.5e6])
+    assert netmodel.fit_netmodel(lm7, rr, y).mem_coef == netmodel.fit_netmodel(layer_model, rr, y).mem_coef
+
+
 def test_calibration_to_a_slower_synthetic_device(model, layer_model) -> None:
     cfgs = [zoo.ZooConfig(a, 0.5, 1.0, 0, s, 1) for a in ("mobilenetv2", "mnasnet", "efficientnet", "regnet",
                                                           "shufflenetv2") for s in (96, 128)]
