@@ -179,9 +179,10 @@ def _work(layers: pd.DataFrame, cls: np.ndarray, version: int = FEATURES_VERSION
 
 
 def _x(layers: pd.DataFrame, classes: Sequence[str], version: int = FEATURES_VERSION,
-       cls: np.ndarray | None = None, threads: int = 1) -> np.ndarray:
+       cls: np.ndarray | None = None, threads: int = 1, onednn: np.ndarray | None = None) -> np.ndarray:
     """The forest's features of layer rows (:data:`_FEATURES`, or those of the model's older
-    version), then one indicator per class; ``threads``: the device's intra-op threads."""
+    version), then one indicator per class; ``threads``: the device's intra-op threads;
+    ``onednn``: the rows' :func:`onednn_conv`, if already computed."""
     nfeat = len({1: _FEATURES_V1, 2: _FEATURES_V2}.get(version, _FEATURES))
     if not len(layers):
         return np.zeros((0, nfeat + len(classes)))
@@ -201,7 +202,7 @@ def _x(layers: pd.DataFrame, classes: Sequence[str], version: int = FEATURES_VER
                                                                                    "weight_bytes")) + 1)
         cols += [ws, cols[0] - ws]
     if version >= 3:
-        cols.append(onednn_conv(layers, threads).astype(np.float64))
+        cols.append((onednn_conv(layers, threads) if onednn is None else onednn).astype(np.float64))
     cols += [(cls == c).astype(np.float64) for c in classes]
     return np.column_stack(cols)
 
@@ -338,10 +339,11 @@ class LayerModel:
         c = op_class(layers) if cls is None else cls
         return np.isin(c, self.classes) | (c == "view")
 
-    def predict(self, layers: pd.DataFrame, cls: np.ndarray | None = None) -> np.ndarray:
+    def predict(self, layers: pd.DataFrame, cls: np.ndarray | None = None,
+                onednn: np.ndarray | None = None) -> np.ndarray:
         """Latency of each layer row. Units: ms. Views: 0; unknown operators: the generic
-        roofline (never 0 unless the op moves no byte and does no FLOP). ``cls``: the
-        rows' :func:`op_class`, if already computed."""
+        roofline (never 0 unless the op moves no byte and does no FLOP). ``cls`` and
+        ``onednn``: the rows' :func:`op_class` and :func:`onednn_conv`, if already computed."""
         if not len(layers):
             return np.zeros(0)
         c = op_class(layers) if cls is None else cls
@@ -354,8 +356,9 @@ class LayerModel:
             out[m] = _apply_roofline(self.rooflines[k], flops[m], nbytes[m])
         out = np.maximum(out, 1e-6)
         if self.forest is not None and known.any():
+            on = None if onednn is None else onednn[known]
             out[known] *= np.exp(self.shrink * self.forest.predict(_x(layers[known], self.classes, self.features,
-                                                                       c[known], self.threads)))
+                                                                       c[known], self.threads, on)))
         unk = ~known & (c != "view")
         out[unk] = np.maximum(_apply_roofline(self.generic, flops[unk], nbytes[unk]), 1e-6)
         out[c == "view"] = 0.0
@@ -387,7 +390,8 @@ def _network_rows(tables: Sequence[LayerTable], layer_model: LayerModel
     # one table: its own frame, no copy
     L = (frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)) if frames else tables[0].layers
     cls = op_class(L) if len(L) else np.zeros(0, object)
-    t_all = layer_model.predict(L, cls)
+    on = onednn_conv(L, layer_model.threads) if len(L) else np.zeros(0, bool)  # features and memory both read it
+    t_all = layer_model.predict(L, cls, on)
     known_all = layer_model.known(L, cls)
     flops_all = L["flops"].to_numpy(np.float64) if len(L) else np.zeros(0)
     costed = (L["op"] != "view").to_numpy() if len(L) else np.zeros(0, bool)
@@ -410,7 +414,7 @@ def _network_rows(tables: Sequence[LayerTable], layer_model: LayerModel
         "batch": [float(t.input_shape[0]) if t.input_shape else 1.0 for t in tables],
         "flops_known_share": np.divide(flops_known, flops, out=np.ones(n), where=flops > 0),
         "layers_known_share": np.divide(n_known_costed, n_costed, out=np.ones(n), where=n_costed > 0),
-        "onednn_convs": per_net(onednn_conv(L, layer_model.threads).astype(np.float64)) if len(L) else np.zeros(n),
+        "onednn_convs": per_net(on.astype(np.float64)),
     }, columns=NETWORK_COLUMNS)
     return rows, t_all, known_all, L
 
