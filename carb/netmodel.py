@@ -90,6 +90,8 @@ _FEATURES_V2 = _FEATURES_V1 + ["l_ws", "l_ai"]
 _FEATURES = _FEATURES_V2 + ["onednn"]
 #: Version of the layer features :meth:`LayerModel.fit` uses; a saved model keeps its own.
 FEATURES_VERSION = 3
+#: The feature names of each version (a saved model predicts with its own version's).
+_FEATURES_BY_VERSION = {1: _FEATURES_V1, 2: _FEATURES_V2, 3: _FEATURES}
 
 
 def op_class(layers: pd.DataFrame) -> np.ndarray:
@@ -183,7 +185,7 @@ def _x(layers: pd.DataFrame, classes: Sequence[str], version: int = FEATURES_VER
     """The forest's features of layer rows (:data:`_FEATURES`, or those of the model's older
     version), then one indicator per class; ``threads``: the device's intra-op threads;
     ``onednn``: the rows' :func:`onednn_conv`, if already computed."""
-    nfeat = len({1: _FEATURES_V1, 2: _FEATURES_V2}.get(version, _FEATURES))
+    nfeat = len(_FEATURES_BY_VERSION.get(version, _FEATURES))
     if not len(layers):
         return np.zeros((0, nfeat + len(classes)))
     cls = op_class(layers) if cls is None else cls
@@ -277,8 +279,9 @@ class LayerModel:
         :data:`FEATURES_VERSION`; older ones for comparisons). ``memory_mb``: the layers'
         measured peak memory (MB), for :attr:`onednn_mb`."""
         version = FEATURES_VERSION if features is None else int(features)
-        if version not in (1, 2, 3):
-            raise ModelError(f"layer model: unknown feature version {version} (1, 2 or {FEATURES_VERSION})")
+        if version not in _FEATURES_BY_VERSION:
+            raise ModelError(f"layer model: unknown feature version {version} "
+                             f"(one of {', '.join(map(str, _FEATURES_BY_VERSION))})")
         from sklearn.ensemble import ExtraTreesRegressor
 
         from carb.model._forest import ArrayForest
