@@ -512,8 +512,11 @@ def trim_middle(ids: Sequence[int] | np.ndarray, cost: np.ndarray,
     ``cost[i]`` is one device's cost (e.g. latency in ms) of ``ids[i]``. The ids are
     sorted by cost and the sorted positions ``[int(keep[0] n), int(keep[1] n))`` are
     kept: 4,000 -> 3,200 (positions 400..3599), 1,000 -> 800. As in HELP's loader the cost
-    is compared in float32 with numpy's default sort, so ties at a cut (whole-millisecond
-    phone latencies) fall as they fall there. Returns the kept ids in their given order.
+    is compared in float32; ties at a cut (whole-millisecond phone latencies) are broken
+    by the ids' given order (a stable sort). HELP's loader used numpy's default sort,
+    whose order among ties depends on the numpy version and the CPU, so no run can
+    promise its exact sets; a stable sort gives the same sets on every machine.
+    Returns the kept ids in their given order.
 
     Evaluating on the trimmed protocol: the target's K random measurements come from its
     trimmed pool, the test set is its trimmed test set, and each source model learns from
@@ -528,7 +531,11 @@ def trim_middle(ids: Sequence[int] | np.ndarray, cost: np.ndarray,
     if not 0.0 <= lo < hi <= 1.0:
         raise ValueError(f"keep {keep}: expected 0 <= lo < hi <= 1")
     n = len(ids)
-    kept = np.argsort(cost)[int(n * lo):int(n * hi)]
+    # stable: ties keep their given order. numpy's default sort hands float32 to a SIMD
+    # kernel chosen by the CPU (AVX-512 or AVX2), which breaks ties differently on each, so
+    # the trimmed sets of tied devices (pixel2: 33 distinct latencies in 900 cells) and every
+    # draw from them changed with the machine the protocol ran on
+    kept = np.argsort(cost, kind="stable")[int(n * lo):int(n * hi)]
     return ids[np.sort(kept)]
 
 

@@ -44,7 +44,8 @@ ENERGY_PLATFORMS: tuple[str, ...] = ("edgegpu", "eyeriss", "fpga")
 
 # HELP's few-shot protocol on NAS-Bench-201 (HELP README / reproduce script; its loader.py:
 # archs [0, 900) are the pool, [900, 1900) the test set, each trimmed per device to the
-# middle 80% by that device's latency: argsort, keep [int(0.1 n), int(0.9 n)))
+# middle 80% by that device's latency: argsort, keep [int(0.1 n), int(0.9 n)); ties
+# in arch order here, see carb.transfer.trim_middle)
 HELP_SOURCE_DEVICES: tuple[str, ...] = ("1080ti_1", "1080ti_32", "1080ti_256", "silver_4114", "silver_4210r",
                                         "samsung_a50", "pixel3", "essential_ph_1", "samsung_s7")
 HELP_VALIDATION_DEVICES: tuple[str, ...] = ("titanx_1", "titanx_32", "titanx_256", "gold_6240")
