@@ -363,11 +363,29 @@ def floor(a, out: dict) -> None:
         # the tail beyond t[-1] adds 1 / t[-1]; below t[0] (1 - phi) / t^2 ~ var / 2: negligible
         return float(2 / np.pi * (np.trapezoid((1 - phin) / t ** 2, t) + 1 / t[-1]))
 
+    def within_10pct(diff: np.ndarray) -> float:
+        # a perfect predictor's share within ±10%: |exp(-n) - 1| <= 0.1, i.e. n in
+        # [-log 1.1, -log 0.9]; for symmetric n, P(|n| <= c) = (2 / pi) * integral of
+        # sin(c t) / t * phi_n(t) over t > 0, halved over the two ends
+        tt = np.linspace(1e-3, 3000, 60001)
+        phi = np.interp(tt, t, np.array([np.mean(np.cos(x * diff)) for x in t]))
+        phin = np.sqrt(np.clip(phi, 0, 1))
+        low = phi < 3 / np.sqrt(len(diff))
+        if low.any():
+            phin[np.argmax(low):] = 0
+        p = [2 / np.pi * np.trapezoid(np.sin(c * tt) / tt * phin, tt) for c in (np.log(1.1), -np.log(0.9))]
+        return float(np.clip(np.mean(p), 0, 1))
+
     rng = np.random.default_rng(0)
     lap = rng.laplace(0, 0.015, (2, len(d)))
+    # heavy-tailed check: Laplace 1.5% with 2% of the measurements jumping by a further 15% either way
+    jump = lap + rng.choice([-0.15, 0.15], lap.shape) * (rng.random(lap.shape) < 0.02)
     res = {"copy_log_diff_mean_abs": float(np.abs(d).mean()), "copy_log_diff_median_abs": float(np.median(np.abs(d))),
            "noise_mean_abs": mean_abs_noise(d), "noise_mean_abs_if_gaussian": float(np.abs(d).mean() / np.sqrt(2)),
-           "check_laplace_true": float(np.abs(lap[0]).mean()), "check_laplace_deconvolved": mean_abs_noise(lap[0] - lap[1])}
+           "check_laplace_true": float(np.abs(lap[0]).mean()), "check_laplace_deconvolved": mean_abs_noise(lap[0] - lap[1]),
+           "within_10pct_floor": within_10pct(d),
+           "check_jump_within_10pct_true": float((np.abs(np.exp(-jump[0]) - 1) <= 0.1).mean()),
+           "check_jump_within_10pct_deconvolved": within_10pct(jump[0] - jump[1])}
     ratio = float(np.median(e["cifar10"] / e["cifar100"]))
     calls = []
     for q in (0.25, 0.5, 0.75):
@@ -381,7 +399,10 @@ def floor(a, out: dict) -> None:
           f"mean |d| {_pct(res['copy_log_diff_mean_abs'])}, median {_pct(res['copy_log_diff_median_abs'])}; "
           f"one measurement's E|n| deconvolved {_pct(res['noise_mean_abs'])} (Gaussian would say "
           f"{_pct(res['noise_mean_abs_if_gaussian'])}; Laplace check: true {_pct(res['check_laplace_true'])}, "
-          f"deconvolved {_pct(res['check_laplace_deconvolved'])})", flush=True)
+          f"deconvolved {_pct(res['check_laplace_deconvolved'])}); its share within ±10% "
+          f"{_pct(res['within_10pct_floor'])} (check, Laplace with 2% jumps of 15%: true "
+          f"{_pct(res['check_jump_within_10pct_true'])}, deconvolved {_pct(res['check_jump_within_10pct_deconvolved'])})",
+          flush=True)
     for c in calls:
         print(f"  budget q={c['q']} {c['budget_j'] * 1e3:.2f} mJ called by the cifar100 copy: accuracy "
               f"{_pct(c['accuracy'])} FA {_pct(c['false_accept'])} FR {_pct(c['false_reject'])} "
