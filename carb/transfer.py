@@ -661,7 +661,8 @@ def fewshot_nb201(measured: pd.DataFrame, *, sources: Sequence[str] | None = Non
       Mean Spearman, seeds 0..9 (``benchmarks/bench_nb201.py fewshot``,
       ``benchmarks/RESULTS.md``): validation 0.968 against 0.949 for ``ridge``; HELP's nine
       meta-training devices, each left out of the sources and taken as the target, 0.931
-      against 0.915 (the operation counts: 0.911 without them).
+      against 0.914 (the operation counts: 0.911 without them); HELP's six targets 0.952
+      against 0.943 (HELP: 0.932).
 
     Args:
         measured: ``arch_idx`` (0..15624) and ``latency_ms`` (ms, > 0), K >= 3 rows.
