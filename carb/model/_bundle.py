@@ -9,11 +9,12 @@ Layout::
     DIR/<target>.<learner>.ubj   XGBoost boosters (UBJSON)
     DIR/<target>.<learner>.txt   LightGBM boosters (LightGBM model text)
     DIR/<target>.<learner>.npz   ExtraTrees as node arrays (numpy, no pickled objects)
+    DIR/<target>.<learner>.cbm   CatBoost models (CatBoost's binary model format)
     DIR/prior/                   only for a model trained with a prior (another device's
                                  model it reads): that model, a bundle of its own, tied to
                                  this one by its manifest's checksum
 
-Loading reads JSON, UBJSON, LightGBM text and ``.npz`` with ``allow_pickle=False``, so it
+Loading reads JSON, UBJSON, LightGBM text, CatBoost's model format and ``.npz`` with ``allow_pickle=False``, so it
 never runs code from the files. Before reading any model file it checks the manifest's
 format and schema version and each file's checksum, and refuses a bundle that fails with
 one line (:class:`BundleError`). The checksums catch corruption and edits of the model
@@ -32,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from ._inputs import FAMILY_COLUMNS, input_columns
-from ._learners import load_learner
+from ._learners import MissingDependency, load_learner
 
 __all__ = ["save", "load", "BundleError", "SCHEMA_VERSION", "FORMAT", "doc_checksum", "check_doc_checksum"]
 
@@ -89,7 +90,7 @@ def _versions() -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
 
     out = {}
-    for p in ("carb", "xgboost-cpu", "xgboost", "lightgbm", "scikit-learn", "numpy"):
+    for p in ("carb", "xgboost-cpu", "xgboost", "lightgbm", "catboost", "scikit-learn", "numpy"):
         try:
             out[p] = version(p)
         except PackageNotFoundError:
@@ -289,6 +290,8 @@ def load(directory: str | Path, n_jobs: int = 1):
         spec["learners"] = {n: (v["kind"], v["params"]) for n, v in spec["learners"].items()}
     except BundleError:
         raise
+    except MissingDependency as e:  # a sound bundle of a learner whose package is absent here
+        raise BundleError(f"{d}: {e}") from None
     except (KeyError, TypeError, ValueError, OSError) as e:
         raise BundleError(f"{d}: malformed bundle ({type(e).__name__}: {' '.join(str(e).split())[:200]})") from None
     except Exception as e:  # xgboost / lightgbm parse errors have their own classes

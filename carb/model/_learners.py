@@ -6,6 +6,9 @@ Kinds and their files:
 ``xgboost``     XGBoost booster, saved as UBJSON (``.ubj``).
 ``lightgbm``    LightGBM booster, saved as LightGBM's model text (``.txt``).
 ``extratrees``  scikit-learn ExtraTrees, saved as node arrays (``.npz``, see :mod:`._forest`).
+``catboost``    CatBoost (symmetric trees, ordered target statistics for the inputs named
+                in its setting ``categorical``), saved in CatBoost's binary model format
+                (``.cbm``: data, not code). Optional: ``pip install 'carb[catboost]'``.
 ``linear``      ridge regression on log1p of chosen inputs (one-hot for categoricals); its
                 few numbers live in the manifest (no file).
 ``additive``    a non-negative sum of costs, ``c0 + c1 * flops + c2 * bytes + ...``, fitted by
@@ -30,9 +33,10 @@ from carb.families import nb201 as _nb201
 from ._forest import ArrayForest
 from ._inputs import BATCH_SCALED, CODES
 
-__all__ = ["KINDS", "DERIVED", "fit_learner", "load_learner", "Learner"]
+__all__ = ["KINDS", "DERIVED", "fit_learner", "load_learner", "Learner", "MissingDependency"]
 
-KINDS = ("xgboost", "lightgbm", "extratrees", "linear", "additive")
+KINDS = ("xgboost", "lightgbm", "extratrees", "catboost", "linear", "additive")
+_TREES = ("xgboost", "lightgbm", "extratrees", "catboost")
 
 #: Inputs a tree learner may derive from its matrix (learner setting ``derive``: a name
 #: here): name -> (the input columns it reads, the names of the columns it adds, a
@@ -74,7 +78,7 @@ def fit_learner(kind: str, params: dict[str, Any], X: np.ndarray, y: np.ndarray,
     if "derive" in params:
         params = dict(params)
         name = params.pop("derive")
-        if kind not in ("xgboost", "lightgbm", "extratrees"):
+        if kind not in _TREES:
             raise ValueError(f"learner setting derive: only tree learners derive inputs, not {kind!r}")
         if name not in DERIVED:
             raise ValueError(f"learner setting derive: unknown value {name!r} (expected one of {', '.join(DERIVED)})")
@@ -93,6 +97,8 @@ def fit_learner(kind: str, params: dict[str, Any], X: np.ndarray, y: np.ndarray,
         return _LGBM.fit(params, X, y, _monotone(columns, monotone), n_jobs, seed)
     if kind == "extratrees":
         return _ET.fit(params, X, y, n_jobs, seed)
+    if kind == "catboost":
+        return _CatBoost.fit(params, X, y, columns, _monotone(columns, monotone), n_jobs, seed)
     if kind == "linear":
         return _Linear.fit(params, X, y, columns)
     if kind == "additive":
@@ -118,6 +124,8 @@ def load_learner(directory: Path, entry: dict[str, Any], n_jobs: int = 1) -> Lea
         return _LGBM.load(directory / entry["file"], n_jobs)
     if kind == "extratrees":
         return _ET(ArrayForest.load(directory / entry["file"]))
+    if kind == "catboost":
+        return _CatBoost.load(directory / entry["file"], entry.get("categorical_index", []), n_jobs)
     if kind == "linear":
         return _Linear.from_entry(entry)
     if kind == "additive":
@@ -229,6 +237,77 @@ class _ET(Learner):
         name = f"{stem}.npz"
         self.forest.save(directory / name)
         return {"kind": self.kind, "file": name}
+
+
+class MissingDependency(ValueError):
+    """A learner kind whose optional package is not installed (one line, says what to install)."""
+
+
+def _catboost():
+    try:
+        import catboost
+    except ImportError:
+        raise MissingDependency("learner kind 'catboost' needs the catboost package: "
+                                "pip install 'carb[catboost]'") from None
+    return catboost
+
+
+class _CatBoost(Learner):
+    """CatBoost on the matrix; the inputs named in the setting ``categorical`` (e.g. the
+    six NAS-Bench-201 edge operations) enter as categories (integer codes, missing -> -1):
+    CatBoost splits on their ordered target statistics and combinations instead of on
+    the codes' arbitrary order."""
+
+    kind = "catboost"
+
+    def __init__(self, model, categorical: list[int], n_jobs: int = 1) -> None:
+        self.model, self.categorical, self.n_jobs = model, [int(i) for i in categorical], n_jobs
+
+    @staticmethod
+    def _frame(X: np.ndarray, categorical: list[int]):
+        import pandas as pd
+
+        df = pd.DataFrame(np.asarray(X, dtype=np.float64), columns=[f"x{j}" for j in range(X.shape[1])])
+        for j in categorical:
+            if j >= X.shape[1]:
+                raise ValueError(f"catboost: categorical input column {j} beyond the matrix's {X.shape[1]}")
+            v = X[:, j]
+            df[f"x{j}"] = np.where(np.isfinite(v), v, -1).astype(np.int64)
+        return df
+
+    @classmethod
+    def fit(cls, params, X, y, columns, monotone, n_jobs, seed) -> "_CatBoost":
+        cb = _catboost()
+        params = dict(params)
+        names = list(params.pop("categorical", []))
+        absent = [c for c in names if c not in columns]
+        if absent:
+            raise ValueError(f"catboost setting categorical: the inputs lack column {absent[0]}")
+        index = [columns.index(c) for c in names]
+        extra = {"monotone_constraints": monotone} if monotone else {}
+        # allow_writing_files: CatBoost otherwise writes a catboost_info/ folder into the cwd
+        model = cb.CatBoostRegressor(**params, **extra, thread_count=n_jobs, random_seed=seed, verbose=0,
+                                     allow_writing_files=False)
+        model.fit(cls._frame(X, index), y, cat_features=[f"x{j}" for j in index])
+        return cls(model, index, n_jobs)
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        return np.asarray(self.model.predict(self._frame(X, self.categorical), thread_count=self.n_jobs),
+                          dtype=np.float64)
+
+    def save(self, directory: Path, stem: str) -> dict[str, Any]:
+        name = f"{stem}.cbm"
+        self.model.save_model(str(directory / name), format="cbm")
+        return {"kind": self.kind, "file": name, "categorical_index": list(self.categorical)}
+
+    @classmethod
+    def load(cls, path: Path, categorical: Any, n_jobs: int) -> "_CatBoost":
+        if not isinstance(categorical, list) or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0
+                                                        for i in categorical):
+            raise ValueError(f"learner entry: malformed categorical_index {categorical!r}")
+        model = _catboost().CatBoostRegressor()
+        model.load_model(str(path), format="cbm")  # CatBoost's own binary format: data, not code
+        return cls(model, categorical, n_jobs)
 
 
 @dataclass
