@@ -297,13 +297,34 @@ def ablation(a, out: dict) -> None:
              {"n_estimators": 3000, "num_leaves": 63, "learning_rate": 0.02, "subsample": 0.8,
               "subsample_freq": 1, "colsample_bytree": 0.5}),
             ("+ cell figures, L1 loss", [X, cell], {"objective": "l1"})]
+    # the six edge codes appended once more as the last six columns, read as categories:
+    # LightGBM's categorical splits, and CatBoost (the learner of preset nb201-cb)
+    runs += [("+ cell figures, edges as LightGBM categories", [X, cell, codes], {"categorical": True}),
+             ("+ cell figures, CatBoost 2,000 trees of depth 6, lr 0.08, edges as categories",
+              [X, cell, codes], {"catboost": True})]
     rows, resid = [], None
     print(f"\nablation: LightGBM on log energy, grouped split ({len(tr)} train / {len(te)} test rows)", flush=True)
     for name, parts, over in runs:
         Z = np.column_stack(parts)
+        cats = list(range(Z.shape[1] - 6, Z.shape[1]))
         t0 = time.perf_counter()
-        m = lgb.LGBMRegressor(**{**base, **over}, n_jobs=a.jobs, random_state=0, verbose=-1).fit(Z[tr], y[tr])
-        p = m.predict(Z[te])
+        if over.get("catboost"):
+            try:
+                import catboost
+            except ImportError:
+                print(f"  {name}: skipped (pip install 'carb[catboost]')", flush=True)
+                continue
+            Zc = pd.DataFrame(Z).rename(columns=str)
+            Zc[[str(j) for j in cats]] = Zc[[str(j) for j in cats]].astype(np.int64)
+            m = catboost.CatBoostRegressor(iterations=2000, depth=6, learning_rate=0.08, thread_count=a.jobs,
+                                           random_seed=0, verbose=0, allow_writing_files=False)
+            p = m.fit(Zc.iloc[tr], y[tr], cat_features=[str(j) for j in cats]).predict(Zc.iloc[te])
+        elif over.get("categorical"):
+            m = lgb.LGBMRegressor(**base, n_jobs=a.jobs, random_state=0, verbose=-1)
+            p = m.fit(Z[tr], y[tr], categorical_feature=cats).predict(Z[te])
+        else:
+            m = lgb.LGBMRegressor(**{**base, **over}, n_jobs=a.jobs, random_state=0, verbose=-1).fit(Z[tr], y[tr])
+            p = m.predict(Z[te])
         err = np.abs(np.exp(p - y[te]) - 1)
         rows.append({"variant": name, "mape": float(err.mean()), "within_10pct": float((err <= 0.1).mean()),
                      "seconds": time.perf_counter() - t0})

@@ -13,6 +13,7 @@ shortcut AvgPool2d(2) + 1x1 conv); ``lastact`` BN + ReLU, global pooling, linear
 from __future__ import annotations
 
 import itertools
+import sys
 import weakref
 
 import numpy as np
@@ -488,6 +489,44 @@ def test_nb201_preset_derives_cell_inputs_and_round_trips(edgegpu: pd.DataFrame,
     for name, index in (("nope", [0] * 6), ("nb201-cell", [0] * 5), ("nb201-cell", [0, 1, 2, 3, 4, -5])):
         with pytest.raises(ValueError, match="malformed derive"):
             load_learner(tmp_path, {"kind": "lightgbm", "file": "x.txt", "derive": name, "derive_index": index})
+
+
+def test_catboost_learner_reads_edges_as_categories_and_round_trips(edgegpu: pd.DataFrame, tmp_path,
+                                                                    monkeypatch) -> None:
+    pytest.importorskip("catboost")
+    from carb.model import CARB, BundleError, load, save
+    from carb.model import _learners as L
+
+    monkeypatch.chdir(tmp_path)  # CatBoost must not leave a catboost_info/ folder behind
+    small = edgegpu[edgegpu.arch_idx < 600]
+    model = CARB(preset="nb201-cb", random_state=0, learner_params={"cb": {"iterations": 60}}).fit(small)
+    cb = model.models_["energy_j"].learners["cb"]
+    assert cb.name == "nb201-cell" and cb.kind == "catboost"
+    # the six edge columns are CatBoost's categories (not numbers), at their input positions
+    assert [model.input_columns_[i] for i in cb.inner.categorical] == list(nb201.EDGE_COLUMNS)
+    assert cb.inner.model.get_cat_feature_indices() == cb.inner.categorical
+    assert not (tmp_path / "catboost_info").exists()
+    test = edgegpu[(edgegpu.arch_idx >= 600) & (edgegpu.arch_idx < 700)]
+    pred = model.predict(test)
+    save(model, tmp_path / "m")
+    assert (tmp_path / "m" / "energy_j.cb.cbm").is_file()
+    back = load(tmp_path / "m").predict(test)
+    pd.testing.assert_frame_equal(pred, back)
+    assert 0 < np.mean(np.abs(pred.energy_j / test.energy_j - 1)) < 0.2
+    # a missing categorical input, a malformed manifest entry: one line each
+    X, y = np.zeros((4, 3)), np.zeros(4)
+    with pytest.raises(ValueError, match="categorical: the inputs lack column edge_0"):
+        L.fit_learner("catboost", {"categorical": ["edge_0"]}, X, y, ["a", "b", "c"])
+    with pytest.raises(ValueError, match="malformed categorical_index"):
+        L.load_learner(tmp_path, {"kind": "catboost", "file": "x.cbm", "categorical_index": [-1]})
+
+    # without the package (import fails): fitting says what to install; a saved bundle is
+    # refused in one line
+    monkeypatch.setitem(sys.modules, "catboost", None)
+    with pytest.raises(ValueError, match=r"pip install 'carb\[catboost\]'"):
+        L.fit_learner("catboost", {}, X, y, ["a", "b", "c"])
+    with pytest.raises(BundleError, match=r"m: learner kind 'catboost' needs the catboost package"):
+        load(tmp_path / "m")
 
 
 def test_evaluate_says_when_the_energy_baseline_did_not_run() -> None:
