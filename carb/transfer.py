@@ -662,7 +662,7 @@ def fewshot_nb201(measured: pd.DataFrame, *, sources: Sequence[str] | None = Non
       ``benchmarks/RESULTS.md``): validation 0.968 against 0.949 for ``ridge``; HELP's nine
       meta-training devices, each left out of the sources and taken as the target, 0.931
       against 0.914 (the operation counts: 0.911 without them); HELP's six targets 0.952
-      against 0.943 (HELP: 0.932).
+      against 0.942 (HELP: 0.932).
 
     Args:
         measured: ``arch_idx`` (0..15624) and ``latency_ms`` (ms, > 0), K >= 3 rows.

@@ -14,10 +14,10 @@ Layout::
                                  model it reads): that model, a bundle of its own, tied to
                                  this one by its manifest's checksum
 
-Loading reads JSON, UBJSON, LightGBM text, CatBoost's model format and ``.npz`` with ``allow_pickle=False``, so it
-never runs code from the files. Before reading any model file it checks the manifest's
-format and schema version and each file's checksum, and refuses a bundle that fails with
-one line (:class:`BundleError`). The checksums catch corruption and edits of the model
+Loading reads JSON, UBJSON, LightGBM text, CatBoost's binary model format and ``.npz``
+with ``allow_pickle=False``, so it never runs code from the files. Before reading any model
+file it checks the manifest's format and schema version and each file's checksum, and
+refuses a bundle that fails with one line (:class:`BundleError`). The checksums catch corruption and edits of the model
 files; they are not a signature (whoever can write the files can rewrite the manifest).
 """
 

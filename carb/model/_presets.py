@@ -124,10 +124,11 @@ PRESETS: dict[str, dict[str, Any]] = {
         "features": "extended",
         "transform": "log",
         "offset": None,
-        # Jetson TX2, grouped split (issue 14, RESULTS.md): energy 2.20% MAPE against the nb201
-        # preset's 2.30% (another split seed 2.14 vs 2.24%), latency 1.89 vs 1.97%; the edge
-        # codes as numbers 2.24%; 4,000 trees at lr 0.05 2.19% for twice the time; about 15x
-        # LightGBM's fitting time, hence a preset of its own and not the nb201 default
+        # Jetson TX2, grouped split (issue 14, RESULTS.md): energy 2.23% MAPE against the nb201
+        # preset's 2.30%, latency 1.92 vs 1.97%, fitted in 513 s against 79 s (2 threads), hence
+        # a preset of its own and not the nb201 default. The learner alone: 2.20% (another split
+        # seed 2.14 vs 2.24%); the edge codes as numbers 2.24%; 4,000 trees at lr 0.05 2.19%
+        # for twice the time
         "learners": {"cb": ("catboost", {"iterations": 2000, "depth": 6, "learning_rate": 0.08,
                                          "categorical": list(_NB201_EDGES), "derive": "nb201-cell"})},
         "blend": "nnls",
