@@ -13,7 +13,7 @@ import copy, numpy as np, warnings
 warnings.simplefilter("ignore")
 from carb import datasets
 from carb.model import CARB
-from carb.calibrate import choose_samples, fit_calibrated
+from carb.transfer.calibrate import choose_samples, fit_calibrated
 a = datasets.load("cpu-1t"); b = datasets.load("cpu-2t")
 a = a[a.status == "ok"]; b = b[b.status == "ok"].reset_index(drop=True)
 src = CARB(preset="default").fit(a)

@@ -28,11 +28,11 @@ def main() -> None:
 
     from dataclasses import replace
 
-    from carb import space
-    from carb.campaign import run_campaign
+    from carb.families import space
+    from carb.campaign.runner import run_campaign
     from carb.measure import get_backend
     from carb.measure.base import Protocol
-    from carb.store import Store
+    from carb.campaign.store import Store
 
     configs = space.load("cpu").sample(a.n, seed=a.seed, method="stratified")
     protocol = replace(Protocol.default_for("cpu"), max_time_s=a.max_time)

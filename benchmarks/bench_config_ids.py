@@ -1,12 +1,12 @@
 """Config ids of a table without a ``config_id`` column: the vectorized path versus one
-:class:`carb.space.Config` per row (what ``carb predict --configs`` did before issue 13).
+:class:`carb.families.space.Config` per row (what ``carb predict --configs`` did before issue 13).
 
 Side by side, in one run, interleaved (per-row, vectorized, per-row, ...), on rows drawn
 with replacement from the ``paper`` space (17,280 distinct configs):
 
 * ``per row``: ``[c.config_id for c in configs_from_frame(df)]`` on ``--row-rows`` rows
   (the old path is slow: its figure is scaled to rows/s);
-* ``vectorized``: :func:`carb.space.config_ids` on ``--rows`` rows.
+* ``vectorized``: :func:`carb.families.space.config_ids` on ``--rows`` rows.
 
 The ids of both are checked byte-identical on the rows the per-row path sees. Prints
 seconds, rows/s and the ratio. Run::
@@ -24,7 +24,7 @@ import time
 
 import numpy as np
 
-from carb import space
+from carb.families import space
 
 
 def main() -> None:

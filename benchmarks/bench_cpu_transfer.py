@@ -5,18 +5,18 @@ Source ``cpu-1t`` (one thread), target ``cpu-2t`` (two threads), both measured o
 same machine by our pipeline (``carb dataset list``). The source model is CARB
 (``--preset``) trained on every ``cpu-1t`` row.
 
-1. **Calibration against K** (``carb calibrate``'s method, :mod:`carb.calibrate`): K
+1. **Calibration against K** (``carb calibrate``'s method, :mod:`carb.transfer.calibrate`): K
    ``cpu-2t`` measurements chosen by the active sampler (and, for comparison, at
    random) calibrate the source model; the rest of ``cpu-2t`` is the test set. Beside it,
    the HELP-style NNLS map over the source prediction and cost features
    (``carb calibrate --method nnls``) on the same K configs. Spearman,
    MAPE and interval coverage per target, mean over ``--seeds``; "K = 0" is the source
    model as it is. HELP's reference: Spearman 0.932 from 10 target samples.
-2. **Screening table** (:func:`carb.screen.screen` then
-   :func:`carb.validate.validate_against_truth`): Stage 1 ranks with the ``cpu-1t``
+2. **Screening table** (:func:`carb.decide.screen.screen` then
+   :func:`carb.decide.validate.validate_against_truth`): Stage 1 ranks with the ``cpu-1t``
    model; Stage 2 uses a ``cpu-2t`` model, either the device-specific model of the study
    (CARB trained on ``cpu-2t``, out-of-fold: each config is predicted by a model that never
-   saw its architecture: folds group rows by :data:`carb.evaluate.GROUP_KEYS`, the key of
+   saw its architecture: folds group rows by :data:`carb.model.evaluation.GROUP_KEYS`, the key of
    ``carb evaluate``'s grouped split, so every input size and class count of an
    architecture is on one side; 5 folds) or the source calibrated from K = 20 measurements (the
    product's path to a new device; those 20 are left out of the table). Budgets on
@@ -88,9 +88,9 @@ def versions() -> str:
 
 def arch_folds(df: pd.DataFrame, folds: int = 5, seed: int = 0) -> np.ndarray:
     """Fold of each row, whole architectures per fold: grouped by ``carb evaluate``'s key
-    (:data:`carb.evaluate.GROUP_KEYS`: family, block, depth, width, early_downsample), so
+    (:data:`carb.model.evaluation.GROUP_KEYS`: family, block, depth, width, early_downsample), so
     no input size or class count of a test architecture is in training."""
-    from carb.evaluate import GROUP_KEYS
+    from carb.model.evaluation import GROUP_KEYS
 
     keys = [c for c in GROUP_KEYS if c in df.columns]
     groups = pd.factorize(df[keys].astype(str).agg("|".join, axis=1))[0]
@@ -113,7 +113,7 @@ def _out_of_fold(df: pd.DataFrame, preset: str, folds: int = 5, seed: int = 0) -
 def calibration_rows(tgt: pd.DataFrame, source, seeds, ks) -> pd.DataFrame:
     """Spearman, MAPE and coverage on the target's other configs, one row per seed, K,
     method (source, active, random, nnls) and target."""
-    from carb.calibrate import choose_samples, fit_calibrated
+    from carb.transfer.calibrate import choose_samples, fit_calibrated
 
     rows = []
     for seed in seeds:
@@ -161,16 +161,16 @@ def main() -> None:
     warnings.filterwarnings("ignore")
 
     from carb import datasets
-    from carb.calibrate import choose_samples, fit_calibrated
+    from carb.transfer.calibrate import choose_samples, fit_calibrated
     from carb.model import CARB
-    from carb.screen import screen
-    from carb.validate import validate_against_truth
+    from carb.decide.screen import screen
+    from carb.decide.validate import validate_against_truth
 
     src = datasets.load(a.source)
     tgt = datasets.load(a.target)
     src, tgt = src[src.status == "ok"].reset_index(drop=True), tgt[tgt.status == "ok"].reset_index(drop=True)
     if a.latency == "corrected":  # no-ops for data without a speed index (cpu-1t, cpu-2t)
-        from carb.drift import corrected
+        from carb.campaign.speed import corrected
 
         src, tgt = corrected(src, paired_only=True), corrected(tgt, paired_only=True)
     print(f"command: python {' '.join(sys.argv)}")

@@ -99,7 +99,7 @@ class RefitIntervals:
     """A calibrated model (``carb calibrate``'s) whose intervals are re-fitted on its own K
     measurements: each config's width is the source model's locally adaptive 90% log
     half-width times the conformal quantile of the K scores ``|log(y / p)| / halfwidth``.
-    ``carb.calibrate`` instead widens the mapped source interval by the map's own error,
+    ``carb.transfer.calibrate`` instead widens the mapped source interval by the map's own error,
     counting the source's error twice (coverage 99-100% at 90% nominal). A benchmark
     variant, not product code; the K residuals are in-sample for the map (1-3
     coefficients fitted on them)."""
@@ -140,7 +140,7 @@ def _versions() -> dict[str, str]:
 
 def _coverage_table(model, cands: pd.DataFrame, targets: list[str], budgets_by_q: dict[float, dict[str, float]],
                     fronts: set, conf: float = 0.9) -> list[dict]:
-    from carb.screen import predict_at
+    from carb.decide.screen import predict_at
 
     p = predict_at(model, cands, conf).reset_index(drop=True)
     c = cands.reset_index(drop=True)
@@ -172,8 +172,8 @@ def _coverage_table(model, cands: pd.DataFrame, targets: list[str], budgets_by_q
 def _recall_curve(res, truth: pd.DataFrame, budgets: dict, objs, sizes=(5, 10, 20, 30, 40, 60, 80, 100, 120, 160)):
     """Front recall of the top-N of the probable front (ranked by p_front) against N, and at
     p_front thresholds."""
-    from carb import pareto
-    from carb.validate import truly_feasible, with_per_image
+    from carb.decide import pareto
+    from carb.decide.validate import truly_feasible, with_per_image
 
     truth = with_per_image(truth.reset_index(drop=True))
     tf = truth[truly_feasible(truth, budgets)]
@@ -203,8 +203,8 @@ METHODS = (("point", {"risk": "point"}), ("safe", {"risk": "safe"}), ("decide", 
 def _rows_for(dataset: str, name: str, model, source, cands: pd.DataFrame, targets: list[str], conf: float,
               sweep: list[float], log: list, methods: tuple[str, ...] | None = None
               ) -> tuple[list[dict], list[dict], list[dict]]:
-    from carb.screen import screen
-    from carb.validate import validate_against_truth
+    from carb.decide.screen import screen
+    from carb.decide.validate import validate_against_truth
 
     rows, curves, sweeps = [], [], []
     for q in QS:
@@ -249,8 +249,8 @@ def _rows_for(dataset: str, name: str, model, source, cands: pd.DataFrame, targe
 
 
 def _true_fronts(cands: pd.DataFrame, targets: list[str], objs) -> set:
-    from carb import pareto
-    from carb.validate import truly_feasible, with_per_image
+    from carb.decide import pareto
+    from carb.decide.validate import truly_feasible, with_per_image
 
     c = with_per_image(cands.reset_index(drop=True))
     out: set = set()
@@ -266,7 +266,7 @@ def cpu_pair_data(target: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The ok rows of ``cpu-1t`` (the source) and of ``target``, the target's latency at its
     campaign's median speed where the paired sentinel timed a row, as `carb train` learns it."""
     from carb import datasets
-    from carb.drift import corrected
+    from carb.campaign.speed import corrected
 
     src, tgt = datasets.load("cpu-1t"), datasets.load(target)
     src, tgt = src[src.status == "ok"].reset_index(drop=True), tgt[tgt.status == "ok"].reset_index(drop=True)
@@ -274,8 +274,8 @@ def cpu_pair_data(target: str) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def _cpu_pair(a, out: dict) -> None:
-    from carb.calibrate import choose_samples, fit_calibrated
-    from carb.features import compute
+    from carb.transfer.calibrate import choose_samples, fit_calibrated
+    from carb.families.features import compute
     from carb.model import CARB
 
     src, tgt = cpu_pair_data(a.target)

@@ -2,7 +2,7 @@
 validated latency error the map's, or the machine's?
 
 The demo trains CARB (``fast``) on ``cpu-1t``, measures K = 12 configs of the ``cpu``
-space chosen by :func:`carb.calibrate.choose_samples` at 2 threads, calibrates, screens
+space chosen by :func:`carb.transfer.calibrate.choose_samples` at 2 threads, calibrates, screens
 under the calibrated medians of latency and memory, then measures 16 validation configs
 (the 8 best-ranked shortlisted and 8 at random) and reports their median |error|.
 Here every "measurement" is the shipped ``cpu-2t`` row of the config (measured at 2
@@ -58,7 +58,7 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import least_squares
 
-import carb.calibrate as C
+import carb.transfer.calibrate as C
 import carb.transfer as T
 
 _FIT_LOG_MAP = T.fit_log_map
@@ -186,7 +186,7 @@ def simulate(source, cands: pd.DataFrame, truth: pd.DataFrame, seed: int, *, k: 
              validate: int = 8, control: int = 8) -> dict:
     """One offline demo run, as :func:`carb.demo.run_demo` runs it; ``truth`` is cpu-2t
     indexed by config_id, standing in for every measurement."""
-    from carb.screen import screen
+    from carb.decide.screen import screen
 
     pick = C.choose_samples(cands, source, k, seed=seed)
     measured = truth.loc[pick.config_id].reset_index()
@@ -267,7 +267,8 @@ def main() -> None:
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
     warnings.simplefilter("ignore")
-    from carb import datasets, space
+    from carb import datasets
+    from carb.families import space
     from carb.model import CARB
 
     src_rows = datasets.load("cpu-1t")

@@ -31,7 +31,7 @@ of an elasticity that falls with its size (``benchmarks/elasticity.py``), for co
 "fastest sample" / "10th percentile": that statistic of each config's pooled samples instead of
 their median (contention only ever adds time), raw and scaled by the same statistic of its
 paired sentinel samples; "plain loop, fastest forward" likewise. "carb's own report" is what
-``carb dataset info`` says of the pair (``carb.drift.remeasure_figures``): the stored
+``carb dataset info`` says of the pair (``carb.campaign.speed.remeasure_figures``): the stored
 ``latency_ms_min`` is the fastest sample.
 """
 
@@ -52,7 +52,7 @@ def plain_loop(configs, seconds: float) -> dict[str, tuple[float, float]]:
     0.2 s warm-up, then single forwards for ``seconds``."""
     import torch
 
-    from carb import arch
+    from carb.families import arch
 
     torch.set_num_threads(1)
     out = {}
@@ -107,11 +107,11 @@ def main() -> None:
 
     from dataclasses import replace
 
-    from carb import space
-    from carb.campaign import run_campaign
+    from carb.families import space
+    from carb.campaign.runner import run_campaign
     from carb.measure.base import Protocol
     from carb.measure.cpu import CpuBackend
-    from carb.store import Store
+    from carb.campaign.store import Store
 
     configs = [c for c in space.load("cpu").sample(200, seed=a.seed, method="stratified")
                if c.family == "cifar" and (a.precision is None or c.precision == a.precision)][:a.n]
@@ -173,7 +173,7 @@ def _start_stress(kind: str):
 
 def rescore(a) -> None:
     """The figures of a kept store's two campaigns (A: the first run, B: the remeasurement)."""
-    from carb.store import Store
+    from carb.campaign.store import Store
 
     with Store(Path(a.rescore), read_only=True) as store:
         m = store.measurements("bench").set_index("config_id")
@@ -211,7 +211,7 @@ def score(m, r, readings, runs, res, plain, wall, sentinel_s, out) -> None:
     """Print (and write to the JSON file ``out``, if given) the figures of campaigns A (``m``)
     and B (``r``), their readings and, when given, the plain loop's pass 2 / pass 1 ratio per
     config (``plain``); ``wall``: the campaigns' wall time (s), ``None`` when unknown."""
-    from carb import drift
+    from carb.campaign import speed as drift
     from elasticity import at_speed
 
     ids = list(m.index)

@@ -28,7 +28,9 @@ import time
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from carb import arch, features, space
+from carb.families import arch
+from carb.families import features
+from carb.families import space
 
 
 def _flop_counter(configs: list[space.Config]) -> tuple[float, list[int]]:

@@ -4,14 +4,14 @@ and how energy and latency scale with the batch there.
 Parts (each prints its table; ``--json`` writes them all):
 
 ``accuracy``
-    ``carb.evaluate`` on the grouped split (whole architectures held out, a fifth of the
+    ``carb.model.evaluation`` on the grouped split (whole architectures held out, a fifth of the
     rows) for seeds 0..4 (``--seeds``), presets ``default``, ``flops-linear``, ``lgbm`` and
     ``power-latency``; mean and range over the seeds. Energy twice: ``energy_j`` as
     shipped (net of idle power) and the gross energy (``energy_gross_j`` put in its place:
     what the GPU drew, idle included, the comparable figure at batch 1 where net energy is
     a few watts times the latency).
 ``scaling``
-    ``carb.analysis.scaling`` over the linked architectures, all rows and per precision:
+    ``carb.studies.analyses.scaling`` over the linked architectures, all rows and per precision:
     the factor from the smallest to the largest batch of gross and net energy, latency and
     memory (the study: energy x35.4, latency x11.2), with the busy power per batch.
 ``transfer``
@@ -41,7 +41,9 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from carb import analysis, datasets, evaluate
+from carb import datasets
+from carb.studies import analyses as analysis
+from carb.model import evaluation as evaluate
 
 PRESETS = ("default", "flops-linear", "lgbm", "power-latency")
 METRICS = ("r2", "mape", "within_10pct", "spearman")

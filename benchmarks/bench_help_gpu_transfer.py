@@ -1,5 +1,5 @@
 """Cross-GPU transferability of latency on the real GPUs of HELP's public FBNet data:
-train on one GPU (and batch size), test on another (:func:`carb.analysis.help_fbnet_transfer`,
+train on one GPU (and batch size), test on another (:func:`carb.studies.analyses.help_fbnet_transfer`,
 the matrix `carb report --data help-fbnet` draws).
 
 Prints, per train -> test pair: R² of log latency, the same after one fitted factor,
@@ -17,7 +17,7 @@ import time
 
 
 def main() -> None:
-    from carb.analysis import HELP_GPU_BATCH1, help_fbnet_transfer
+    from carb.studies.analyses import HELP_GPU_BATCH1, help_fbnet_transfer
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--devices", nargs="+", default=list(HELP_GPU_BATCH1))

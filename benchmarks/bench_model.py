@@ -4,7 +4,7 @@ In one run, on one measured dataset:
 
 1. **Accuracy**: for every split (random, stratified, grouped, batch-tier), each preset
    (``default``, ``paper``, and the baselines ``flops-linear`` and ``lgbm``) is fitted on
-   the train side and scored on the test side (:func:`carb.evaluate.evaluate`); one table
+   the train side and scored on the test side (:func:`carb.model.evaluation.evaluate`); one table
    holds every split, target and model. R² is on the original scale (J, ms, MB); R² log
    on log(target).
 2. **Training time** of each preset on the whole dataset.
@@ -40,7 +40,7 @@ def _load(spec: str) -> pd.DataFrame:
 
 def _throughput(model, frame: pd.DataFrame, repeats: int) -> float:
     """Median seconds to predict ``frame`` (parameters only: features computed inside)."""
-    from carb import features
+    from carb.families import features
 
     times = []
     for _ in range(repeats):
@@ -76,8 +76,8 @@ def main() -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from carb import space
-    from carb.evaluate import evaluate
+    from carb.families import space
+    from carb.model.evaluation import evaluate
     from carb.model import CARB, UNITS
 
     console = Console(width=170)

@@ -2,7 +2,7 @@
 
 Subcommands (run from the repository root, ``. .venv/bin/activate``):
 
-``measure``   measure the zoo (carb.zoo: 10 families of real CNN designs, plain torch) on this
+``measure``   measure the zoo (carb.families.zoo: 10 families of real CNN designs, plain torch) on this
               CPU, 1 thread, with the ordinary pipeline (``run_campaign``: a fresh worker per
               visit, 3 rounds spread over the whole campaign, the speed sentinel) into
               ``campaigns/zoo-cpu-1t.duckdb``; resumes.
@@ -34,7 +34,7 @@ CAMPAIGNS = ROOT / "campaigns"
 
 
 def zoo_configs(per_family: int, seed: int):
-    from carb import zoo
+    from carb.families import zoo
 
     return zoo.sample_configs(per_family=per_family, seed=seed)
 
@@ -42,7 +42,8 @@ def zoo_configs(per_family: int, seed: int):
 def cmd_measure(args: argparse.Namespace) -> None:
     import pandas as pd
 
-    from carb import families, zoo
+    from carb import families
+    from carb.families import zoo
 
     if "zoo" not in families.names():
         families.register(zoo.ZOO)
@@ -61,7 +62,7 @@ def cmd_measure(args: argparse.Namespace) -> None:
         # together, so both are measured in the same minutes (chunks keep a kill cheap)
         import random
 
-        from carb.space import configs_from_frame
+        from carb.families.space import configs_from_frame
 
         lc = configs_from_frame(pd.read_parquet(args.layers_configs))
         configs = list(configs) + lc
@@ -78,9 +79,9 @@ def measure_campaign(configs: list, store_path: str | Path, rounds: int, chunk: 
     ``store_path``, one line per pooled result."""
     from dataclasses import replace
 
-    from carb.campaign import run_campaign
+    from carb.campaign.runner import run_campaign
     from carb.measure import Protocol, get_backend
-    from carb.store import Store
+    from carb.campaign.store import Store
 
     protocol = replace(Protocol.default_for("cpu"), max_time_s=max_time)
     backend = get_backend("cpu", threads=1, protocol=protocol, allocator=allocator)
@@ -133,7 +134,7 @@ def read_store(path: str | Path, family: str):
     import shutil
     import tempfile
 
-    from carb.store import Store
+    from carb.campaign.store import Store
 
     path = Path(path)
     tmp = Path(tempfile.mkdtemp(prefix="carb-bench-"))
@@ -195,7 +196,8 @@ def layer_data(path: str | Path | list, target: str = "latency_ms_p5", bridge: b
 
 
 def zoo_data(path: str | Path):
-    from carb import families, zoo
+    from carb import families
+    from carb.families import zoo
 
     if "zoo" not in families.names():
         families.register(zoo.ZOO)
@@ -211,7 +213,7 @@ def _capture_cached(c):
     import pickle
     import tempfile
 
-    from carb import zoo
+    from carb.families import zoo
 
     f = Path(tempfile.gettempdir()) / "carb-bench-modules-cache" / f"{c.config_id}.pkl"
     if f.exists():
@@ -386,7 +388,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     if args.save_model:
         nm = netmodel.fit_netmodel(lm, rows, y, groups=arch, device="cpu-1t", meta={
             "layers": int(len(lf)), "networks": int(len(zdf)), "network_target": args.target,
-            "data": args.data or (f"layers of {', '.join(Path(p).name for p in args.layers)} + carb.zoo networks of "
+            "data": args.data or (f"layers of {', '.join(Path(p).name for p in args.layers)} + carb.families.zoo networks of "
                                   f"{Path(args.zoo).name}"),
             "threads": 1, "layer_store": ", ".join(Path(p).name for p in args.layers), "zoo_store": Path(args.zoo).name,
             "layer_target": args.layer_target, "zoo_measured": results["conditions"]["zoo_measured"],
@@ -403,7 +405,8 @@ def cmd_consistency(args: argparse.Namespace) -> None:
     import numpy as np
     import pandas as pd
 
-    from carb import arch, datasets, graph, netmodel
+    from carb import datasets, graph, netmodel
+    from carb.families import arch
     from carb.model import CARB
 
     t0 = time.time()
@@ -415,7 +418,7 @@ def cmd_consistency(args: argparse.Namespace) -> None:
         lm = netmodel.LayerModel.fit(lf, ly, trees=args.trees, features=args.layer_features,
                                      memory_mb=ldf["memory_mb"].to_numpy(float))
     if args.store:
-        from carb.store import Store
+        from carb.campaign.store import Store
 
         with Store(args.store, read_only=True) as st:
             df = datasets.from_store(st, args.dataset)
@@ -429,7 +432,7 @@ def cmd_consistency(args: argparse.Namespace) -> None:
     import torch
 
     for r in test.to_dict("records"):
-        from carb.space import configs_from_frame
+        from carb.families.space import configs_from_frame
 
         cfg = configs_from_frame(pd.DataFrame([r]))[0]
         with torch.device("meta"):
@@ -477,7 +480,8 @@ def cmd_speed(args: argparse.Namespace) -> None:
     """Capture + predict time of one ~100-layer network, and of many networks."""
     import numpy as np
 
-    from carb import netmodel, zoo
+    from carb import netmodel
+    from carb.families import zoo
 
     nm = netmodel.load(args.model)
     cfg = zoo.ZooConfig("resnext", 0.5, 26, 0, 224, 1)  # 135 layers as captured
@@ -514,7 +518,8 @@ def _speed_many(args: argparse.Namespace, cfgs: list, nm) -> None:
 
     import numpy as np
 
-    from carb import netmodel, zoo
+    from carb import netmodel
+    from carb.families import zoo
 
     shapes = [(c.batch, 3, c.input_size, c.input_size) for c in cfgs]
     half = len(cfgs) // 2
@@ -570,7 +575,8 @@ def _speed_side_by_side(args: argparse.Namespace, cfgs: list, nm) -> None:
     import numpy as np
     import torch
 
-    from carb import graph, netmodel, zoo
+    from carb import graph, netmodel
+    from carb.families import zoo
 
     src = subprocess.run(["git", "show", f"{args.before}:carb/graph.py"], cwd=ROOT, check=True,
                          capture_output=True, text=True).stdout
@@ -622,7 +628,7 @@ def cmd_ship(args: argparse.Namespace) -> None:
     from datetime import datetime, timezone
 
     from carb import datasets
-    from carb.store import Store
+    from carb.campaign.store import Store
 
     spec = importlib.util.spec_from_file_location("ship_dataset", ROOT / "scripts" / "ship_dataset.py")
     ship = importlib.util.module_from_spec(spec)
@@ -744,7 +750,7 @@ def cmd_zoo_layers(args: argparse.Namespace) -> None:
     import numpy as np
     import pandas as pd
 
-    from carb import zoo
+    from carb.families import zoo
     from carb.families import layers as L
 
     have = pd.read_parquet(args.have)
@@ -818,7 +824,7 @@ def cmd_narrow_layers(args: argparse.Namespace) -> None:
 
 def L_configs(df):
     """``layers`` configs of a frame of layer rows."""
-    from carb.space import configs_from_frame
+    from carb.families.space import configs_from_frame
 
     from carb.families import layers as L
 

@@ -3,7 +3,7 @@
 Parts (each prints its table and, with ``--json``, adds its results under its name):
 
 ``accuracy``
-    ``carb.evaluate`` on ``edgegpu`` (46,875 rows: 15,625 cells x 3 input variants), per
+    ``carb.model.evaluation`` on ``edgegpu`` (46,875 rows: 15,625 cells x 3 input variants), per
     split: CARB's ``nb201`` preset beside ``default``, ``flops-linear``, ``lgbm`` and
     ``power-latency`` (energy = the nb201 model's predicted latency x the training rows'
     median power); on the grouped split also the cascade compared: ``nb201`` (no
@@ -32,14 +32,14 @@ Parts (each prints its table and, with ``--json``, adds its results under its na
     config predicted by the model that never saw its cell); budgets on energy at the 25/50/75%
     quantiles of the measured Jetson energy; ``safe`` and ``point`` calls: pruning, budget
     accuracy, false accepts and rejects, Pareto recall, hypervolume ratio
-    (:func:`carb.validate.validate_against_truth`); ``decide`` (the product's default:
+    (:func:`carb.decide.validate.validate_against_truth`); ``decide`` (the product's default:
     three-way calls at 90% confidence, probable-front shortlist): the same, and the share
     sent to measure, with accuracy, false accepts and rejects over the decided cells and
     the accuracy once the measure set is measured. Fitted models are cached in /tmp per
     preset (``--refit``: fit again).
 ``analyses``
     Batch scaling on the five desktop GPUs, the 29 x 29 latency transfer matrix, the
-    energy-latency decoupling on the Jetson (:mod:`carb.analysis`).
+    energy-latency decoupling on the Jetson (:mod:`carb.studies.analyses`).
 
     python benchmarks/bench_nb201.py [accuracy ablation fewshot screen analyses] [--splits grouped random stratified]
         [--json OUT.json] [--jobs 2]
@@ -66,7 +66,7 @@ def _pct(v: float) -> str:
 
 def accuracy(a, out: dict) -> None:
     from carb import datasets
-    from carb.evaluate import evaluate
+    from carb.model.evaluation import evaluate
     from carb.model import PRESETS
 
     # cascade variants of the nb201 preset (itself without a cascade), registered for this
@@ -181,8 +181,8 @@ class OutOfFold:
 def screen(a, out: dict) -> None:
     from carb import datasets
     from carb.model import CARB, PRESETS
-    from carb.screen import screen as run_screen
-    from carb.validate import validate_against_truth
+    from carb.decide.screen import screen as run_screen
+    from carb.decide.validate import validate_against_truth
 
     src = datasets.load("nb201", device="titan_rtx_b1")
     tgt = datasets.load("nb201", device="edgegpu")
@@ -274,7 +274,7 @@ def ablation(a, out: dict) -> None:
     import lightgbm as lgb
 
     from carb import datasets
-    from carb.evaluate import split
+    from carb.model.evaluation import split
     from carb.families import nb201 as fam
     from carb.model._inputs import matrix
     from carb.model._learners import MissingDependency, fit_learner
@@ -433,7 +433,7 @@ def floor(a, out: dict) -> None:
 
 
 def analyses(a, out: dict) -> None:
-    from carb.analysis import nb201_batch_scaling, nb201_decoupling, nb201_transfer_matrix
+    from carb.studies.analyses import nb201_batch_scaling, nb201_decoupling, nb201_transfer_matrix
     from carb import datasets
 
     df = datasets.load("nb201", features=False)

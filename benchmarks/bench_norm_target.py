@@ -57,12 +57,12 @@ def main() -> None:
     a = ap.parse_args()
     warnings.filterwarnings("ignore")
     from carb import datasets
-    from carb.evaluate import GROUP_KEYS
+    from carb.model.evaluation import GROUP_KEYS
     from carb.model import CARB
 
     df = datasets.load(a.data)
     df = df[(df.status == "ok") & df.latency_ms_norm.notna()].reset_index(drop=True)
-    from carb.drift import corrected
+    from carb.campaign.speed import corrected
 
     # what `carb train` learns by default: latency_ms_norm where the paired sentinel timed the row
     df["latency_ms_corr"] = corrected(df, paired_only=True)["latency_ms"]
@@ -70,7 +70,7 @@ def main() -> None:
     # size elasticity instead of the full sentinel ratio
     from elasticity import elasticity
 
-    from carb.drift import paired_rows
+    from carb.campaign.speed import paired_rows
 
     el = df.latency_ms * df.speed_index ** elasticity(df.latency_ms.to_numpy(float))
     df["latency_ms_el"] = el.where(paired_rows(df) & df.speed_index.notna(), df.latency_ms)
@@ -100,7 +100,7 @@ def main() -> None:
     for name, col in arms:
         out["own_target"][name] = _score(df[col].to_numpy(), pred[name])
     if a.store:
-        from carb.store import Store
+        from carb.campaign.store import Store
 
         with Store(a.store, read_only=True) as s:
             rem = s.measurements(a.platform or a.data, table="remeasurements")

@@ -12,7 +12,7 @@ Subcommands (repository root):
 
 ``measure``   one campaign (``run_campaign``: a fresh worker per visit, rounds spread over
               the whole campaign, the speed sentinel) of the K calibration networks that
-              ``carb calibrate`` chooses for the shipped network model (``carb.zoo``, spread
+              ``carb calibrate`` chooses for the shipped network model (``carb.families.zoo``, spread
               over its predicted latency) and of the torchvision networks, shuffled
               together, 1 thread, into ``campaigns/public-zoo-cpu-1t.duckdb``; resumes.
 ``evaluate``  the torchvision networks predicted by the shipped model as it is, after
@@ -54,7 +54,7 @@ AT_B4 = ("resnet18", "resnet50", "mobilenet_v2", "mobilenet_v3_large", "shufflen
 
 
 def public_configs() -> list:
-    from carb.nets import NetConfig
+    from carb.families.nets import NetConfig
 
     tv = "torchvision.models:"
     out = [NetConfig(tv + n, 224, 1) for n in AT_224]
@@ -68,7 +68,8 @@ def cmd_measure(args: argparse.Namespace) -> None:
 
     import pandas as pd
 
-    from carb import netmodel, nets
+    from carb import netmodel
+    from carb.families import nets
 
     nets.ensure_registered()
     nm = netmodel.load(args.model)
@@ -83,7 +84,7 @@ def cmd_measure(args: argparse.Namespace) -> None:
     if args.pool:
         # every candidate `carb calibrate` chooses from (its default cap), so that any way of
         # choosing K of them can be scored afterwards on the same measurements
-        from carb import zoo
+        from carb.families import zoo
 
         for c in zoo.sample_configs(per_family=4, seed=args.seed, max_gflops=netmodel.CALIBRATION_MAX_GFLOPS):
             roles[c] = f"{roles[c]};pool" if roles.get(c) else "pool"
@@ -103,7 +104,7 @@ def _read(path: str | Path):
     import shutil
     import tempfile
 
-    from carb.store import Store
+    from carb.campaign.store import Store
 
     path = Path(path)
     tmp = Path(tempfile.mkdtemp(prefix="carb-bench-"))
@@ -120,7 +121,9 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     import numpy as np
     import pandas as pd
 
-    from carb import drift, families, netmodel, nets
+    from carb import families, netmodel
+    from carb.campaign import speed as drift
+    from carb.families import nets
 
     nets.ensure_registered()
     df, speed, rounds = _read(args.store)
@@ -224,7 +227,9 @@ def cmd_choice(args: argparse.Namespace) -> None:
     import numpy as np
     import pandas as pd
 
-    from carb import drift, families, netmodel, nets
+    from carb import families, netmodel
+    from carb.campaign import speed as drift
+    from carb.families import nets
 
     nets.ensure_registered()
     df, speed, rounds = _read(args.store)

@@ -41,12 +41,12 @@ def main() -> None:
     import pandas as pd
     import ray
 
-    from carb import space
-    from carb.campaign import run_campaign
+    from carb.families import space
+    from carb.campaign.runner import run_campaign
     from carb.measure import get_backend
     from carb.measure.base import Protocol
-    from carb.ray_executor import RayExecutor
-    from carb.store import Store
+    from carb.campaign.ray_executor import RayExecutor
+    from carb.campaign.store import Store
 
     configs = list(space.load("tiny"))
     protocol = replace(Protocol.default_for("cpu"), max_time_s=a.max_time)

@@ -95,10 +95,10 @@ def main() -> None:
         print(json.dumps(analyse(doc["log"], names), indent=1))
         return
 
-    from carb import space
+    from carb.families import space
     from carb.measure.base import Protocol
     from carb.measure.cpu import CpuBackend
-    from carb.space import Config
+    from carb.families.space import Config
 
     sp = space.load("cpu")
     reals = [c for c in sp.sample(200, seed=a.seed, method="stratified") if c.family == "cifar"][:a.n]

@@ -194,7 +194,7 @@ def coverage_rows(y: np.ndarray, pl: np.ndarray, hw: np.ndarray, budgets: dict[f
 def calls_of(pls: dict, hws: dict, budgets: dict[str, float], hws_accept: dict | None = None) -> np.ndarray:
     """The interval rule's calls as they were until 2026-12-03 (the figures recorded from
     this script): reject when a lower bound of the same interval is over its budget (a
-    one-sided ``(1 + c) / 2`` call; ``carb.screen._calls`` now rejects at one-sided ``c``),
+    one-sided ``(1 + c) / 2`` call; ``carb.decide.screen._calls`` now rejects at one-sided ``c``),
     accept when every upper bound is within, measure otherwise.
     ``hws_accept``: other half-widths for the accept side (an asymmetric rule: accept at a
     higher confidence than reject; not a rule of ``screen``)."""
@@ -207,7 +207,7 @@ def calls_of(pls: dict, hws: dict, budgets: dict[str, float], hws_accept: dict |
 
 
 def decision_row(calls: np.ndarray, y: pd.DataFrame, budgets: dict[str, float]) -> dict:
-    from carb.validate import decision_metrics
+    from carb.decide.validate import decision_metrics
 
     feas = np.ones(len(y), bool)
     for t, b in budgets.items():

@@ -32,7 +32,8 @@ def demo_source(folder: Path, cache: dict):
     """The source model of a `carb demo` folder, fitted as the demo fits it (CARB `fast` on
     the folder's ``source_dataset``, cpu-1t where its summary has none), once per dataset
     (``cache``: dataset name -> model)."""
-    from carb import datasets, drift
+    from carb import datasets
+    from carb.campaign import speed as drift
     from carb.model import CARB
 
     name = json.loads((folder / "summary.json").read_text()).get("source_dataset") or "cpu-1t"

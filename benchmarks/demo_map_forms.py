@@ -4,7 +4,7 @@ Data only: for each demo folder, the K calibration rows (``characterized.csv``, 
 median sentinel speed as the demo does) fit four maps of the source model's latency
 prediction ``s`` in log, by least squares: a factor (``log y = a + log s``), a line
 (``a + b log s``), a line plus ``c log batch``, a factor plus ``c log batch``; and carb's own
-choice among them (``carb.calibrate.fit_calibrated``: leave-one-out). Each is scored on the
+choice among them (``carb.transfer.calibrate.fit_calibrated``: leave-one-out). Each is scored on the
 sitting's validated rows at the calibration's speed: the median relative latency error.
 
     python benchmarks/demo_map_forms.py DIR [DIR ...] [--json OUT]
@@ -35,8 +35,8 @@ def main() -> None:
     a = folders_args(__doc__)
     warnings.filterwarnings("ignore")
 
-    from carb import drift
-    from carb.calibrate import fit_calibrated
+    from carb.campaign import speed as drift
+    from carb.transfer.calibrate import fit_calibrated
 
     rows = []
     for d, src in sittings(a.folders):

@@ -14,7 +14,7 @@ import numpy as np, warnings, pandas as pd
 warnings.simplefilter("ignore")
 from carb import datasets
 from carb.model import CARB
-from carb.calibrate import choose_samples, fit_calibrated, _log_halfwidth
+from carb.transfer.calibrate import choose_samples, fit_calibrated, _log_halfwidth
 from carb.model._conformal import conformal_quantile
 a = datasets.load("cpu-1t"); b = datasets.load("cpu-2t")
 a = a[a.status == "ok"]; b = b[b.status == "ok"].reset_index(drop=True)

@@ -15,7 +15,7 @@ import warnings
 import numpy as np
 
 from carb import datasets
-from carb.calibrate import choose_samples, fit_calibrated
+from carb.transfer.calibrate import choose_samples, fit_calibrated
 from carb.model import CARB
 
 warnings.simplefilter("ignore")

@@ -8,7 +8,9 @@ import sys, warnings
 warnings.filterwarnings("ignore")
 sys.path.insert(0, __import__("os").path.dirname(__file__))
 import numpy as np, pandas as pd
-from carb import drift, families, netmodel, nets
+from carb import families, netmodel
+from carb.campaign import speed as drift
+from carb.families import nets
 from bench_public_zoo import _read, MODEL
 from bench_modules import metrics, zoo_data
 nets.ensure_registered(); nm = netmodel.load(MODEL)

@@ -17,7 +17,9 @@ import pandas as pd  # noqa: E402
 
 from bench_modules import measure_campaign, metrics  # noqa: E402
 from bench_public_zoo import MODEL, ROOT, _read, public_configs  # noqa: E402
-from carb import drift, families, netmodel, nets  # noqa: E402
+from carb import families, netmodel
+from carb.campaign import speed as drift
+from carb.families import nets
 from carb.families import layers as L  # noqa: E402
 
 STORE = ROOT / "campaigns" / "public-zoo-cpu-1t-run3.duckdb"

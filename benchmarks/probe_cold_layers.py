@@ -12,7 +12,7 @@ allocator of the shipped model), pinned by the caller::
 
     taskset -c 1 python benchmarks/probe_cold_layers.py --json benchmarks/results/probe_cold_layers.json
 
-Zoo networks (``carb.zoo``) at the input sizes where the shipped model under-prices (96 px)
+Zoo networks (``carb.families.zoo``) at the input sizes where the shipped model under-prices (96 px)
 and where it does not (160-224 px), side by side in one run.
 """
 
@@ -43,7 +43,7 @@ def main() -> None:
 
     import torch
 
-    from carb import zoo
+    from carb.families import zoo
     from carb.measure import cpu
 
     torch.set_num_threads(1)

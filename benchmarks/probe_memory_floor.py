@@ -104,7 +104,7 @@ def main() -> None:
     a.other = a.other or ["cpu-1t"]
     warnings.filterwarnings("ignore")
     from carb import datasets
-    from carb.evaluate import GROUP_KEYS
+    from carb.model.evaluation import GROUP_KEYS
     from carb.model import CARB
 
     tgt = datasets.load(a.target)

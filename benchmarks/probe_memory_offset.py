@@ -32,7 +32,7 @@ def main() -> None:
     a = ap.parse_args()
 
     from carb import datasets
-    from carb.calibrate import _log_halfwidth, choose_samples, conformal_quantile, fit_calibrated
+    from carb.transfer.calibrate import _log_halfwidth, choose_samples, conformal_quantile, fit_calibrated
     from carb.model import CARB
     from carb.transfer import fit_additive
 

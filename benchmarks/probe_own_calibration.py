@@ -16,7 +16,8 @@ import pandas as pd  # noqa: E402
 
 from bench_modules import metrics  # noqa: E402
 from bench_public_zoo import MODEL, _read  # noqa: E402
-from carb import families, netmodel, nets  # noqa: E402
+from carb import families, netmodel
+from carb.families import nets
 
 DESIGNS = {"resnet": ("resnet", "resnext", "wide_resnet"), "vgg": ("vgg",), "densenet": ("densenet",),
            "mobilenet": ("mobilenet",), "efficientnet": ("efficientnet",), "regnet": ("regnet",),

@@ -24,7 +24,7 @@ def built(config):
     """The config's network and a random input (this process, 1 thread)."""
     import torch
 
-    from carb import arch
+    from carb.families import arch
 
     dtype = arch.dtype_of(config.precision)
     model = arch.build(config).to(dtype).eval()
@@ -86,7 +86,7 @@ def main() -> None:
 
     import torch
 
-    from carb import space
+    from carb.families import space
     from carb.measure.sentinel import CPU_SENTINEL
 
     torch.set_num_threads(1)

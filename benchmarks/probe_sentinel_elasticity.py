@@ -70,7 +70,7 @@ def main() -> None:
     a = ap.parse_args()
     import torch
 
-    from carb import arch
+    from carb.families import arch
     from carb.measure.sentinel import CPU_SENTINEL
 
     os.sched_setaffinity(0, {a.core})

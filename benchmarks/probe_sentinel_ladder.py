@@ -46,7 +46,7 @@ def main():
     ap.add_argument("--split-ms", type=float, default=3.0); ap.add_argument("--json")
     a = ap.parse_args()
     import torch
-    from carb import space
+    from carb.families import space
     from carb.measure.sentinel import CPU_SENTINEL
     torch.set_num_threads(1)
     configs = [c for c in space.load("cpu").sample(200, seed=a.seed, method="stratified") if c.family == "cifar"][:a.n]

@@ -31,7 +31,8 @@ import numpy as np
 # both child scripts: the sentinel and the 28 ms config built, and a timer of forwards
 PRELUDE = r"""
 import json, sys, time, torch
-from carb import arch, space
+from carb.families import arch
+from carb.families import space
 from carb.measure.sentinel import CPU_SENTINEL
 def sample(mod, inp, min_s):
     n, t0 = 0, time.perf_counter()

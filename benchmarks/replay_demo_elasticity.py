@@ -7,7 +7,7 @@ sentinel (``sentinel_ms``). This script redoes the demo's arithmetic on them twi
 side in one run: once with every config scaled by the full sentinel ratio (elasticity 1:
 carb's correction; it reproduces the sittings' own figures) and once with the size
 elasticity. Each time: the calibration map is refitted on the K rows put at their median
-sentinel speed (``carb.drift.at_median_speed``), the validated configs are predicted, and
+sentinel speed (``carb.campaign.speed.at_median_speed``), the validated configs are predicted, and
 scored raw and drift-corrected (at the calibration's median speed), beside the sitting's
 floor (``carb.demo.sitting_floor``) on the corrected values. Budget calls are not
 replayed (the shortlist would change with the map).
@@ -63,17 +63,17 @@ def _replay(d: Path, source, slope: float, q: float | None = None, sentinel_too:
 def replay_rows(source, k: pd.DataFrame, v: pd.DataFrame, slope: float = 0.0) -> dict[str, float]:
     """The demo's arithmetic on calibration rows ``k`` and validated rows ``v`` (``ok`` rows
     scored): the map refitted on the K rows at their median sentinel speed (``slope`` 0: as
-    :func:`carb.drift.at_median_speed`), the validated configs predicted, their median
+    :func:`carb.campaign.speed.at_median_speed`), the validated configs predicted, their median
     latency error raw and drift-corrected (at the calibration's median speed), the sitting's
     floor on the corrected values and the speed change between the two."""
     from elasticity import at_speed
 
-    from carb import drift
-    from carb.calibrate import fit_calibrated
+    from carb.campaign import speed as drift
+    from carb.transfer.calibrate import fit_calibrated
     from carb.demo import sitting_floor
 
     v = v[v.status == "ok"].reset_index(drop=True)
-    # as carb.drift.at_median_speed: the K rows at their median sentinel speed
+    # as carb.campaign.speed.at_median_speed: the K rows at their median sentinel speed
     ok = k.status == "ok"
     ref = float(k.loc[ok, "sentinel_ms"].median())
     fit_rows = k.copy()

@@ -1,12 +1,12 @@
 """Replay `carb demo` sittings with and without the retakes of visits timed in another
-state of the machine (`carb.drift.retake_off_state`, issue 16), side by side.
+state of the machine (`carb.campaign.rounds.retake_off_state`, issue 16), side by side.
 
 A sitting's store (``demo.duckdb``) keeps every config's first visit (``measurements``) and
 every retake (``remeasurements``); its ``characterized.csv`` and ``validation.csv`` hold the
 rows the demo used (after retakes). This script redoes the demo's arithmetic twice on the
 same configs: once on the rows the demo used, once on the first visits alone (as the demo
 ran before retakes). Each time the calibration map is refitted on the K rows at their median
-sentinel speed (`carb.drift.at_median_speed`), the validated configs are predicted and
+sentinel speed (`carb.campaign.speed.at_median_speed`), the validated configs are predicted and
 scored raw and drift-corrected (at the calibration's median speed), beside the sitting's
 floor. The shortlist is the retaking run's in both (the first visits would have chosen
 another), so the "without" figures are a replay, not a second demo.
@@ -47,13 +47,13 @@ def replay(source, k: pd.DataFrame, v: pd.DataFrame) -> dict[str, float]:
     calibration's state."""
     from replay_demo_elasticity import replay_rows
 
-    from carb import drift
+    from carb.campaign import rounds as states
 
     k = k[k.status == "ok"].reset_index(drop=True)
     v = v[v.status == "ok"].reset_index(drop=True)
-    state = drift.machine_state(k)
-    return {**replay_rows(source, k, v), "off_calibration": int(drift.off_state(k, state).sum()),
-            "off_validation": int(drift.off_state(v, state).sum())}
+    state = states.machine_state(k)
+    return {**replay_rows(source, k, v), "off_calibration": int(states.off_state(k, state).sum()),
+            "off_validation": int(states.off_state(v, state).sum())}
 
 
 def main() -> None:

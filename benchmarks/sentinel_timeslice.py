@@ -20,7 +20,7 @@ import numpy as np
 def timeit(config, sample_s: float, seconds: float = 1.5) -> tuple[float, float]:
     import torch
 
-    from carb import arch
+    from carb.families import arch
 
     model = arch.build(config).eval()
     x = torch.randn(config.batch, 3, config.input_size, config.input_size)
@@ -45,7 +45,7 @@ def timeit(config, sample_s: float, seconds: float = 1.5) -> tuple[float, float]
 def main() -> None:
     import torch
 
-    from carb.space import Config
+    from carb.families.space import Config
 
     torch.set_num_threads(1)
     small = Config(family="cifar", block="basic", depth=8, width=0.5, early_downsample=False, input_size=32, batch=1,

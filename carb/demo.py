@@ -15,7 +15,7 @@
    sentinel (:mod:`carb.measure.sentinel`) is read while both calibration and validation
    are measured. Both phases are scored in one state of the machine, the faster of theirs:
    each visit timed in another state, as its paired sentinel shows, is measured again
-   (:func:`carb.drift.retake_off_state`), the calibration's after validation too, and the map
+   (:func:`carb.campaign.rounds.retake_off_state`), the calibration's after validation too, and the map
    is refitted when any of those come back. The demo says how much the machine's speed
    moved between the two (first, when that exceeds its chance variation) and scores the
    predictions against the raw validation latencies and against them corrected to the
@@ -38,7 +38,7 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from carb.drift import RETAKES
+from carb.campaign.rounds import RETAKES
 
 __all__ = ["DEMO_ROUNDS", "DemoSettings", "run_demo", "sitting_floor"]
 
@@ -61,7 +61,7 @@ class DemoSettings:
         control: random configs of the space measured for validation.
         max_time: sampling seconds per config. Units: s.
         rounds: visits per config in each sitting, spread over the sitting and pooled
-            (:func:`carb.campaign.run_campaign`); the sampling time is split among them.
+            (:func:`carb.campaign.runner.run_campaign`); the sampling time is split among them.
         budgets: target -> budget; default the calibrated model's median over the space.
         source: the dataset the source model is trained on: a shipped name (``carb dataset
             list``) or a dataset file of the `cpu` space's parameters; ``None``: ``cpu-1t``.
@@ -70,7 +70,7 @@ class DemoSettings:
         precisions: precisions of the space to screen; default: all but those this CPU has
             no native kernels for (:func:`carb.measure.foreign_precisions`).
         retakes: times a visit timed in another state of the machine (its paired sentinel
-            more than :data:`carb.drift.STATE_FACTOR` from the state the sitting is scored
+            more than :data:`carb.campaign.rounds.STATE_FACTOR` from the state the sitting is scored
             in: the faster of the two phases') is measured again; 0: never.
     """
 
@@ -97,13 +97,16 @@ def run_demo(s: DemoSettings, measure: Callable[[pd.DataFrame, str], pd.DataFram
     """Run the demo. ``measure(frame, what)`` measures the configs of a frame on the device
     and returns their stored rows (the CLI passes one with a progress bar);
     ``measure(frame, what, again=True)`` measures them once more (a retake of visits timed
-    in another state of the machine: :func:`carb.drift.retake_off_state`) and returns the
+    in another state of the machine: :func:`carb.campaign.rounds.retake_off_state`) and returns the
     new rows."""
-    from carb import datasets, drift, space
-    from carb.calibrate import choose_samples, fit_calibrated
+    from carb import datasets
+    from carb.campaign import rounds as states
+    from carb.campaign import speed as drift
+    from carb.families import space
+    from carb.transfer.calibrate import choose_samples, fit_calibrated
     from carb.model import CARB
-    from carb.screen import screen
-    from carb.validate import decision_metrics, drift_corrected_calls, truly_feasible
+    from carb.decide.screen import screen
+    from carb.decide.validate import decision_metrics, drift_corrected_calls, truly_feasible
 
     if s.source is None:
         s = replace(s, source="cpu-1t")
@@ -146,12 +149,12 @@ def run_demo(s: DemoSettings, measure: Callable[[pd.DataFrame, str], pd.DataFram
     pick = choose_samples(cands, source, s.samples, seed=s.seed)
     measured = measure(pick, "characterizing")
     # visits timed in another state of the machine than the fastest one most were timed in (the
-    # paired sentinel says which): measured again rather than scaled by one ratio (carb.drift.STATE_FACTOR)
-    measured, cal_state = drift.retake_off_state(measured, _again(measure, pick), tries=s.retakes)
+    # paired sentinel says which): measured again rather than scaled by one ratio (carb.campaign.rounds.STATE_FACTOR)
+    measured, cal_state = states.retake_off_state(measured, _again(measure, pick), tries=s.retakes)
     timings["characterize_s"] = time.perf_counter() - t0
     ok = measured[measured.status == "ok"]
     say(f"characterized {len(ok)} of {len(pick)} configs on this machine in {timings['characterize_s']:.0f} s")
-    if line := drift.state_line(cal_state, "calibration"):
+    if line := states.state_line(cal_state, "calibration"):
         say(line)
 
     t0 = time.perf_counter()
@@ -197,12 +200,12 @@ def run_demo(s: DemoSettings, measure: Callable[[pd.DataFrame, str], pd.DataFram
     # above keeps the first map's calls and budgets); then validation visits of another state
     # than the calibration's are measured again.
     recalibrated = False
-    val_ref = drift.machine_state(val)
+    val_ref = states.machine_state(val)
     ref = cal_state.get("ref_ms")
-    faster = ref is not None and val_ref is not None and val_ref * drift.STATE_FACTOR < ref
+    faster = ref is not None and val_ref is not None and val_ref * states.STATE_FACTOR < ref
     target = val_ref if faster else ref
-    if s.retakes and target is not None and drift.off_state(measured, target).any():
-        again_k, again_state = drift.retake_off_state(measured, _again(measure, pick), ref_ms=target,
+    if s.retakes and target is not None and states.off_state(measured, target).any():
+        again_k, again_state = states.retake_off_state(measured, _again(measure, pick), ref_ms=target,
                                                       tries=s.retakes)
         if again_state.get("back"):
             where = (f"the faster state validation ran in (speed sentinel {target:.3f} against {ref:.3f} ms)" if faster
@@ -210,11 +213,11 @@ def run_demo(s: DemoSettings, measure: Callable[[pd.DataFrame, str], pd.DataFram
             say(f"{again_state['back']} of {again_state['off']} calibration visits timed in another state than "
                 f"{where} measured again after validation ({again_state['visits']} visits) and the map refitted")
             measured, recalibrated = again_k, True
-            cal_state = {**again_state, "ref_ms": drift.machine_state(measured), "first": cal_state}
+            cal_state = {**again_state, "ref_ms": states.machine_state(measured), "first": cal_state}
             ok = measured[measured.status == "ok"]
             model, cal_ref = calibrate(measured)
             ref = cal_state["ref_ms"]
-    val, val_state = drift.retake_off_state(val, _again(measure, todo), ref_ms=ref, tries=s.retakes)
+    val, val_state = states.retake_off_state(val, _again(measure, todo), ref_ms=ref, tries=s.retakes)
     timings["validate_s"] = time.perf_counter() - t0
     # three-way calls (screen's default): configs Stage 1 pruned are rejects
     call_of = dict(zip(res.decisions.config_id, res.decisions.decision)) if not res.decisions.empty else {}
@@ -241,7 +244,7 @@ def run_demo(s: DemoSettings, measure: Callable[[pd.DataFrame, str], pd.DataFram
     # the same calls against the latencies at the calibration's speed: one visit per config
     # at a slow moment of the VM can break a latency budget the config meets at that speed
     calls_corr = drift_corrected_calls(val, budgets, calls, model.meta.get("sentinel_ms")).get("corrected")
-    if line := drift.state_line(val_state):
+    if line := states.state_line(val_state):
         say(line)
     if moved.get("exceeds"):
         say(drift.drift_line(moved))
@@ -314,7 +317,7 @@ def run_demo(s: DemoSettings, measure: Callable[[pd.DataFrame, str], pd.DataFram
 
 
 def _again(measure: Callable[..., pd.DataFrame], frame: pd.DataFrame) -> Callable[[pd.DataFrame], pd.DataFrame]:
-    """``measure_again`` for :func:`carb.drift.retake_off_state`: the configs of ``frame``
+    """``measure_again`` for :func:`carb.campaign.rounds.retake_off_state`: the configs of ``frame``
     among the given rows, measured once more (``measure(..., again=True)``)."""
     def again(rows: pd.DataFrame) -> pd.DataFrame:
         return measure(frame[frame.config_id.isin(set(rows.config_id))], "measuring again (another machine state)",
@@ -353,7 +356,7 @@ def _figures(out: Path, calib: pd.DataFrame, val: pd.DataFrame, feasible: pd.Dat
     matplotlib.use("Agg")  # no display on our machines; files only
     import matplotlib.pyplot as plt
 
-    from carb.report._figures import plain_log_axes
+    from carb.report.figures import plain_log_axes
 
     fig, axes = plt.subplots(1, len(targets), figsize=(5 * len(targets), 4.5), squeeze=False)
     for ax, t in zip(axes[0], targets):

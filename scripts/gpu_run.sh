@@ -182,7 +182,7 @@ except Exception as e:
 import carb
 facts["carb"] = carb.__file__
 try:  # the commands the run needs import here (typer and rich are the image's own)
-    import carb.cli, carb.campaign, carb.store, carb.measure.cuda  # noqa: F401
+    import carb.cli, carb.campaign.runner, carb.campaign.store, carb.measure.cuda  # noqa: F401
     facts["carb_cli"] = "ok"
 except Exception as e:
     facts["carb_cli"] = f"import failed: {type(e).__name__}: {e}"
@@ -321,7 +321,7 @@ try:
     con.close()
 except Exception as e:
     s["store_error"] = f"{type(e).__name__}: {e}"
-try:  # batch scaling of energy, latency and memory (carb.analysis.scaling; the study: 35.4x vs 11.2x)
+try:  # batch scaling of energy, latency and memory (carb.studies.analyses.scaling; the study: 35.4x vs 11.2x)
     import pandas as pd
     from carb import analysis
     res = analysis.scaling(pd.read_parquet(export))

@@ -22,8 +22,11 @@ from typing import Any
 
 import numpy as np
 
-from carb import datasets, drift
-from carb.store import Store
+from carb import datasets
+from carb.campaign import rounds as states
+from carb.report.figures import speed_plot
+from carb.campaign import speed as drift
+from carb.campaign.store import Store
 
 
 def _isa_text(p: dict) -> str:
@@ -75,15 +78,15 @@ def figures(store: Store, platform: str) -> dict:
     out["provenance"] = prov
     out["protocol"] = json.loads(runs.protocol.iloc[0]) if len(runs) else {}
     out["commands"] = list(runs.command)
-    # retakes of visits timed in another state of the machine (carb.campaign, issue 18): from
+    # retakes of visits timed in another state of the machine (carb.campaign.runner, issue 18): from
     # the runs that took them; every visit, first and retaken, is in the store's rounds table
     took = [json.loads(p_) for p_ in runs.protocol]
     took = [p_ for p_ in took if p_.get("retakes")]
     if took:
-        from carb.campaign import retake_summary
+        from carb.campaign.runner import retake_summary
 
         out["retakes"] = {**retake_summary(store, platform, None, int(took[-1]["rounds"]),
-                                           float(took[-1].get("state_factor") or drift.STATE_FACTOR)),
+                                           float(took[-1].get("state_factor") or states.STATE_FACTOR)),
                           "tries": int(took[-1]["retakes"])}
     return out
 
@@ -202,7 +205,7 @@ def gpu_figures(df: Any) -> dict:
     scaling over the linked architectures."""
     import pandas as pd
 
-    from carb import analysis
+    from carb.studies import analyses as analysis
 
     ok = df[df.status == "ok"].copy()
     ex = ok.extra.map(json.loads)
@@ -327,7 +330,7 @@ def gpu_card(name: str, f: dict, g: dict, validation: dict | None, code_commit: 
           f"{g['busy_by_batch'][b]:.0f} |" for b, r in g["noise_by_batch"].iterrows()],
         "",
         "## Energy and latency against the batch",
-        f"Fitted over the {g['archs']} linked architectures (`carb.analysis.scaling`: per-architecture profiles in "
+        f"Fitted over the {g['archs']} linked architectures (`carb.studies.analyses.scaling`: per-architecture profiles in "
         f"log space), batch {g['lo']} to {g['hi']}, cost per forward of the whole batch:",
         "",
         f"- gross energy x{factor('energy_gross_j'):.2f}, latency x{factor('latency_ms'):.2f}, peak memory "
@@ -389,7 +392,7 @@ def main() -> None:
     if not f["speed"].get("readings"):
         f["speed_why"] = ("no speed index: measured before CARB had a speed sentinel (issue 16); "
                           "`latency_ms` is the raw median, with no record of the machine's speed while it was taken")
-    drift.speed_plot(f.pop("_readings"), out / f"{a.name}-speed.png", title=f"{a.name}: speed index")
+    speed_plot(f.pop("_readings"), out / f"{a.name}-speed.png", title=f"{a.name}: speed index")
     (out / f"{a.name}.md").write_text(card(a.name, f, len(df), a.conditions, a.about, a.pinning))
     datasets.read(out / f"{a.name}.parquet")  # what we ship must pass the loader's checks
     f.pop("provenance")

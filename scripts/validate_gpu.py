@@ -139,7 +139,7 @@ def reference_run(config: Any, device: Any, dev: Any, seconds: float, skip_s: fl
     Units: ms, J, W, s."""
     import torch
 
-    from carb.arch import build, dtype_of
+    from carb.families.arch import build, dtype_of
 
     cuda = device.type == "cuda"
     sync = (lambda: torch.cuda.synchronize(device)) if cuda else (lambda: None)
@@ -228,7 +228,7 @@ def run(args: argparse.Namespace, rep: Report) -> None:
 
     from carb.measure.cuda import (CudaBackend, GpuReadings, NvmlExtras, _FakeNvmlClocks, _FakeZeusGPU,
                                    _open_zeus_gpu, energy_window_s)
-    from carb.space import Config
+    from carb.families.space import Config
 
     rehearse = args.device == "cpu"
     rep.info("synthetic", rehearse)

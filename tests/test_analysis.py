@@ -1,12 +1,13 @@
-"""carb.analysis on SYNTHETIC data (made-up costs with known growth factors and device
+"""carb.studies.analyses on SYNTHETIC data (made-up costs with known growth factors and device
 ratios), plus the transfer helper on HELP's public FBNet GPU latency."""
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from carb import analysis, space
-from carb.features import compute
+from carb.studies import analyses as analysis
+from carb.families import space
+from carb.families.features import compute
 
 BATCHES = [1, 2, 4, 8, 16, 32, 64, 128]
 

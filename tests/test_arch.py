@@ -1,4 +1,4 @@
-"""carb.arch: the networks match torchvision and He et al., run, and stay plain modules."""
+"""carb.families.arch: the networks match torchvision and He et al., run, and stay plain modules."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import pytest
 import torch
 from torch import nn
 
-from carb import arch
-from carb.space import Config, SpaceError
+from carb.families import arch
+from carb.families.space import Config, SpaceError
 
 # torchvision.models.resnetNN(weights=None) parameter counts (width 1, 1000 classes)
 TORCHVISION_PARAMS = {18: 11_689_512, 34: 21_797_672, 50: 25_557_032, 101: 44_549_160, 152: 60_192_808}

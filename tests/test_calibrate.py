@@ -5,9 +5,9 @@ import pandas as pd
 import pytest
 from scipy.stats import spearmanr
 
-from carb import space
-from carb.calibrate import choose_samples, fit_calibrated
-from carb.features import compute
+from carb.families import space
+from carb.transfer.calibrate import choose_samples, fit_calibrated
+from carb.families.features import compute
 
 
 class Device:
@@ -83,7 +83,7 @@ def test_nnls_map_is_carb_transfers_and_round_trips(cands, tmp_path):
     (synthetic devices); it predicts, gives intervals, and is saved and loaded as data."""
     import json
 
-    from carb.calibrate import NnlsMap, load_predictor
+    from carb.transfer.calibrate import NnlsMap, load_predictor
     from carb.model import CARB
 
     train = cands.sample(300, random_state=0)
@@ -131,7 +131,7 @@ def test_log_map_holds_its_ratio_outside_the_range_it_was_fitted_on():
 def test_log_map_range_round_trips_and_old_files_load(cands, tmp_path):
     """SYNTHETIC devices: the calibrated model keeps the range it was fitted on through
     save/load; a calibration.json written before the range was kept loads without one."""
-    from carb.calibrate import load_predictor
+    from carb.transfer.calibrate import load_predictor
     from carb.model import CARB, save
 
     train = cands.sample(300, random_state=0)
@@ -185,7 +185,7 @@ def test_calibrated_memory_offset_round_trips_and_old_files_load(cands, tmp_path
     """SYNTHETIC devices: memory measured a fixed 0.6 MB above the source's is calibrated
     by the additive map (latency is never offered it); the constant survives save/load,
     and a calibration.json without ``add`` (written before it existed) loads with none."""
-    from carb.calibrate import load_predictor
+    from carb.transfer.calibrate import load_predictor
     from carb.model import CARB, save
 
     train = cands.sample(300, random_state=0)

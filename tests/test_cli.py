@@ -12,7 +12,7 @@ import time
 import pandas as pd
 import pytest
 
-from carb.store import Store
+from carb.campaign.store import Store
 
 CARB = [sys.executable, "-m", "carb.cli"]
 
@@ -147,8 +147,8 @@ def test_calibrated_model_is_self_contained_and_refuses_bad_out(tmp_path) -> Non
     """Synthetic data (not a measurement): a tiny CARB model, calibrated on 6 made-up rows."""
     import numpy as np
 
-    from carb import space
-    from carb.calibrate import check_model_out, fit_calibrated, load_predictor
+    from carb.families import space
+    from carb.transfer.calibrate import check_model_out, fit_calibrated, load_predictor
     from carb.model import CARB, BundleError, save
 
     frame = space.load("cpu").to_frame().head(80).reset_index(drop=True)

@@ -9,7 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from carb import datasets, space
+from carb import datasets
+from carb.families import space
 from carb.datasets import DatasetError
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -9,10 +9,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from carb import pareto, space
+from carb.decide import pareto
+from carb.families import space
 from carb.model._conformal import ConformalScale, conformal_quantile
-from carb.screen import predict_at, screen
-from carb.validate import decision_metrics, truly_feasible, validate_against_truth
+from carb.decide.screen import predict_at, screen
+from carb.decide.validate import decision_metrics, truly_feasible, validate_against_truth
 from test_screen import Synthetic
 
 
@@ -351,7 +352,7 @@ def test_default_is_decide_with_a_share_capped_shortlist(cands):
     """The library default matches the CLI (three-way calls, probable front), and the
     probable shortlist holds at most SHORTLIST_SHARE of the candidates, the likeliest on
     the front: the same configs as the uncapped shortlist's head."""
-    from carb.screen import SHORTLIST_SHARE
+    from carb.decide.screen import SHORTLIST_SHARE
 
     budgets = {"latency_ms": 20.0, "memory_mb": 200.0}
     free = screen(cands, Synthetic(rel=0.3), budgets, samples=200, front_min_prob=0.0, shortlist_share=None)
@@ -366,7 +367,7 @@ def test_default_is_decide_with_a_share_capped_shortlist(cands):
     ef = free.summary["expected_front"]
     assert ef == pytest.approx(float(free.decisions["p_front"].fillna(0).sum())) and ef > 1
     # a cap with less than FRONT_ROOM times that room says which share would give it; that share does
-    from carb.screen import FRONT_ROOM
+    from carb.decide.screen import FRONT_ROOM
 
     tight = screen(cands, Synthetic(rel=0.3), budgets, samples=200, front_min_prob=0.0,
                    shortlist_share=max(1 / len(cands), 0.5 * ef / len(cands)))

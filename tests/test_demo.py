@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 
 import carb.measure
-from carb import demo, space
+from carb import demo
+from carb.families import space
 
 
 def _isa(bf16: bool):

@@ -14,13 +14,16 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from carb import arch, families, features, space
-from carb.campaign import run_campaign
+from carb import families
+from carb.families import arch
+from carb.families import features
+from carb.families import space
+from carb.campaign.runner import run_campaign
 from carb.families.fbnet import FBNetConfig
 from carb.measure import get_backend
 from carb.measure.base import Measurement, Protocol
-from carb.space import SpaceError
-from carb.store import MEASUREMENT_COLUMNS, Store
+from carb.families.space import SpaceError
+from carb.campaign.store import MEASUREMENT_COLUMNS, Store
 
 FAST = Protocol(min_repeats=3, max_repeats=10, max_time_s=0.1, warmup=1, warmup_s=0.0, timeout_s=120.0)
 

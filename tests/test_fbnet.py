@@ -1,4 +1,4 @@
-"""carb.fbnet: the FBNet family's networks, configs and closed-form features.
+"""carb.families.fbnet: the FBNet family's networks, configs and closed-form features.
 
 The features must equal what torch counts on the built modules, exactly: FLOPs
 (FlopCounterMode on the meta device), parameters and state bytes, module counts, and the
@@ -26,11 +26,11 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import FlopCounterMode
 
-from carb import fbnet
+from carb.families import fbnet
 from carb.datasets import help_fbnet as hf
-from carb.arch import dtype_of
+from carb.families.arch import dtype_of
 from carb.families.fbnet import FBNetConfig
-from carb.space import Config, SpaceError
+from carb.families.space import Config, SpaceError
 
 torch.set_num_threads(1)
 

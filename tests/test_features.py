@@ -1,4 +1,4 @@
-"""carb.features: the closed-form figures equal what torch counts on the built networks."""
+"""carb.families.features: the closed-form figures equal what torch counts on the built networks."""
 
 from __future__ import annotations
 
@@ -14,8 +14,10 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import FlopCounterMode
 
-from carb import arch, features, space
-from carb.space import Config
+from carb.families import arch
+from carb.families import features
+from carb.families import space
+from carb.families.space import Config
 
 K_PER_SPACE = 15
 RESNET_SPACES = [n for n in space.builtin_names() if all(isinstance(c, Config) for c in space.load(n).sample(5))]

@@ -38,7 +38,7 @@ from carb.measure.cuda import (
     match_gpu,
     zeus_refusal,
 )
-from carb.space import Config
+from carb.families.space import Config
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = Config(depth=8, width=0.25, early_downsample=True, batch=1)
@@ -277,7 +277,7 @@ def test_no_direct_nvml_outside_the_documented_place():
 
 
 def _job(protocol: Protocol, energy_ok: bool = True) -> dict:
-    return {"config": TINY, "build": None, "protocol": protocol, "arch": "carb.arch", "fault": None,
+    return {"config": TINY, "build": None, "protocol": protocol, "arch": "carb.families.arch", "fault": None,
             "min_window_s": 0.1, "energy_ok": energy_ok}
 
 

@@ -195,7 +195,7 @@ def test_closed_forms_equal_running_on_meta(monkeypatch: pytest.MonkeyPatch) -> 
 @pytest.mark.parametrize("arch", ["vgg", "mobilenetv2", "mobilenetv3", "shufflenetv2", "mnasnet", "efficientnet",
                                   "regnet", "densenet", "resnext", "wideresnet"])
 def test_closed_forms_on_every_zoo_family(arch: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from carb import zoo
+    from carb.families import zoo
 
     g = zoo.GRIDS[arch]
     cfg = zoo.ZooConfig(arch, float(min(g["width"])), float(min(g["depth"])), int(max(g["kernel"])), 64, 2)

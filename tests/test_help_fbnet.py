@@ -151,7 +151,7 @@ def test_fewshot_recovers_a_synthetic_additive_target():
 
 
 def test_static_features_agree_with_the_analytic_totals(wide):
-    """load() carries carb.fbnet's exact features; help_fbnet's own MAC total is exactly half
+    """load() carries carb.families.fbnet's exact features; help_fbnet's own MAC total is exactly half
     of the FlopCounterMode-exact FLOPs, and its parameter total lacks only BN's weights and
     biases and the classifier's bias."""
     for c in hf.FEATURE_COLUMNS:

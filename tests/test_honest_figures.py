@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from carb.datasets import help_fbnet as hf
-from carb.report import _figures
+from carb.report import figures as _figures
 from carb.transfer import HELP_TRIM, SourceModels, fewshot_help_fbnet, trim_middle
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
@@ -169,7 +169,7 @@ def _scaling_data(n_archs: int, seed: int = 0) -> pd.DataFrame:
 
 
 def test_scaling_curve_needs_enough_architectures(tmp_path):
-    from carb import analysis
+    from carb.studies import analyses as analysis
 
     few = analysis.scaling(_scaling_data(3).assign(device="few"))
     many = analysis.scaling(_scaling_data(_figures.MIN_LINKED_ARCHS, seed=1).assign(device="many"))

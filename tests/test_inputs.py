@@ -9,8 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from carb import features, space
-from carb.space import SpaceError
+from carb.families import features
+from carb.families import space
+from carb.families.space import SpaceError
 
 RESNET_ROW = {"family": "cifar", "block": "basic", "depth": 20, "width": 1.0, "early_downsample": False,
               "input_size": 32, "batch": 1, "precision": "fp32"}
@@ -124,7 +125,7 @@ def test_export_copes_with_any_stored_row(tmp_path, monkeypatch, capsys):
     import duckdb
 
     from carb.measure.base import Measurement
-    from carb.store import Store
+    from carb.campaign.store import Store
 
     path = tmp_path / "s.duckdb"
     good, bad = space.Config(**RESNET_ROW), space.Config(**{**RESNET_ROW, "depth": 32})
@@ -153,7 +154,7 @@ def test_characterize_configs_refuses_missing_columns(tmp_path, monkeypatch, cap
     one_line_error(rc, err, "missing columns", "family", "depth", "batch")
     assert not (tmp_path / "s.duckdb").exists()
     # classes may be left out (the family's default), as predict allows
-    from carb.campaign import read_config_file
+    from carb.campaign.runner import read_config_file
 
     f = write_csv(tmp_path / "ok.csv", [RESNET_ROW])
     assert read_config_file(str(f)) == [space.Config(**RESNET_ROW)]
@@ -277,7 +278,7 @@ def test_an_old_bundle_without_the_manifest_checksum_is_refused(tmp_path, bundle
 
 
 def test_a_one_digit_edit_of_calibration_json_fails_to_load(tmp_path, monkeypatch, capsys, bundle):
-    from carb.calibrate import fit_calibrated, load_predictor
+    from carb.transfer.calibrate import fit_calibrated, load_predictor
     from carb.model import BundleError, load
 
     src = load(bundle)
@@ -328,7 +329,7 @@ def test_train_learns_the_drift_corrected_latency_unless_told_raw(tmp_path, monk
     # whose index came from readings between visits: those keep the raw median
     df["extra"] = [json.dumps({"pair_ratio": [1.0, 1.1]} if i < len(df) - 20 else {"rounds": 2})
                    for i in range(len(df))]
-    from carb.drift import corrected
+    from carb.campaign.speed import corrected
 
     c = corrected(df, paired_only=True)
     np.testing.assert_allclose(c.latency_ms[:-20], df.latency_ms_norm[:-20])
@@ -500,7 +501,7 @@ def test_extrapolated_rows_are_flagged_and_counted(tmp_path, monkeypatch, capsys
 
 
 def _rounds_stored(path):
-    from carb.store import Store
+    from carb.campaign.store import Store
 
     if not path.exists():
         return 0
@@ -570,7 +571,7 @@ def test_dataset_info_reads_a_snapshot_of_a_store_in_use(tmp_path, monkeypatch, 
     import subprocess
 
     from carb.measure.base import Measurement
-    from carb.store import Store
+    from carb.campaign.store import Store
 
     path = tmp_path / "s.duckdb"
     with Store(path) as store:
@@ -673,8 +674,8 @@ def test_a_calibrated_model_carries_the_extrapolated_flag(tmp_path) -> None:
 
     import numpy as np
 
-    from carb import space
-    from carb.calibrate import fit_calibrated
+    from carb.families import space
+    from carb.transfer.calibrate import fit_calibrated
     from carb.model import CARB
 
     frame = space.load("cpu").to_frame()

@@ -7,7 +7,8 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from carb import families, graph, space
+from carb import families, graph
+from carb.families import space
 from carb.families import layers as L
 
 CASES = [

@@ -33,7 +33,7 @@ from carb.measure.protocol import (
     summarize,
     warm_up,
 )
-from carb.space import Config
+from carb.families.space import Config
 
 TINY = Config(depth=8, width=0.25, early_downsample=True, batch=1)
 SHORT = Protocol(ci_target=0.02, min_repeats=5, max_repeats=50, max_time_s=0.3, warmup=2, warmup_s=0.02,

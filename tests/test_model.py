@@ -16,8 +16,9 @@ import pandas as pd
 import pytest
 from sklearn.base import clone
 
-from carb import features, space
-from carb.evaluate import GROUP_KEYS, metrics, split
+from carb.families import features
+from carb.families import space
+from carb.model.evaluation import GROUP_KEYS, metrics, split
 from carb.model import CARB, PRESETS, TARGETS, BundleError, load, save
 from carb.model._forest import ArrayForest
 

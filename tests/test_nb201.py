@@ -26,10 +26,10 @@ from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import FlopCounterMode
 
 from carb import families
-from carb.arch import dtype_of
+from carb.families.arch import dtype_of
 from carb.families import nb201
 from carb.families.nb201 import OPS, NB201Config
-from carb.space import SpaceError
+from carb.families.space import SpaceError
 
 torch.set_num_threads(1)
 
@@ -229,14 +229,14 @@ def test_config_id_is_stable_and_round_trips() -> None:
     assert NB201Config(cfg.arch_str) == cfg
     assert NB201Config(cfg.edges, classes=100).config_id != cfg.config_id
     assert cfg.label() == "nb201-421211-i32-c10-b1-fp32"
-    # the family record: rows in and out, registry dispatch, features through carb.features
+    # the family record: rows in and out, registry dispatch, features through carb.families.features
     row = families.to_row(cfg)
     assert row["family"] == "nb201" and row["edge_0"] == "avg_pool_3x3"
     assert families.config_from_row(row) == cfg
     assert families.config_from_row({"family": "nb201", "arch_str": cfg.arch_str}) == cfg
     assert families.of(cfg).name == "nb201"
-    from carb.arch import build
-    from carb.features import compute
+    from carb.families.arch import build
+    from carb.families.features import compute
 
     assert isinstance(build(cfg), nb201.NB201Net)
     assert compute([cfg])["flops"].iloc[0] == nb201.features(cfg)["flops"].iloc[0]
@@ -295,11 +295,11 @@ def test_features_at_the_batch_limit_do_not_overflow() -> None:
 
 @pytest.mark.slow
 def test_nb201_is_measured_and_stored(tmp_path) -> None:
-    from carb import space
-    from carb.campaign import run_campaign
+    from carb.families import space
+    from carb.campaign.runner import run_campaign
     from carb.measure import get_backend
     from carb.measure.base import Protocol
-    from carb.store import Store
+    from carb.campaign.store import Store
 
     fast = Protocol(min_repeats=3, max_repeats=10, max_time_s=0.1, warmup=1, warmup_s=0.0, timeout_s=120.0)
     cfgs = [NB201Config(("nor_conv_3x3", "skip_connect", "none", "avg_pool_3x3", "nor_conv_1x1", "none"),
@@ -376,7 +376,7 @@ def test_help_protocol_trims_like_helps_loader() -> None:
 
 
 def test_evaluate_energy_with_the_power_latency_baseline(edgegpu: pd.DataFrame) -> None:
-    from carb.evaluate import evaluate, split
+    from carb.model.evaluation import evaluate, split
 
     # grouped split: every input variant of a cell on one side
     sides = split(edgegpu, "grouped", 0)
@@ -536,7 +536,7 @@ def test_evaluate_says_when_the_energy_baseline_did_not_run() -> None:
 
     from carb import datasets
     from carb.cli.model import print_results
-    from carb.evaluate import evaluate
+    from carb.model.evaluation import evaluate
 
     res = evaluate(datasets.load("cpu-1t").head(600), "grouped", ["flops-linear", "power-latency"], seed=0)
     assert set(res["results"]) == {"flops-linear"} and "power-latency" in res["skipped"]

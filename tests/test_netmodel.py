@@ -14,7 +14,9 @@ import torch
 from torch import nn
 
 import carb
-from carb import graph, netmodel, space, zoo
+from carb import graph, netmodel
+from carb.families import space
+from carb.families import zoo
 from carb.families import layers as L
 
 # synthetic device: each op class costs a0 + flops / P + bytes / B (ms), grouped and

@@ -1,4 +1,4 @@
-"""carb.nets (any network a user names, as a measurable family) and ``carb calibrate`` of a
+"""carb.families.nets (any network a user names, as a measurable family) and ``carb calibrate`` of a
 network model. Measured values come from real (short) measurements of tiny networks; the
 device of the calibration tests is synthetic."""
 
@@ -12,7 +12,9 @@ import pytest
 import torch
 from torch import nn
 
-from carb import families, graph, netmodel, nets, zoo
+from carb import families, graph, netmodel
+from carb.families import nets
+from carb.families import zoo
 from carb.families import SpaceError
 from test_netmodel import _cli, _one_line_error  # the CLI helpers (tests/ is on sys.path)
 
@@ -79,8 +81,6 @@ def test_config_round_trip_and_validation(nets_file) -> None:
 
 
 def test_build_capture_and_store_rows(nets_file) -> None:
-    nets.ensure_registered()
-    nets.ensure_registered()  # twice: no error
     c = nets.NetConfig(f"{nets_file}:wider", 16, 1)
     m = nets.build(c)
     assert isinstance(m, nn.Module) and not m.training
@@ -224,7 +224,7 @@ def test_cli_calibrate_netmodel_measures_and_predicts(tmp_path, monkeypatch, cap
     cal = netmodel.load(out_dir)
     assert cal.meta["calibration_method"] == "factor" and cal.meta["samples"] == 4 and cal.device == "cpu-1t"
     assert len(cal.meta["networks"]) == 4 and (out_dir / "calibration.duckdb").is_file()
-    from carb.store import Store
+    from carb.campaign.store import Store
 
     with Store(out_dir / "calibration.duckdb") as st:
         m = st.measurements()
@@ -241,7 +241,6 @@ def test_cli_calibrate_netmodel_measures_and_predicts(tmp_path, monkeypatch, cap
     _one_line_error(rc, err, "not empty")
 
 
-def test_zoo_family_registration_is_idempotent() -> None:
-    nets.ensure_registered()
+def test_zoo_and_net_families_are_built_in() -> None:
     assert {"net", "zoo"} <= set(families.names())
     assert families.get("zoo") is zoo.ZOO and families.get("net") is nets.NET

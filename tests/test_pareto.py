@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from carb import pareto
+from carb.decide import pareto
 
 
 def table():

@@ -17,7 +17,8 @@ import pandas as pd
 import pytest
 from sklearn.base import clone
 
-from carb import features, space
+from carb.families import features
+from carb.families import space
 from carb.model import CARB, BundleError, load, save
 
 
@@ -172,7 +173,7 @@ def test_cli_train_with_a_prior(devices, tmp_path):
 
 
 def test_evaluate_puts_each_preset_beside_itself_with_the_prior(devices):
-    from carb.evaluate import evaluate
+    from carb.model.evaluation import evaluate
 
     a, b, _ = devices
     res = evaluate(b, "grouped", ["fast", "flops-linear"], prior=_Table(a, ["memory_mb", "latency_ms"]),

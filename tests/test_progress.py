@@ -5,10 +5,10 @@ import io
 
 from rich.console import Console
 
-from carb import space
-from carb.campaign import run_campaign
+from carb.families import space
+from carb.campaign.runner import run_campaign
 from carb.cli._progress import CampaignProgress, fmt_duration
-from carb.store import Store
+from carb.campaign.store import Store
 
 from test_store import SampledBackend
 

@@ -14,7 +14,7 @@ import pytest
 
 from carb.measure.cpu import CpuBackend, Rapl, _cpu_child, rapl_delta_uj
 from carb.measure.base import Protocol
-from carb.space import Config
+from carb.families.space import Config
 
 TINY = Config(depth=8, width=0.25, early_downsample=True, batch=1)
 
@@ -114,7 +114,7 @@ def test_worker_records_package_and_dram_energy_from_a_fake_tree(tmp_path, monke
         return real_read(self)
 
     monkeypatch.setattr(Rapl, "read_uj", ticking)
-    job = {"config": TINY, "build": None, "threads": 1, "affinity": None, "arch": "carb.arch", "fault": None,
+    job = {"config": TINY, "build": None, "threads": 1, "affinity": None, "arch": "carb.families.arch", "fault": None,
            "protocol": Protocol(min_repeats=3, max_repeats=3, max_time_s=1.0, warmup=1, warmup_s=0.0, timeout_s=60),
            "rapl": r, "idle_power_w": 0.0}
     # a forked child (it inherits the patched read), so that the worker's thread pinning
@@ -154,7 +154,7 @@ def test_store_keeps_package_and_dram_columns_and_migrates_old_stores(tmp_path, 
     """Synthetic measurements (made-up figures) through the store and the dataset export."""
     from carb import datasets
     from carb.measure.base import Measurement, Stats
-    from carb.store import Store
+    from carb.campaign.store import Store
 
     st = Stats(median=2.0, mean=2.0, p5=1.9, p95=2.1, cov=0.01, n=5, ci_rel=0.01)
     m = Measurement(status="ok", latency_ms=st, energy_j=st, energy_gross_j=st, memory_mb=3.0,
@@ -170,7 +170,7 @@ def test_store_keeps_package_and_dram_columns_and_migrates_old_stores(tmp_path, 
     assert row.loc[1, "energy_pkg_j"] == 1.5 and row.loc[1, "energy_dram_j"] == 0.5
     assert row[["energy_pkg_j", "energy_dram_j"]].loc[4].isna().all()  # not measured: NULL
     # an old store (written before the columns existed) gets them when opened for writing
-    import carb.store as store_module
+    import carb.campaign.store as store_module
 
     old_cols = [c for c in store_module.MEASUREMENT_COLUMNS if c[0] not in ("energy_pkg_j", "energy_dram_j")]
     path = tmp_path / "old.duckdb"
@@ -194,7 +194,7 @@ def test_store_keeps_package_and_dram_columns_and_migrates_old_stores(tmp_path, 
 def test_pooled_rounds_take_the_median_energy_per_domain_not_the_first_visit():
     """Synthetic visits (made-up figures): three rounds of one config with package/DRAM
     energy 3, 1, 2 J pool to their median 2 J; a visit without DRAM energy gives no pooled DRAM."""
-    from carb.campaign import pool_rounds
+    from carb.campaign.runner import pool_rounds
     from carb.measure.base import Measurement, Stats
 
     def visit(pkg, dram):

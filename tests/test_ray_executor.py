@@ -17,20 +17,20 @@ import pytest
 # (Ray >= 2.5x turns it on for new clusters when a token file exists).
 os.environ["RAY_AUTH_MODE"] = "disabled"
 # Zeus installs amdsmi; without ROCm its import raises KeyError and breaks Ray's AMD probe.
-# carb's driver masks it (carb.ray_executor.mask_broken_amdsmi); the `ray start` processes
+# carb's driver masks it (carb.campaign.ray_executor.mask_broken_amdsmi); the `ray start` processes
 # below run Ray's own code, so they get the same mask as a module on their path.
-from carb.ray_executor import mask_broken_amdsmi  # noqa: E402
+from carb.campaign.ray_executor import mask_broken_amdsmi  # noqa: E402
 
 AMDSMI_MASKED = mask_broken_amdsmi() is not None
 SHIMS = os.path.join(os.path.dirname(__file__), "shims")
 ray = pytest.importorskip("ray")
 
-from carb import space  # noqa: E402
-from carb.campaign import run_campaign  # noqa: E402
+from carb.families import space
+from carb.campaign.runner import run_campaign  # noqa: E402
 from carb.measure import get_backend  # noqa: E402
 from carb.measure.base import Protocol  # noqa: E402
-from carb.ray_executor import RayExecutor  # noqa: E402
-from carb.store import Store  # noqa: E402
+from carb.campaign.ray_executor import RayExecutor  # noqa: E402
+from carb.campaign.store import Store  # noqa: E402
 
 pytestmark = pytest.mark.slow
 FAST = Protocol(min_repeats=3, max_repeats=20, max_time_s=0.2, warmup=1, warmup_s=0.0, timeout_s=120.0)
@@ -113,11 +113,11 @@ def test_a_killed_worker_is_replaced_and_its_visit_retried(cluster, tmp_path):
 
 DRIVER = textwrap.dedent("""
     import sys
-    from carb import space
-    from carb.campaign import run_campaign
+    from carb.families import space
+    from carb.campaign.runner import run_campaign
     from carb.measure.base import Protocol
-    from carb.ray_executor import RayExecutor
-    from carb.store import Store
+    from carb.campaign.ray_executor import RayExecutor
+    from carb.campaign.store import Store
 
     address, path = sys.argv[1], sys.argv[2]
     fast = Protocol(min_repeats=3, max_repeats=20, max_time_s=0.4, warmup=1, warmup_s=0.0, timeout_s=120.0)

@@ -13,10 +13,10 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from carb import space
-from carb.features import compute
+from carb.families import space
+from carb.families.features import compute
 from carb.report import MAX_EXPLORER_POINTS, ReportError, load_screen, write_report
-from carb.screen import screen
+from carb.decide.screen import screen
 
 SVG_NS = "http://www.w3.org/2000/svg"  # a namespace name in the page's script, never fetched
 

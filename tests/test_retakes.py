@@ -7,13 +7,13 @@ import json
 import numpy as np
 import pytest
 
-from carb import space
-from carb.campaign import retake_summary, run_campaign
+from carb.families import space
+from carb.campaign.runner import retake_summary, run_campaign
 from carb.measure.base import Backend, Measurement, Protocol
 from carb.measure.protocol import summarize
 from carb.measure.sentinel import Sentinel
-from carb.space import Config
-from carb.store import Store
+from carb.families.space import Config
+from carb.campaign.store import Store
 
 SENT = Config(family="cifar", block="basic", depth=20, width=1.0, early_downsample=False, input_size=32,
               batch=8, precision="fp32", classes=10)
@@ -137,7 +137,7 @@ def test_a_kill_during_the_retakes_resumes_with_those_still_due(tmp_path):
 
 
 def test_a_kill_between_a_retake_and_its_pooling_pools_on_resume(tmp_path, monkeypatch):
-    import carb.campaign as campaign
+    import carb.campaign.runner as campaign
 
     b = TwoStateBackend(slow={1})
     calls = []

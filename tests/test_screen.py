@@ -4,9 +4,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from carb import space
-from carb.features import compute
-from carb.screen import parse_budgets, screen
+from carb.families import space
+from carb.families.features import compute
+from carb.decide.screen import parse_budgets, screen
 
 
 class Synthetic:

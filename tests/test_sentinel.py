@@ -9,13 +9,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from carb import drift, space
-from carb.campaign import run_campaign
+from carb.campaign import rounds as states
+from carb.report import figures
+from carb.campaign import speed as drift
+from carb.families import space
+from carb.campaign.runner import run_campaign
 from carb.measure.base import Backend, Measurement, Protocol
 from carb.measure.protocol import summarize
 from carb.measure.sentinel import CPU_SENTINEL, Sentinel, effective_sentinel_ms
-from carb.space import Config
-from carb.store import Store
+from carb.families.space import Config
+from carb.campaign.store import Store
 
 SENT = Config(family="cifar", block="basic", depth=20, width=1.0, early_downsample=False, input_size=32,
               batch=8, precision="fp32", classes=10)
@@ -62,7 +65,7 @@ def every_visit(every_s=0.0, window_s=0.0):
 
 
 def test_a_visits_sentinel_is_the_median_of_the_readings_in_its_window():
-    from carb.campaign import _sentinel_at
+    from carb.campaign.runner import _sentinel_at
 
     t, ms = [0.0, 10.0, 20.0, 200.0], [1.0, 3.0, 2.0, 5.0]
     assert _sentinel_at(12.0, t, ms, window_s=60) == 2.0  # median of 1, 3, 2: one bad reading moves nothing
@@ -185,7 +188,7 @@ def test_interrupted_campaign_with_sentinel_resumes_without_duplicates(tmp_path)
 def _old_store(path):
     """A store as written before the sentinel existed (schema 2 without the speed_index table,
     the drift columns and the fastest sample), holding 3 rows measured by the synthetic backend."""
-    from carb.store import DRIFT_COLUMNS, MEASUREMENT_COLUMNS, TARGETS
+    from carb.campaign.store import DRIFT_COLUMNS, MEASUREMENT_COLUMNS, TARGETS
 
     src = path.with_name("src.duckdb")
     with Store(src) as store:
@@ -222,7 +225,7 @@ def test_a_store_from_before_the_sentinel_opens_and_says_no_speed_index(tmp_path
         s = drift.speed_summary(store.speed_readings())
     assert s == {"readings": 0, "note": drift.NO_INDEX}
     assert drift.speed_lines(s)[0].startswith("no speed index")
-    assert drift.speed_plot(pd.DataFrame(), tmp_path / "x.png") is None and not (tmp_path / "x.png").exists()
+    assert figures.speed_plot(pd.DataFrame(), tmp_path / "x.png") is None and not (tmp_path / "x.png").exists()
     # opened for writing, it gains the table and columns and a new campaign fills them
     with Store(path) as store:
         r = run_campaign(list(space.load("tiny")), DriftingBackend(), store, sentinel=every_visit())
@@ -242,7 +245,7 @@ def test_speed_summary_lines_and_plot(tmp_path):
     assert p["max_ratio"] == pytest.approx(1.02 ** 17, rel=1e-6)  # 18 calls, the first and last read the sentinel
     lines = drift.speed_lines(s, rd)
     assert "speed index" in lines[0] and "index over time" in lines[1]
-    png = drift.speed_plot(rd, tmp_path / "speed.png")
+    png = figures.speed_plot(rd, tmp_path / "speed.png")
     assert png.read_bytes()[:4] == b"\x89PNG"
 
 
@@ -295,7 +298,7 @@ def test_a_noisy_reading_is_kept_but_corrects_nothing(tmp_path):
     assert df.sentinel_ms.isna().all() and df.latency_ms_norm.isna().all()
     s = drift.speed_summary(rd)
     assert s["platforms"]["cpu-1t"]["readings"] == 0 and "too noisy" in drift.speed_lines(s, rd)[0]
-    assert drift.speed_plot(rd, tmp_path / "n.png") is None
+    assert figures.speed_plot(rd, tmp_path / "n.png") is None
 
 
 def test_demo_reports_drift_first_and_scores_raw_and_corrected(tmp_path):
@@ -334,7 +337,7 @@ def test_demo_reports_drift_first_and_scores_raw_and_corrected(tmp_path):
     val = pd.read_csv(tmp_path / "demo" / "validation.csv")
     assert val.latency_ms_corrected.to_numpy() == pytest.approx(val.latency_ms.to_numpy() / 1.25)
     # the budget calls are scored against the corrected latencies too
-    from carb.validate import decision_metrics, truly_feasible
+    from carb.decide.validate import decision_metrics, truly_feasible
 
     vc = s["validation_corrected"]
     assert vc["reference"] == "the calibration's median sentinel speed" and vc["reference_ms"] == pytest.approx(0.6)
@@ -540,7 +543,7 @@ def test_drift_corrected_calls_score_at_the_calibrations_speed():
     """SYNTHETIC rows: budget 10 ms; config b was timed while the machine ran 2x slow
     (sentinel 2.0 ms against the calibration's 1.0 ms): 16 ms raw, 8 ms at the
     calibration's speed. Accepting it is a false accept raw, right drift-corrected."""
-    from carb.validate import corrected_latency, drift_corrected_calls
+    from carb.decide.validate import corrected_latency, drift_corrected_calls
 
     val = pd.DataFrame({"config_id": ["a", "b", "c", "d"], "latency_ms": [5.0, 16.0, 30.0, 9.0],
                         "memory_mb": [10.0] * 4, "sentinel_ms": [1.0, 2.0, 1.0, 1.1]})
@@ -550,7 +553,7 @@ def test_drift_corrected_calls_score_at_the_calibrations_speed():
     c = r["corrected"]
     assert c["reference"] == "the calibration's median sentinel speed" and c["reference_ms"] == pytest.approx(1.0)
     assert c["n"] == 3 and c["false_accepts"] == 0 and c["accuracy"] == 1.0 and c["rows"] == 4
-    from carb.validate import decision_metrics, truly_feasible
+    from carb.decide.validate import decision_metrics, truly_feasible
 
     assert decision_metrics(calls, truly_feasible(val, budgets))["false_accepts"] == 1  # raw: b is over
     # the validation's median sentinel (1.05 ms) sits 5% slower than the calibration's, within noise
@@ -580,10 +583,10 @@ def test_cli_validate_on_device_reports_drift_and_scores_corrected_calls(tmp_pat
     import warnings
 
     from carb import datasets
-    from carb.calibrate import fit_calibrated
+    from carb.transfer.calibrate import fit_calibrated
     from carb.cli import main
     from carb.model import CARB, save
-    from carb.validate import decision_metrics, truly_feasible
+    from carb.decide.validate import decision_metrics, truly_feasible
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -650,7 +653,7 @@ def test_cli_validate_on_device_reports_drift_and_scores_corrected_calls(tmp_pat
 
 
 def test_the_fastest_sample_is_kept_pooled_and_stored(tmp_path):
-    from carb.campaign import pool_rounds
+    from carb.campaign.runner import pool_rounds
 
     assert summarize([3.0, 1.5, 2.0]).min == 1.5
     visits = [Measurement(status="ok", latency_ms=summarize(x), memory_mb=1.0, extra={"latency_samples_ms": x})
@@ -719,24 +722,23 @@ def test_a_card_reports_how_the_remeasurement_repeated_each_figure(tmp_path):
 
 
 def test_machine_state_is_the_largest_group_never_between_two():
-    from carb import drift
 
     # SYNTHETIC sentinels: two states of the machine, 0.5 and 1.1 ms
-    assert drift.machine_state([0.52, 0.53, 1.1, 1.1, 1.12, 0.54]) == pytest.approx(0.53)  # a tie: the faster
-    assert drift.machine_state([0.52, 1.1, 1.1, 1.12, 0.54]) == pytest.approx(1.1)
-    assert drift.machine_state([]) is None and drift.machine_state([np.nan, 0]) is None
+    assert states.machine_state([0.52, 0.53, 1.1, 1.1, 1.12, 0.54]) == pytest.approx(0.53)  # a tie: the faster
+    assert states.machine_state([0.52, 1.1, 1.1, 1.12, 0.54]) == pytest.approx(1.1)
+    assert states.machine_state([]) is None and states.machine_state([np.nan, 0]) is None
     rows = pd.DataFrame({"status": ["ok", "ok", "failed", "ok"], "sentinel_ms": [1.0, 1.05, 0.5, 2.0]})
-    assert drift.machine_state(rows) == pytest.approx(np.sqrt(1.05))  # in log; the failed row is no evidence
-    off = drift.off_state(rows, 1.0)
+    assert states.machine_state(rows) == pytest.approx(np.sqrt(1.05))  # in log; the failed row is no evidence
+    off = states.off_state(rows, 1.0)
     assert off.tolist() == [False, False, False, True]
-    assert drift.off_state(rows.drop(columns="sentinel_ms"), 1.0).tolist() == [False] * 4
+    assert states.off_state(rows.drop(columns="sentinel_ms"), 1.0).tolist() == [False] * 4
 
 
 def test_retake_off_state_keeps_the_visit_nearest_the_reference():
     """SYNTHETIC rows: configs a-e, c and d timed in the slow state (sentinel 1.1 ms against
     0.5 ms); the first retake brings c back and d stays slow, the second fails for d (its
     slow visit is kept, nothing lost); e has no sentinel."""
-    from carb import drift
+    from carb.campaign import speed as drift
 
     rows = pd.DataFrame({"config_id": list("abcde"), "status": "ok",
                          "sentinel_ms": [0.5, 0.52, 1.1, 1.12, np.nan], "latency_ms": [1.0, 2.0, 3.6, 4.8, 5.0]})
@@ -749,19 +751,19 @@ def test_retake_off_state_keeps_the_visit_nearest_the_reference():
                                  "latency_ms": [3.0, 9.9]})
         return pd.DataFrame({"config_id": ["d"], "status": "failed", "sentinel_ms": [0.5], "latency_ms": [np.nan]})
 
-    out, d = drift.retake_off_state(rows, again)
+    out, d = states.retake_off_state(rows, again)
     assert calls == [["c", "d"], ["d"]]  # only the visits still off, at most RETAKES times
     assert out.latency_ms.tolist()[:4] == [1.0, 2.0, 3.0, 4.8]  # c retaken; d's retake was farther: kept
     assert out.retakes.tolist() == [0, 0, 1, 2, 0]
     assert d["ref_ms"] == pytest.approx(np.sqrt(0.5 * 0.52)) and (d["off"], d["visits"], d["back"], d["left"]) == (2, 3, 1, 1)
-    line = drift.state_line(d)
+    line = states.state_line(d)
     assert line.startswith("2 of 4 validation visits were timed in another state") and "1 left" in line
     # no retakes asked for, or every visit in the reference state: nothing measured again
-    out0, d0 = drift.retake_off_state(rows, again, tries=0)
+    out0, d0 = states.retake_off_state(rows, again, tries=0)
     assert len(calls) == 2 and d0["off"] == 2 and d0["left"] == 2 and out0.latency_ms.tolist()[2] == 3.6
-    _, d1 = drift.retake_off_state(rows.iloc[:2], again)
-    assert len(calls) == 2 and drift.state_line(d1) is None
-    assert drift.retake_off_state(rows.drop(columns="sentinel_ms"), again)[1] == {"note": drift.NO_INDEX}
+    _, d1 = states.retake_off_state(rows.iloc[:2], again)
+    assert len(calls) == 2 and states.state_line(d1) is None
+    assert states.retake_off_state(rows.drop(columns="sentinel_ms"), again)[1] == {"note": drift.NO_INDEX}
 
 
 @pytest.fixture(scope="module")
@@ -876,7 +878,7 @@ def test_cli_calibrate_measures_again_the_visits_of_another_state(tmp_path, monk
     from carb import datasets
     from carb.cli import main
     from carb.model import CARB, save
-    from carb.calibrate import load_predictor
+    from carb.transfer.calibrate import load_predictor
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

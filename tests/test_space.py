@@ -4,8 +4,8 @@ import re
 
 import pytest
 
-from carb import space
-from carb.space import Config, SpaceError
+from carb.families import space
+from carb.families.space import Config, SpaceError
 
 
 def test_builtin_counts():

@@ -4,10 +4,11 @@ synthetic, produced by the fake backend below)."""
 import duckdb
 import pytest
 
-from carb import datasets, space
-from carb.campaign import run_campaign
+from carb import datasets
+from carb.families import space
+from carb.campaign.runner import run_campaign
 from carb.measure.base import Backend, Measurement, Stats
-from carb.store import Store, StoreError
+from carb.campaign.store import Store, StoreError
 
 
 class SyntheticBackend(Backend):

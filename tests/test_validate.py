@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from carb.validate import budget_metrics, validate_against_truth
+from carb.decide.validate import budget_metrics, validate_against_truth
 
 
 def test_budget_metrics_counts():

@@ -13,8 +13,7 @@ import sys
 
 import typer
 
-from carb import nets
-from carb.space import SpaceError
+from carb.families.space import SpaceError
 
 from . import campaign, fewshot, model, report, screening, spaces  # noqa: F401 - importing registers the commands
 from ._app import UsageError, app, err, fail
@@ -25,9 +24,6 @@ _COMMAND_MODULES = (campaign, screening, spaces)  # registered by their decorato
 model.register(app)
 report.register(app)
 fewshot.register(app)
-# the families of whole networks: carb.zoo's designs and any network a user names (carb.nets),
-# so that a table of them is a campaign for `carb characterize --configs` like any other
-nets.ensure_registered()
 
 
 def _error_exit(msg: str) -> None:
@@ -41,7 +37,7 @@ def main() -> None:
     import warnings
 
     from carb.datasets import DatasetError
-    from carb.store import StoreError
+    from carb.campaign.store import StoreError
 
     # a library warning (e.g. how many rows a model extrapolates) is one line on stderr,
     # not Python's two (file, line number and source)

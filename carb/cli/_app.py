@@ -80,7 +80,7 @@ def fail(msg: str) -> None:
 
 
 def load_model(path: Path):
-    from carb.calibrate import load_predictor
+    from carb.transfer.calibrate import load_predictor
 
     try:
         return load_predictor(path)
@@ -89,7 +89,7 @@ def load_model(path: Path):
 
 
 def parse_budget_options(items: Optional[list[str]]) -> dict[str, float]:
-    from carb.screen import parse_budgets
+    from carb.decide.screen import parse_budgets
 
     refuse_repeated_budgets(items)
     try:

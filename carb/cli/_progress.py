@@ -29,7 +29,7 @@ def fmt_duration(s: float) -> str:
 
 
 class CampaignProgress:
-    """The callbacks of :func:`carb.campaign.run_campaign`, drawn as a bar on a terminal and
+    """The callbacks of :func:`carb.campaign.runner.run_campaign`, drawn as a bar on a terminal and
     as plain lines elsewhere. Use as a context manager; pass :attr:`callbacks` to
     ``run_campaign``.
 

@@ -56,11 +56,11 @@ def characterize(
     """
     from dataclasses import replace
 
-    from carb import space
-    from carb.campaign import read_config_file, run_campaign
+    from carb.families import space
+    from carb.campaign.runner import read_config_file, run_campaign
     from carb.measure import get_backend
     from carb.measure.base import Protocol
-    from carb.store import Store
+    from carb.campaign.store import Store
 
     sample = pick_option(sample, sample_old, "--samples", "--sample")
     if (space_name is None) == (configs_file is None):
@@ -95,7 +95,7 @@ def characterize(
         fail("--energy-periods applies to --device cuda only")
     n_rounds = rounds or (3 if device == "cpu" else 1)
     if retakes is None:  # the two states were seen with 2 threads, never with 1 (benchmarks/RESULTS.md, issue 16)
-        from carb.drift import RETAKES
+        from carb.campaign.rounds import RETAKES
 
         retakes = RETAKES if device == "cpu" and (threads or 1) > 1 and sentinel and n_rounds > 1 and not remeasure else 0
     elif retakes and (n_rounds < 2 or remeasure or not sentinel or device != "cpu"):
@@ -108,7 +108,7 @@ def characterize(
         opts["allocator"] = allocator
     try:
         if executor == "ray":
-            from carb.ray_executor import RayExecutor
+            from carb.campaign.ray_executor import RayExecutor
 
             with err.status("starting Ray worker slots..."):
                 backend = RayExecutor(device, address=address, workers=workers, protocol=protocol,
@@ -123,7 +123,7 @@ def characterize(
     done_before: set = set()
     with backend, Store(store_path) as store:
         if remeasure:  # to say afterwards which configs had a first measurement to compare with
-            from carb.campaign import Executor, LocalExecutor
+            from carb.campaign.runner import Executor, LocalExecutor
 
             ex = backend if isinstance(backend, Executor) else LocalExecutor(backend)
             done_before = store.done_ids(platform or ex.platform())
@@ -145,7 +145,8 @@ def characterize(
         rows = store.measurements(result.platform)
         repeat = None
         if remeasure:  # how this run repeats the first measurements: raw, drift-corrected, fastest sample
-            from carb import drift
+            from carb.campaign import rounds as states
+            from carb.campaign import speed as drift
 
             again = store.measurements(result.platform, table="remeasurements")
             repeat = drift.remeasure_figures(rows, again[again.run_id == result.run_id])
@@ -159,9 +160,10 @@ def characterize(
         _print_configs(rows)
         _print_summary(result, summary, store_path)
     if result.retakes and not json_out:
-        from carb import drift
+        from carb.campaign import rounds as states
+        from carb.campaign import speed as drift
 
-        line = drift.state_line(result.retakes, "campaign")
+        line = states.state_line(result.retakes, "campaign")
         err.print(line or f"machine state: every visit timed in one state (speed sentinel {result.retakes['ref_ms']:.3f} ms)"
                   if result.retakes.get("ref_ms") else f"retakes: {result.retakes.get('note')}", highlight=False, soft_wrap=True)
     if remeasure:
@@ -200,7 +202,7 @@ def _print_configs(rows, limit: int = 30) -> None:
     """Per-config table of what this run measured (the slowest ``limit`` configs)."""
     if rows.empty:
         return
-    from carb.space import configs_from_frame
+    from carb.families.space import configs_from_frame
 
     rows = rows.sort_values("latency_ms", ascending=False, na_position="first")
     title = f"measured now ({len(rows)} configs" + (f", slowest {limit} shown)" if len(rows) > limit else ")")
@@ -299,8 +301,8 @@ def dataset_info(store_path: Path = typer.Option(..., "--store", help="DuckDB ca
 
     Example: carb dataset info --store tiny.duckdb
     """
-    from carb import drift
-    from carb.store import Store
+    from carb.campaign import speed as drift
+    from carb.campaign.store import Store
 
     with Store(store_path, read_only=True) as store:
         if store.snapshot is not None and not json_out:
@@ -388,7 +390,7 @@ def dataset_export(store_path: Path = typer.Option(..., "--store", help="DuckDB 
     Example: carb dataset export --store tiny.duckdb --out tiny.parquet
     """
     from carb import datasets
-    from carb.store import Store
+    from carb.campaign.store import Store
 
     if out.suffix not in (".parquet", ".csv"):
         fail(f"--out {out}: unknown output type (expected .parquet or .csv)")

@@ -171,6 +171,6 @@ def _at_median_speed(meas: pd.DataFrame) -> pd.DataFrame:
     """A user's measurements with ``latency_ms`` at their campaign's median speed where the
     paired speed sentinel timed the row (``carb characterize`` output), as ``carb train``
     learns it; anything else unchanged."""
-    from carb import drift
+    from carb.campaign import speed as drift
 
     return drift.corrected(meas, paired_only=True)

@@ -1,6 +1,6 @@
 """The model commands of ``carb``: ``train``, ``evaluate``, ``predict``.
 
-Thin wrappers over :mod:`carb.model` and :mod:`carb.evaluate`; :func:`register` adds them
+Thin wrappers over :mod:`carb.model` and :mod:`carb.model.evaluation`; :func:`register` adds them
 to the Typer app of :mod:`carb.cli`. Bad input raises :class:`carb.cli.UsageError` (one
 line ``error: ...``, exit code 2).
 """
@@ -61,8 +61,8 @@ _LATENCY_HELP = ("corrected (default): for rows timed with the paired speed sent
 def latency_view(df, latency: str):
     """The rows with ``latency_ms`` as ``--latency`` asks, and a few words saying which:
     ``corrected`` puts it at the campaign's median speed in the rows timed with the paired
-    sentinel (:func:`carb.drift.corrected`, the raw median kept as ``latency_ms_raw``)."""
-    from carb import drift
+    sentinel (:func:`carb.campaign.speed.corrected`, the raw median kept as ``latency_ms_raw``)."""
+    from carb.campaign import speed as drift
 
     if latency not in LATENCY_CHOICES:
         raise _usage(f"--latency {latency}: expected one of {', '.join(LATENCY_CHOICES)}")
@@ -81,8 +81,8 @@ def latency_view(df, latency: str):
 
 def parse_budgets(items: list[str] | None) -> dict[str, float]:
     """``["energy_j=75", "latency_ms=3"]`` -> ``{"energy_j": 75.0, "latency_ms": 3.0}``
-    (carb.screen's parser; its ValueError becomes a usage error)."""
-    from carb.screen import parse_budgets as parse
+    (carb.decide.screen's parser; its ValueError becomes a usage error)."""
+    from carb.decide.screen import parse_budgets as parse
 
     from ._app import refuse_repeated_budgets
 
@@ -94,7 +94,7 @@ def parse_budgets(items: list[str] | None) -> dict[str, float]:
 
 
 def _check_preset(names: list[str]) -> None:
-    from carb.evaluate import BASELINES
+    from carb.model.evaluation import BASELINES
     from carb.model import PRESETS
 
     for p in names:
@@ -150,7 +150,7 @@ def _load_prior(prior: Optional[Path], n_jobs: int) -> Any:
     """The ``--prior`` bundle, loaded (None without one); bad input is a usage error."""
     if prior is None:
         return None
-    from carb.calibrate import CALIBRATION_FILE
+    from carb.transfer.calibrate import CALIBRATION_FILE
     from carb.model import BundleError, load
 
     if (prior / CALIBRATION_FILE).is_file():
@@ -198,8 +198,8 @@ def _score_model(model_dir: Path, data: str, platform: str | None, budget: list[
     """``carb evaluate --model``: a fitted model (bundle or calibrated) scored on a dataset."""
     from rich.table import Table
 
-    from carb.calibrate import load_predictor
-    from carb.evaluate import metrics
+    from carb.transfer.calibrate import load_predictor
+    from carb.model.evaluation import metrics
     from carb.model import UNITS
 
     try:
@@ -266,7 +266,7 @@ def register(app: typer.Typer) -> None:
         """
         import numpy as np
 
-        from carb.evaluate import metrics
+        from carb.model.evaluation import metrics
         from carb.model import CARB, BundleError, save
 
         _check_preset([preset])
@@ -340,7 +340,7 @@ def register(app: typer.Typer) -> None:
         Does a prior help on your data? carb evaluate --data cpu-2t --preset default --prior models/cpu-1t
         """
 
-        from carb.evaluate import SPLITS, evaluate
+        from carb.model.evaluation import SPLITS, evaluate
 
         if model_dir is not None:
             if json_out is not None:
@@ -407,9 +407,9 @@ def register(app: typer.Typer) -> None:
         """
         import pandas as pd
 
-        from carb import space
+        from carb.families import space
         from carb.model import BundleError, load
-        from carb.space import PARAMETERS
+        from carb.families.space import PARAMETERS
 
         if module is not None:
             from carb.netmodel import predict_cli
@@ -427,7 +427,7 @@ def register(app: typer.Typer) -> None:
         if out.suffix not in (".parquet", ".csv"):
             raise _usage(f"--out {out}: unknown output type (expected .parquet or .csv)")
         check_out_file(out)
-        from carb.calibrate import load_predictor
+        from carb.transfer.calibrate import load_predictor
 
         try:
             model = load(model_dir, n_jobs=n_jobs) if not (model_dir / "calibration.json").exists() \

@@ -53,9 +53,9 @@ def screen(
 
     Example: carb screen --space screening --target-model models/cpu-1t --budget latency_ms=20 --out screen-out
     """
-    from carb import space
-    from carb.pareto import parse_objectives
-    from carb.screen import screen as run_screen
+    from carb.families import space
+    from carb.decide.pareto import parse_objectives
+    from carb.decide.screen import screen as run_screen
 
     target = pick_option(target, target_old, "--target-model", "--target", required=True)
     source = pick_option(source, source_old, "--source-model", "--source")
@@ -149,7 +149,7 @@ def _width_hint(summary: dict, decisions) -> str | None:
 def _crowd_hint(summary: dict) -> str | None:
     """A line for a space whose candidates crowd at a budget: at least :data:`HINT_CROWDED`
     of them predicted within the intervals' median half-width of it (``summary["crowding"]``
-    of :func:`carb.screen.screen`). Narrower intervals call few of those (measured on
+    of :func:`carb.decide.screen.screen`). Narrower intervals call few of those (measured on
     cpu-avx2-2t: benchmarks/RESULTS.md, issue 18); None when no budget crowds or nothing
     is left to measure."""
     if not (summary.get("decisions") or {}).get("measure"):
@@ -179,7 +179,7 @@ def _write_screen(res, out: Path) -> None:
 def _print_shortlist(df, limit: int = 15) -> None:
     from rich.table import Column
 
-    from carb.space import configs_from_frame
+    from carb.families.space import configs_from_frame
 
     if df.empty:
         console.print("no config meets the budgets")
@@ -212,7 +212,7 @@ def calibrate(
     max_time: float = typer.Option(2.0, "--max-time", min=0.1, help="Sampling seconds per config."),
     out: Path = typer.Option(..., "--out", help="Directory of the calibrated model."),
     method: Optional[str] = typer.Option(None, "--method", help="Map: log (default; log-space map of the source prediction) or nnls (HELP-style, with cost features; carb.transfer); for a network model factor (default; one device factor, or none where it does not help), log (also a slope and a batch term) or refit (its network terms refitted on the K networks)."),
-    networks: Optional[Path] = typer.Option(None, "--networks", help="With a network model: a text file of the networks to measure, one per line: SPEC INPUT [PRECISION], e.g. torchvision.models:resnet18 1x3x224x224 fp32 (default: K networks of carb.zoo spread over the model's predicted latency)."),
+    networks: Optional[Path] = typer.Option(None, "--networks", help="With a network model: a text file of the networks to measure, one per line: SPEC INPUT [PRECISION], e.g. torchvision.models:resnet18 1x3x224x224 fp32 (default: K networks of carb.families.zoo spread over the model's predicted latency)."),
     rounds: int = typer.Option(1, "--rounds", min=1, help="Visits per config, spread over the calibration campaign and pooled."),
 ) -> None:
     """Measure K well-spread configs on a new device and map the source model to it.
@@ -222,13 +222,15 @@ def calibrate(
 
     Example: carb calibrate --model models/cpu-1t --device cpu --threads 2 --samples 10 --out models/cpu-2t
     """
-    from carb import drift, space
-    from carb.calibrate import NnlsMap, choose_samples, fit_calibrated
+    from carb.campaign import rounds as states
+    from carb.campaign import speed as drift
+    from carb.families import space
+    from carb.transfer.calibrate import NnlsMap, choose_samples, fit_calibrated
 
     import shutil
     import tempfile
 
-    from carb.calibrate import check_model_out
+    from carb.transfer.calibrate import check_model_out
 
     source = pick_option(source, source_old, "--model", "--source", required=True)
     from carb.netmodel import resolve
@@ -276,10 +278,10 @@ def calibrate(
         measured = _measure_frame(pick, device, threads, max_time, store, "calibrating", rounds=rounds)
         # visits timed in another state of the machine than the fastest most were timed in
         # (their paired sentinel says which) are measured again: no one ratio corrects them
-        measured, state = drift.retake_off_state(measured, lambda f: _measure_frame(
+        measured, state = states.retake_off_state(measured, lambda f: _measure_frame(
             pick[pick.config_id.isin(set(f.config_id))], device, threads, max_time, store,
             "measuring again (another machine state)", rounds=rounds, again=True))
-        if line := drift.state_line(state, "calibration"):
+        if line := states.state_line(state, "calibration"):
             console.print(line)
         # fitted at the K configs' median speed when each carries its own (paired) sentinel
         fit_rows, ref = drift.at_median_speed(measured)
@@ -313,14 +315,15 @@ def _calibrate_netmodel(source: Path, device: str, threads: Optional[int], sampl
 
     import pandas as pd
 
-    from carb import drift, nets, netmodel
+    from carb import netmodel
+    from carb.campaign import speed as drift
+    from carb.families import nets
     from carb.families import SpaceError
     from carb.graph import CaptureError
 
     if method not in netmodel.CALIBRATION_METHODS:
         fail(f"--method: unknown value {method!r} for a network model (expected "
              f"{' or '.join(netmodel.CALIBRATION_METHODS)})")
-    nets.ensure_registered()
     try:
         nm = netmodel.load(source)
         if networks is not None:
@@ -331,7 +334,7 @@ def _calibrate_netmodel(source: Path, device: str, threads: Optional[int], sampl
         else:
             with console.status(f"choosing {samples} zoo networks spread over the predicted latency and the input sizes"):
                 cfgs = netmodel.choose_networks(nm, samples, seed=seed)
-            what = f"{len(cfgs)} carb.zoo networks (seed {seed})"
+            what = f"{len(cfgs)} carb.families.zoo networks (seed {seed})"
         tables = [netmodel.capture_config(c) for c in cfgs]
     except (netmodel.ModelError, CaptureError, SpaceError, OSError) as e:
         fail(str(e))
@@ -394,11 +397,11 @@ def _measure_frame(df, device: str, threads: Optional[int], max_time: float, sto
     new rows. ``allocator``: the CPU workers' (:data:`carb.measure.cpu.ALLOCATORS`)."""
     from dataclasses import replace
 
-    from carb.campaign import run_campaign
+    from carb.campaign.runner import run_campaign
     from carb.measure import get_backend
     from carb.measure.base import Protocol
-    from carb.space import configs_from_frame
-    from carb.store import Store
+    from carb.families.space import configs_from_frame
+    from carb.campaign.store import Store
 
     configs = configs_from_frame(df)
     protocol = replace(Protocol.default_for(device), max_time_s=max_time)
@@ -443,8 +446,10 @@ def validate(
     """
     import pandas as pd
 
-    from carb import drift, space
-    from carb.validate import (budget_metrics, decision_metrics, drift_corrected_calls, truly_feasible,
+    from carb.campaign import rounds as states
+    from carb.campaign import speed as drift
+    from carb.families import space
+    from carb.decide.validate import (budget_metrics, decision_metrics, drift_corrected_calls, truly_feasible,
                                validate_against_truth)
 
     truth = pick_option(truth, truth_old, "--data", "--truth")
@@ -503,10 +508,10 @@ def validate(
         # visits timed in another state of the machine than the calibration's (or, without its
         # readings, than the fastest most of them were timed in) are measured again
         cal_s = summary.get("calibration_sentinel_ms")
-        measured, state = drift.retake_off_state(measured, lambda f: _measure_frame(
+        measured, state = states.retake_off_state(measured, lambda f: _measure_frame(
             todo[todo.config_id.isin(set(f.config_id))], device, threads, max_time, screen_dir / "validation.duckdb",
-            "measuring again (another machine state)", again=True), ref_ms=drift.machine_state(cal_s) if cal_s else None)
-        if (line := drift.state_line(state)) and not json_out:  # with --json: under machine_state
+            "measuring again (another machine state)", again=True), ref_ms=states.machine_state(cal_s) if cal_s else None)
+        if (line := states.state_line(state)) and not json_out:  # with --json: under machine_state
             console.print(line)
         feas = truly_feasible(measured, budgets)
         res = budget_metrics(measured.config_id.isin(accepted).to_numpy(), feas)
@@ -558,8 +563,8 @@ def _screened_rows(data, summary: dict, name: str):
     """The rows of a truth dataset whose configs the screen scored (its space's configs):
     a dataset of another or a larger space is scored on the screened configs only, and
     one that holds none of them is refused."""
-    from carb import space
-    from carb.space import SpaceError
+    from carb.families import space
+    from carb.families.space import SpaceError
 
     try:
         ids = set(space.load(summary.get("space_source") or summary["space"]).to_frame().config_id)
@@ -588,7 +593,7 @@ def demo(
     seed: int = typer.Option(0, "--seed"),
     precision: Optional[list[str]] = typer.Option(None, "--precision", help="Only these precisions of the space (repeat); default: those this CPU runs natively (bf16 needs AVX512_BF16 or AMX)."),
     source: Optional[str] = typer.Option(None, "--source", help="Dataset the source model is trained on: a shipped name (carb dataset list) or a .parquet/.csv file of cpu-space configs (default: cpu-1t)."),
-    retakes: Optional[int] = typer.Option(None, "--retakes", min=0, help="Times a visit timed in another state of the machine (its paired speed sentinel beyond x1.25 of the state the sitting is scored in: the faster of calibration's and validation's) is measured again; 0: never (default: carb.drift.RETAKES, 2)."),
+    retakes: Optional[int] = typer.Option(None, "--retakes", min=0, help="Times a visit timed in another state of the machine (its paired speed sentinel beyond x1.25 of the state the sitting is scored in: the faster of calibration's and validation's) is measured again; 0: never (default: carb.campaign.rounds.RETAKES, 2)."),
 ) -> None:
     """The whole product on this machine in minutes: train, characterize, calibrate, screen, validate, report.
 
@@ -602,7 +607,7 @@ def demo(
     threads = threads or (default_threads() if device == "cpu" else None)
     rounds = rounds or DEMO_ROUNDS
     if precision:
-        from carb import space
+        from carb.families import space
 
         _space_frame(space.load(DemoSettings.space), precision)  # an unknown precision: one line, exit 2
     if source is not None:

@@ -17,7 +17,7 @@ def space_list(json_out: bool = typer.Option(False, "--json", help="Print JSON i
 
     Example: carb space list --json
     """
-    from carb import space
+    from carb.families import space
 
     rows = [(n, len(s), " ".join(s.description.split())) for n in space.builtin_names() for s in [space.load(n)]]
     if json_out:
@@ -36,7 +36,7 @@ def space_show(name: str = typer.Argument(..., help="Built-in space name or TOML
 
     Example: carb space show paper
     """
-    from carb import space
+    from carb.families import space
 
     s = space.load(name)
     listed = s.size_bound() <= space.MAX_CONFIGS  # a huge space is counted, never built

@@ -8,7 +8,7 @@ Columns of a CARB dataset: ``config_id``, ``device`` (the platform label, e.g.
 ``_ci_rel``, and ``_min``, the fastest sample, in data exported from stores since issue 16;
 the datasets shipped before it lack ``_min``), ``energy_missing_reason``, ``timed_s``, ``wall_s``, ``run_id``,
 ``measured_at``, ``extra`` (JSON telemetry), and the static features of
-:func:`carb.features.compute` (recomputed on :func:`load`, so shipped files stay small).
+:func:`carb.families.features.compute` (recomputed on :func:`load`, so shipped files stay small).
 
 Shipped datasets (``carb/data/<name>.parquet`` with a card ``<name>.md`` beside it) are
 real measurements made with CARB's own pipeline; ``help-fbnet`` is public data of HELP
@@ -27,8 +27,8 @@ import numpy as np
 import pandas as pd
 
 from carb.measure.base import STATUSES
-from carb.space import PARAMETERS, SpaceError, configs_from_frame
-from carb.store import Store
+from carb.families.space import PARAMETERS, SpaceError, configs_from_frame
+from carb.campaign.store import Store
 
 from ._errors import DatasetError
 
@@ -69,7 +69,7 @@ def _features_where_valid(df: pd.DataFrame) -> pd.DataFrame:
     of an older CARB that let ``width=inf`` through, say) keeps empty features instead of
     breaking the export of the whole store."""
     from carb import families
-    from carb.features import compute
+    from carb.families.features import compute
 
     try:
         return compute(df)
@@ -117,7 +117,7 @@ def write(df: pd.DataFrame, out: str | Path) -> Path:
 def slim(df: pd.DataFrame) -> pd.DataFrame:
     """A dataset without what :func:`load` recomputes (static features) and without the raw
     latency samples inside ``extra``: the form in which datasets are shipped."""
-    from carb.features import FEATURE_COLUMNS
+    from carb.families.features import FEATURE_COLUMNS
 
     out = df.drop(columns=[c for c in FEATURE_COLUMNS if c in df.columns])
 
@@ -197,7 +197,7 @@ def load(name: str, features: bool = True, *, device: str | None = None) -> pd.D
             raise DatasetError(f"{name}: no such dataset (shipped: {names}; or a .parquet/.csv file path)")
     df = read(path)
     if features:
-        from carb.features import compute
+        from carb.families.features import compute
 
         df = compute(df)
     return df

@@ -1,7 +1,7 @@
 """Network families, pluggable: a family is one module that says how to read its configs
 from a table row, build the network, and compute its closed-form features; registering it
 here makes every part of CARB that handles configs handle it (config files and tables,
-:func:`carb.arch.build`, :func:`carb.features.compute`, the measurement backends and the
+:func:`carb.families.arch.build`, :func:`carb.families.features.compute`, the measurement backends and the
 campaign store).
 
 Built in: ``cifar`` and ``imagenet`` (:mod:`carb.families.resnet`) and ``fbnet``
@@ -30,7 +30,7 @@ from __future__ import annotations
 from importlib import metadata
 from typing import Any, Mapping
 
-from . import fbnet, layers, nb201, resnet
+from . import fbnet, layers, nb201, nets, resnet, zoo
 from ._base import PRECISIONS, Family, SpaceError, missing, stable_id
 
 __all__ = ["Family", "SpaceError", "PRECISIONS", "register", "get", "names", "of", "config_from_row",
@@ -95,7 +95,7 @@ def _load() -> None:
     if _LOADED:
         return
     _LOADED = True
-    for fam in (resnet.CIFAR, resnet.IMAGENET, fbnet.FBNET, nb201.NB201, layers.LAYERS):
+    for fam in (resnet.CIFAR, resnet.IMAGENET, fbnet.FBNET, nb201.NB201, layers.LAYERS, zoo.ZOO, nets.NET):
         _REGISTRY[fam.name] = fam
     for ep in metadata.entry_points(group="carb.families"):
         try:

@@ -116,7 +116,7 @@ class Family:
         to_row: the flat row of a config, ``family`` included.
         build: the network of a config (a ``torch.nn.Module`` in eval mode, fp32 weights).
         features: a table of this family's rows -> the same rows with the feature columns
-            of :data:`carb.features.FEATURE_COLUMNS` that apply (same names, same units).
+            of :data:`carb.families.features.FEATURE_COLUMNS` that apply (same names, same units).
         description: one line for listings.
         parameters: the family's parameter names (the keys of its space grids).
     """
@@ -135,7 +135,7 @@ class Family:
 
 def row_parameters(row: Mapping[str, Any], parameters: tuple[str, ...]) -> dict[str, Any]:
     """A family's non-empty ``parameters`` from a flat row; in a store row the family's own
-    parameters are JSON in its ``arch`` column (:meth:`carb.store.Store.measurements`) and
+    parameters are JSON in its ``arch`` column (:meth:`carb.campaign.store.Store.measurements`) and
     are read from there (they win over same-named columns)."""
     a = row.get("arch")
     if isinstance(a, str) and a.startswith("{"):

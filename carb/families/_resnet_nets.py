@@ -27,9 +27,9 @@ Channel counts under a width multiplier are :func:`channels` of the base count
 family is scaled the same way. Convolutions have no bias (each is followed by BN), ReLU
 and the residual addition are in place, and the forwards are written one statement per
 layer, as in torchvision, so that eager PyTorch holds the same tensors alive (the
-``live_activation_bytes`` model of :mod:`carb.features` relies on this).
+``live_activation_bytes`` model of :mod:`carb.families.features` relies on this).
 
-:mod:`carb.features` computes the same networks' FLOPs, parameters and activation sizes in
+:mod:`carb.families.features` computes the same networks' FLOPs, parameters and activation sizes in
 closed form without building them; the tests check that both agree exactly.
 """
 

@@ -50,7 +50,7 @@ FBNet v1 builder (``fbnet_builder.py``, as vendored in maskrcnn-benchmark: ``PRI
   ``(h - 1) // s + 1``.
 
 :func:`features` computes the static figures of many configs at once without building a
-module, with the same column names and meanings as :mod:`carb.features` where they apply;
+module, with the same column names and meanings as :mod:`carb.families.features` where they apply;
 the tests check them against ``torch.utils.flop_counter.FlopCounterMode``, the module's
 parameters and a tracker of the tensors a forward allocates, exactly.
 
@@ -198,7 +198,7 @@ class FBNetConfig:
         classes: classifier outputs (100: CIFAR-100, as in HW-NAS-Bench and HELP).
 
     Raises:
-        carb.space.SpaceError: (a ``ValueError``, one line) an invalid value.
+        carb.families.space.SpaceError: (a ``ValueError``, one line) an invalid value.
     """
 
     ops: tuple[str, ...]
@@ -251,7 +251,7 @@ class FBNetConfig:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "FBNetConfig":
         """A config from a mapping of its parameters (``family``, if present, must be
-        ``"fbnet"``); unknown keys raise :class:`~carb.space.SpaceError`."""
+        ``"fbnet"``); unknown keys raise :class:`~carb.families.space.SpaceError`."""
         d = own_parameters(d, FAMILY, PARAMETERS, required=("ops",))
         return cls(**d)
 
@@ -262,7 +262,7 @@ class FBNetConfig:
     @property
     def config_id(self) -> str:
         """Stable 16-hex-digit id: SHA-256 of :meth:`canonical`. The ``family`` key keeps
-        it apart from every :class:`carb.space.Config` id."""
+        it apart from every :class:`carb.families.space.Config` id."""
         return hashlib.sha256(self.canonical().encode()).hexdigest()[:16]
 
     @property
@@ -351,7 +351,7 @@ def _torch_modules() -> Any:
             self.relu = nn.ReLU(inplace=True)
 
         def forward(self, x: Tensor) -> Tensor:
-            # one statement per operator, as carb.arch, so that eager PyTorch frees each
+            # one statement per operator, as carb.families.arch, so that eager PyTorch frees each
             # intermediate tensor where features() assumes it does
             out = self.conv_pw(x)
             out = self.bn_pw(out)
@@ -441,7 +441,7 @@ def build(config: FBNetConfig | Mapping[str, Any]) -> "nn.Module":
     """The network of a config, in eval mode, with fp32 weights.
 
     Batch, precision and input size do not change the module; cast it yourself, e.g.
-    ``build(cfg).to(carb.arch.dtype_of(cfg.precision))``, and feed inputs of shape
+    ``build(cfg).to(carb.families.arch.dtype_of(cfg.precision))``, and feed inputs of shape
     ``(batch, 3, input_size, input_size)``; the output has shape ``(batch, classes)``.
     The module is created on torch's current default device, so
     ``with torch.device("meta"): build(cfg)`` allocates nothing.
@@ -450,7 +450,7 @@ def build(config: FBNetConfig | Mapping[str, Any]) -> "nn.Module":
     the classifier keeps PyTorch's default.
 
     Raises:
-        carb.space.SpaceError: (a ``ValueError``, one line) the config is invalid.
+        carb.families.space.SpaceError: (a ``ValueError``, one line) the config is invalid.
     """
     cfg = config if isinstance(config, FBNetConfig) else FBNetConfig.from_dict(config)
 
@@ -465,7 +465,7 @@ def build(config: FBNetConfig | Mapping[str, Any]) -> "nn.Module":
 OP_COUNT_COLUMNS: list[str] = [f"n_{op}" for op in OPS]
 
 #: The numeric columns :func:`features` adds, in order. Units and meanings are those of
-#: :mod:`carb.features` (all figures for one forward of the whole batch unless the name
+#: :mod:`carb.families.features` (all figures for one forward of the whole batch unless the name
 #: says per image; "activation": a tensor the forward produces, not the input or weights):
 #:
 #: - ``bytes_per_element`` (B), ``flops`` (FLOP, 2 x multiply-accumulates of convolutions

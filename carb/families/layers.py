@@ -99,7 +99,7 @@ class LayerConfig:
         precision: ``fp32``, ``fp16`` or ``bf16``.
 
     Raises:
-        carb.space.SpaceError: (one line) an invalid value.
+        carb.families.space.SpaceError: (one line) an invalid value.
     """
 
     op: str
@@ -271,7 +271,7 @@ def build(config: LayerConfig | Mapping[str, Any]) -> "nn.Module":
     input buffers follow). Created on torch's current default device.
 
     Raises:
-        carb.space.SpaceError: the config is invalid (one line).
+        carb.families.space.SpaceError: the config is invalid (one line).
     """
     cfg = config if isinstance(config, LayerConfig) else LayerConfig.from_dict(config)
     from ._base import init_weights
@@ -418,7 +418,7 @@ def layer_frame(configs: LayerConfig | Iterable[LayerConfig] | pd.DataFrame) -> 
 def features(df: pd.DataFrame) -> pd.DataFrame:
     """The family's feature columns for a table of layer rows: :data:`LAYER_COLUMNS`
     (prefixed ``layer_`` where a name would clash with a parameter: ``layer_cin`` ...) and the
-    :mod:`carb.features` columns that apply (``flops``, ``params``, ``weight_bytes``,
+    :mod:`carb.families.features` columns that apply (``flops``, ``params``, ``weight_bytes``,
     ``model_bytes``, ``input_bytes``, ``output_bytes``, ``bytes_per_element``)."""
     lf = layer_frame(df)
     out = df.copy()

@@ -48,7 +48,7 @@ Choices, and why:
 
 :func:`features` computes the static figures of many configs at once without building a
 module, vectorized over the edge operations with numpy, with the same column names and
-meanings as :mod:`carb.features` where they apply; the tests check them against
+meanings as :mod:`carb.families.features` where they apply; the tests check them against
 ``torch.utils.flop_counter.FlopCounterMode``, the module's parameters and a tracker of
 the tensors a forward allocates, exactly. This module imports torch only when a network
 is built.
@@ -159,7 +159,7 @@ class NB201Config:
         precision: ``fp32``, ``fp16`` or ``bf16`` (weights and activations).
 
     Raises:
-        carb.space.SpaceError: (a ``ValueError``, one line) an invalid value.
+        carb.families.space.SpaceError: (a ``ValueError``, one line) an invalid value.
     """
 
     edges: tuple[str, ...]
@@ -218,7 +218,7 @@ class NB201Config:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "NB201Config":
         """A config from a mapping of its parameters (``family``, if present, must be
-        ``"nb201"``); unknown keys raise :class:`~carb.space.SpaceError`."""
+        ``"nb201"``); unknown keys raise :class:`~carb.families.space.SpaceError`."""
         d = own_parameters(d, FAMILY, PARAMETERS, required=("edges",))
         return cls(**d)
 
@@ -490,7 +490,7 @@ def build(config: NB201Config | Mapping[str, Any]) -> "nn.Module":
     PyTorch's default.
 
     Raises:
-        carb.space.SpaceError: (a ``ValueError``, one line) the config is invalid.
+        carb.families.space.SpaceError: (a ``ValueError``, one line) the config is invalid.
     """
     cfg = config if isinstance(config, NB201Config) else NB201Config.from_dict(config)
     model = _torch_modules().NB201Net(cfg.edges, cfg.classes)
@@ -504,7 +504,7 @@ def build(config: NB201Config | Mapping[str, Any]) -> "nn.Module":
 OP_COUNT_COLUMNS: list[str] = [f"n_{op}" for op in OPS]
 
 #: The numeric columns :func:`features` adds, in order. Units and meanings are those of
-#: :mod:`carb.features` (figures for one forward of the whole batch unless the name says
+#: :mod:`carb.families.features` (figures for one forward of the whole batch unless the name says
 #: per image; "activation": a tensor the forward produces, not the input or weights):
 #:
 #: - ``bytes_per_element`` (B), ``flops`` (FLOP: 2 x multiply-accumulates of convolutions

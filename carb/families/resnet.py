@@ -12,7 +12,7 @@ Features (:func:`features`)
 :func:`compute` adds the columns below to a table of configs without building a single
 torch module: each distinct network (family, block, depth, width, early_downsample,
 input_size, classes) is walked once, in Python, through a layer table that mirrors
-:mod:`carb.arch` operator by operator; batch and precision then scale those per-image
+:mod:`carb.families.arch` operator by operator; batch and precision then scale those per-image
 figures for every row with numpy. The tests check the results against the built modules
 (``params``, ``model_bytes``, layer counts), against ``torch.utils.flop_counter`` (``flops``)
 and against a tracker of the tensors a forward allocates and frees (the activation
@@ -56,7 +56,7 @@ Columns (:data:`FEATURE_COLUMNS`, in this order):
 ``live_activation_bytes``
     Peak of the bytes of activations alive at the same time during an eager PyTorch
     forward under ``torch.inference_mode()``, given the way
-    :mod:`carb.arch` writes its forwards: a block's input stays alive while its branch
+    :mod:`carb.families.arch` writes its forwards: a block's input stays alive while its branch
     runs, a stage's input stays alive for the whole stage (the caller's variable holds
     it), ``out = f(out)`` frees the old tensor only after ``f`` returns, ReLU and the
     residual addition are in place. The input batch is not counted (add
@@ -393,7 +393,7 @@ class _Walk:
         self._out(elems)
 
     def basic(self, cin: int, planes: int, stride: int, h: int, held: int) -> tuple[int, int, int]:
-        """BasicBlock of carb.arch; returns (output channels, output side, output elements)."""
+        """BasicBlock of carb.families.arch; returns (output channels, output side, output elements)."""
         x = cin * h * h
         ho, a = self.conv(cin, planes, 3, stride, h, held + x)
         self.bn(planes, a, held + x + a)
@@ -407,7 +407,7 @@ class _Walk:
         return planes, ho, out
 
     def bottleneck(self, cin: int, planes: int, stride: int, h: int, held: int) -> tuple[int, int, int]:
-        """Bottleneck of carb.arch (stride on the 3x3); returns (channels, side, elements)."""
+        """Bottleneck of carb.families.arch (stride on the 3x3); returns (channels, side, elements)."""
         x = cin * h * h
         cout = 4 * planes
         _, p1 = self.conv(cin, planes, 1, 1, h, held + x)
@@ -464,7 +464,7 @@ def arch_features(family: str, block: str, depth: int, width: float, early_downs
                   input_size: int, classes: int) -> tuple[int, ...]:
     """Per-image figures of one network, in the order of ``_ARCH_FIELDS`` (elements, counts).
 
-    Assumes a valid config (see :meth:`carb.space.Config.problem`).
+    Assumes a valid config (see :meth:`carb.families.space.Config.problem`).
     """
     w = _Walk()
     h = input_size
@@ -646,7 +646,7 @@ def build(config: Config | Mapping[str, Any]) -> Any:
     """The network of a ResNet config (a ``torch.nn.Module``), in eval mode, with fp32 weights.
 
     Batch and precision do not change the module; cast it yourself, e.g.
-    ``build(cfg).to(carb.arch.dtype_of(cfg.precision))``, and feed inputs of shape
+    ``build(cfg).to(carb.families.arch.dtype_of(cfg.precision))``, and feed inputs of shape
     ``(batch, 3, input_size, input_size)``. The module is created on torch's current
     default device, so ``with torch.device("meta"): build(cfg)`` allocates nothing.
 

@@ -197,7 +197,7 @@ def builder_of(config: Any) -> Any:
     ResNets (:mod:`carb.families`), or ``None`` for ResNets (the worker's ``arch.build``).
     Passed to the worker with the job (pickled by reference), so that a family registered
     at run time, not only through an entry point, also builds in a fresh worker process."""
-    from carb.space import Config
+    from carb.families.space import Config
 
     if isinstance(config, Config):
         return None

@@ -1,6 +1,6 @@
 """The measurement interface shared by every backend.
 
-A backend measures one :class:`~carb.space.Config` at a time and returns a
+A backend measures one :class:`~carb.families.space.Config` at a time and returns a
 :class:`Measurement`; it never raises for a config-level failure (OOM, exception, timeout,
 worker crash): those come back as a Measurement with a non-``ok`` status and a message, so
 that a campaign goes on. Adding a vendor (AMD, Apple) is one new module implementing

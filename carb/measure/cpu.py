@@ -1,7 +1,7 @@
 """CPU backend: latency, peak resident memory and (where RAPL is readable) energy.
 
 Each config runs in a FRESH worker process forked from a ``multiprocessing`` forkserver
-that has ``torch`` and :mod:`carb.arch` preloaded, so a new process per config costs
+that has ``torch`` and :mod:`carb.families.arch` preloaded, so a new process per config costs
 milliseconds rather than a torch import, and no config's allocations or thread pools leak
 into the next one's figures. The parent only waits: an exception, an out-of-memory, a
 timeout (the worker is killed) or a crash (a signal, ``os._exit``) comes back as a
@@ -75,7 +75,7 @@ SENTINEL_WARMUP = Protocol(warmup=3, warmup_s=0.02)
 
 # "__main__" first: the forkserver imports the main script once, so that each worker
 # inherits it instead of re-running it (multiprocessing re-imports the main module).
-_PRELOAD = ["__main__", "torch", "carb.arch", "carb.measure.cpu"]
+_PRELOAD = ["__main__", "torch", "carb.families.arch", "carb.measure.cpu"]
 
 
 # --------------------------------------------------------------------------- RAPL
@@ -361,7 +361,7 @@ def _cpu_child(conn: Any, job: dict[str, Any]) -> None:
         pair = job.get("paired")  # a Pairing: the speed sentinel timed in alternation with the config
         prepare = getattr(config, "prepare", None)
         if callable(prepare):
-            # e.g. a user network's import (carb.nets): its library pages are loaded before
+            # e.g. a user network's import (carb.families.nets): its library pages are loaded before
             # the memory baseline, so they do not count as the network's inference memory
             prepare()
         gc.collect()
@@ -539,7 +539,7 @@ class CpuBackend(Backend):
         _fault: TEST-ONLY. Makes every worker fail: ``raise``, ``oom``, ``unsupported``,
             ``exit`` (``os._exit(3)``), ``kill`` (SIGKILL), ``segv`` (SIGSEGV) or ``sleep``
             (to hit the timeout). Never set it outside tests.
-        _arch: TEST-ONLY. Module providing ``build`` and ``dtype_of`` (default ``carb.arch``).
+        _arch: TEST-ONLY. Module providing ``build`` and ``dtype_of`` (default ``carb.families.arch``).
 
     See the module docstring for the definitions of latency, memory and energy.
     """
@@ -548,7 +548,7 @@ class CpuBackend(Backend):
 
     def __init__(self, threads: int = 1, protocol: Protocol | None = None,
                  affinity: Sequence[int] | None = None, idle_s: float = 1.0, allocator: str = "default",
-                 _fault: str | None = None, _arch: str = "carb.arch") -> None:
+                 _fault: str | None = None, _arch: str = "carb.families.arch") -> None:
         if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
             raise ValueError(f"threads: {threads!r} must be an integer >= 1")
         if _fault is not None and _fault not in FAULTS:

@@ -1048,7 +1048,7 @@ class CudaBackend(Backend):
                  cudnn_benchmark: bool = False, min_window_s: float = 0.1, energy_periods: float = 10.0,
                  calibration_s: float = 2.0,
                  start_timeout_s: float = 180.0, _fault: str | None = None, _fake: bool = False,
-                 _gpu: Any = None, _arch: str = "carb.arch") -> None:
+                 _gpu: Any = None, _arch: str = "carb.families.arch") -> None:
         m = re.fullmatch(r"cuda(?::(\d+))?", device.strip().lower())
         if not m:
             raise ValueError(f"device {device!r}: expected 'cuda' or 'cuda:<index>'")

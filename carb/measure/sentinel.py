@@ -23,7 +23,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from carb.space import Config
+from carb.families.space import Config
 
 from .base import Measurement, Protocol
 

@@ -31,7 +31,7 @@ some regimes and too wide for others.
   to 91.9/91.6% and, on cpu-2t, the b 4-8 latency regime from 92.3% to 90.5% and the
   memories near the 10% budget from 92.8% to 91.4%. It is not the default: its widths
   vary more from config to config (cpu-2t latency: standard deviation of the log width
-  0.22 against 0.19), and ``carb.calibrate`` reads the source's widths as a config's
+  0.22 against 0.19), and ``carb.transfer.calibrate`` reads the source's widths as a config's
   relative difficulty on the new device (new width = source width x the conformal
   quantile of K = 20 map errors in its units): with it, the calibrated K = 20 latency
   intervals covered 98.7% (95.3%) and the decided share at the median budget fell from

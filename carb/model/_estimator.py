@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator, RegressorMixin
 
-from carb.space import Config, Space
+from carb.families.space import Config, Space
 
 from . import _conformal
 from ._conformal import ConformalScale, aux_inputs, gaussian_rescale
@@ -174,7 +174,7 @@ class CARB(RegressorMixin, BaseEstimator):
     one device, with conformal prediction intervals.
 
     Inputs are the config parameters plus the closed-form features of
-    :func:`carb.features.compute` (computed when absent). Targets are modelled in log space
+    :func:`carb.families.features.compute` (computed when absent). Targets are modelled in log space
     (``log1p`` for the ``paper`` preset as in the study, ``log`` otherwise). Each target is a
     blend of base learners; in a cascade a downstream target also reads the predictions of
     its upstream targets (memory -> energy -> latency). The upstream inputs a downstream
@@ -506,7 +506,7 @@ class CARB(RegressorMixin, BaseEstimator):
             Targets that were not trained (:attr:`missing_targets_`) are NaN. With
             ``budgets`` (target -> budget in its unit), also ``<target>_p_within``: the
             chance that the true value is within the budget, from the same conformal
-            scores as the intervals (what :func:`carb.screen.screen`'s joint budget calls read).
+            scores as the intervals (what :func:`carb.decide.screen.screen`'s joint budget calls read).
         """
         self._check_fitted()
         cov = float(self.coverage if coverage is None else coverage)

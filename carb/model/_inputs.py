@@ -4,7 +4,7 @@ Two feature sets:
 
 ``paper``
     The config parameters (categoricals as fixed integer codes) plus every column of
-    :data:`carb.features.FEATURE_COLUMNS`: what the study's models saw.
+    :data:`carb.families.features.FEATURE_COLUMNS`: what the study's models saw.
 ``extended``
     ``paper`` plus roofline-style ratios and sums that a tree cannot form by itself from
     single-feature splits (see :data:`EXTRA_COLUMNS`).
@@ -22,8 +22,8 @@ import pandas as pd
 
 from carb.families import fbnet as _fbnet
 from carb.families import nb201 as _nb201
-from carb.features import FEATURE_COLUMNS, REQUIRED_COLUMNS, compute
-from carb.space import PARAMETERS, Config, Space
+from carb.families.features import FEATURE_COLUMNS, REQUIRED_COLUMNS, compute
+from carb.families.space import PARAMETERS, Config, Space
 
 __all__ = ["CODES", "PARAM_COLUMNS", "EXTRA_COLUMNS", "BATCH_SCALED", "FAMILY_COLUMNS", "ARCH_COLUMNS",
            "input_columns", "families_of", "arch_keys", "config_frame", "with_features", "matrix"]
@@ -120,7 +120,7 @@ def with_features(df: pd.DataFrame) -> pd.DataFrame:
     """``df`` with the analytic features, computed only when a column is absent."""
     if all(c in df.columns for c in FEATURE_COLUMNS):
         return df
-    if families_of(df):  # rows of other families: each family's own columns (carb.features says what is missing)
+    if families_of(df):  # rows of other families: each family's own columns (carb.families.features says what is missing)
         return compute(df)
     missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
     if missing:
@@ -146,7 +146,7 @@ def matrix(df: pd.DataFrame, feature_set: str, first_row: int = 0,
            families: tuple[str, ...] | list[str] | None = None) -> tuple[np.ndarray, list[str]]:
     """The input matrix (rows x columns, float64) of a config table with its features.
 
-    ``df`` must hold the parameters and :data:`carb.features.FEATURE_COLUMNS` (see
+    ``df`` must hold the parameters and :data:`carb.families.features.FEATURE_COLUMNS` (see
     :func:`with_features`). Returns the matrix and its column names. ``first_row``: position
     of ``df``'s first row in the caller's table, for error messages. ``families``: whose
     parameter columns to add (:func:`input_columns`; default: those with rows in ``df``).
@@ -190,7 +190,7 @@ def matrix(df: pd.DataFrame, feature_set: str, first_row: int = 0,
                                  f"(expected one of {', '.join(cats)})")
             col[c] = np.where(mine, codes, -1.0)
     default = np.where(col["family"] == CODES["family"]["imagenet"], 1000.0, 10.0)
-    if "classes" in df.columns:  # absent or missing: the family's default, as carb.features does
+    if "classes" in df.columns:  # absent or missing: the family's default, as carb.families.features does
         given = df["classes"].to_numpy(dtype=np.float64, na_value=np.nan)
         col["classes"] = np.where(np.isnan(given), default, given)
     else:

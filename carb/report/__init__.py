@@ -14,10 +14,10 @@ The page needs no network: CSS, JavaScript (hand-written, no library) and the fi
   highlighted; axes chosen among the objectives and costs, a tooltip with the config and its
   costs (and intervals), budget sliders that hide configs over a budget, and the 2-D front
   of what remains. Beside it, the static 2-D projections.
-* **Scaling with the batch** per device (:func:`carb.analysis.scaling`).
+* **Scaling with the batch** per device (:func:`carb.studies.analyses.scaling`).
 * **Measured vs predicted** with intervals: a model (``model``, or CARB ``fast`` fitted on
   all but ``holdout`` of the first dataset) against measured values.
-* **Transfer between devices** (:func:`carb.analysis.transfer`) when the data hold two
+* **Transfer between devices** (:func:`carb.studies.analyses.transfer`) when the data hold two
   devices or more: heat maps of R²(log), Spearman and the measured factor.
 * **What drives the cost**: permutation importance of the model's inputs.
 """
@@ -38,8 +38,8 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from carb import analysis
-from carb.report import _figures
+from carb.studies import analyses as analysis
+from carb.report import figures
 from carb.report._json import clean as _clean
 
 __all__ = ["write_report", "build_report", "load_screen", "ReportError", "MAX_EXPLORER_POINTS", "REPORT_FILES"]
@@ -92,7 +92,7 @@ def _as_datasets(data: Any) -> tuple[dict[str, pd.DataFrame], list[dict[str, Any
     """Datasets by device name, and a description of each source. ``data``: a name or path
     (:func:`carb.datasets.load`), a DataFrame, a sequence of those, or a mapping name -> frame."""
     from carb import datasets as ds
-    from carb import drift
+    from carb.campaign import speed as drift
 
     if isinstance(data, (str, Path, pd.DataFrame)):
         items: list[tuple[str, Any]] = [(str(data) if not isinstance(data, pd.DataFrame) else "data", data)]
@@ -138,7 +138,7 @@ def _predictor(model: Any) -> tuple[Any, str]:
     if model is None:
         return None, ""
     if isinstance(model, (str, Path)):
-        from carb.calibrate import load_predictor
+        from carb.transfer.calibrate import load_predictor
 
         try:
             m = load_predictor(model)
@@ -215,7 +215,7 @@ def _explorer_data(points: pd.DataFrame, is_short: np.ndarray, rank: np.ndarray,
         axes = (cols[0], cols[1] if len(cols) > 1 else cols[0])
     return {
         "columns": cols,
-        "labels": {c: _figures.LABELS.get(c, c) for c in cols},
+        "labels": {c: figures.LABELS.get(c, c) for c in cols},
         "units": {c: analysis.UNITS.get(c, "") for c in cols},
         "dirs": {c: dirs.get(c, "min") for c in cols},
         "objectives": [c for c, _ in objectives],
@@ -235,7 +235,7 @@ def _explorer_data(points: pd.DataFrame, is_short: np.ndarray, rank: np.ndarray,
 def _pareto_inputs(screen: _Screen | None, primary: str, data: pd.DataFrame
                    ) -> tuple[pd.DataFrame, np.ndarray, np.ndarray, list[tuple[str, str]], dict[str, Any]]:
     """Points, shortlist mask, ranks, objectives and a description of the Pareto section."""
-    from carb.pareto import parse_objectives
+    from carb.decide.pareto import parse_objectives
 
     if screen is not None:
         feas, short = screen.feasible.reset_index(drop=True), screen.shortlist.reset_index(drop=True)
@@ -272,7 +272,7 @@ def _pareto_inputs(screen: _Screen | None, primary: str, data: pd.DataFrame
         is_short = pts[key].isin(set(front[key])).to_numpy()
         rank = pts[key].map(dict(zip(front[key], front["rank"]))).to_numpy(float)
     else:  # no id column: rows of the front by value
-        from carb.pareto import front_mask
+        from carb.decide.pareto import front_mask
 
         is_short = front_mask(pts, objs)
         rank = np.full(len(pts), np.nan)
@@ -322,8 +322,8 @@ def build_report(data: Any, model: Any = None, screen_dir: str | Path | None = N
     scal_summary = pd.concat(sums, ignore_index=True) if sums else pd.DataFrame()
     if len(scal_summary):
         # a curve from a handful of architectures zigzags with the ones drawn: the figure leaves it out
-        # (threshold: _figures.MIN_LINKED_ARCHS) and the table and the notes say why
-        why = _figures.scaling_not_drawn(scal_summary)
+        # (threshold: figures.MIN_LINKED_ARCHS) and the table and the notes say why
+        why = figures.scaling_not_drawn(scal_summary)
         scal_summary["note"] = ["; ".join(x for x in (n, w) if x) for n, w in zip(scal_summary["note"], why)]
         for dev, w in scal_summary[why != ""].groupby("device", sort=False):
             notes.append(f"scaling, {dev} ({', '.join(w['target'])}): {why[w.index[0]]}")
@@ -391,7 +391,7 @@ def write_report(out_dir: str | Path, data: Any, model: Any = None, screen_dir: 
             on every row of the first dataset. Default: CARB ``fast`` fitted on all but
             ``holdout`` of the first dataset's configs and checked on the rest.
         screen_dir: a ``carb screen`` output folder for the Pareto explorer.
-        screen: a :class:`carb.screen.ScreenResult` instead of ``screen_dir``.
+        screen: a :class:`carb.decide.screen.ScreenResult` instead of ``screen_dir``.
         holdout: fraction of configs held out when the model is fitted here.
         seed: seed of the holdout, the transfer split and the explorer's sample.
         transfer: compute the transfer matrix when there are two devices or more.
@@ -421,18 +421,18 @@ def write_report(out_dir: str | Path, data: Any, model: Any = None, screen_dir: 
     figs: dict[str, Path | None] = {}
     held = "held-out" if r["held_out"] else "all"
     targets = list(r["accuracy"])
-    figs["pareto"] = _figures.pareto_projections(
+    figs["pareto"] = figures.pareto_projections(
         r["pareto_points"], r["pareto_short"], r["objectives"], out / "pareto.png",
         "screening: feasible configs and the shortlist (predicted)" if r["screen"] is not None
         else f"{r['primary']}: measured configs and their Pareto front")
-    figs["scaling"] = _figures.scaling_curves(r["scaling_profile"], r["scaling_summary"], out / "scaling.png")
-    figs["measured_vs_predicted"] = _figures.measured_vs_predicted(
+    figs["scaling"] = figures.scaling_curves(r["scaling_profile"], r["scaling_summary"], out / "scaling.png")
+    figs["measured_vs_predicted"] = figures.measured_vs_predicted(
         r["rows"], targets, r["accuracy"], out / "measured_vs_predicted.png",
         f"{r['model_desc']}: {held} rows of {r['primary']}")
-    figs["transfer"] = (_figures.transfer_heatmap(r["transfer"], out / "transfer.png",
+    figs["transfer"] = (figures.transfer_heatmap(r["transfer"], out / "transfer.png",
                                                   [t for t in analysis.TARGETS])
                         if r["transfer"] is not None else None)
-    figs["importance"] = _figures.feature_importance(r["importance"], out / "importance.png")
+    figs["importance"] = figures.feature_importance(r["importance"], out / "importance.png")
     # a figure not drawn this time must not survive from an earlier report in the same folder
     for k, p in figs.items():
         if p is None and (out / f"{k}.png").exists():
@@ -537,7 +537,7 @@ def _html(r: dict[str, Any], doc: dict[str, Any], figs: dict[str, Path | None]) 
         short_df["rank"] = np.arange(1, len(short_df) + 1)
     short_df = short_df.sort_values("rank")
     tcols = [("rank", "rank", "d"), ("config", "config", "")] + [
-        (c, _figures.LABELS.get(c, c), ".4g") for c in r["explorer"]["columns"]]
+        (c, figures.LABELS.get(c, c), ".4g") for c in r["explorer"]["columns"]]
     body = explorer \
         + _img(figs["pareto"], "Pareto projections", "2-D projections of the feasible configs and the front") \
         + "<details><summary>shortlist (Pareto front), ranked</summary>" + _table(short_df, tcols, 30) + "</details>"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from carb import analysis
+from carb.studies import analyses as analysis
 
 
 def clean(v: Any) -> Any:

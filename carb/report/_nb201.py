@@ -2,7 +2,7 @@
 the per-device report (its platforms differ in batch by name, ``titan_rtx_b1`` / ``_b32`` /
 ``_b256``, and its 29 settings would make 812 train-on-A/test-on-B models): batch scaling
 of latency on the five desktop GPUs, the 29 x 29 transfer matrix of measured latency, and
-energy against latency on the Jetson TX2 (:mod:`carb.analysis`, ``nb201_*``).
+energy against latency on the Jetson TX2 (:mod:`carb.studies.analyses`, ``nb201_*``).
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from carb import analysis
+from carb.studies import analyses as analysis
 
-from . import _figures
+from . import figures
 
 
 def write(out: Path, say: Callable[[str], None] | None = None, title: str = "CARB report: nb201") -> Path:
@@ -32,7 +32,7 @@ def write(out: Path, say: Callable[[str], None] | None = None, title: str = "CAR
     tm = analysis.nb201_transfer_matrix(df)
     say("energy vs latency on the Jetson TX2")
     dec = analysis.nb201_decoupling(datasets.load("nb201", device="edgegpu"))
-    plt = _figures._plt()
+    plt = figures._plt()
     figs: dict[str, str] = {}
 
     fig, ax = plt.subplots(figsize=(5.5, 4))
@@ -41,7 +41,7 @@ def write(out: Path, say: Callable[[str], None] | None = None, title: str = "CAR
     ax.set(xscale="log", yscale="log", xlabel="batch", ylabel="latency per forward, ms (median cell)",
            title="NAS-Bench-201 on five GPUs: batch 32 costs what batch 1 does")
     ax.legend(fontsize=8)
-    _figures._save(fig, out / "nb201_batch.png")
+    figures._save(fig, out / "nb201_batch.png")
     figs["batch_scaling"] = "nb201_batch.png"
 
     fig, ax = plt.subplots(figsize=(9, 8))
@@ -50,7 +50,7 @@ def write(out: Path, say: Callable[[str], None] | None = None, title: str = "CAR
     ax.set_yticks(range(len(tm)), tm.index, fontsize=7)
     ax.set_title("Spearman of measured latency between settings (CIFAR-10 input)")
     fig.colorbar(im, ax=ax, shrink=0.7)
-    _figures._save(fig, out / "nb201_transfer.png")
+    figures._save(fig, out / "nb201_transfer.png")
     figs["transfer"] = "nb201_transfer.png"
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
@@ -63,7 +63,7 @@ def write(out: Path, say: Callable[[str], None] | None = None, title: str = "CAR
     axes[1].scatter(c10["latency_ms"], c10["energy_j"] * 1e3, s=1, alpha=0.3)
     axes[1].set(xscale="log", yscale="log", xlabel="latency, ms", ylabel="energy, mJ",
                 title=f"CIFAR-10: R² (log) {dec['summary']['r2_log_energy_on_log_latency']:.3f}")
-    _figures._save(fig, out / "nb201_energy.png")
+    figures._save(fig, out / "nb201_energy.png")
     figs["decoupling"] = "nb201_energy.png"
 
     s = dec["summary"]

@@ -52,7 +52,7 @@ __all__ = [
     "config_id",
     "configs_from_frame",
 ]
-# re-exported names of the ResNet family and the primitives (kept for callers of carb.space)
+# re-exported names of the ResNet family and the primitives (kept for callers of carb.families.space)
 _UPPER = {"depth": MAX_DEPTH, "input_size": MAX_INPUT_SIZE, "batch": MAX_BATCH, "classes": MAX_CLASSES}
 _REEXPORTS = (BLOCKS, DEFAULT_CLASSES, FAMILIES, IMAGENET_LAYERS, PRECISIONS, _as_bool, _as_float, _as_int, _py)
 

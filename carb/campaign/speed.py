@@ -1,5 +1,5 @@
-"""Drift of the machine's speed: the speed index of a campaign, its summary and figure, and
-drift-corrected values (issue 16).
+"""Drift of the machine's speed: the speed index of a campaign, its summary, and
+drift-corrected values.
 
 The speed sentinel (:mod:`carb.measure.sentinel`) is read at regular moments of every
 campaign; each row carries the sentinel at its measurement time (``sentinel_ms``). From
@@ -17,15 +17,13 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-__all__ = ["NO_INDEX", "speed_summary", "speed_lines", "speed_plot", "normalize", "phase_drift", "drift_line",
-           "corrected", "paired_rows", "CORRECTED_LATENCY", "REPEAT_FIGURES", "remeasure_figures", "remeasure_lines",
-           "STATE_FACTOR", "RETAKES", "machine_state", "off_state", "retake_off_state", "state_line"]
+__all__ = ["NO_INDEX", "speed_summary", "speed_lines", "normalize", "phase_drift", "drift_line", "corrected",
+           "paired_rows", "CORRECTED_LATENCY", "REPEAT_FIGURES", "remeasure_figures", "remeasure_lines", "sentinels"]
 
 #: what a store or dataset without sentinel readings says
 NO_INDEX = "no speed index"
@@ -100,37 +98,6 @@ def speed_lines(summary: dict[str, Any], timeline: pd.DataFrame | None = None, b
     return lines
 
 
-def speed_plot(readings: pd.DataFrame, out: str | Path, title: str = "speed index") -> Path | None:
-    """A small PNG of the speed index over time (one line per platform); ``None`` (and no
-    file) without readings."""
-    if readings is not None and "used" in readings.columns:
-        readings = readings[readings["used"].fillna(True).astype(bool)]
-    if readings is None or len(readings) == 0:
-        return None
-    import matplotlib
-
-    matplotlib.use("Agg")  # files only
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 2.6))
-    t0 = readings["t"].min().timestamp()
-    for k, (plat, r) in enumerate(readings.sort_values("t").groupby("platform", sort=True)):
-        ref = float(np.median(r["sentinel_ms"]))
-        for j, (_, run) in enumerate(r.groupby("run_id", sort=False)):  # one line per run: no line over gaps
-            t = run["t"].map(lambda x: x.timestamp()).to_numpy(float)
-            ax.plot((t - t0) / 60, ref / run["sentinel_ms"].to_numpy(float), ".-", ms=3, lw=0.8, color=f"C{k}",
-                    label=str(plat) if j == 0 else None)
-    ax.axhline(1.0, color="k", lw=0.6, ls="--")
-    ax.set(xlabel="minutes since the first reading", ylabel="speed (1 = median)", title=title)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=90)
-    plt.close(fig)
-    return out
-
-
 def normalize(df: pd.DataFrame, ref_ms: float | None = None, target: str = "latency_ms") -> pd.Series:
     """``target`` of each row at the reference speed: ``target * ref_ms / sentinel_ms``
     (NaN where a row has no sentinel). ``ref_ms`` defaults to the median of the rows'
@@ -156,8 +123,8 @@ def phase_drift(before: pd.DataFrame, after: pd.DataFrame) -> dict[str, Any]:
     would overstate it), ``exceeds`` (``|speed_change| > noise``), and the medians (ms);
     ``{"note": "no speed index"}`` when either side has no sentinel.
     """
-    a = _sentinels(before)
-    b = _sentinels(after)
+    a = sentinels(before)
+    b = sentinels(after)
     if a.size == 0 or b.size == 0:
         return {"note": NO_INDEX}
     ma, mb = float(np.median(a)), float(np.median(b))
@@ -311,129 +278,11 @@ def at_median_speed(rows: pd.DataFrame) -> tuple[pd.DataFrame, float | None]:
     return out, ref
 
 
-def _sentinels(df: pd.DataFrame) -> np.ndarray:
+def sentinels(df: pd.DataFrame) -> np.ndarray:
+    """The rows' positive, finite paired-sentinel latencies (ms)."""
     if df is None or "sentinel_ms" not in df.columns:
         return np.array([])
     s = pd.to_numeric(df["sentinel_ms"], errors="coerce").to_numpy(float)
     return s[np.isfinite(s) & (s > 0)]
 
 
-#: two visits whose paired sentinels differ by more than this factor (either way) were timed in
-#: different states of the machine. Measured (benchmarks/RESULTS.md, issue 16): a 2-thread
-#: worker on our VMs runs in one of two states for seconds to minutes at a time, its paired
-#: sentinel at 0.52-0.55 ms in one and 1.09-1.13 ms in the other (x2.05) while a 28 ms config
-#: slows only x1.18, so no single ratio puts a visit of one state at the other's speed; within
-#: one state the rows' paired sentinels stay within x1.15 of their median.
-STATE_FACTOR = 1.25
-
-#: how many times a visit timed in another state of the machine is measured again
-#: (:func:`retake_off_state`); the states last seconds to minutes
-RETAKES = 2
-
-
-def machine_state(rows: pd.DataFrame | Any, factor: float = STATE_FACTOR, min_share: float = 0.25) -> float | None:
-    """The speed sentinel (ms) of the fastest state of the machine that a fair share of
-    ``rows`` were timed in: the median sentinel of the fastest group of rows whose
-    sentinels lie within ``factor`` of the group's fastest, among the groups holding at least
-    ``min_share`` of the rows (and 3 of them; with fewer rows, all); ``None`` without any
-    sentinel. ``rows``: a frame with ``sentinel_ms`` (its ``ok`` rows) or the sentinels.
-
-    Why the fastest: contention only ever adds time, and on our VMs the slow state of a
-    2-thread worker also scatters its visits more (benchmarks/RESULTS.md, issue 16); why a
-    share: a lone visit whose paired sentinel ran fast (some configs leave the threads warm
-    for it) is not a state. Unlike the plain median it never falls between two states (half
-    the rows at 0.5 ms and half at 1.1 ms give 0.5 ms, not 0.8 ms)."""
-    if not isinstance(rows, pd.DataFrame):
-        rows = pd.DataFrame({"sentinel_ms": np.asarray(rows, float)})
-    s = _sentinels(rows[rows["status"] == "ok"] if "status" in rows.columns else rows)
-    if s.size == 0:
-        return None
-    ls = np.sort(np.log(s))
-    # the group of each sentinel: those within [x, x + log factor], x the group's fastest
-    counts = np.searchsorted(ls, ls + math.log(factor), side="right") - np.arange(ls.size)
-    need = min(ls.size, max(3, math.ceil(min_share * ls.size)))
-    big = counts >= need
-    # the fastest group big enough; none (e.g. two rows far apart): the largest, the faster on ties
-    i = int(np.argmax(big)) if big.any() else int(np.argmax(counts))
-    return float(np.exp(np.median(ls[i:i + counts[i]])))
-
-
-def off_state(rows: pd.DataFrame, ref_ms: float, factor: float = STATE_FACTOR) -> np.ndarray:
-    """Which ``ok`` rows were timed in another state of the machine than the one whose
-    sentinel is ``ref_ms``: their ``sentinel_ms`` more than ``factor`` away from it, either
-    way (rows without a sentinel: ``False``)."""
-    if "sentinel_ms" not in rows.columns or ref_ms is None or not ref_ms > 0:
-        return np.zeros(len(rows), bool)
-    s = pd.to_numeric(rows["sentinel_ms"], errors="coerce").to_numpy(float)
-    ok = rows["status"].to_numpy() == "ok" if "status" in rows.columns else np.ones(len(rows), bool)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        far = np.abs(np.log(s / ref_ms)) > math.log(factor)
-    return ok & np.isfinite(s) & (s > 0) & far
-
-
-def retake_off_state(rows: pd.DataFrame, measure_again: Callable[[pd.DataFrame], pd.DataFrame],
-                     ref_ms: float | None = None, tries: int = RETAKES,
-                     factor: float = STATE_FACTOR) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """Measure again the rows timed in another state of the machine than the reference one.
-
-    A visit's paired sentinel says which state the machine was in while it was timed
-    (:func:`off_state`); a visit of another state is measured again, up to ``tries`` times,
-    and its row replaced by the retake whose sentinel is nearest the reference (in log). Why
-    not correct it instead: see :data:`STATE_FACTOR`.
-
-    Args:
-        rows: measured rows of one sitting (``config_id``, ``status``, ``sentinel_ms``).
-        measure_again: measures the configs of the rows it is given once more and returns
-            their new rows (``config_id`` and the same measurement columns).
-        ref_ms: the reference state's sentinel (ms); default :func:`machine_state` of ``rows``.
-        tries: retakes at most per row.
-        factor: see :data:`STATE_FACTOR`.
-
-    Returns:
-        The rows (index reset), retaken rows with their retake's values and a ``retakes``
-        column (visits made again per row, added to any it had), and a summary: ``ref_ms``, ``factor``, ``n`` rows with a
-        sentinel, ``off`` rows first timed in another state, ``off_sentinel_ms`` (their
-        median sentinel), ``visits`` retakes made, ``back`` rows now in the reference state,
-        ``left`` rows still out of it; ``{"note": "no speed index"}`` without sentinels.
-    """
-    out = rows.reset_index(drop=True).copy()
-    out["retakes"] = out["retakes"].fillna(0).astype(int) if "retakes" in out.columns else 0  # earlier retakes count
-    ref = ref_ms if ref_ms is not None else machine_state(out, factor)
-    if ref is None or "sentinel_ms" not in out.columns:
-        return out, {"note": NO_INDEX}
-    first = off_state(out, ref, factor)
-    summary: dict[str, Any] = {"ref_ms": float(ref), "factor": float(factor), "n": int(_sentinels(out).size),
-                               "off": int(first.sum()), "visits": 0,
-                               "off_sentinel_ms": float(np.median(out.loc[first, "sentinel_ms"])) if first.any() else None}
-    for _ in range(max(0, tries)):
-        off = off_state(out, ref, factor)
-        if not off.any():
-            break
-        again = measure_again(out.loc[off])
-        summary["visits"] += int(off.sum())
-        out.loc[off, "retakes"] += 1
-        pos = {cid: i for i, cid in zip(out.index[off], out.loc[off, "config_id"])}
-        cols = [c for c in again.columns if c in out.columns and c != "retakes"]
-        for _, r in again.iterrows():
-            i = pos.get(r["config_id"])
-            s_new = pd.to_numeric(pd.Series([r.get("sentinel_ms")]), errors="coerce").iloc[0]
-            if i is None or r.get("status") != "ok" or not s_new > 0:
-                continue  # a failed retake keeps the first visit: nothing is lost
-            if abs(math.log(s_new / ref)) < abs(math.log(float(out.at[i, "sentinel_ms"]) / ref)):
-                for c in cols:
-                    out.at[i, c] = r[c]
-    left = off_state(out, ref, factor)
-    summary["left"] = int(left.sum())
-    summary["back"] = int((first & ~left).sum())
-    return out, summary
-
-
-def state_line(d: dict[str, Any], what: str = "validation") -> str | None:
-    """One sentence of a :func:`retake_off_state` summary; ``None`` when every visit was
-    timed in the reference state (or there is no speed index)."""
-    if not d.get("off"):
-        return None
-    return (f"{d['off']} of {d['n']} {what} visits were timed in another state of the machine (speed sentinel "
-            f"{d['off_sentinel_ms']:.3f} ms against {d['ref_ms']:.3f} ms, beyond x{d['factor']:.2f}, where one "
-            f"ratio does not correct every config) and measured again ({d['visits']} visits): {d['back']} back in "
-            f"the reference state, {d['left']} left as measured")

@@ -4,7 +4,7 @@ family (:mod:`carb.families`). The ResNet networks themselves live in
 
 The ResNet families' networks (``cifar``: He et al. 2016; ``imagenet``: torchvision's
 ResNet-18..152, same parameter counts) are described in :mod:`carb.families._resnet_nets`;
-:mod:`carb.features` computes their FLOPs, parameters and activations in closed form.
+:mod:`carb.families.features` computes their FLOPs, parameters and activations in closed form.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def build(config: Any | Mapping[str, Any]) -> Any:
             table row of its parameters (``family`` missing means ``cifar``).
 
     Raises:
-        carb.space.SpaceError: (a ``ValueError``) the config is invalid.
+        carb.families.space.SpaceError: (a ``ValueError``) the config is invalid.
     """
     if isinstance(config, Mapping):
         # a ResNet dict is read strictly (an unknown key is an error, not an ignored column)
@@ -48,4 +48,4 @@ def build(config: Any | Mapping[str, Any]) -> Any:
     return families.of(config).build(config)
 
 
-_COMPAT = (_init,)  # carb.arch._init: the shared initialisation, for older callers
+_COMPAT = (_init,)  # carb.families.arch._init: the shared initialisation, for older callers

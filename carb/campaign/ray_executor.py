@@ -32,7 +32,7 @@ import tempfile
 import uuid
 from typing import Any, Iterator
 
-from carb.campaign import Executor, Job, _label
+from carb.campaign.runner import Executor, Job, _label
 from carb.measure.base import Measurement, Protocol
 
 __all__ = ["RayExecutor", "mask_broken_amdsmi"]

@@ -78,7 +78,7 @@ def compute(configs: pd.DataFrame | Any | Iterable[Any]) -> pd.DataFrame:
         configs: a DataFrame with the columns :data:`REQUIRED_COLUMNS` (others are kept;
             ``classes`` may be absent or missing, meaning the family's default), or a
             list of configs (the result then starts with ``config_id`` and the parameter
-            columns, as :meth:`carb.space.Space.to_frame`).
+            columns, as :meth:`carb.families.space.Space.to_frame`).
 
     Raises:
         ValueError: a required column is missing, or a row is not a valid config (the

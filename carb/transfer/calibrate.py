@@ -71,7 +71,7 @@ def choose_samples(candidates: pd.DataFrame, source: Any, k: int, seed: int = 0,
 
 
 def _level_ranks(df: pd.DataFrame) -> np.ndarray:
-    from carb.space import PARAMETERS
+    from carb.families.space import PARAMETERS
 
     cols = []
     for p in PARAMETERS:
@@ -82,7 +82,7 @@ def _level_ranks(df: pd.DataFrame) -> np.ndarray:
     return np.column_stack(cols)
 
 
-#: cost features the ``nnls`` map reads besides the source prediction (carb.features names)
+#: cost features the ``nnls`` map reads besides the source prediction (carb.families.features names)
 NNLS_FEATURES: tuple[str, ...] = ("flops", "weight_bytes", "activation_bytes", "live_activation_bytes", "n_ops")
 
 
@@ -159,7 +159,7 @@ class CalibratedModel:
                     hi = m.apply(src[f"{t}_hi"].to_numpy(float), batch, m.q)
             else:
                 if feats is None:
-                    from carb.features import compute
+                    from carb.families.features import compute
 
                     feats = compute(configs)
                 p = m.apply(np.column_stack([feats[list(m.features)].to_numpy(float), s]))
@@ -233,7 +233,7 @@ def fit_calibrated(source: Any, measured: pd.DataFrame, coverage: float = 0.9,
         raise ValueError(f"calibration needs at least 2 successful measurements, got {len(df)}")
     src = source.predict(df)
     if method == "nnls":
-        from carb.features import compute
+        from carb.families.features import compute
 
         df = compute(df.reset_index(drop=True))
         src = src.reset_index(drop=True)
@@ -291,7 +291,7 @@ def calibration_speed(measured: pd.DataFrame) -> dict[str, Any]:
     """The speed sentinel while the K configs were measured (``sentinel_ms`` of their rows,
     ms; :mod:`carb.measure.sentinel`), kept in the calibration's meta so that a later
     validation can say how much the machine's speed moved since
-    (:func:`carb.validate.drift_corrected_calls`, which ``carb validate`` and ``carb demo`` call).
+    (:func:`carb.decide.validate.drift_corrected_calls`, which ``carb validate`` and ``carb demo`` call).
     Empty when the rows have no sentinel."""
     if "sentinel_ms" not in measured.columns:
         return {}

@@ -447,7 +447,7 @@ class GBMRegressor:
 
 
 def _is_config_table(df: pd.DataFrame) -> bool:
-    from carb.features import REQUIRED_COLUMNS
+    from carb.families.features import REQUIRED_COLUMNS
 
     return all(c in df.columns for c in REQUIRED_COLUMNS)
 
@@ -748,7 +748,7 @@ def importance(model: Any, df: pd.DataFrame, targets: Sequence[str] | None = Non
     Returns:
         Columns ``target``, ``input``, ``importance``, ``importance_std``, sorted.
     """
-    from carb.features import FEATURE_COLUMNS
+    from carb.families.features import FEATURE_COLUMNS
 
     data = _ok(df).reset_index(drop=True)
     targets = [t for t in (targets or getattr(model, "targets_", TARGETS)) if t in data.columns]
@@ -797,9 +797,9 @@ def importance(model: Any, df: pd.DataFrame, targets: Sequence[str] | None = Non
 
 
 def objectives_for(df: pd.DataFrame) -> list[tuple[str, str]]:
-    """The default Pareto objectives (:data:`carb.pareto.DEFAULT_OBJECTIVES`) that ``df``
+    """The default Pareto objectives (:data:`carb.decide.pareto.DEFAULT_OBJECTIVES`) that ``df``
     has values for (energy per image is derived from ``energy_j`` and ``batch``)."""
-    from carb.pareto import DEFAULT_OBJECTIVES
+    from carb.decide.pareto import DEFAULT_OBJECTIVES
 
     out = []
     for c, d in DEFAULT_OBJECTIVES:
@@ -817,8 +817,8 @@ def objectives_for(df: pd.DataFrame) -> list[tuple[str, str]]:
 def measured_front(df: pd.DataFrame, objectives: Sequence[tuple[str, str]] | None = None
                    ) -> tuple[pd.DataFrame, pd.DataFrame, list[tuple[str, str]]]:
     """The Pareto front of measured configs (``ok`` rows): (all rows with derived columns,
-    the front ranked like :func:`carb.screen.screen`'s shortlist, the objectives used)."""
-    from carb.pareto import front_mask
+    the front ranked like :func:`carb.decide.screen.screen`'s shortlist, the objectives used)."""
+    from carb.decide.pareto import front_mask
 
     data = _ok(df).reset_index(drop=True)
     if "energy_j" in data.columns and "batch" in data.columns and "energy_j_per_image" not in data.columns:

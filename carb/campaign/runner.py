@@ -42,12 +42,12 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from carb.drift import STATE_FACTOR, machine_state
+from carb.campaign.rounds import STATE_FACTOR, machine_state
 from carb.measure.base import Backend, Measurement, Protocol, Stats
 from carb.measure.protocol import summarize
 from carb.measure.sentinel import CPU_SENTINEL, Sentinel, effective_sentinel_ms, paired_sentinel_ms
-from carb.space import Config
-from carb.store import ENERGY_DOMAIN_COLUMNS, Store
+from carb.families.space import Config
+from carb.campaign.store import ENERGY_DOMAIN_COLUMNS, Store
 
 __all__ = ["CampaignResult", "Executor", "Job", "LocalExecutor", "run_campaign", "platform_label", "pool_rounds", "read_config_file",
            "retake_summary"]
@@ -123,7 +123,7 @@ def _label(device: str, prov: dict[str, Any]) -> str:
 
 class Executor(ABC):
     """Where a campaign's measurements run: this process's backend (:class:`LocalExecutor`)
-    or the worker slots of a cluster (:class:`carb.ray_executor.RayExecutor`).
+    or the worker slots of a cluster (:class:`carb.campaign.ray_executor.RayExecutor`).
 
     The campaign process stays the store's single writer: an executor only turns a stream
     of jobs into a stream of ``(job, measurement)`` pairs, in completion order.
@@ -214,12 +214,12 @@ def run_campaign(configs: Sequence[Config], backend: Backend | Executor, store: 
             ``"auto"``: :data:`~carb.measure.sentinel.CPU_SENTINEL` for the CPU backend or a
             CPU cluster, none otherwise; ``None``: no sentinel.
         retakes: after the rounds, a visit timed in another state of the machine than the
-            campaign's (its sentinel beyond ``state_factor`` of :func:`carb.drift.machine_state`
+            campaign's (its sentinel beyond ``state_factor`` of :func:`carb.campaign.rounds.machine_state`
             of every first visit's sentinel) is measured again, up to this many times, and the
             config pooled anew from the visit of each round nearest that state (see
             :func:`retake_summary`; the first visits stay in the ``rounds`` table). 0: never.
             Needs ``rounds > 1`` and a sentinel; a resumed run takes the retakes still due.
-        state_factor: see :data:`carb.drift.STATE_FACTOR`.
+        state_factor: see :data:`carb.campaign.rounds.STATE_FACTOR`.
         on_start(todo, skipped): called once before measuring.
         on_config(config): called when a config's visit starts (is submitted).
         on_result(config, measurement): called after each config is stored.
@@ -511,7 +511,7 @@ def _visits(store: Store, platform: str, configs: Sequence[Config] | None) -> di
 
 
 def _campaign_state(visits: dict[str, list[tuple[int, str, float]]], rounds: int, factor: float) -> float | None:
-    """The machine's state (sentinel, ms) of a campaign: :func:`carb.drift.machine_state` of
+    """The machine's state (sentinel, ms) of a campaign: :func:`carb.campaign.rounds.machine_state` of
     the first visits (round index < ``rounds``): fixed once they are stored, so a resumed run
     judges by the same state."""
     s = [x for v in visits.values() for idx, st, x in v if idx < rounds and st == "ok" and x > 0]
@@ -638,7 +638,7 @@ def retake_summary(store: Store, platform: str, configs: Sequence[Config] | None
     with a sentinel, ``off`` of them timed in another state, ``off_sentinel_ms`` their median
     sentinel, ``visits`` retakes stored, ``back`` off visits whose round now pools a visit in
     the state, ``left`` those still out of it (the same keys as
-    :func:`carb.drift.retake_off_state`, read by :func:`carb.drift.state_line`);
+    :func:`carb.campaign.rounds.retake_off_state`, read by :func:`carb.campaign.rounds.state_line`);
     ``{"note": "no speed index"}`` without sentinels."""
     visits = _visits(store, platform, configs)
     ref = _campaign_state(visits, rounds, factor)
@@ -770,7 +770,7 @@ def read_config_file(path: str) -> list[Config]:
     """Configs from a Parquet, CSV or JSON-lines file with parameter columns."""
     import pandas as pd
 
-    from carb.space import SpaceError, configs_from_frame, missing_columns, with_config_ids
+    from carb.families.space import SpaceError, configs_from_frame, missing_columns, with_config_ids
 
     p = str(path)
     try:

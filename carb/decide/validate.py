@@ -24,7 +24,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from carb import drift, pareto
+from carb.campaign import speed as drift
+from carb.decide import pareto
 
 __all__ = ["budget_metrics", "decision_metrics", "truly_feasible", "validate_against_truth", "with_per_image",
            "corrected_latency", "drift_corrected_calls"]
@@ -63,7 +64,7 @@ def budget_metrics(accepted: np.ndarray, feasible: np.ndarray) -> dict[str, floa
 
 
 def decision_metrics(calls: Sequence[str] | np.ndarray, feasible: np.ndarray) -> dict[str, float]:
-    """Three-way budget calls (``accept`` / ``measure`` / ``reject``, :func:`carb.screen.screen`
+    """Three-way budget calls (``accept`` / ``measure`` / ``reject``, :func:`carb.decide.screen.screen`
     with ``risk="decide"``) against the truth. Accuracy and the false-accept and
     false-reject rates are over the *decided* configs (accept or reject); ``decided`` is
     their share of all configs and ``measure_share`` the rest, sent to profiling.
@@ -120,7 +121,7 @@ def validate_against_truth(summary_feasible_ids: Sequence[str], shortlist_ids: S
 
 def corrected_latency(measured: pd.DataFrame, ref_ms: float | None) -> pd.DataFrame:
     """``measured`` with ``latency_ms`` put at the sentinel speed ``ref_ms`` (ms) where a row
-    carries its own ``sentinel_ms`` (:func:`carb.drift.normalize`; ``None``: the rows' own
+    carries its own ``sentinel_ms`` (:func:`carb.campaign.speed.normalize`; ``None``: the rows' own
     median sentinel), the raw value where it does not; the raw median kept as
     ``latency_ms_raw``. Units: ms."""
     out = measured.copy()
@@ -143,7 +144,7 @@ def drift_corrected_calls(measured: pd.DataFrame, budgets: Mapping[str, float], 
     median sentinel (``calibration_sentinel_ms``, kept by ``carb calibrate``: the speed the
     target model was fitted at) or, without it, the validation's own median.
 
-    Returns ``drift`` (:func:`carb.drift.phase_drift` between the calibration's readings and
+    Returns ``drift`` (:func:`carb.campaign.speed.phase_drift` between the calibration's readings and
     the validation rows, with its ``line``), and, when rows carry a sentinel and a latency
     budget is set, ``corrected``: ``reference`` (which speed), ``reference_ms``, ``rows``
     (how many rows were corrected) and the :func:`decision_metrics` of ``calls`` against the

@@ -913,13 +913,14 @@ DEFAULT_CALIBRATION_METHOD = "factor"
 
 
 def capture_config(config: Any) -> LayerTable:
-    """:func:`carb.graph.capture` of a measurable network config (a :class:`carb.zoo.ZooConfig`
-    or a :class:`carb.nets.NetConfig`), built on the meta device.
+    """:func:`carb.graph.capture` of a measurable network config (a :class:`carb.families.zoo.ZooConfig`
+    or a :class:`carb.families.nets.NetConfig`), built on the meta device.
 
     Raises:
         CaptureError: the network does not build or trace (one line).
     """
-    from carb import nets, zoo
+    from carb.families import nets
+    from carb.families import zoo
 
     if isinstance(config, nets.NetConfig):
         return nets.capture(config)
@@ -961,7 +962,7 @@ def pick_networks(cands: Sequence[Any], latency_ms: np.ndarray, k: int, rng: np.
 
 def choose_networks(nm: NetModel, k: int, seed: int = 0, per_family: int = 4,
                     max_gflops: float = CALIBRATION_MAX_GFLOPS, rule: str = "sizes") -> list[Any]:
-    """K zoo networks (:mod:`carb.zoo`) to calibrate ``nm`` with: ``per_family`` random
+    """K zoo networks (:mod:`carb.families.zoo`) to calibrate ``nm`` with: ``per_family`` random
     candidates of each family (seeded) of at most ``max_gflops`` GFLOP per forward, split
     into K bins of the model's predicted latency (log scale) and one taken from each bin
     (:func:`pick_networks`: the input size, then the family, least used so far first), so
@@ -970,7 +971,7 @@ def choose_networks(nm: NetModel, k: int, seed: int = 0, per_family: int = 4,
     Raises:
         ModelError: ``k`` < 2 or more than the candidates, or an unknown ``rule``.
     """
-    from carb import zoo
+    from carb.families import zoo
 
     cands = zoo.sample_configs(per_family=per_family, seed=seed, max_gflops=max_gflops)
     if not 2 <= k <= len(cands):

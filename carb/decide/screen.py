@@ -24,7 +24,7 @@ Shortlist
     ``front="probable"`` (the default with ``risk="decide"``) keeps the front under
     uncertainty: of the configs that may be within budget (``accept`` and ``measure``), a
     config is dropped when a config surely within budget dominates it even at the ends of
-    both intervals (:func:`carb.pareto.dominated_by`); the others are ranked by their
+    both intervals (:func:`carb.decide.pareto.dominated_by`); the others are ranked by their
     chance of being on the front of the feasible configs, estimated by Monte-Carlo draws
     of the true costs from the predictive intervals (log-Student-t with :data:`TAIL_DF`
     degrees of freedom, as heavy-tailed as the measured errors; independent per config),
@@ -50,7 +50,7 @@ from typing import Any, Mapping, Protocol as TypingProtocol, Sequence
 import numpy as np
 import pandas as pd
 
-from carb import pareto
+from carb.decide import pareto
 
 __all__ = ["Predictor", "ScreenResult", "screen", "parse_budgets", "predict_at", "RISKS", "FRONTS",
            "DECISIONS", "RULES", "FRONT_MIN_PROB", "SHORTLIST_SHARE"]
@@ -236,7 +236,7 @@ def screen(candidates: pd.DataFrame, target: Predictor, budgets: Mapping[str, fl
         budgets: target -> budget in the target's unit (J, ms, MB) per forward of the batch.
         source: a source device's model for Stage 1; without it Stage 1 keeps everything.
         objectives: (column, min|max) pairs for the Pareto front; default
-            :data:`carb.pareto.DEFAULT_OBJECTIVES`, less those the target model lacks.
+            :data:`carb.decide.pareto.DEFAULT_OBJECTIVES`, less those the target model lacks.
         risk: how budgets use the intervals: ``decide`` (the default; three-way: accept,
             measure, reject), or the two-way ``safe`` (upper bound), ``point``, ``optimistic`` (lower bound).
         confidence: in (0, 1), at least 0.5 with ``risk="decide"``: the coverage of the
@@ -368,7 +368,7 @@ def screen(candidates: pd.DataFrame, target: Predictor, budgets: Mapping[str, fl
                 possible = _calls(pred, budgets) != "reject"
         pred = _with_derived(pred.assign(decision=call))
         if "flops_per_image" not in pred.columns:
-            from carb.features import compute
+            from carb.families.features import compute
 
             pred = pred.join(compute(pred)[["flops_per_image"]])
         feasible = pred[ok].reset_index(drop=True)

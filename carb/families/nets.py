@@ -3,11 +3,9 @@
 A :class:`NetConfig` is an importable builder, spelled as for ``carb predict --module``
 (``pkg.mod:callable`` or ``path/to/file.py:callable``; a callable is called without
 arguments and returns a ``torch.nn.Module``), and how it is run: square input size, batch,
-precision. :data:`NET` is its :class:`carb.families.Family` record. Tools that measure such
-networks (``carb calibrate`` of a network model, ``carb characterize --configs`` of a table
-with ``family = net``, ``benchmarks/bench_modules.py``) register it at run time with
-:func:`ensure_registered`; a fresh measurement worker receives the build function with the
-job (pickled by reference), so the family need not be an entry point.
+precision. :data:`NET` is its :class:`carb.families.Family` record. It is a built-in
+family (:mod:`carb.families` registers it); a fresh measurement worker receives the build
+function with the job (pickled by reference).
 
 The builder is imported in the process that builds the network, so a file spec must be
 readable from the directory the campaign runs in (store an absolute path for campaigns run
@@ -182,9 +180,8 @@ NET = Family(name=FAMILY, config_type=NetConfig, from_row=_from_row, to_row=lamb
 
 
 def ensure_registered() -> None:
-    """Register :data:`NET` (and :data:`carb.zoo.ZOO`) unless they already are."""
-    from carb import families, zoo
+    """Deprecated: :mod:`carb.families` registers ``net`` and ``zoo`` with the built-in families."""
+    import warnings
 
-    for fam in (NET, zoo.ZOO):
-        if fam.name not in families.names():
-            families.register(fam)
+    warnings.warn("carb.families.nets.ensure_registered is no longer needed: the net and zoo families are built in",
+                  DeprecationWarning, stacklevel=2)

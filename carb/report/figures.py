@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 __all__ = ["measured_vs_predicted", "scaling_curves", "transfer_heatmap", "pareto_projections",
-           "feature_importance", "LABELS", "MIN_LINKED_ARCHS", "scaling_not_drawn", "plain_log_axes"]
+           "feature_importance", "speed_plot", "LABELS", "MIN_LINKED_ARCHS", "scaling_not_drawn", "plain_log_axes"]
 
 #: axis labels with units
 LABELS: dict[str, str] = {
@@ -263,3 +263,34 @@ def feature_importance(imp: pd.DataFrame, path: Path) -> Path | None:
         ax.set(xlabel="increase in RMSE of log cost when shuffled", title=LABELS.get(t, t))
         ax.grid(True, axis="x", alpha=0.25)
     return _save(fig, path)
+
+
+def speed_plot(readings: pd.DataFrame, out: str | Path, title: str = "speed index") -> Path | None:
+    """A small PNG of the speed index over time (one line per platform); ``None`` (and no
+    file) without readings."""
+    if readings is not None and "used" in readings.columns:
+        readings = readings[readings["used"].fillna(True).astype(bool)]
+    if readings is None or len(readings) == 0:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 2.6))
+    t0 = readings["t"].min().timestamp()
+    for k, (plat, r) in enumerate(readings.sort_values("t").groupby("platform", sort=True)):
+        ref = float(np.median(r["sentinel_ms"]))
+        for j, (_, run) in enumerate(r.groupby("run_id", sort=False)):  # one line per run: no line over gaps
+            t = run["t"].map(lambda x: x.timestamp()).to_numpy(float)
+            ax.plot((t - t0) / 60, ref / run["sentinel_ms"].to_numpy(float), ".-", ms=3, lw=0.8, color=f"C{k}",
+                    label=str(plat) if j == 0 else None)
+    ax.axhline(1.0, color="k", lw=0.6, ls="--")
+    ax.set(xlabel="minutes since the first reading", ylabel="speed (1 = median)", title=title)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=90)
+    plt.close(fig)
+    return out

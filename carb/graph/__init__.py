@@ -826,7 +826,7 @@ def _fold_bn(df: pd.DataFrame, node_row: dict[Any, int]) -> pd.DataFrame:
 
 
 def capture_features(df: pd.DataFrame, capture_row: Callable[[Mapping[str, Any]], "LayerTable"]) -> pd.DataFrame:
-    """``df`` with the feature columns a capture gives (:data:`carb.features.FEATURE_COLUMNS`
+    """``df`` with the feature columns a capture gives (:data:`carb.families.features.FEATURE_COLUMNS`
     names and units): ``flops``, ``params``, ``model_bytes``, ``input_bytes``,
     ``live_activation_bytes`` (the liveness simulation's peak), ``n_layers``;
     ``capture_row`` captures one row's network (the families of whole networks use it)."""

@@ -54,7 +54,7 @@ import pandas as pd
 
 from carb import families
 from carb.measure.base import Measurement, Stats
-from carb.space import PARAMETERS, Config
+from carb.families.space import PARAMETERS, Config
 
 __all__ = ["Store", "StoreError", "SCHEMA_VERSION", "TARGETS", "SPREAD", "DRIFT_COLUMNS", "SPEED_COLUMNS"]
 

@@ -26,7 +26,7 @@ identically because it ignores ``groups``.
 
 A :class:`ZooConfig` is a family member and how it is run; :data:`ZOO` is its
 :class:`carb.families.Family` record, registered at run time by the tools that measure the
-zoo (``carb.families.register(carb.zoo.ZOO)``), so that ``run_campaign`` and the store
+zoo (``carb.families.register(carb.families.zoo.ZOO)``), so that ``run_campaign`` and the store
 handle it like any family. Features come from :func:`carb.graph.capture` on the meta device.
 """
 
@@ -467,5 +467,5 @@ def _from_row(row: Mapping[str, Any]) -> ZooConfig:
 
 
 ZOO = Family(name=FAMILY, config_type=ZooConfig, from_row=_from_row, to_row=lambda c: c.to_dict(), build=build,
-             features=features, description="real CNN designs in plain torch (carb.zoo), for evaluation",
+             features=features, description="real CNN designs in plain torch (carb.families.zoo), for evaluation",
              parameters=PARAMETERS)

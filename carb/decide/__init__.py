@@ -1,0 +1,6 @@
+"""Deciding what to profile: budgets, two-stage screening, the Pareto front, validation.
+
+- :mod:`~carb.decide.screen`: accept / reject / measure under budgets, Stage 1 and Stage 2.
+- :mod:`~carb.decide.pareto`: objectives, the exact non-dominated filter, hypervolume.
+- :mod:`~carb.decide.validate`: scoring decisions against measured truth.
+"""
