@@ -9,13 +9,21 @@ timing, so machine load does not change the figures.
 
     python benchmarks/bench_calibrated_intervals.py
 """
-import copy, numpy as np, warnings
+
+import copy
+import warnings
+
+import numpy as np
+
 warnings.simplefilter("ignore")
 from carb import datasets
 from carb.model import CARB
 from carb.transfer.calibrate import choose_samples, fit_calibrated
-a = datasets.load("cpu-1t"); b = datasets.load("cpu-2t")
-a = a[a.status == "ok"]; b = b[b.status == "ok"].reset_index(drop=True)
+
+a = datasets.load("cpu-1t")
+b = datasets.load("cpu-2t")
+a = a[a.status == "ok"]
+b = b[b.status == "ok"].reset_index(drop=True)
 src = CARB(preset="default").fit(a)
 for K in (10, 12, 20):
     for seed in (0, 1, 2):
@@ -33,7 +41,8 @@ for K in (10, 12, 20):
             p = mdl.predict(rest)
             row = [name, K, seed]
             for t in ("latency_ms", "memory_mb"):
-                y = rest[t].to_numpy(); cov = np.mean((y >= p[f"{t}_lo"]) & (y <= p[f"{t}_hi"]))
+                y = rest[t].to_numpy()
+                cov = np.mean((y >= p[f"{t}_lo"]) & (y <= p[f"{t}_hi"]))
                 w = np.median(np.log(p[f"{t}_hi"] / p[f"{t}_lo"]) / 2)
                 mape = np.mean(np.abs(p[t].to_numpy() / y - 1))
                 row += [f"{t} cov {cov:.3f} hw {w:.3f} mape {mape:.4f}"]

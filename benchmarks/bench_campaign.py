@@ -28,11 +28,11 @@ def main() -> None:
 
     from dataclasses import replace
 
-    from carb.families import space
     from carb.campaign.runner import run_campaign
+    from carb.campaign.store import Store
+    from carb.families import space
     from carb.measure import get_backend
     from carb.measure.base import Protocol
-    from carb.campaign.store import Store
 
     configs = space.load("cpu").sample(a.n, seed=a.seed, method="stratified")
     protocol = replace(Protocol.default_for("cpu"), max_time_s=a.max_time)
@@ -46,8 +46,10 @@ def main() -> None:
                 r = run_campaign(configs, backend, store, rounds=rounds)
                 cov = float(np.nanmedian(store.measurements().latency_ms_cov))
             rows[name] = r
-            print(f"{name:<18}{r.wall_s:>9.1f}{r.timed_s:>9.1f}{r.overhead:>10.2f}"
-                  f"{3600 * r.measured / r.wall_s:>11.0f}{cov:>12.3f}")
+            print(
+                f"{name:<18}{r.wall_s:>9.1f}{r.timed_s:>9.1f}{r.overhead:>10.2f}"
+                f"{3600 * r.measured / r.wall_s:>11.0f}{cov:>12.3f}"
+            )
     print(f"wall ratio 3 rounds / 1 burst: {rows['3 rounds'].wall_s / rows['1 burst'].wall_s:.2f}x")
 
 

@@ -50,7 +50,7 @@ def main() -> None:
         t0 = time.perf_counter()
         ids_vec = space.config_ids(big)
         vector.append(time.perf_counter() - t0)
-        assert list(ids_vec[:a.row_rows]) == ids_rows and (ids_vec == want).all(), "ids differ"
+        assert list(ids_vec[: a.row_rows]) == ids_rows and (ids_vec == want).all(), "ids differ"
 
     r_rows = a.row_rows / statistics.median(per_row)
     r_vec = a.rows / statistics.median(vector)
@@ -58,8 +58,10 @@ def main() -> None:
     print(f"{'path':<12} {'rows':>10} {'seconds':>9} {'rows/s':>12}")
     print(f"{'per row':<12} {a.row_rows:>10,} {statistics.median(per_row):>9.2f} {r_rows:>12,.0f}")
     print(f"{'vectorized':<12} {a.rows:>10,} {statistics.median(vector):>9.2f} {r_vec:>12,.0f}")
-    print(f"vectorized / per row: {r_vec / r_rows:.1f}x rows/s; per row would take "
-          f"{a.rows / r_rows:.0f} s for {a.rows:,} rows; ids byte-identical")
+    print(
+        f"vectorized / per row: {r_vec / r_rows:.1f}x rows/s; per row would take "
+        f"{a.rows / r_rows:.0f} s for {a.rows:,} rows; ids byte-identical"
+    )
 
 
 if __name__ == "__main__":

@@ -51,14 +51,18 @@ import numpy as np
 import pandas as pd
 from scipy.stats import spearmanr
 
+from carb.model.evaluation import arch_folds
+
 TARGETS = ("latency_ms", "memory_mb")
 
 
 def _metrics(y: np.ndarray, p: pd.DataFrame, t: str) -> dict[str, float]:
     pred = p[t].to_numpy(float)
-    return {"spearman": float(spearmanr(y, pred).statistic),
-            "mape": float(np.mean(np.abs(pred - y) / y)),
-            "coverage": float(np.mean((p[f"{t}_lo"].to_numpy(float) <= y) & (y <= p[f"{t}_hi"].to_numpy(float))))}
+    return {
+        "spearman": float(spearmanr(y, pred).statistic),
+        "mape": float(np.mean(np.abs(pred - y) / y)),
+        "coverage": float(np.mean((p[f"{t}_lo"].to_numpy(float) <= y) & (y <= p[f"{t}_hi"].to_numpy(float)))),
+    }
 
 
 class _Fixed:
@@ -78,23 +82,17 @@ def versions() -> str:
     # module versions: xgboost ships as the xgboost-cpu distribution
     libs = ("numpy", "scipy", "pandas", "sklearn", "xgboost", "lightgbm")
     try:
-        commit = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True,
-                                cwd=os.path.dirname(os.path.abspath(__file__)), timeout=10).stdout.strip()
+        commit = subprocess.run(
+            ["git", "describe", "--always", "--dirty"],
+            capture_output=True,
+            text=True,
+            cwd=os.path.dirname(os.path.abspath(__file__)),
+            timeout=10,
+        ).stdout.strip()
     except OSError:
         commit = ""
     mods = ", ".join(f"{n} {importlib.import_module(n).__version__}" for n in libs)
     return f"python {sys.version.split()[0]}, {mods}; git {commit or 'unknown'}"
-
-
-def arch_folds(df: pd.DataFrame, folds: int = 5, seed: int = 0) -> np.ndarray:
-    """Fold of each row, whole architectures per fold: grouped by ``carb evaluate``'s key
-    (:data:`carb.model.evaluation.GROUP_KEYS`: family, block, depth, width, early_downsample), so
-    no input size or class count of a test architecture is in training."""
-    from carb.model.evaluation import GROUP_KEYS
-
-    keys = [c for c in GROUP_KEYS if c in df.columns]
-    groups = pd.factorize(df[keys].astype(str).agg("|".join, axis=1))[0]
-    return np.random.default_rng(seed).permutation(groups.max() + 1)[groups] % folds
 
 
 def _out_of_fold(df: pd.DataFrame, preset: str, folds: int = 5, seed: int = 0) -> pd.DataFrame:
@@ -118,7 +116,7 @@ def calibration_rows(tgt: pd.DataFrame, source, seeds, ks) -> pd.DataFrame:
     rows = []
     for seed in seeds:
         for k in [0, *ks]:
-            for method in (("source",) if k == 0 else ("active", "random")):
+            for method in ("source",) if k == 0 else ("active", "random"):
                 if k == 0:
                     chosen = tgt.iloc[:0]
                 elif method == "active":
@@ -129,20 +127,35 @@ def calibration_rows(tgt: pd.DataFrame, source, seeds, ks) -> pd.DataFrame:
                 model = source if k == 0 else fit_calibrated(source, chosen)
                 p = model.predict(test)
                 for t in TARGETS:
-                    rows.append({"k": k, "method": method, "seed": seed, "target": t,
-                                 **_metrics(test[t].to_numpy(float), p, t)})
+                    rows.append(
+                        {"k": k, "method": method, "seed": seed, "target": t, **_metrics(test[t].to_numpy(float), p, t)}
+                    )
                 if method == "active":  # the map before it held its ratio outside the K's range
                     for m in model.maps_.values():
                         m.s_range = None
                     p = model.predict(test)
                     for t in TARGETS:
-                        rows.append({"k": k, "method": "active, slope carried", "seed": seed, "target": t,
-                                     **_metrics(test[t].to_numpy(float), p, t)})
+                        rows.append(
+                            {
+                                "k": k,
+                                "method": "active, slope carried",
+                                "seed": seed,
+                                "target": t,
+                                **_metrics(test[t].to_numpy(float), p, t),
+                            }
+                        )
                 if method == "active":  # the HELP-style NNLS map (carb calibrate --method nnls), same K
                     p = fit_calibrated(source, chosen, method="nnls").predict(test)
                     for t in TARGETS:
-                        rows.append({"k": k, "method": "nnls", "seed": seed, "target": t,
-                                     **_metrics(test[t].to_numpy(float), p, t)})
+                        rows.append(
+                            {
+                                "k": k,
+                                "method": "nnls",
+                                "seed": seed,
+                                "target": t,
+                                **_metrics(test[t].to_numpy(float), p, t),
+                            }
+                        )
     return pd.DataFrame(rows)
 
 
@@ -154,17 +167,21 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     ap.add_argument("--ks", type=int, nargs="+", default=[5, 10, 20, 50])
     ap.add_argument("--no-screening", action="store_true", help="part 1 only (calibration against K)")
-    ap.add_argument("--latency", choices=["corrected", "raw"], default="corrected",
-                    help="the target's latency where it has a speed index: at the campaign's median speed "
-                         "(default, as `carb train` uses it) or the raw medians")
+    ap.add_argument(
+        "--latency",
+        choices=["corrected", "raw"],
+        default="corrected",
+        help="the target's latency where it has a speed index: at the campaign's median speed "
+        "(default, as `carb train` uses it) or the raw medians",
+    )
     a = ap.parse_args()
     warnings.filterwarnings("ignore")
 
     from carb import datasets
-    from carb.transfer.calibrate import choose_samples, fit_calibrated
-    from carb.model import CARB
     from carb.decide.screen import screen
     from carb.decide.validate import validate_against_truth
+    from carb.model import CARB
+    from carb.transfer.calibrate import choose_samples, fit_calibrated
 
     src = datasets.load(a.source)
     tgt = datasets.load(a.target)
@@ -175,28 +192,38 @@ def main() -> None:
         src, tgt = corrected(src, paired_only=True), corrected(tgt, paired_only=True)
     print(f"command: python {' '.join(sys.argv)}")
     print(versions())
-    print(f"latency: {a.latency} ({', '.join(n for n, d in ((a.source, src), (a.target, tgt)) if 'latency_ms_raw' in d) or 'neither'} has a speed index)")
-    print(f"source {a.source}: {len(src)} configs; target {a.target}: {len(tgt)} configs; "
-          f"{len(set(src.config_id) & set(tgt.config_id))} configs measured on both")
+    print(
+        f"latency: {a.latency} ({', '.join(n for n, d in ((a.source, src), (a.target, tgt)) if 'latency_ms_raw' in d) or 'neither'} has a speed index)"
+    )
+    print(
+        f"source {a.source}: {len(src)} configs; target {a.target}: {len(tgt)} configs; "
+        f"{len(set(src.config_id) & set(tgt.config_id))} configs measured on both"
+    )
     source = CARB(preset=a.preset, random_state=0, n_jobs=1).fit(src)
 
     # -- 1. calibration against K --------------------------------------------------------
     rows = calibration_rows(tgt, source, a.seeds, a.ks)
     g = rows.groupby(["target", "method", "k"])[["spearman", "mape", "coverage"]]
     curve = g.mean().join(g.std(ddof=0)[["mape"]].rename(columns={"mape": "mape sd"}))
-    print(f"\n1. calibration {a.source} -> {a.target} against K (mean over seeds {a.seeds}; "
-          "test = the target's other configs)")
+    print(
+        f"\n1. calibration {a.source} -> {a.target} against K (mean over seeds {a.seeds}; "
+        "test = the target's other configs)"
+    )
     print(curve.round(4).to_string())
     print("(mape sd: standard deviation over the seeds)")
-    print("\nas in RESULTS.md: | target | K | active | random | nnls | active, slope carried | "
-          "(Spearman / MAPE / coverage)")
+    print(
+        "\nas in RESULTS.md: | target | K | active | random | nnls | active, slope carried | "
+        "(Spearman / MAPE / coverage)"
+    )
     cell = lambda r: f"{r.spearman:.3f} / {100 * r.mape:.{1 if r.mape >= 0.1 else 2}f}% / {100 * r.coverage:.0f}%"
     for t in TARGETS:
         print(f"| {t.split('_')[0]} | 0 (source) | {cell(curve.loc[(t, 'source', 0)])} | | |")
         for k in a.ks:
-            print(f"| {t.split('_')[0]} | {k} | " + " | ".join(cell(curve.loc[(t, m, k)])
-                                                          for m in ("active", "random", "nnls",
-                                                                    "active, slope carried")) + " |")
+            print(
+                f"| {t.split('_')[0]} | {k} | "
+                + " | ".join(cell(curve.loc[(t, m, k)]) for m in ("active", "random", "nnls", "active, slope carried"))
+                + " |"
+            )
     if a.no_screening:
         return
 
@@ -211,24 +238,40 @@ def main() -> None:
     for q in (0.25, 0.5, 0.75):
         budgets = {t: float(tgt[t].quantile(q)) for t in TARGETS}
         for (name, target, cands), risk in itertools.product(
-                (("device model (OOF)", device_model, tgt), ("calibrated K=20", calibrated, rest)), ("safe", "point")):
+            (("device model (OOF)", device_model, tgt), ("calibrated K=20", calibrated, rest)), ("safe", "point")
+        ):
             res = screen(cands, target, budgets, source=source, risk=risk)
             objs = [(o.split(":", 1)[1], o.split(":", 1)[0]) for o in res.summary["objectives"]]
-            v = validate_against_truth(list(res.feasible.config_id), list(res.shortlist.config_id), cands,
-                                       budgets, objs)
+            v = validate_against_truth(
+                list(res.feasible.config_id), list(res.shortlist.config_id), cands, budgets, objs
+            )
             s = res.summary
-            out.append({"budget q": q, "stage 2 model": name, "risk": risk, "candidates": s["candidates"],
-                        "after stage 1": s["after_stage1"], "feasible": s["feasible"], "shortlist": s["shortlist"],
-                        "pruning": s["pruning_ratio"], "budget acc": v["accuracy"],
-                        "false accept": v["false_accept_rate"], "false reject": v["false_reject_rate"],
-                        "pareto recall": v.get("pareto_recall"), "HV ratio": v.get("hypervolume_ratio")})
+            out.append(
+                {
+                    "budget q": q,
+                    "stage 2 model": name,
+                    "risk": risk,
+                    "candidates": s["candidates"],
+                    "after stage 1": s["after_stage1"],
+                    "feasible": s["feasible"],
+                    "shortlist": s["shortlist"],
+                    "pruning": s["pruning_ratio"],
+                    "budget acc": v["accuracy"],
+                    "false accept": v["false_accept_rate"],
+                    "false reject": v["false_reject_rate"],
+                    "pareto recall": v.get("pareto_recall"),
+                    "HV ratio": v.get("hypervolume_ratio"),
+                }
+            )
     table = pd.DataFrame(out)
     print(table.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     print("study (RTX 5090 -> 3080, 3,072 configs): pruning >0.90, budget accuracy 0.958, false accepts 0.021")
     print("\nas in RESULTS.md:")
     for r in table.itertuples(index=False):
-        print(f"| {r[0]:.2f} | {r[1].replace(' (OOF)', '')} | {r[2]} | {r[3]:,} | {r[4]:,} | {r[6]:,} | "
-              f"{100 * r[7]:.1f}% | {r[8]:.3f} | {100 * r[9]:.1f}% | {100 * r[10]:.1f}% | {r[11]:.2f} | {r[12]:.3f} |")
+        print(
+            f"| {r[0]:.2f} | {r[1].replace(' (OOF)', '')} | {r[2]} | {r[3]:,} | {r[4]:,} | {r[6]:,} | "
+            f"{100 * r[7]:.1f}% | {r[8]:.3f} | {100 * r[9]:.1f}% | {100 * r[10]:.1f}% | {r[11]:.2f} | {r[12]:.3f} |"
+        )
 
 
 if __name__ == "__main__":

@@ -60,7 +60,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 QS = (0.1, 0.25, 0.5, 0.75)
-REGIMES = ((1, 2, "b<=2"), (3, 8, "b 4-8"), (9, 10 ** 9, "b>=16"))
+REGIMES = ((1, 2, "b<=2"), (3, 8, "b 4-8"), (9, 10**9, "b>=16"))
 
 
 class OutOfFold:
@@ -68,8 +68,16 @@ class OutOfFold:
     predicted by the fold model that never saw its architecture. ``plain=True`` drops the
     locally adaptive intervals (constant-width CV conformal, as before issue 18)."""
 
-    def __init__(self, df: pd.DataFrame, preset: str, folds: int = 5, seed: int = 0, id_col: str = "config_id",
-                 arch_keys: list[str] | None = None, prior=None) -> None:
+    def __init__(
+        self,
+        df: pd.DataFrame,
+        preset: str,
+        folds: int = 5,
+        seed: int = 0,
+        id_col: str = "config_id",
+        arch_keys: list[str] | None = None,
+        prior=None,
+    ) -> None:
         from carb.model import CARB
 
         keys = arch_keys or [c for c in ("family", "block", "depth", "width", "early_downsample") if c in df.columns]
@@ -89,9 +97,13 @@ class OutOfFold:
                 tm.interval = None
         return other
 
-    def predict(self, configs: pd.DataFrame, coverage: float | None = None, budgets: dict | None = None) -> pd.DataFrame:
+    def predict(
+        self, configs: pd.DataFrame, coverage: float | None = None, budgets: dict | None = None
+    ) -> pd.DataFrame:
         fold = configs[self.id_col].map(self.fold_of).to_numpy()
-        parts = [self.models[f].predict(configs[fold == f], coverage=coverage, budgets=budgets) for f in np.unique(fold)]
+        parts = [
+            self.models[f].predict(configs[fold == f], coverage=coverage, budgets=budgets) for f in np.unique(fold)
+        ]
         return pd.concat(parts).loc[configs.index]
 
 
@@ -138,8 +150,14 @@ def _versions() -> dict[str, str]:
     return out
 
 
-def _coverage_table(model, cands: pd.DataFrame, targets: list[str], budgets_by_q: dict[float, dict[str, float]],
-                    fronts: set, conf: float = 0.9) -> list[dict]:
+def _coverage_table(
+    model,
+    cands: pd.DataFrame,
+    targets: list[str],
+    budgets_by_q: dict[float, dict[str, float]],
+    fronts: set,
+    conf: float = 0.9,
+) -> list[dict]:
     from carb.decide.screen import predict_at
 
     p = predict_at(model, cands, conf).reset_index(drop=True)
@@ -151,9 +169,15 @@ def _coverage_table(model, cands: pd.DataFrame, targets: list[str], budgets_by_q
         width = np.log(p[f"{t}_hi"].to_numpy(float) / p[f"{t}_lo"].to_numpy(float)) / 2
 
         def add(group: str, m: np.ndarray) -> None:
-            rows.append({"target": t, "group": group, "n": int(m.sum()),
-                         "coverage": float(inside[m].mean()) if m.any() else float("nan"),
-                         "median_halfwidth_log": float(np.median(width[m])) if m.any() else float("nan")})
+            rows.append(
+                {
+                    "target": t,
+                    "group": group,
+                    "n": int(m.sum()),
+                    "coverage": float(inside[m].mean()) if m.any() else float("nan"),
+                    "median_halfwidth_log": float(np.median(width[m])) if m.any() else float("nan"),
+                }
+            )
 
         add("all", np.ones(len(c), bool))
         if "batch" in c.columns:
@@ -183,26 +207,48 @@ def _recall_curve(res, truth: pd.DataFrame, budgets: dict, objs, sizes=(5, 10, 2
         return {}
     ranked = d[d["p_front"] > 0].sort_values("p_front", ascending=False)["config_id"].tolist()
     n = len(truth)
-    curve = [{"size": k, "pruning": 1 - k / n, "front_recall": len(true_front & set(ranked[:k])) / len(true_front)}
-             for k in sizes if k <= len(ranked)]
+    curve = [
+        {"size": k, "pruning": 1 - k / n, "front_recall": len(true_front & set(ranked[:k])) / len(true_front)}
+        for k in sizes
+        if k <= len(ranked)
+    ]
     thr = []
     for p in (0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5):
         ids = set(d.loc[d["p_front"] >= p, "config_id"])
-        thr.append({"p_min": p, "size": len(ids), "pruning": 1 - len(ids) / n,
-                    "front_recall": len(true_front & ids) / len(true_front)})
+        thr.append(
+            {
+                "p_min": p,
+                "size": len(ids),
+                "pruning": 1 - len(ids) / n,
+                "front_recall": len(true_front & ids) / len(true_front),
+            }
+        )
     return {"true_front": len(true_front), "ranked": len(ranked), "by_size": curve, "by_threshold": thr}
 
 
 #: the calls compared: (label, screen() keyword arguments)
 #: (labels as in the recorded JSON: "decide" is the joint rule, the default when it was run)
-METHODS = (("point", {"risk": "point"}), ("safe", {"risk": "safe"}), ("decide", {"rule": "joint"}),
-           ("decide, interval rule", {"rule": "interval"}),
-           ("decide, no cap", {"shortlist_share": None, "rule": "joint"}))
+METHODS = (
+    ("point", {"risk": "point"}),
+    ("safe", {"risk": "safe"}),
+    ("decide", {"rule": "joint"}),
+    ("decide, interval rule", {"rule": "interval"}),
+    ("decide, no cap", {"shortlist_share": None, "rule": "joint"}),
+)
 
 
-def _rows_for(dataset: str, name: str, model, source, cands: pd.DataFrame, targets: list[str], conf: float,
-              sweep: list[float], log: list, methods: tuple[str, ...] | None = None
-              ) -> tuple[list[dict], list[dict], list[dict]]:
+def _rows_for(
+    dataset: str,
+    name: str,
+    model,
+    source,
+    cands: pd.DataFrame,
+    targets: list[str],
+    conf: float,
+    sweep: list[float],
+    log: list,
+    methods: tuple[str, ...] | None = None,
+) -> tuple[list[dict], list[dict], list[dict]]:
     from carb.decide.screen import screen
     from carb.decide.validate import validate_against_truth
 
@@ -212,39 +258,61 @@ def _rows_for(dataset: str, name: str, model, source, cands: pd.DataFrame, targe
         for method, kw in METHODS:
             if methods is not None and method not in methods:
                 continue
-            for c in ([conf] if method != "decide" else sorted({conf, *sweep})):
+            for c in [conf] if method != "decide" else sorted({conf, *sweep}):
                 t0 = time.perf_counter()
                 res = screen(cands, model, budgets, source=source, confidence=c, **kw)
                 decide = res.summary["risk"] == "decide"
                 el = time.perf_counter() - t0
                 objs = [(o.split(":", 1)[1], o.split(":", 1)[0]) for o in res.summary["objectives"]]
-                v = validate_against_truth(list(res.feasible.config_id), list(res.shortlist.config_id), cands,
-                                           budgets, objs,
-                                           measure_ids=list(res.measure.config_id) if decide else None)
+                v = validate_against_truth(
+                    list(res.feasible.config_id),
+                    list(res.shortlist.config_id),
+                    cands,
+                    budgets,
+                    objs,
+                    measure_ids=list(res.measure.config_id) if decide else None,
+                )
                 dm = v.get("decisions", {**v, "decided": 1.0, "measure_share": 0.0})
-                row = {"dataset": dataset, "model": name, "method": method,
-                       "confidence": c if decide else None, "rule": res.summary.get("rule"),
-                       "q": q, "budgets": budgets, "candidates": len(cands), "after_stage1": res.summary["after_stage1"],
-                       "shortlist": res.summary["shortlist"], "pruning": res.summary["pruning_ratio"],
-                       "front_recall": v.get("pareto_recall"), "true_front": v.get("true_front"),
-                       "hv_ratio": v.get("hypervolume_ratio"), "decided": dm["decided"],
-                       "measure_share": dm["measure_share"], "accuracy": dm["accuracy"],
-                       "false_accept": dm["false_accept_rate"], "false_reject": dm["false_reject_rate"],
-                       "accuracy_after_measuring": dm.get("accuracy_after_measuring", dm["accuracy"]),
-                       "expected_front": res.summary.get("expected_front"),
-                       "share_for_front": res.summary.get("share_for_front"),
-                       "screen_s": el}
+                row = {
+                    "dataset": dataset,
+                    "model": name,
+                    "method": method,
+                    "confidence": c if decide else None,
+                    "rule": res.summary.get("rule"),
+                    "q": q,
+                    "budgets": budgets,
+                    "candidates": len(cands),
+                    "after_stage1": res.summary["after_stage1"],
+                    "shortlist": res.summary["shortlist"],
+                    "pruning": res.summary["pruning_ratio"],
+                    "front_recall": v.get("pareto_recall"),
+                    "true_front": v.get("true_front"),
+                    "hv_ratio": v.get("hypervolume_ratio"),
+                    "decided": dm["decided"],
+                    "measure_share": dm["measure_share"],
+                    "accuracy": dm["accuracy"],
+                    "false_accept": dm["false_accept_rate"],
+                    "false_reject": dm["false_reject_rate"],
+                    "accuracy_after_measuring": dm.get("accuracy_after_measuring", dm["accuracy"]),
+                    "expected_front": res.summary.get("expected_front"),
+                    "share_for_front": res.summary.get("share_for_front"),
+                    "screen_s": el,
+                }
                 if method == "decide" and c != conf:
                     sweeps.append(row)
                     continue
                 rows.append(row)
                 if method == "decide":
-                    curves.append({"dataset": dataset, "model": name, "q": q,
-                                   **_recall_curve(res, cands, budgets, objs)})
+                    curves.append(
+                        {"dataset": dataset, "model": name, "q": q, **_recall_curve(res, cands, budgets, objs)}
+                    )
                 log.append(row)
-                print(f"  {name:28s} q={q:<5} {method:15s} shortlist {row['shortlist']:4d} pruning {row['pruning']:.3f} "
-                      f"recall {row['front_recall']:.2f} hv {row['hv_ratio']:.3f} decided {row['decided']:.3f} "
-                      f"acc {row['accuracy']:.3f} FA {row['false_accept']:.3f} FR {row['false_reject']:.3f}", flush=True)
+                print(
+                    f"  {name:28s} q={q:<5} {method:15s} shortlist {row['shortlist']:4d} pruning {row['pruning']:.3f} "
+                    f"recall {row['front_recall']:.2f} hv {row['hv_ratio']:.3f} decided {row['decided']:.3f} "
+                    f"acc {row['accuracy']:.3f} FA {row['false_accept']:.3f} FR {row['false_reject']:.3f}",
+                    flush=True,
+                )
     return rows, curves, sweeps
 
 
@@ -274,9 +342,9 @@ def cpu_pair_data(target: str) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def _cpu_pair(a, out: dict) -> None:
-    from carb.transfer.calibrate import choose_samples, fit_calibrated
     from carb.families.features import compute
     from carb.model import CARB
+    from carb.transfer.calibrate import choose_samples, fit_calibrated
 
     src, tgt = cpu_pair_data(a.target)
     pair = f"cpu-1t->{a.target}"
@@ -303,33 +371,70 @@ def _cpu_pair(a, out: dict) -> None:
         est.SPREAD_SCALE = True
         print(f"device model without the spread scale fitted in {time.perf_counter() - t0:.0f} s", flush=True)
         device_qs = _quantile_scale(tgt, a.preset)
-    for name, model, cands in (("device model (OOF)", device, tgt),
-                               ("device model (OOF), source prior", device_prior, tgt),
-                               ("calibrated K=20", calibrated, rest),
-                               ("calibrated K=20, intervals refit", refit, rest)):
+    for name, model, cands in (
+        ("device model (OOF)", device, tgt),
+        ("device model (OOF), source prior", device_prior, tgt),
+        ("calibrated K=20", calibrated, rest),
+        ("calibrated K=20, intervals refit", refit, rest),
+    ):
         cf = cands if "flops_per_image" in cands.columns else cands.join(compute(cands)[["flops_per_image"]])
-        rows, curves, sweeps = _rows_for(pair, name, model, source, cands, targets, a.confidence,
-                                         a.sweep, [])
+        rows, curves, sweeps = _rows_for(pair, name, model, source, cands, targets, a.confidence, a.sweep, [])
         out["rows"] += rows
         out["recall_curves"] += curves
         out["confidence_sweep"] += sweeps
         budgets_by_q = {q: {t: float(cands[t].quantile(q)) for t in targets} for q in QS}
         fronts = _true_fronts(cf, targets, objs)
-        variants = [("adaptive", model)] + ([("plain", model.plain()), ("adaptive, no spread", device_nospread),
-                                             ("adaptive, quantile scale", device_qs)]
-                                            if model is device and not a.no_ablations else [])
+        variants = [("adaptive", model)] + (
+            [
+                ("plain", model.plain()),
+                ("adaptive, no spread", device_nospread),
+                ("adaptive, quantile scale", device_qs),
+            ]
+            if model is device and not a.no_ablations
+            else []
+        )
         for kind, m in variants:
             for r in _coverage_table(m, cands, targets, budgets_by_q, fronts):
                 out["coverage"].append({"dataset": pair, "model": name, "intervals": kind, **r})
         if model is device and not a.no_ablations:  # decisions with the plain intervals, for the ablation
-            rows, _, _ = _rows_for(pair, name + ", plain intervals", model.plain(), source, cands,
-                                   targets, a.confidence, [], [], methods=("decide", "decide, interval rule"))
+            rows, _, _ = _rows_for(
+                pair,
+                name + ", plain intervals",
+                model.plain(),
+                source,
+                cands,
+                targets,
+                a.confidence,
+                [],
+                [],
+                methods=("decide", "decide, interval rule"),
+            )
             out["ablation_plain_intervals"] += rows
-            rows, _, _ = _rows_for(pair, name + ", scale without spread", device_nospread, source,
-                                   cands, targets, a.confidence, [], [], methods=("decide", "decide, interval rule"))
+            rows, _, _ = _rows_for(
+                pair,
+                name + ", scale without spread",
+                device_nospread,
+                source,
+                cands,
+                targets,
+                a.confidence,
+                [],
+                [],
+                methods=("decide", "decide, interval rule"),
+            )
             out["ablation_no_spread"] += rows
-            rows, _, _ = _rows_for(pair, name + ", quantile scale", device_qs, source,
-                                   cands, targets, a.confidence, [], [], methods=("decide", "decide, interval rule"))
+            rows, _, _ = _rows_for(
+                pair,
+                name + ", quantile scale",
+                device_qs,
+                source,
+                cands,
+                targets,
+                a.confidence,
+                [],
+                [],
+                methods=("decide", "decide, interval rule"),
+            )
             out["ablation_quantile_scale"] += rows
 
 
@@ -370,22 +475,34 @@ def _nb201_pair(a, out: dict) -> None:
         out["nb201"] = f"not run: {type(e).__name__}: {' '.join(str(e).split())[:240]}"
         print("nb201:", out["nb201"])
         return
-    rows, curves, sweeps = _rows_for("nb201 titan_rtx_b1->edgegpu", "device model (OOF)", device, source, tgt,
-                                     targets, a.confidence, a.sweep, [])
+    rows, curves, sweeps = _rows_for(
+        "nb201 titan_rtx_b1->edgegpu", "device model (OOF)", device, source, tgt, targets, a.confidence, a.sweep, []
+    )
     out["rows"] += rows
     out["recall_curves"] += curves
     out["confidence_sweep"] += sweeps
     device_qs = _quantile_scale(tgt, a.preset, arch_keys=[f"edge_{i}" for i in range(6)])
-    rows, _, _ = _rows_for("nb201 titan_rtx_b1->edgegpu", "device model (OOF), quantile scale", device_qs,
-                           source, tgt, targets, a.confidence, [], [], methods=("decide", "decide, interval rule"))
+    rows, _, _ = _rows_for(
+        "nb201 titan_rtx_b1->edgegpu",
+        "device model (OOF), quantile scale",
+        device_qs,
+        source,
+        tgt,
+        targets,
+        a.confidence,
+        [],
+        [],
+        methods=("decide", "decide, interval rule"),
+    )
     out["ablation_quantile_scale"] += rows
     budgets_by_q = {q: {t: float(tgt[t].quantile(q)) for t in targets} for q in QS}
     objs = [("energy_j_per_image", "min"), ("latency_ms", "min"), ("flops_per_image", "max")]
     fronts = _true_fronts(tgt, targets, objs)
     for kind, m in (("adaptive", device), ("adaptive, quantile scale", device_qs)):
         for r in _coverage_table(m, tgt, targets, budgets_by_q, fronts):
-            out["coverage"].append({"dataset": "nb201 titan_rtx_b1->edgegpu", "model": "device model (OOF)",
-                                    "intervals": kind, **r})
+            out["coverage"].append(
+                {"dataset": "nb201 titan_rtx_b1->edgegpu", "model": "device model (OOF)", "intervals": kind, **r}
+            )
     out["nb201"] = "run"
 
 
@@ -397,16 +514,27 @@ def main() -> None:
     ap.add_argument("--sweep", type=float, nargs="*", default=[0.8, 0.95])
     ap.add_argument("--nb201", action="store_true", help="add the NAS-Bench-201 energy pair")
     ap.add_argument("--target", default="cpu-2t", help="the CPU pair's target dataset (source: cpu-1t)")
-    ap.add_argument("--no-ablations", action="store_true",
-                    help="the shipped intervals only (no plain / no-spread / quantile-scale models: a third of the time)")
+    ap.add_argument(
+        "--no-ablations",
+        action="store_true",
+        help="the shipped intervals only (no plain / no-spread / quantile-scale models: a third of the time)",
+    )
     a = ap.parse_args()
     warnings.filterwarnings("ignore")
     t0 = time.perf_counter()
-    out: dict = {"command": "python " + " ".join(sys.argv), "versions": _versions(),
-                 "threads": {v: os.environ.get(v) for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")},
-                 "confidence": a.confidence, "rows": [], "recall_curves": [], "confidence_sweep": [],
-                 "coverage": [], "ablation_plain_intervals": [], "ablation_no_spread": [],
-                 "ablation_quantile_scale": []}
+    out: dict = {
+        "command": "python " + " ".join(sys.argv),
+        "versions": _versions(),
+        "threads": {v: os.environ.get(v) for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")},
+        "confidence": a.confidence,
+        "rows": [],
+        "recall_curves": [],
+        "confidence_sweep": [],
+        "coverage": [],
+        "ablation_plain_intervals": [],
+        "ablation_no_spread": [],
+        "ablation_quantile_scale": [],
+    }
     _cpu_pair(a, out)
     if a.nb201:
         _nb201_pair(a, out)

@@ -58,8 +58,8 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import least_squares
 
-import carb.transfer.calibrate as C
 import carb.transfer as T
+import carb.transfer.calibrate as C
 
 _FIT_LOG_MAP = T.fit_log_map
 _CHOOSE = C.choose_samples
@@ -71,12 +71,18 @@ def _softplus(x: np.ndarray) -> np.ndarray:
 
 # extra map forms (benchmark only): name -> (log y = f(p, log s), initial p from (log s, log y))
 NONLINEAR = {
-    "overhead": (lambda p, ls: np.log(np.exp(p[0] + ls) + np.exp(p[1])),
-                 lambda ls, ly: [np.median(ly - ls), np.log(0.1 * np.exp(ly).min())]),
-    "overhead-line": (lambda p, ls: np.log(np.exp(p[0] + p[2] * ls) + np.exp(p[1])),
-                      lambda ls, ly: [np.median(ly - ls), np.log(0.1 * np.exp(ly).min()), 1.0]),
-    "ramp": (lambda p, ls: p[0] + ls - np.exp(p[1]) * _softplus(ls - p[2]),
-             lambda ls, ly: [np.median(ly - ls), np.log(0.1), np.median(ls)]),
+    "overhead": (
+        lambda p, ls: np.log(np.exp(p[0] + ls) + np.exp(p[1])),
+        lambda ls, ly: [np.median(ly - ls), np.log(0.1 * np.exp(ly).min())],
+    ),
+    "overhead-line": (
+        lambda p, ls: np.log(np.exp(p[0] + p[2] * ls) + np.exp(p[1])),
+        lambda ls, ly: [np.median(ly - ls), np.log(0.1 * np.exp(ly).min()), 1.0],
+    ),
+    "ramp": (
+        lambda p, ls: p[0] + ls - np.exp(p[1]) * _softplus(ls - p[2]),
+        lambda ls, ly: [np.median(ly - ls), np.log(0.1), np.median(ls)],
+    ),
 }
 
 
@@ -93,7 +99,7 @@ class _FormMap(T.LogMap):
 
 
 def _quad(p, ls):
-    return p[0] + p[1] * ls + p[2] * ls ** 2
+    return p[0] + p[1] * ls + p[2] * ls**2
 
 
 def _fit_nl(f, init, ls, ly):
@@ -113,15 +119,16 @@ def _with_forms(extra: tuple[str, ...]):
             if n < 6:
                 continue
             if name == "quad":
-                X = np.column_stack([np.ones(n), ls, ls ** 2])
+                X = np.column_stack([np.ones(n), ls, ls**2])
                 coef = np.linalg.lstsq(X, ly, rcond=None)[0]
                 loo = (ly - X @ coef) / np.clip(1 - np.diag(X @ np.linalg.pinv(X)), 1e-6, None)
                 f = _quad
             else:
                 f, init = NONLINEAR[name]
                 coef = _fit_nl(f, init, ls, ly)
-                loo = np.array([ly[i] - f(_fit_nl(f, init, np.delete(ls, i), np.delete(ly, i)), ls[[i]])[0]
-                                for i in range(n)])
+                loo = np.array(
+                    [ly[i] - f(_fit_nl(f, init, np.delete(ls, i), np.delete(ly, i)), ls[[i]])[0] for i in range(n)]
+                )
             err = float(np.median(np.abs(loo)))
             if err < best[0] - 1e-12:
                 level = min(1.0, math.ceil((n + 1) * coverage) / n)
@@ -159,7 +166,7 @@ def _focused(gamma: float, cheapest: bool = False):
         edges[-1] = len(order)
         chosen: list[int] = []
         for i in range(k):
-            b = np.setdiff1d(order[edges[i]:max(edges[i + 1], edges[i] + 1)], chosen)
+            b = np.setdiff1d(order[edges[i] : max(edges[i + 1], edges[i] + 1)], chosen)
             if not chosen:
                 chosen.append(int(b[np.argmin(pred[b])]) if cheapest else int(rng.choice(b)))
                 continue
@@ -182,8 +189,9 @@ def _stratified(candidates, source, k, seed=0, target="latency_ms"):
     return candidates.iloc[sorted(int(rng.choice(b)) for b in np.array_split(order, k))].copy()
 
 
-def simulate(source, cands: pd.DataFrame, truth: pd.DataFrame, seed: int, *, k: int = 12,
-             validate: int = 8, control: int = 8) -> dict:
+def simulate(
+    source, cands: pd.DataFrame, truth: pd.DataFrame, seed: int, *, k: int = 12, validate: int = 8, control: int = 8
+) -> dict:
     """One offline demo run, as :func:`carb.demo.run_demo` runs it; ``truth`` is cpu-2t
     indexed by config_id, standing in for every measurement."""
     from carb.decide.screen import screen
@@ -202,11 +210,15 @@ def simulate(source, cands: pd.DataFrame, truth: pd.DataFrame, seed: int, *, k: 
     e = np.abs(vp["latency_ms"].to_numpy() / val["latency_ms"].to_numpy() - 1)
     full = np.abs(pred["latency_ms"].to_numpy() / truth.loc[cands.config_id, "latency_ms"].to_numpy() - 1)
     unmeasured = ~cands.config_id.isin(set(pick.config_id)).to_numpy()
-    return {"seed": seed, "val_median": float(np.median(e)), "top_median": float(np.median(e[:len(top)])),
-            "ctrl_median": float(np.median(e[len(top):])),
-            "top_sub_ms": int((val["latency_ms"].to_numpy()[:len(top)] < 1).sum()),
-            "space_mape": float(np.mean(full[unmeasured])) if unmeasured.any() else float("nan"),
-            "map": model.maps_["latency_ms"].coef}
+    return {
+        "seed": seed,
+        "val_median": float(np.median(e)),
+        "top_median": float(np.median(e[: len(top)])),
+        "ctrl_median": float(np.median(e[len(top) :])),
+        "top_sub_ms": int((val["latency_ms"].to_numpy()[: len(top)] < 1).sum()),
+        "space_mape": float(np.mean(full[unmeasured])) if unmeasured.any() else float("nan"),
+        "map": model.maps_["latency_ms"].coef,
+    }
 
 
 #: variant -> (extra map forms, sampler warp, K, cheapest config first)
@@ -226,7 +238,7 @@ VARIANTS: dict[str, tuple[tuple[str, ...], float, int, bool]] = {
     "stratified, K = 24": (("stratified",), 1.0, 24, False),
     "K = 24": ((), 1.0, 24, False),
     "K = 48": ((), 1.0, 48, False),
-    "all": ((), 1.0, 10 ** 6, False),
+    "all": ((), 1.0, 10**6, False),
 }
 
 
@@ -252,18 +264,29 @@ def rescore(runs: list[str], source) -> None:
             p = m.predict(val)["latency_ms"].to_numpy()
             raw = np.abs(p / val["latency_ms"].to_numpy() - 1)
             corr = np.abs(p / val["latency_ms_corrected"].to_numpy() - 1) if "latency_ms_corrected" in val else raw
-            cells.append(f"{name}: {100 * np.median(raw):.1f}% raw, {100 * np.nanmedian(corr):.1f}% drift-corrected, "
-                         f"sub-ms configs {100 * np.median(raw[sub]):.1f}%" if sub.any() else "")
-        print(f"{run}: K measured {ok.latency_ms.min():.2f}-{ok.latency_ms.max():.0f} ms, {int(sub.sum())} of "
-              f"{len(val)} validated below 1 ms | " + " | ".join(cells), flush=True)
+            cells.append(
+                f"{name}: {100 * np.median(raw):.1f}% raw, {100 * np.nanmedian(corr):.1f}% drift-corrected, "
+                f"sub-ms configs {100 * np.median(raw[sub]):.1f}%"
+                if sub.any()
+                else ""
+            )
+        print(
+            f"{run}: K measured {ok.latency_ms.min():.2f}-{ok.latency_ms.max():.0f} ms, {int(sub.sum())} of "
+            f"{len(val)} validated below 1 ms | " + " | ".join(cells),
+            flush=True,
+        )
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--variants", nargs="*", default=list(VARIANTS))
-    ap.add_argument("--real", nargs="*", default=[],
-                    help="also re-score these carb demo output folders (their characterized.csv, validation.csv)")
+    ap.add_argument(
+        "--real",
+        nargs="*",
+        default=[],
+        help="also re-score these carb demo output folders (their characterized.csv, validation.csv)",
+    )
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
     warnings.simplefilter("ignore")
@@ -279,10 +302,14 @@ def main() -> None:
     source = CARB(preset="fast").fit(src_rows)  # as carb demo trains it
     if a.real:
         rescore(a.real, source)
-    print(f"offline demo: source CARB fast on cpu-1t ({len(src_rows)} rows); {len(cands)} candidates (the cpu "
-          f"space's configs with cpu-2t values); 8 top + 8 random validated; seeds 0..{a.seeds - 1}")
-    print("median |error| of validated latency: median / mean / p90 over seeds, share of seeds <= 10%; "
-          "top 8 and control medians; MAPE over the unmeasured candidates")
+    print(
+        f"offline demo: source CARB fast on cpu-1t ({len(src_rows)} rows); {len(cands)} candidates (the cpu "
+        f"space's configs with cpu-2t values); 8 top + 8 random validated; seeds 0..{a.seeds - 1}"
+    )
+    print(
+        "median |error| of validated latency: median / mean / p90 over seeds, share of seeds <= 10%; "
+        "top 8 and control medians; MAPE over the unmeasured candidates"
+    )
     out = {}
     for name in a.variants:
         extra, gamma, k, cheapest = VARIANTS[name]
@@ -295,11 +322,13 @@ def main() -> None:
         finally:
             T.fit_log_map, C.choose_samples = _FIT_LOG_MAP, _CHOOSE
         out[name] = df.to_dict("records")
-        print(f"{name:15s} {100 * df.val_median.median():5.1f}% / {100 * df.val_median.mean():5.1f}% / "
-              f"{100 * df.val_median.quantile(0.9):5.1f}%  <=10%: {100 * (df.val_median <= 0.10).mean():3.0f}%  | "
-              f"top8 {100 * df.top_median.median():5.1f}% (sub-ms {df.top_sub_ms.mean():.1f}/8)  "
-              f"control {100 * df.ctrl_median.median():5.1f}%  | space MAPE {100 * df.space_mape.mean():5.1f}%",
-              flush=True)
+        print(
+            f"{name:15s} {100 * df.val_median.median():5.1f}% / {100 * df.val_median.mean():5.1f}% / "
+            f"{100 * df.val_median.quantile(0.9):5.1f}%  <=10%: {100 * (df.val_median <= 0.10).mean():3.0f}%  | "
+            f"top8 {100 * df.top_median.median():5.1f}% (sub-ms {df.top_sub_ms.mean():.1f}/8)  "
+            f"control {100 * df.ctrl_median.median():5.1f}%  | space MAPE {100 * df.space_mape.mean():5.1f}%",
+            flush=True,
+        )
     if a.json:
         with open(a.json, "w") as f:
             json.dump(out, f, indent=1, default=float)

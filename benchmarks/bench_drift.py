@@ -76,11 +76,21 @@ def plain_loop(configs, seconds: float) -> dict[str, tuple[float, float]]:
 def stats(ratio: np.ndarray) -> dict[str, float]:
     ratio = ratio[np.isfinite(ratio)]  # a row without a usable sentinel reading has no corrected value
     if ratio.size == 0:
-        return {"median_ratio": float("nan"), "mean_abs_diff": float("nan"), "max_abs_diff": float("nan"),
-                "within_5pct": float("nan"), "n": 0}
+        return {
+            "median_ratio": float("nan"),
+            "mean_abs_diff": float("nan"),
+            "max_abs_diff": float("nan"),
+            "within_5pct": float("nan"),
+            "n": 0,
+        }
     d = np.abs(ratio - 1)
-    return {"median_ratio": float(np.median(ratio)), "mean_abs_diff": float(d.mean()), "max_abs_diff": float(d.max()),
-            "within_5pct": float((d <= 0.05).mean()), "n": int(len(ratio))}
+    return {
+        "median_ratio": float(np.median(ratio)),
+        "mean_abs_diff": float(d.mean()),
+        "max_abs_diff": float(d.max()),
+        "within_5pct": float((d <= 0.05).mean()),
+        "n": int(len(ratio)),
+    }
 
 
 def main() -> None:
@@ -94,11 +104,17 @@ def main() -> None:
     ap.add_argument("--plain-s", type=float, default=1.0, help="seconds of forwards per config in the plain loop")
     ap.add_argument("--json", help="also write the figures (and per-config ratios) to this JSON file")
     ap.add_argument("--keep", help="keep the campaign store at this path (default: a throw-away one)")
-    ap.add_argument("--stress-b", choices=("memory", "cache"),
-                    help="slow the machine down ourselves during pass 2 and campaign B: a second process on the "
-                         "other core streams 256 MB through memory (or rewrites a 32 MB buffer), as a neighbour would")
-    ap.add_argument("--rescore", help="measure nothing: score the two campaigns of a store kept with --keep "
-                    "(the plain loop's ratios from that run's --json, if given as --plain-from)")
+    ap.add_argument(
+        "--stress-b",
+        choices=("memory", "cache"),
+        help="slow the machine down ourselves during pass 2 and campaign B: a second process on the "
+        "other core streams 256 MB through memory (or rewrites a 32 MB buffer), as a neighbour would",
+    )
+    ap.add_argument(
+        "--rescore",
+        help="measure nothing: score the two campaigns of a store kept with --keep "
+        "(the plain loop's ratios from that run's --json, if given as --plain-from)",
+    )
     ap.add_argument("--plain-from", help="with --rescore: the run's own --json, for the plain loop's ratios")
     a = ap.parse_args()
     if a.rescore:
@@ -107,22 +123,30 @@ def main() -> None:
 
     from dataclasses import replace
 
-    from carb.families import space
     from carb.campaign.runner import run_campaign
+    from carb.campaign.store import Store
+    from carb.families import space
     from carb.measure.base import Protocol
     from carb.measure.cpu import CpuBackend
-    from carb.campaign.store import Store
 
-    configs = [c for c in space.load("cpu").sample(200, seed=a.seed, method="stratified")
-               if c.family == "cifar" and (a.precision is None or c.precision == a.precision)][:a.n]
+    configs = [
+        c
+        for c in space.load("cpu").sample(200, seed=a.seed, method="stratified")
+        if c.family == "cifar" and (a.precision is None or c.precision == a.precision)
+    ][: a.n]
     protocol = replace(Protocol.default_for("cpu"), max_time_s=a.max_time, timeout_s=120)
     print(f"command: python {' '.join(sys.argv)}")
-    print(f"{len(configs)} CIFAR configs of `cpu` (stratified, seed {a.seed}); campaigns: {a.rounds} campaign-wide "
-          f"rounds, max_time_s={a.max_time}, 1 thread; plain loop {a.plain_s} s per config; gap {a.gap_min} min",
-          flush=True)
+    print(
+        f"{len(configs)} CIFAR configs of `cpu` (stratified, seed {a.seed}); campaigns: {a.rounds} campaign-wide "
+        f"rounds, max_time_s={a.max_time}, 1 thread; plain loop {a.plain_s} s per config; gap {a.gap_min} min",
+        flush=True,
+    )
     res: dict = {"argv": sys.argv}
-    with tempfile.TemporaryDirectory() as tmp, CpuBackend(threads=1, protocol=protocol) as backend, \
-            Store(Path(a.keep) if a.keep else Path(tmp) / "drift.duckdb") as store:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        CpuBackend(threads=1, protocol=protocol) as backend,
+        Store(Path(a.keep) if a.keep else Path(tmp) / "drift.duckdb") as store,
+    ):
         t_plain1 = time.time()
         plain1 = plain_loop(configs, a.plain_s)
         t_a = time.monotonic()
@@ -140,8 +164,11 @@ def main() -> None:
             if stressor is not None:
                 stressor[0].set()
                 stressor[1].join(10)
-        print(f"campaign B: {rb.wall_s:.1f} s, {rb.readings} sentinel readings ({rb.sentinel_s:.1f} s), "
-              f"{(t_plain2 - t_plain1) / 60:.1f} min after pass 1", flush=True)
+        print(
+            f"campaign B: {rb.wall_s:.1f} s, {rb.readings} sentinel readings ({rb.sentinel_s:.1f} s), "
+            f"{(t_plain2 - t_plain1) / 60:.1f} min after pass 1",
+            flush=True,
+        )
         m = store.measurements("bench").set_index("config_id")
         r = store.measurements("bench", table="remeasurements").set_index("config_id").loc[m.index]
         readings = store.speed_readings("bench")
@@ -211,8 +238,9 @@ def score(m, r, readings, runs, res, plain, wall, sentinel_s, out) -> None:
     """Print (and write to the JSON file ``out``, if given) the figures of campaigns A (``m``)
     and B (``r``), their readings and, when given, the plain loop's pass 2 / pass 1 ratio per
     config (``plain``); ``wall``: the campaigns' wall time (s), ``None`` when unknown."""
-    from carb.campaign import speed as drift
     from elasticity import at_speed
+
+    from carb.campaign import speed as drift
 
     ids = list(m.index)
     raw = (r.latency_ms / m.latency_ms).to_numpy(float)
@@ -226,8 +254,10 @@ def score(m, r, readings, runs, res, plain, wall, sentinel_s, out) -> None:
     sized = np.asarray(at_speed(r.latency_ms, ref, r.sentinel_ms) / at_speed(m.latency_ms, ref, m.sentinel_ms), float)
     plain_ratio = np.array([plain[i] for i in ids]) if plain else np.full(len(ids), np.nan)
     usable = readings[readings.used.fillna(True).astype(bool)]
-    med = {c: float(np.median(usable[usable.run_id == rid].sentinel_ms)) if (usable.run_id == rid).any()
-           else float("nan") for rid, c in runs.items()}
+    med = {
+        c: float(np.median(usable[usable.run_id == rid].sentinel_ms)) if (usable.run_id == rid).any() else float("nan")
+        for rid, c in runs.items()
+    }
     # for comparison: each campaign corrected by its own median reading only (one factor per campaign)
     level = raw * med["A"] / med["B"]
     # issue 16 probe: a low order statistic of the pooled samples (contention only ever adds
@@ -235,26 +265,39 @@ def score(m, r, readings, runs, res, plain, wall, sentinel_s, out) -> None:
     # statistic of the paired sentinel's samples as the correction
     low = {q: _low_stat_ratios(m, r, q) for q in (0, 10)}
     pm = res.get("plain_min")
-    rows = {"plain steady-state loop": stats(plain_ratio),
-            "plain loop, fastest forward": stats(np.array([pm[i] for i in ids]) if pm else np.full(len(ids), np.nan)),
-            "campaign, raw latency_ms": stats(raw),
-            "campaign, drift-corrected latency_ms_norm": stats(corr),
-            "campaign, size-elastic correction (not adopted)": stats(sized),
-            "campaign, raw x campaign-median reading ratio": stats(level),
-            "campaign, fastest sample, raw": stats(low[0][0]),
-            "campaign, fastest sample, x sentinel's fastest": stats(low[0][1]),
-            "campaign, 10th percentile, raw": stats(low[10][0]),
-            "campaign, 10th percentile, x sentinel's": stats(low[10][1])}
+    rows = {
+        "plain steady-state loop": stats(plain_ratio),
+        "plain loop, fastest forward": stats(np.array([pm[i] for i in ids]) if pm else np.full(len(ids), np.nan)),
+        "campaign, raw latency_ms": stats(raw),
+        "campaign, drift-corrected latency_ms_norm": stats(corr),
+        "campaign, size-elastic correction (not adopted)": stats(sized),
+        "campaign, raw x campaign-median reading ratio": stats(level),
+        "campaign, fastest sample, raw": stats(low[0][0]),
+        "campaign, fastest sample, x sentinel's fastest": stats(low[0][1]),
+        "campaign, 10th percentile, raw": stats(low[10][0]),
+        "campaign, 10th percentile, x sentinel's": stats(low[10][1]),
+    }
     res["methods"] = rows
-    res["per_config"] = {i: {"plain": float(p), "raw": float(x), "corrected": float(y), "size_elastic": float(z),
-                             "latency_ms_A": float(m.latency_ms[i]), "sentinel_ms_A": float(m.sentinel_ms[i]),
-                             "sentinel_ms_B": float(r.sentinel_ms[i]), "fastest_raw": float(f0),
-                             "fastest_corrected": float(f1)}
-                         for i, p, x, y, z, f0, f1 in zip(ids, plain_ratio, raw, corr, sized, *low[0])}
+    res["per_config"] = {
+        i: {
+            "plain": float(p),
+            "raw": float(x),
+            "corrected": float(y),
+            "size_elastic": float(z),
+            "latency_ms_A": float(m.latency_ms[i]),
+            "sentinel_ms_A": float(m.sentinel_ms[i]),
+            "sentinel_ms_B": float(r.sentinel_ms[i]),
+            "fastest_raw": float(f0),
+            "fastest_corrected": float(f1),
+        }
+        for i, p, x, y, z, f0, f1 in zip(ids, plain_ratio, raw, corr, sized, *low[0])
+    }
     print(f"\n{'method':<52}{'median B/A':>11}{'mean |diff|':>12}{'max |diff|':>11}{'within 5%':>10}{'n':>4}")
     for k, v in rows.items():
-        print(f"{k:<52}{v['median_ratio']:>11.3f}{100 * v['mean_abs_diff']:>11.1f}%{100 * v['max_abs_diff']:>10.1f}%"
-              f"{100 * v['within_5pct']:>9.0f}%{v['n']:>4}")
+        print(
+            f"{k:<52}{v['median_ratio']:>11.3f}{100 * v['mean_abs_diff']:>11.1f}%{100 * v['max_abs_diff']:>10.1f}%"
+            f"{100 * v['within_5pct']:>9.0f}%{v['n']:>4}"
+        )
     # what carb itself reports for the pair (`carb dataset info`, `characterize --remeasure`)
     rep = drift.remeasure_figures(m.reset_index(), r.reset_index())
     res["carb_remeasure"] = rep
@@ -262,11 +305,16 @@ def score(m, r, readings, runs, res, plain, wall, sentinel_s, out) -> None:
     idx = readings.assign(c=readings.run_id.map(runs))
     sa = idx[idx.c == "A"].sentinel_ms.to_numpy(float)
     sb = idx[idx.c == "B"].sentinel_ms.to_numpy(float)
-    res["sentinel"] = {"readings": int(len(readings)), "usable": int(len(usable)),
-                       "sentinel_s": sentinel_s, "wall_s": wall,
-                       "share": sentinel_s / wall if wall else None,
-                       "speed_A_over_B": float(np.median(sb) / np.median(sa)),
-                       "within_A_ratio": float(sa.max() / sa.min()), "within_B_ratio": float(sb.max() / sb.min())}
+    res["sentinel"] = {
+        "readings": int(len(readings)),
+        "usable": int(len(usable)),
+        "sentinel_s": sentinel_s,
+        "wall_s": wall,
+        "share": sentinel_s / wall if wall else None,
+        "speed_A_over_B": float(np.median(sb) / np.median(sa)),
+        "within_A_ratio": float(sa.max() / sa.min()),
+        "within_B_ratio": float(sb.max() / sb.min()),
+    }
     # the paired sentinel (timed inside each visit): its share of the visits' sampling time
     shares = []
     for tbl in (m, r):
@@ -278,13 +326,22 @@ def score(m, r, readings, runs, res, plain, wall, sentinel_s, out) -> None:
     res["sentinel"]["paired_share_of_sampling"] = float(np.median(shares)) if shares else None
     s = res["sentinel"]
     if shares:
-        print(f"\npaired sentinel in {len(shares)} pooled rows: median {100 * s['paired_share_of_sampling']:.1f}% of the "
-              "visits' sampling time (inside max_time: no wall time added)")
-    print(f"\nsentinel: {s['readings']} readings ({s['usable']} precise enough to use), {s['sentinel_s']:.1f} s"
-          + (f" of {wall:.1f} s campaign wall time = {100 * s['share']:.1f}% overhead" if wall else
-             " (the campaigns' wall time is not in the store: the overhead is in the run's own output)"))
-    print(f"machine speed A -> B (median sentinel): x{1 / s['speed_A_over_B']:.3f}; slowest/fastest reading within "
-          f"A {s['within_A_ratio']:.2f}x, within B {s['within_B_ratio']:.2f}x")
+        print(
+            f"\npaired sentinel in {len(shares)} pooled rows: median {100 * s['paired_share_of_sampling']:.1f}% of the "
+            "visits' sampling time (inside max_time: no wall time added)"
+        )
+    print(
+        f"\nsentinel: {s['readings']} readings ({s['usable']} precise enough to use), {s['sentinel_s']:.1f} s"
+        + (
+            f" of {wall:.1f} s campaign wall time = {100 * s['share']:.1f}% overhead"
+            if wall
+            else " (the campaigns' wall time is not in the store: the overhead is in the run's own output)"
+        )
+    )
+    print(
+        f"machine speed A -> B (median sentinel): x{1 / s['speed_A_over_B']:.3f}; slowest/fastest reading within "
+        f"A {s['within_A_ratio']:.2f}x, within B {s['within_B_ratio']:.2f}x"
+    )
     print("\n".join(drift.speed_lines(drift.speed_summary(readings), readings)))
     if out:
         Path(out).write_text(json.dumps(res, indent=2))

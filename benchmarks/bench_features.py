@@ -28,9 +28,7 @@ import time
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from carb.families import arch
-from carb.families import features
-from carb.families import space
+from carb.families import arch, features, space
 
 
 def _flop_counter(configs: list[space.Config]) -> tuple[float, list[int]]:
@@ -40,8 +38,7 @@ def _flop_counter(configs: list[space.Config]) -> tuple[float, list[int]]:
     for cfg in configs:
         with torch.device("meta"):
             model = arch.build(cfg).to(arch.dtype_of(cfg.precision))
-        x = torch.empty(cfg.batch, 3, cfg.input_size, cfg.input_size, device="meta",
-                        dtype=arch.dtype_of(cfg.precision))
+        x = torch.empty(cfg.batch, 3, cfg.input_size, cfg.input_size, device="meta", dtype=arch.dtype_of(cfg.precision))
         with FlopCounterMode(display=False) as counter, torch.inference_mode():
             model(x)
         counts.append(counter.get_total_flops())
@@ -90,9 +87,11 @@ def main() -> None:
         ("features.compute, paper space", len(frame), t_small),
         (f"features.compute, {args.rows:,} rows (with replacement)", len(big), t_big),
     ]
-    print(f"torch {torch.__version__}, python {platform.python_version()}, {platform.machine()}, "
-          f"{os.cpu_count()} CPUs visible, torch threads {torch.get_num_threads()}; "
-          f"distinct networks: paper {frame.groupby(list(features.ARCH_KEYS)).ngroups}")
+    print(
+        f"torch {torch.__version__}, python {platform.python_version()}, {platform.machine()}, "
+        f"{os.cpu_count()} CPUs visible, torch threads {torch.get_num_threads()}; "
+        f"distinct networks: paper {frame.groupby(list(features.ARCH_KEYS)).ngroups}"
+    )
     print(f"{'method':<52} {'configs':>10} {'seconds':>9} {'configs/s':>12} {'vs FlopCounterMode':>19}")
     for name, n, t in rows:
         print(f"{name:<52} {n:>10,} {t:>9.3f} {n / t:>12,.0f} {n / t / base:>18,.0f}x")

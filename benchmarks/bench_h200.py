@@ -42,8 +42,8 @@ import numpy as np
 import pandas as pd
 
 from carb import datasets
-from carb.studies import analyses as analysis
 from carb.model import evaluation as evaluate
+from carb.studies import analyses as analysis
 
 PRESETS = ("default", "flops-linear", "lgbm", "power-latency")
 METRICS = ("r2", "mape", "within_10pct", "spearman")
@@ -66,8 +66,11 @@ def accuracy(df: pd.DataFrame, seeds: list[int]) -> dict:
                     continue  # latency and memory do not change with the energy definition
                 vals = {m: [r["results"].get(preset, {}).get(target, {}).get(m) for r in runs] for m in METRICS}
                 vals = {m: [v for v in vs if v is not None and np.isfinite(v)] for m, vs in vals.items()}
-                table[f"{preset}/{target}"] = {m: {"mean": float(np.mean(vs)), "min": float(np.min(vs)),
-                                                   "max": float(np.max(vs))} for m, vs in vals.items() if vs}
+                table[f"{preset}/{target}"] = {
+                    m: {"mean": float(np.mean(vs)), "min": float(np.min(vs)), "max": float(np.max(vs))}
+                    for m, vs in vals.items()
+                    if vs
+                }
         out[energy] = {"seeds": seeds, "test_rows": [r["rows"]["test"] for r in runs], "table": table}
     return out
 
@@ -84,8 +87,11 @@ def scaling(df: pd.DataFrame) -> dict:
     piv = df.pivot_table(index=keys, columns="batch", values="latency_ms")
     lo, hi = df.batch.min(), df.batch.max()
     ratio = (piv[hi] / piv[lo]).dropna()
-    res["latency_hi_over_lo_per_arch"] = {"median": float(ratio.median()), "under_1_5": int((ratio < 1.5).sum()),
-                                          "archs": int(len(ratio))}
+    res["latency_hi_over_lo_per_arch"] = {
+        "median": float(ratio.median()),
+        "under_1_5": int((ratio < 1.5).sum()),
+        "archs": int(len(ratio)),
+    }
     return res
 
 
@@ -107,8 +113,10 @@ def transfer(df: pd.DataFrame, source: str) -> dict:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             pred = model.predict(part)
-        out[name] = {"rows": int(len(part)), **{t: float(spearmanr(pred[t], part[t]).statistic)
-                                                for t in ("memory_mb", "latency_ms")}}
+        out[name] = {
+            "rows": int(len(part)),
+            **{t: float(spearmanr(pred[t], part[t]).statistic) for t in ("memory_mb", "latency_ms")},
+        }
     return out
 
 
@@ -122,17 +130,27 @@ def main() -> None:
     t0 = time.perf_counter()
     df = datasets.load(a.data)
     df = df[df.status == "ok"].reset_index(drop=True)
-    res = {"data": a.data, "rows": len(df), "accuracy": accuracy(df, list(range(a.seeds))), "scaling": scaling(df),
-           "transfer": transfer(df, a.source)}
+    res = {
+        "data": a.data,
+        "rows": len(df),
+        "accuracy": accuracy(df, list(range(a.seeds))),
+        "scaling": scaling(df),
+        "transfer": transfer(df, a.source),
+    }
     res["seconds"] = time.perf_counter() - t0
     for energy, part in res["accuracy"].items():
         print(f"\naccuracy, grouped split, seeds {part['seeds']} (test rows {part['test_rows']}), energy = {energy}")
         print(f"{'preset/target':34s} {'R2':>16s} {'MAPE':>18s} {'within 10%':>18s} {'Spearman':>8s}")
         for name, m in part["table"].items():
-            f = lambda k, pct=False: (f"{100 * m[k]['mean']:.1f}% [{100 * m[k]['min']:.1f}-{100 * m[k]['max']:.1f}]"  # noqa: E731
-                                      if pct else f"{m[k]['mean']:.3f} [{m[k]['min']:.2f}-{m[k]['max']:.2f}]")
-            print(f"{name:34s} {f('r2'):>16s} {f('mape', True):>18s} {f('within_10pct', True):>18s} "
-                  f"{m['spearman']['mean']:8.3f}")
+            f = lambda k, pct=False: (
+                f"{100 * m[k]['mean']:.1f}% [{100 * m[k]['min']:.1f}-{100 * m[k]['max']:.1f}]"  # noqa: E731
+                if pct
+                else f"{m[k]['mean']:.3f} [{m[k]['min']:.2f}-{m[k]['max']:.2f}]"
+            )
+            print(
+                f"{name:34s} {f('r2'):>16s} {f('mape', True):>18s} {f('within_10pct', True):>18s} "
+                f"{m['spearman']['mean']:8.3f}"
+            )
     print("\nscaling, smallest to largest batch (factor of the cost per forward of the whole batch)")
     for r in res["scaling"]["all"]:
         print(f"  all  {r['target']:15s} x{r['factor']:.2f} over {r['n_archs']} archs")
@@ -143,8 +161,10 @@ def main() -> None:
     tr = res["transfer"]
     print(f"\ntransfer: CARB fitted on {tr['source']} ranks the H200's {'/'.join(tr['precisions'])} rows (Spearman)")
     for name in ("all", "within_source_range"):
-        print(f"  {name:20s} rows {tr[name]['rows']:3d}  memory {tr[name]['memory_mb']:.3f}  "
-              f"latency {tr[name]['latency_ms']:.3f}")
+        print(
+            f"  {name:20s} rows {tr[name]['rows']:3d}  memory {tr[name]['memory_mb']:.3f}  "
+            f"latency {tr[name]['latency_ms']:.3f}"
+        )
     print(f"\n{res['seconds']:.0f} s")
     if a.json:
         with open(a.json, "w") as fh:

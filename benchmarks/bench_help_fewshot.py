@@ -44,10 +44,10 @@ for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):  # bef
 import numpy as np
 import pandas as pd
 from scipy.stats import spearmanr
-from sklearn.linear_model import Ridge
 
 from carb.datasets import help_fbnet as hf
-from carb.transfer import HELP_PASSTHROUGH, FewShotModel, SourceModels, trim_middle
+from carb.studies.help_fbnet import HELP_PASSTHROUGH, Baseline, protocol, score
+from carb.transfer import FewShotModel, SourceModels
 
 PASSTHROUGH = list(HELP_PASSTHROUGH)  # the map's cost features, shared with carb.transfer.fewshot_help_fbnet
 TRAIN = np.arange(hf.TRAIN_ARCH_IDS.start, hf.TRAIN_ARCH_IDS.stop)
@@ -60,49 +60,12 @@ def versions() -> str:
     import importlib
 
     libs = ("numpy", "scipy", "pandas", "sklearn", "lightgbm")
-    return "python " + sys.version.split()[0] + ", " + ", ".join(
-        f"{n} {importlib.import_module(n).__version__}" for n in libs)
-
-
-def protocol(y: dict[str, np.ndarray], devices: list[str], trimmed: bool) -> dict[str, dict[str, np.ndarray]]:
-    """Per device, its pool (arch ids a model may learn from / sample from) and its test
-    set: all of 0..3999 and 4000..4999, or HELP's trimmed middle 80% of each."""
-    if not trimmed:
-        return {"pool": {d: TRAIN for d in devices}, "test": {d: TEST for d in devices}}
-    return {"pool": {d: trim_middle(TRAIN, y[d][TRAIN]) for d in devices},
-            "test": {d: trim_middle(TEST, y[d][TEST]) for d in devices}}
-
-
-def sample_ids(seed: int, k: int, with_reference: bool, reference: np.ndarray,
-               pool: np.ndarray = TRAIN) -> np.ndarray:
-    """The target's measured architectures: the reference ones (when asked) plus k drawn
-    at random, without repeats, from ``pool`` (arch_id 0..3999, or the target's trimmed pool)."""
-    rng = np.random.default_rng(seed)
-    pool = np.setdiff1d(pool, reference) if with_reference else pool
-    drawn = rng.choice(pool, size=k, replace=False)
-    return np.concatenate([reference, drawn]) if with_reference else drawn
-
-
-class Baseline:
-    """The README's plain baseline: per-source LightGBM on one-hot layer ops (log latency,
-    arch 0..3999, or each source's ``pools[d]``), then a ridge map (alpha 0.1, log space)
-    from their predictions to the target, fitted on the K target measurements."""
-
-    def __init__(self, onehot: np.ndarray, y: dict[str, np.ndarray], sources: list[str], jobs: int,
-                 pools: dict[str, np.ndarray] | None = None):
-        import lightgbm as lgb
-
-        pools = pools or {d: TRAIN for d in sources}
-        self.logpred = np.column_stack([
-            lgb.LGBMRegressor(n_estimators=300, learning_rate=0.05, num_leaves=31, n_jobs=jobs,
-                              random_state=0, verbose=-1, deterministic=True, force_row_wise=True)
-            .fit(onehot[pools[d]], np.log(y[d][pools[d]])).predict(onehot)
-            for d in sources
-        ])
-
-    def predict(self, idx: np.ndarray, y_target: np.ndarray) -> np.ndarray:
-        m = Ridge(alpha=0.1).fit(self.logpred[idx], np.log(y_target[idx]))
-        return m.predict(self.logpred)
+    return (
+        "python "
+        + sys.version.split()[0]
+        + ", "
+        + ", ".join(f"{n} {importlib.import_module(n).__version__}" for n in libs)
+    )
 
 
 class CachedSources(SourceModels):
@@ -122,34 +85,24 @@ def ours(X: pd.DataFrame, sources: SourceModels, devices: list[str], method: str
     def predict(idx: np.ndarray, y_target: np.ndarray) -> np.ndarray:
         model = FewShotModel(sources, passthrough=PASSTHROUGH, source_devices=devices, method=method)
         return model.fit(X.iloc[idx], y_target[idx]).predict(X)
+
     return predict
-
-
-def score(predict, target: str, y: dict[str, np.ndarray], k: int, with_ref: bool,
-          seeds: range, reference: np.ndarray, prot: dict | None = None) -> tuple[float, float]:
-    """Mean and standard deviation over seeds of the test Spearman correlation; ``prot``
-    (from :func:`protocol`) gives the target's pool and test set (default: all archs)."""
-    pool = TRAIN if prot is None else prot["pool"][target]
-    test = TEST if prot is None else prot["test"][target]
-    rs = []
-    for seed in seeds:
-        idx = sample_ids(seed, k, with_ref, reference, pool)
-        p = predict(idx, y[target])
-        rs.append(spearmanr(p[test], y[target][test])[0])
-    return float(np.mean(rs)), float(np.std(rs))
 
 
 def short(device: str) -> str:
     gpu, batch = device.rsplit("_", 1)
-    return {"1080ti": "1080", "2080ti": "2080", "titanx": "TX", "titanxp": "TXp",
-            "titan_rtx": "RTX"}[gpu] + "/" + batch
+    return {"1080ti": "1080", "2080ti": "2080", "titanx": "TX", "titanxp": "TXp", "titan_rtx": "RTX"}[gpu] + "/" + batch
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=5, help="seeds 0..N-1 (HELP: 5)")
-    ap.add_argument("--jobs", type=int, default=1,
-                    help="LightGBM threads (1: OpenMP threads spin-wait on a shared, loaded machine: 2 ran 25x slower)")
+    ap.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="LightGBM threads (1: OpenMP threads spin-wait on a shared, loaded machine: 2 ran 25x slower)",
+    )
     args = ap.parse_args()
     seeds = range(args.seeds)
 
@@ -166,8 +119,10 @@ def main() -> None:
     pub = list(hf.SOURCE_DEVICES)
     non_target = [d for d in devices if d not in hf.TARGET_DEVICES]
     targets = list(hf.TARGET_DEVICES)
-    print(f"help-fbnet: {len(wide)} archs x {len(devices)} devices; train arch 0..3999, "
-          f"test 4000..4999; seeds {seeds.start}..{seeds.stop - 1}; {os.cpu_count()} cpus")
+    print(
+        f"help-fbnet: {len(wide)} archs x {len(devices)} devices; train arch 0..3999, "
+        f"test 4000..4999; seeds {seeds.start}..{seeds.stop - 1}; {os.cpu_count()} cpus"
+    )
 
     # Source models once per protocol, shared by every target, seed and K.
     def build(prot: dict) -> dict:
@@ -178,32 +133,46 @@ def main() -> None:
         ridge = CachedSources(SourceModels("ridge", columns=list(counts.columns)).fit(X, src_y, rows=rows), X)
         t_ridge = time.perf_counter() - t
         t = time.perf_counter()
-        lgbm = CachedSources(SourceModels("lgbm", columns=list(counts.columns), log_target=True, n_jobs=args.jobs)
-                             .fit(X, {d: src_y[d] for d in pub}, rows=rows), X)
+        lgbm = CachedSources(
+            SourceModels("lgbm", columns=list(counts.columns), log_target=True, n_jobs=args.jobs).fit(
+                X, {d: src_y[d] for d in pub}, rows=rows
+            ),
+            X,
+        )
         baseline = Baseline(onehot, y, pub, args.jobs, pools=pool)
         t_lgbm = time.perf_counter() - t
-        print(f"  source models: ridge x {len(devices)} in {t_ridge:.1f} s; "
-              f"LightGBM x {2 * len(pub)} (ours-lgbm, baseline) in {t_lgbm:.1f} s")
-        return {"ridge": ridge, "lgbm": lgbm, "columns": {
-            "baseline (README)": baseline.predict,
-            "ours, HELP sources": ours(X, ridge, pub),
-            "ours, 24 sources": ours(X, ridge, non_target),
-            "ours, LightGBM sources": ours(X, lgbm, pub),
-        }}
+        print(
+            f"  source models: ridge x {len(devices)} in {t_ridge:.1f} s; "
+            f"LightGBM x {2 * len(pub)} (ours-lgbm, baseline) in {t_lgbm:.1f} s"
+        )
+        return {
+            "ridge": ridge,
+            "lgbm": lgbm,
+            "columns": {
+                "baseline (README)": baseline.predict,
+                "ours, HELP sources": ours(X, ridge, pub),
+                "ours, 24 sources": ours(X, ridge, non_target),
+                "ours, LightGBM sources": ours(X, lgbm, pub),
+            },
+        }
 
     protocols = {"all": protocol(y, devices, trimmed=False), "trimmed": protocol(y, devices, trimmed=True)}
     built = {}
     for name, prot in protocols.items():
-        print(f"protocol {name!r}: pool {len(prot['pool'][targets[0]])} archs, test {len(prot['test'][targets[0]])} "
-              "archs per device")
+        print(
+            f"protocol {name!r}: pool {len(prot['pool'][targets[0]])} archs, test {len(prot['test'][targets[0]])} "
+            "archs per device"
+        )
         built[name] = build(prot)
     ridge_all, lgbm_pub = built["all"]["ridge"], built["all"]["lgbm"]
     columns = list(built["all"]["columns"])
 
     # --- Table 2 -------------------------------------------------------------------
     t = time.perf_counter()
-    print("\n## HELP Table 2 protocol: 10 reference + 10 random archs, Spearman on the test set"
-          f" (mean over {len(seeds)} seeds, std in brackets); protocols 'all' and 'trimmed' side by side")
+    print(
+        "\n## HELP Table 2 protocol: 10 reference + 10 random archs, Spearman on the test set"
+        f" (mean over {len(seeds)} seeds, std in brackets); protocols 'all' and 'trimmed' side by side"
+    )
     means: dict[tuple[str, str], list[float]] = {}
     for pname, prot in protocols.items():
         print(f"\n### protocol {pname!r}")
@@ -216,8 +185,9 @@ def main() -> None:
                 row += f" {m:15.3f} ({s:.3f})"
             print(row)
         help_mean = float(np.mean([hf.HELP_RESULTS[t] for t in targets]))
-        print(f"{'mean':9s} {help_mean:6.3f}" + "".join(f" {np.mean(means[(pname, c)]):15.3f}        "
-                                                      for c in columns))
+        print(
+            f"{'mean':9s} {help_mean:6.3f}" + "".join(f" {np.mean(means[(pname, c)]):15.3f}        " for c in columns)
+        )
     print("\n### means side by side (HELP published: " + f"{help_mean:.3f}, its code's trimmed protocol)")
     print(f"{'':24s}" + "".join(f" {p:>9s}" for p in protocols))
     for c in columns:
@@ -251,11 +221,12 @@ def main() -> None:
         "auto": ours(X, ridge_all, pub, "auto"),
         "nnls, LightGBM sources": ours(X, lgbm_pub, pub, "nnls"),
     }
-    print(f"\n## Method choice on HELP's validation devices ({', '.join(val)}), HELP sources, protocol 'all':"
-          " mean Spearman over devices and seeds")
+    print(
+        f"\n## Method choice on HELP's validation devices ({', '.join(val)}), HELP sources, protocol 'all':"
+        " mean Spearman over devices and seeds"
+    )
     print(f"{'setting':14s}" + "".join(f" {c:>22s}" for c in methods))
-    for label, k, with_ref in (("ref10 + 10", 10, True), ("K=5", 5, False), ("K=10", 10, False),
-                               ("K=20", 20, False)):
+    for label, k, with_ref in (("ref10 + 10", 10, True), ("K=5", 5, False), ("K=10", 10, False), ("K=20", 20, False)):
         row = f"{label:14s}"
         for fn in methods.values():
             row += f" {np.mean([score(fn, d, y, k, with_ref, seeds, reference)[0] for d in val]):22.3f}"
@@ -275,10 +246,14 @@ def main() -> None:
             mats["MAPE %"][i, j] = 100 * np.mean(np.abs(p - yb) / yb)
             mats["Spearman"][i, j] = spearmanr(p, yb)[0]
             mats["slope B/A"][i, j] = np.polyfit(ya, yb, 1)[0]
-    print("\n## Cross-GPU latency transfer: ridge model trained on A (row, arch 0..3999), used"
-          " unchanged to predict B (column) on arch 4000..4999")
-    print("   R2 and MAPE of A's predictions against B's latency; Spearman of them; slope of"
-          " B's measured latency against A's (least squares)")
+    print(
+        "\n## Cross-GPU latency transfer: ridge model trained on A (row, arch 0..3999), used"
+        " unchanged to predict B (column) on arch 4000..4999"
+    )
+    print(
+        "   R2 and MAPE of A's predictions against B's latency; Spearman of them; slope of"
+        " B's measured latency against A's (least squares)"
+    )
     labels = [short(d) for d in gpus]
     for name, mat in mats.items():
         fmt = {"R2": "{:6.2f}", "MAPE %": "{:6.0f}", "Spearman": "{:6.3f}", "slope B/A": "{:6.2f}"}[name]

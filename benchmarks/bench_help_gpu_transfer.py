@@ -17,7 +17,7 @@ import time
 
 
 def main() -> None:
-    from carb.studies.analyses import HELP_GPU_BATCH1, help_fbnet_transfer
+    from carb.studies.help_fbnet import HELP_GPU_BATCH1, help_fbnet_transfer
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--devices", nargs="+", default=list(HELP_GPU_BATCH1))

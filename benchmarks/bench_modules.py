@@ -49,7 +49,9 @@ def cmd_measure(args: argparse.Namespace) -> None:
         families.register(zoo.ZOO)
     cfg_file = CAMPAIGNS / f"zoo-configs-{args.per_family}-s{args.seed}.parquet"
     if cfg_file.exists():
-        configs = [zoo.ZooConfig.from_dict(r) for r in pd.read_parquet(cfg_file).drop(columns=["config_id"]).to_dict("records")]
+        configs = [
+            zoo.ZooConfig.from_dict(r) for r in pd.read_parquet(cfg_file).drop(columns=["config_id"]).to_dict("records")
+        ]
     else:
         configs = zoo_configs(args.per_family, args.seed)
         df = pd.DataFrame([c.to_dict() for c in configs])
@@ -68,20 +70,22 @@ def cmd_measure(args: argparse.Namespace) -> None:
         configs = list(configs) + lc
         random.Random(args.seed).shuffle(configs)
         print(f"+ {len(lc)} layer configs ({args.layers_configs}), shuffled together", flush=True)
-    measure_campaign(configs, args.store, rounds=args.rounds, chunk=args.chunk, max_time=args.max_time,
-                     allocator=args.allocator)
+    measure_campaign(
+        configs, args.store, rounds=args.rounds, chunk=args.chunk, max_time=args.max_time, allocator=args.allocator
+    )
 
 
-def measure_campaign(configs: list, store_path: str | Path, rounds: int, chunk: int, max_time: float,
-                     allocator: str = "default") -> None:
+def measure_campaign(
+    configs: list, store_path: str | Path, rounds: int, chunk: int, max_time: float, allocator: str = "default"
+) -> None:
     """Measure ``configs`` on this CPU (1 thread) with the ordinary pipeline (``run_campaign``:
     a fresh worker per visit, ``rounds`` visits spread over the campaign, the sentinel) into
     ``store_path``, one line per pooled result."""
     from dataclasses import replace
 
     from carb.campaign.runner import run_campaign
-    from carb.measure import Protocol, get_backend
     from carb.campaign.store import Store
+    from carb.measure import Protocol, get_backend
 
     protocol = replace(Protocol.default_for("cpu"), max_time_s=max_time)
     backend = get_backend("cpu", threads=1, protocol=protocol, allocator=allocator)
@@ -90,12 +94,22 @@ def measure_campaign(configs: list, store_path: str | Path, rounds: int, chunk: 
 
     def on_result(cfg, m) -> None:
         lat = m.latency_ms.median if m.latency_ms else float("nan")
-        print(f"{time.time() - t0:7.0f}s {cfg.label():55s} {m.status:6s} {lat:9.2f} ms {m.memory_mb or 0:8.1f} MB"
-              + ("" if m.status == "ok" else f" {m.message}"), flush=True)
+        print(
+            f"{time.time() - t0:7.0f}s {cfg.label():55s} {m.status:6s} {lat:9.2f} ms {m.memory_mb or 0:8.1f} MB"
+            + ("" if m.status == "ok" else f" {m.message}"),
+            flush=True,
+        )
 
     try:
-        res = run_campaign(configs, backend, store, rounds=rounds, chunk=chunk,
-                           command="python " + " ".join(sys.argv), on_result=on_result)
+        res = run_campaign(
+            configs,
+            backend,
+            store,
+            rounds=rounds,
+            chunk=chunk,
+            command="python " + " ".join(sys.argv),
+            on_result=on_result,
+        )
         print(res.to_dict() if hasattr(res, "to_dict") else res, flush=True)
     finally:
         store.close()
@@ -147,7 +161,9 @@ def read_store(path: str | Path, family: str):
         speed = st.speed_readings()
         runs = st.runs()
         # the latency statistics only: the rest of a visit (its samples in `extra`) is not read
-        rounds = st.con.execute("SELECT COLUMNS('^(config_id|round|latency_ms.*)$') FROM rounds WHERE status = 'ok'").df()
+        rounds = st.con.execute(
+            "SELECT COLUMNS('^(config_id|round|latency_ms.*)$') FROM rounds WHERE status = 'ok'"
+        ).df()
     speed.attrs["rounds"] = rounds
     # the workers' allocator (carb.measure.cpu.ALLOCATORS; stores before it was recorded: default)
     provs = [json.loads(p) for p in runs["provenance"] if isinstance(p, str)] if len(runs) else []
@@ -230,9 +246,13 @@ def metrics(y, pred, lo=None, hi=None) -> dict:
 
     y, pred = np.asarray(y, float), np.asarray(pred, float)
     r = np.abs(pred / y - 1)
-    out = {"n": int(len(y)), "mape": float(100 * r.mean()), "within10": float(100 * (r <= 0.10).mean()),
-           "within20": float(100 * (r <= 0.20).mean()),
-           "spearman": float(spearmanr(y, pred).statistic) if len(y) > 2 else float("nan")}
+    out = {
+        "n": int(len(y)),
+        "mape": float(100 * r.mean()),
+        "within10": float(100 * (r <= 0.10).mean()),
+        "within20": float(100 * (r <= 0.20).mean()),
+        "spearman": float(spearmanr(y, pred).statistic) if len(y) > 2 else float("nan"),
+    }
     if lo is not None:
         out["coverage"] = float(100 * ((np.asarray(lo) <= y) & (y <= np.asarray(hi))).mean())
     return out
@@ -267,8 +287,9 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     fold = rng.integers(0, 5, len(lf))
     cv = np.zeros(len(lf))
     for k in range(5):
-        lm_k = netmodel.LayerModel.fit(lf[fold != k], ly[fold != k], trees=args.trees, features=args.layer_features,
-                                       memory_mb=lmem[fold != k])
+        lm_k = netmodel.LayerModel.fit(
+            lf[fold != k], ly[fold != k], trees=args.trees, features=args.layer_features, memory_mb=lmem[fold != k]
+        )
         cv[fold == k] = lm_k.predict(lf[fold == k])
     keep = (lf["op"] != "se").to_numpy()
     cls = netmodel.op_class(lf)
@@ -326,21 +347,35 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
             "memory": {k: _mean_metrics(v) for k, v in mem_runs.items()},
         }
         for i, j in enumerate(np.flatnonzero(te)):
-            per_net.append({"arch": fam, "label": configs[j].label(), "latency_ms": float(y.latency_ms[j]),
-                            "pred_k10_ms": float(pred_k10[i]), "pred_all_ms": float(p.latency_ms.iloc[i]),
-                            "layer_sum_ms": float(rows.layer_sum_ms[j]), "memory_mb": float(y.memory_mb[j]),
-                            "pred_all_mb": float(p.memory_mb.iloc[i]), "flops": float(flops[j]),
-                            "nodes": int(rows.nodes[j])})
+            per_net.append(
+                {
+                    "arch": fam,
+                    "label": configs[j].label(),
+                    "latency_ms": float(y.latency_ms[j]),
+                    "pred_k10_ms": float(pred_k10[i]),
+                    "pred_all_ms": float(p.latency_ms.iloc[i]),
+                    "layer_sum_ms": float(rows.layer_sum_ms[j]),
+                    "memory_mb": float(y.memory_mb[j]),
+                    "pred_all_mb": float(p.memory_mb.iloc[i]),
+                    "flops": float(flops[j]),
+                    "nodes": int(rows.nodes[j]),
+                }
+            )
         fl = results["families"][fam]["latency"]["carb_k10"]
         fm = results["families"][fam]["memory"]["carb_k10"]
-        print(f"{fam:13s} lat MAPE {fl['mape']:5.1f}% w10 {fl['within10']:5.1f}% rho {fl['spearman']:.3f} "
-              f"cov {fl['coverage']:5.1f}% | mem MAPE {fm['mape']:5.1f}%", flush=True)
+        print(
+            f"{fam:13s} lat MAPE {fl['mape']:5.1f}% w10 {fl['within10']:5.1f}% rho {fl['spearman']:.3f} "
+            f"cov {fl['coverage']:5.1f}% | mem MAPE {fm['mape']:5.1f}%",
+            flush=True,
+        )
     pn = pd.DataFrame(per_net)
     # pooled over all held-out networks (each predicted by the model that never saw its family)
     results["pooled"] = {
-        "latency_k10": metrics(pn.latency_ms, pn.pred_k10_ms), "latency_all": metrics(pn.latency_ms, pn.pred_all_ms),
+        "latency_k10": metrics(pn.latency_ms, pn.pred_k10_ms),
+        "latency_all": metrics(pn.latency_ms, pn.pred_all_ms),
         "latency_layers_only": metrics(pn.latency_ms, pn.layer_sum_ms),
-        "memory_all": metrics(pn.memory_mb, pn.pred_all_mb)}
+        "memory_all": metrics(pn.memory_mb, pn.pred_all_mb),
+    }
     # grouped convolutions: resnext vs wideresnet of the same (width, depth, size, batch)
     pairs = []
     key = lambda c: (c.width, c.depth, c.input_size, c.batch)  # noqa: E731
@@ -349,8 +384,14 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         if a == "resnext" and ("wideresnet", kk) in by:
             j = by[("wideresnet", kk)]
             li, lj = pn.set_index("label").loc[configs[i].label()], pn.set_index("label").loc[configs[j].label()]
-            pairs.append({"pair": configs[i].label(), "measured_ratio": lj.latency_ms / li.latency_ms,
-                          "predicted_ratio": lj.pred_k10_ms / li.pred_k10_ms, "flops_ratio": lj.flops / li.flops})
+            pairs.append(
+                {
+                    "pair": configs[i].label(),
+                    "measured_ratio": lj.latency_ms / li.latency_ms,
+                    "predicted_ratio": lj.pred_k10_ms / li.pred_k10_ms,
+                    "flops_ratio": lj.flops / li.flops,
+                }
+            )
     results["grouped_pairs"] = pairs
     # the truth's own noise: how well one round's figure (the statistic the networks' truth
     # is: median, fastest sample, ...) predicts another round's of the same network (3
@@ -363,19 +404,29 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         if w.shape[1] >= 2:
             a, bb = w.iloc[:, 0].to_numpy(), w.iloc[:, 1].to_numpy()
             spread = (w.max(axis=1) / w.min(axis=1)).to_numpy()
-            results["truth_noise"] = {"round0_vs_round1": metrics(bb, a),
-                                      "round_max_over_min_median": float(np.median(spread)),
-                                      "round_max_over_min_p90": float(np.quantile(spread, 0.9))}
+            results["truth_noise"] = {
+                "round0_vs_round1": metrics(bb, a),
+                "round_max_over_min_median": float(np.median(spread)),
+                "round_max_over_min_p90": float(np.quantile(spread, 0.9)),
+            }
     results["layer_cv"] = layer_cv
     results["se_composite_check"] = se_check
     results["per_network"] = per_net
     results["conditions"] = {
-        "layers": int(len(lf)), "networks": int(len(zdf)), "k": args.k, "repeats": args.repeats,
-        "network_target": args.target, "layer_target": args.layer_target,
-        "layer_speed": _drift(lspeed), "zoo_speed": _drift(zspeed),
+        "layers": int(len(lf)),
+        "networks": int(len(zdf)),
+        "k": args.k,
+        "repeats": args.repeats,
+        "network_target": args.target,
+        "layer_target": args.layer_target,
+        "layer_speed": _drift(lspeed),
+        "zoo_speed": _drift(zspeed),
         "allocator": {"layers": lspeed.attrs["allocator"], "zoo": zspeed.attrs["allocator"]},
-        "layer_stores": [str(p) for p in args.layers], "bridge": lspeed.attrs.get("bridge", []),
-        "zoo_measured": [str(zdf["measured_at"].min()), str(zdf["measured_at"].max())] if "measured_at" in zdf else None,
+        "layer_stores": [str(p) for p in args.layers],
+        "bridge": lspeed.attrs.get("bridge", []),
+        "zoo_measured": [str(zdf["measured_at"].min()), str(zdf["measured_at"].max())]
+        if "measured_at" in zdf
+        else None,
     }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -386,15 +437,32 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     print("pairs:", json.dumps(pairs, indent=0, default=float))
     print(f"written {out} ({time.time() - t0:.0f} s)")
     if args.save_model:
-        nm = netmodel.fit_netmodel(lm, rows, y, groups=arch, device="cpu-1t", meta={
-            "layers": int(len(lf)), "networks": int(len(zdf)), "network_target": args.target,
-            "data": args.data or (f"layers of {', '.join(Path(p).name for p in args.layers)} + carb.families.zoo networks of "
-                                  f"{Path(args.zoo).name}"),
-            "threads": 1, "layer_store": ", ".join(Path(p).name for p in args.layers), "zoo_store": Path(args.zoo).name,
-            "layer_target": args.layer_target, "zoo_measured": results["conditions"]["zoo_measured"],
-            "layer_features": lm.features, "lat_shrink_strength": netmodel.LAT_SHRINK_STRENGTH,
-            "allocator": "/".join(sorted(set(lspeed.attrs["allocator"]) | set(zspeed.attrs["allocator"]))),
-            **({"conditions": args.conditions} if args.conditions else {})})
+        nm = netmodel.fit_netmodel(
+            lm,
+            rows,
+            y,
+            groups=arch,
+            device="cpu-1t",
+            meta={
+                "layers": int(len(lf)),
+                "networks": int(len(zdf)),
+                "network_target": args.target,
+                "data": args.data
+                or (
+                    f"layers of {', '.join(Path(p).name for p in args.layers)} + carb.families.zoo networks of "
+                    f"{Path(args.zoo).name}"
+                ),
+                "threads": 1,
+                "layer_store": ", ".join(Path(p).name for p in args.layers),
+                "zoo_store": Path(args.zoo).name,
+                "layer_target": args.layer_target,
+                "zoo_measured": results["conditions"]["zoo_measured"],
+                "layer_features": lm.features,
+                "lat_shrink_strength": netmodel.LAT_SHRINK_STRENGTH,
+                "allocator": "/".join(sorted(set(lspeed.attrs["allocator"]) | set(zspeed.attrs["allocator"]))),
+                **({"conditions": args.conditions} if args.conditions else {}),
+            },
+        )
         nm.save(args.save_model)
         print(f"model -> {args.save_model}")
 
@@ -415,8 +483,9 @@ def cmd_consistency(args: argparse.Namespace) -> None:
         lm = shipped.layer  # the model's own layer model and network terms, calibrated on the K below
     else:
         lf, ly, ldf, _ = layer_data(args.layers, args.layer_target)
-        lm = netmodel.LayerModel.fit(lf, ly, trees=args.trees, features=args.layer_features,
-                                     memory_mb=ldf["memory_mb"].to_numpy(float))
+        lm = netmodel.LayerModel.fit(
+            lf, ly, trees=args.trees, features=args.layer_features, memory_mb=ldf["memory_mb"].to_numpy(float)
+        )
     if args.store:
         from carb.campaign.store import Store
 
@@ -442,8 +511,14 @@ def cmd_consistency(args: argparse.Namespace) -> None:
     rows = pd.DataFrame(rows)
     y = test[["latency_ms", "memory_mb"]]
     print(f"{len(test)} {args.dataset} ResNets captured ({time.time() - t0:.0f} s)", flush=True)
-    out: dict = {"n_test": int(len(test)), "dataset": args.dataset, "store": args.store, "model": args.model, "method": args.method,
-                 "layers": shipped.meta.get("layers") if shipped is not None else int(len(lf))}
+    out: dict = {
+        "n_test": int(len(test)),
+        "dataset": args.dataset,
+        "store": args.store,
+        "model": args.model,
+        "method": args.method,
+        "layers": shipped.meta.get("layers") if shipped is not None else int(len(lf)),
+    }
     # the layer path calibrated with K = 10 of these ResNets (repeated draws), scored on the rest
     ms, mm = [], []
     for seed in range(args.repeats):
@@ -451,8 +526,9 @@ def cmd_consistency(args: argparse.Namespace) -> None:
         rest = np.setdiff1d(np.arange(len(test)), k)
         if shipped is not None:
             # as carb calibrate maps the model: its network terms kept, mapped by --method on the K
-            nm = netmodel.calibrate_rows(shipped, rows.iloc[k].reset_index(drop=True),
-                                         y.iloc[k].reset_index(drop=True), args.method)
+            nm = netmodel.calibrate_rows(
+                shipped, rows.iloc[k].reset_index(drop=True), y.iloc[k].reset_index(drop=True), args.method
+            )
         else:
             nm = netmodel.fit_netmodel(lm, rows.iloc[k], y.iloc[k], device=args.dataset)
         p = nm.predict_rows(rows.iloc[rest])
@@ -463,9 +539,12 @@ def cmd_consistency(args: argparse.Namespace) -> None:
     train = df.drop(index=test_idx).reset_index(drop=True)
     carb_m = CARB(preset=args.preset).fit(train)
     p = carb_m.predict(test[[c for c in test.columns if c not in ("latency_ms", "memory_mb", "energy_j")]])
-    out["config_model"] = {"preset": args.preset, "train_rows": int(len(train)),
-                           "latency": metrics(y.latency_ms, p.latency_ms, p.latency_ms_lo, p.latency_ms_hi),
-                           "memory": metrics(y.memory_mb, p.memory_mb, p.memory_mb_lo, p.memory_mb_hi)}
+    out["config_model"] = {
+        "preset": args.preset,
+        "train_rows": int(len(train)),
+        "latency": metrics(y.latency_ms, p.latency_ms, p.latency_ms_lo, p.latency_ms_hi),
+        "memory": metrics(y.memory_mb, p.memory_mb, p.memory_mb_lo, p.memory_mb_hi),
+    }
     print(json.dumps(out, indent=1), flush=True)
     res = Path(args.out)
     doc = json.loads(res.read_text()) if res.exists() else {}
@@ -499,8 +578,16 @@ def cmd_speed(args: argparse.Namespace) -> None:
     while len(cfgs) < args.n:
         a = archs[len(cfgs) % len(archs)]
         g = zoo.GRIDS[a]
-        cfgs.append(zoo.ZooConfig(a, float(rng.choice(g["width"])), float(rng.choice(g["depth"])),
-                                  int(rng.choice(g["kernel"])), int(rng.choice(zoo.SIZES)), 1))
+        cfgs.append(
+            zoo.ZooConfig(
+                a,
+                float(rng.choice(g["width"])),
+                float(rng.choice(g["depth"])),
+                int(rng.choice(g["kernel"])),
+                int(rng.choice(zoo.SIZES)),
+                1,
+            )
+        )
     if args.before:
         _speed_side_by_side(args, cfgs, nm)
         return
@@ -531,15 +618,15 @@ def _speed_many(args: argparse.Namespace, cfgs: list, nm) -> None:
 
     ways["loop"] = loop
     for w in [int(x) for x in str(args.workers).split(",")]:
-        ways["batch" if w == 1 else f"workers {w}"] = (
-            lambda cs, ss, w=w: netmodel.predict_modules([functools.partial(zoo._meta_build, c) for c in cs], ss, nm,
-                                                         workers=w))
+        ways["batch" if w == 1 else f"workers {w}"] = lambda cs, ss, w=w: netmodel.predict_modules(
+            [functools.partial(zoo._meta_build, c) for c in cs], ss, nm, workers=w
+        )
     names = list(ways)
     ts = {k: 0.0 for k in names}
     lat: dict[str, list[float]] = {k: [] for k in names}
     layers = 0
     for k, (cs, ss) in enumerate(parts):
-        for name in (names if k % 2 == 0 else names[::-1]):
+        for name in names if k % 2 == 0 else names[::-1]:
             t = time.perf_counter()
             ps = ways[name](cs, ss)
             ts[name] += time.perf_counter() - t
@@ -551,13 +638,24 @@ def _speed_many(args: argparse.Namespace, cfgs: list, nm) -> None:
             raise SystemExit(f"{name}: predictions differ from predict_module's")
     n = len(cfgs)
     cpus = len(os.sched_getaffinity(0))
-    print(f"{n} networks (build on meta + capture + predict; {layers / n:.0f} layers on average; ABBA over two halves; "
-          f"{cpus} usable CPUs; predictions equal):", flush=True)
+    print(
+        f"{n} networks (build on meta + capture + predict; {layers / n:.0f} layers on average; ABBA over two halves; "
+        f"{cpus} usable CPUs; predictions equal):",
+        flush=True,
+    )
     for name in names:
-        print(f"  {name:10s} {ts[name]:6.1f} s  {1000 * ts[name] / n:6.1f} ms/network  "
-              f"{ts['loop'] / ts[name]:.2f}x the loop", flush=True)
-    out = {"n": n, "layers_mean": layers / n, "usable_cpus": cpus, "seconds": ts,
-           "speedup_vs_loop": {k: ts["loop"] / v for k, v in ts.items()}}
+        print(
+            f"  {name:10s} {ts[name]:6.1f} s  {1000 * ts[name] / n:6.1f} ms/network  "
+            f"{ts['loop'] / ts[name]:.2f}x the loop",
+            flush=True,
+        )
+    out = {
+        "n": n,
+        "layers_mean": layers / n,
+        "usable_cpus": cpus,
+        "seconds": ts,
+        "speedup_vs_loop": {k: ts["loop"] / v for k, v in ts.items()},
+    }
     res = Path(args.out)
     doc = json.loads(res.read_text()) if res.exists() else {}
     doc["speed_many"] = out
@@ -578,8 +676,9 @@ def _speed_side_by_side(args: argparse.Namespace, cfgs: list, nm) -> None:
     from carb import graph, netmodel
     from carb.families import zoo
 
-    src = subprocess.run(["git", "show", f"{args.before}:carb/graph.py"], cwd=ROOT, check=True,
-                         capture_output=True, text=True).stdout
+    src = subprocess.run(
+        ["git", "show", f"{args.before}:carb/graph.py"], cwd=ROOT, check=True, capture_output=True, text=True
+    ).stdout
     old = types.ModuleType("carb_graph_before")
     sys.modules[old.__name__] = old  # dataclasses look their module up
     exec(compile(src, f"carb/graph.py@{args.before}", "exec"), old.__dict__)  # our own file at that revision
@@ -596,7 +695,7 @@ def _speed_side_by_side(args: argparse.Namespace, cfgs: list, nm) -> None:
     layers = 0
     for i, c in enumerate(cfgs):
         tabs = {}
-        for name, f in ((("before", before), ("after", after)) if i % 2 == 0 else (("after", after), ("before", before))):
+        for name, f in (("before", before), ("after", after)) if i % 2 == 0 else (("after", after), ("before", before)):
             t = time.perf_counter()
             tab = f(c)
             netmodel.predict_table(tab, nm)
@@ -604,16 +703,28 @@ def _speed_side_by_side(args: argparse.Namespace, cfgs: list, nm) -> None:
             tabs[name] = tab
         a, b = tabs["after"], tabs["before"]
         if len(a.layers) != len(b.layers) or a.flops != b.flops or a.peak_live_bytes != b.peak_live_bytes:
-            raise SystemExit(f"tables differ for {c.label()}: {len(a.layers)}/{len(b.layers)} layers, "
-                             f"{a.flops}/{b.flops} FLOP, {a.peak_live_bytes}/{b.peak_live_bytes} B")
+            raise SystemExit(
+                f"tables differ for {c.label()}: {len(a.layers)}/{len(b.layers)} layers, "
+                f"{a.flops}/{b.flops} FLOP, {a.peak_live_bytes}/{b.peak_live_bytes} B"
+            )
         layers += len(a.layers)
     tb, ta = float(np.sum(ts["before"])), float(np.sum(ts["after"]))
-    print(f"{len(cfgs)} networks ({layers / len(cfgs):.0f} layers on average), build on meta + capture + predict, "
-          f"alternating: before ({args.before}) {tb:.1f} s ({1000 * tb / len(cfgs):.1f} ms/network), "
-          f"now {ta:.1f} s ({1000 * ta / len(cfgs):.1f} ms/network): {tb / ta:.2f}x faster; tables equal", flush=True)
-    out = {"n": len(cfgs), "before_rev": args.before, "before_s": tb, "after_s": ta, "speedup": tb / ta,
-           "layers_mean": layers / len(cfgs), "before_ms_median": 1000 * float(np.median(ts["before"])),
-           "after_ms_median": 1000 * float(np.median(ts["after"]))}
+    print(
+        f"{len(cfgs)} networks ({layers / len(cfgs):.0f} layers on average), build on meta + capture + predict, "
+        f"alternating: before ({args.before}) {tb:.1f} s ({1000 * tb / len(cfgs):.1f} ms/network), "
+        f"now {ta:.1f} s ({1000 * ta / len(cfgs):.1f} ms/network): {tb / ta:.2f}x faster; tables equal",
+        flush=True,
+    )
+    out = {
+        "n": len(cfgs),
+        "before_rev": args.before,
+        "before_s": tb,
+        "after_s": ta,
+        "speedup": tb / ta,
+        "layers_mean": layers / len(cfgs),
+        "before_ms_median": 1000 * float(np.median(ts["before"])),
+        "after_ms_median": 1000 * float(np.median(ts["after"])),
+    }
     res = Path(args.out)
     doc = json.loads(res.read_text()) if res.exists() else {}
     doc["speed_side_by_side"] = out
@@ -678,9 +789,11 @@ def cmd_ship(args: argparse.Namespace) -> None:
         "- latency_ms: median per-forward time (one module call: the operator on inputs held as buffers); "
         f"latency_ms_p5: the 5th percentile of the pooled samples; carb.netmodel learns from `{args.layer_target}` "
         "(see below)",
-        *[f"- measured {g['first_measured'][:16]} to {g['last_measured'][:16]} UTC in {g['runs']} resumed run(s)"
-          + (f" ({Path(st_).name}, {n:,} layers kept from it)" if len(args.store) > 1 else "")
-          for st_, g, n in zip(args.store, figs, _kept_counts(frames))],
+        *[
+            f"- measured {g['first_measured'][:16]} to {g['last_measured'][:16]} UTC in {g['runs']} resumed run(s)"
+            + (f" ({Path(st_).name}, {n:,} layers kept from it)" if len(args.store) > 1 else "")
+            for st_, g, n in zip(args.store, figs, _kept_counts(frames))
+        ],
         "",
         "## Counts and noise",
         f"- rows by status: {', '.join(f'{k}: {v}' for k, v in df['status'].value_counts().items())}",
@@ -717,8 +830,22 @@ def _kept_counts(frames: list) -> list[int]:
 
 
 #: how a captured layer's operator maps onto the ``layers`` family (ops sampled from real networks)
-_ZOO_LAYER_OPS = ("conv", "bn", "relu", "relu6", "hardswish", "hardsigmoid", "sigmoid", "silu", "add", "mul",
-                  "maxpool", "avgpool", "gap", "linear")
+_ZOO_LAYER_OPS = (
+    "conv",
+    "bn",
+    "relu",
+    "relu6",
+    "hardswish",
+    "hardsigmoid",
+    "sigmoid",
+    "silu",
+    "add",
+    "mul",
+    "maxpool",
+    "avgpool",
+    "gap",
+    "linear",
+)
 
 
 def zoo_layer_configs(tables) -> list:
@@ -732,13 +859,22 @@ def zoo_layer_configs(tables) -> list:
         for r in t.layers.to_dict("records"):
             if r["op"] not in _ZOO_LAYER_OPS or r["h"] != r["w"]:
                 continue
-            if r["op"] == "conv" and (r["padding"] != r["kernel"] // 2 or r["dilation"] != 1
-                                      or r["kernel"] != r["kernel_w"]):
+            if r["op"] == "conv" and (
+                r["padding"] != r["kernel"] // 2 or r["dilation"] != 1 or r["kernel"] != r["kernel_w"]
+            ):
                 continue
             if r["op"] in ("maxpool", "avgpool") and r["padding"] != (r["kernel"] - 1) // 2:
                 continue
-            c = L.LayerConfig(r["op"], int(r["cin"]), int(r["cout"]), int(r["h"]), int(r["kernel"]), int(r["stride"]),
-                              int(r["groups"]), int(r["batch"]))
+            c = L.LayerConfig(
+                r["op"],
+                int(r["cin"]),
+                int(r["cout"]),
+                int(r["h"]),
+                int(r["kernel"]),
+                int(r["stride"]),
+                int(r["groups"]),
+                int(r["batch"]),
+            )
             out.setdefault(c.config_id, c)
     return list(out.values())
 
@@ -750,8 +886,8 @@ def cmd_zoo_layers(args: argparse.Namespace) -> None:
     import numpy as np
     import pandas as pd
 
-    from carb.families import zoo
     from carb.families import layers as L
+    from carb.families import zoo
 
     have = pd.read_parquet(args.have)
     have_ids = set(have["config_id"])
@@ -766,8 +902,9 @@ def cmd_zoo_layers(args: argparse.Namespace) -> None:
     rng = np.random.default_rng(args.seed)
     bridge = have.iloc[rng.choice(len(have), size=min(args.bridge, len(have)), replace=False)]
     configs = first + rest
-    df = pd.DataFrame([{"config_id": c.config_id, "family": "layers", **{p: getattr(c, p) for p in L.PARAMETERS}}
-                       for c in configs])
+    df = pd.DataFrame(
+        [{"config_id": c.config_id, "family": "layers", **{p: getattr(c, p) for p in L.PARAMETERS}} for c in configs]
+    )
     df["role"] = "new"
     b = bridge[["config_id", "family", *L.PARAMETERS]].copy()
     b["role"] = "bridge"
@@ -776,9 +913,11 @@ def cmd_zoo_layers(args: argparse.Namespace) -> None:
     out.drop(columns=["role"]).to_parquet(args.out)
     out[["config_id", "role"]].to_csv(Path(args.out).with_suffix(".roles.csv"), index=False)
     groups = pd.Series([L.op_group(c) for c in configs]).value_counts()
-    print(f"{len(pool)} distinct unmeasured layers in {len(tables)} zoo networks (seeds {args.seeds}), "
-          f"{len(unseen)} at a map size their group lacks; chose {len(first)} of those + {len(rest)} others + "
-          f"{len(b)} bridge -> {args.out}")
+    print(
+        f"{len(pool)} distinct unmeasured layers in {len(tables)} zoo networks (seeds {args.seeds}), "
+        f"{len(unseen)} at a map size their group lacks; chose {len(first)} of those + {len(rest)} others + "
+        f"{len(b)} bridge -> {args.out}"
+    )
     print(groups.to_string())
     print(pd.Series([c.input_size for c in configs]).value_counts().sort_index().to_string())
 
@@ -806,8 +945,9 @@ def cmd_narrow_layers(args: argparse.Namespace) -> None:
         b = int(rng.choice([1, 2, 4, 8, 16, 32]))
         if k > hw:
             continue
-        c = L.LayerConfig(op="conv", cin=cin, cout=cout, input_size=hw, kernel=k, stride=st,
-                          groups=cin if dw else 1, batch=b)
+        c = L.LayerConfig(
+            op="conv", cin=cin, cout=cout, input_size=hw, kernel=k, stride=st, groups=cin if dw else 1, batch=b
+        )
         if c.config_id not in seen:
             seen.add(c.config_id)
             cfgs.append(c)
@@ -815,8 +955,13 @@ def cmd_narrow_layers(args: argparse.Namespace) -> None:
     old = old[(old["op"] == "conv") & old["latency_ms_min"].between(0.05, 20)]
     bridge = old.sample(args.bridge, random_state=1)
     cols = ["config_id", "family", *L.PARAMETERS]
-    df = pd.concat([pd.DataFrame([c.to_dict() | {"config_id": c.config_id} for c in cfgs]), bridge[cols]],
-                   ignore_index=True).sample(frac=1, random_state=2).reset_index(drop=True)[cols]
+    df = (
+        pd.concat(
+            [pd.DataFrame([c.to_dict() | {"config_id": c.config_id} for c in cfgs]), bridge[cols]], ignore_index=True
+        )
+        .sample(frac=1, random_state=2)
+        .reset_index(drop=True)[cols]
+    )
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     df.to_parquet(args.out)
     print(f"{len(cfgs)} narrow convolutions + {len(bridge)} bridge layers of {args.bridge_from} -> {args.out}")
@@ -824,9 +969,8 @@ def cmd_narrow_layers(args: argparse.Namespace) -> None:
 
 def L_configs(df):
     """``layers`` configs of a frame of layer rows."""
-    from carb.families.space import configs_from_frame
-
     from carb.families import layers as L
+    from carb.families.space import configs_from_frame
 
     return configs_from_frame(df[["config_id", "family", *L.PARAMETERS]])
 
@@ -840,14 +984,21 @@ def cmd_compare(args: argparse.Namespace) -> None:
     b, _ = read_store(args.b, "zoo")
     j = a.merge(b, on="config_id", suffixes=("_a", "_b"))
     ya, yb = j[f"{args.target}_a"], j[f"{args.target}_b"]
-    out = {"networks": int(len(j)), "target": args.target,
-           "latency_ratio_b_over_a": {"median": float(np.median(yb / ya)),
-                                      "p10": float(np.quantile(yb / ya, 0.1)),
-                                      "p90": float(np.quantile(yb / ya, 0.9))},
-           "latency_b_predicted_by_a": metrics(yb, ya),
-           "memory_b_predicted_by_a": metrics(j.memory_mb_b, j.memory_mb_a),
-           "measured": {"a": [str(a.measured_at.min()), str(a.measured_at.max())],
-                        "b": [str(b.measured_at.min()), str(b.measured_at.max())]}}
+    out = {
+        "networks": int(len(j)),
+        "target": args.target,
+        "latency_ratio_b_over_a": {
+            "median": float(np.median(yb / ya)),
+            "p10": float(np.quantile(yb / ya, 0.1)),
+            "p90": float(np.quantile(yb / ya, 0.9)),
+        },
+        "latency_b_predicted_by_a": metrics(yb, ya),
+        "memory_b_predicted_by_a": metrics(j.memory_mb_b, j.memory_mb_a),
+        "measured": {
+            "a": [str(a.measured_at.min()), str(a.measured_at.max())],
+            "b": [str(b.measured_at.min()), str(b.measured_at.max())],
+        },
+    }
     print(json.dumps(out, indent=1))
     res = Path(args.out)
     doc = json.loads(res.read_text()) if res.exists() else {}
@@ -858,20 +1009,26 @@ def cmd_compare(args: argparse.Namespace) -> None:
 def cmd_report(args: argparse.Namespace) -> None:
     """Markdown tables of a results JSON, for benchmarks/RESULTS.md."""
     d = json.loads(Path(args.json).read_text())
-    f = lambda m, cov=True: (f"{m['mape']:.1f}% | {m['within10']:.0f}% | {m['within20']:.0f}% | "  # noqa: E731
-                             f"{m['spearman']:.3f}" + (f" | {m['coverage']:.0f}%" if cov and "coverage" in m else ""))
+    f = lambda m, cov=True: (
+        f"{m['mape']:.1f}% | {m['within10']:.0f}% | {m['within20']:.0f}% | "  # noqa: E731
+        f"{m['spearman']:.3f}" + (f" | {m['coverage']:.0f}%" if cov and "coverage" in m else "")
+    )
     if "families" in d:
-        print("| held-out family | n | CARB K=10 MAPE | ±10% | ±20% | Spearman | 90% cov. | CARB, all 9 other "
-              "families: MAPE | FLOPs-only K=10: MAPE / Spearman | sum of layers only: MAPE / Spearman | "
-              "memory CARB K=10: MAPE / 90% cov. | memory, static liveness only: MAPE |")
+        print(
+            "| held-out family | n | CARB K=10 MAPE | ±10% | ±20% | Spearman | 90% cov. | CARB, all 9 other "
+            "families: MAPE | FLOPs-only K=10: MAPE / Spearman | sum of layers only: MAPE / Spearman | "
+            "memory CARB K=10: MAPE / 90% cov. | memory, static liveness only: MAPE |"
+        )
         print("|---|---|---|---|---|---|---|---|---|---|---|---|")
         for fam, v in d["families"].items():
             la, me = v["latency"], v["memory"]
-            print(f"| {fam} | {la['carb_k10']['n']} | {f(la['carb_k10'])} | {la['carb_all']['mape']:.1f}% | "
-                  f"{la['flops_k10']['mape']:.1f}% / {la['flops_k10']['spearman']:.3f} | "
-                  f"{la['layers_only']['mape']:.1f}% / {la['layers_only']['spearman']:.3f} | "
-                  f"{me['carb_k10']['mape']:.1f}% / {me['carb_k10'].get('coverage', float('nan')):.0f}% | "
-                  f"{me['static']['mape']:.1f}% |")
+            print(
+                f"| {fam} | {la['carb_k10']['n']} | {f(la['carb_k10'])} | {la['carb_all']['mape']:.1f}% | "
+                f"{la['flops_k10']['mape']:.1f}% / {la['flops_k10']['spearman']:.3f} | "
+                f"{la['layers_only']['mape']:.1f}% / {la['layers_only']['spearman']:.3f} | "
+                f"{me['carb_k10']['mape']:.1f}% / {me['carb_k10'].get('coverage', float('nan')):.0f}% | "
+                f"{me['static']['mape']:.1f}% |"
+            )
         print()
         print("| pooled over every held-out prediction | MAPE | ±10% | ±20% | Spearman |")
         print("|---|---|---|---|---|")
@@ -879,30 +1036,41 @@ def cmd_report(args: argparse.Namespace) -> None:
             print(f"| {k} | {f(m, False)} |")
         if "truth_noise" in d:
             t = d["truth_noise"]
-            print(f"| truth noise: round 1 predicted by round 0 of the same network | "
-                  f"{f(t['round0_vs_round1'], False)} |")
+            print(
+                f"| truth noise: round 1 predicted by round 0 of the same network | {f(t['round0_vs_round1'], False)} |"
+            )
         print()
         pairs = d.get("grouped_pairs", [])
         if pairs:
-            print("| resnext config (its wideresnet twin: same widths, depth, size, batch) | measured wide/resnext | "
-                  "predicted (K=10, held out) | FLOPs ratio |")
+            print(
+                "| resnext config (its wideresnet twin: same widths, depth, size, batch) | measured wide/resnext | "
+                "predicted (K=10, held out) | FLOPs ratio |"
+            )
             print("|---|---|---|---|")
             for p_ in pairs:
-                print(f"| {p_['pair']} | {p_['measured_ratio']:.2f} | {p_['predicted_ratio']:.2f} | "
-                      f"{p_['flops_ratio']:.2f} |")
+                print(
+                    f"| {p_['pair']} | {p_['measured_ratio']:.2f} | {p_['predicted_ratio']:.2f} | "
+                    f"{p_['flops_ratio']:.2f} |"
+                )
             print()
         print("layer model 5-fold CV:", json.dumps(d["layer_cv"]["all"]))
         print("SE composites vs sum of their primitives:", json.dumps(d.get("se_composite_check")))
         print("conditions:", json.dumps(d["conditions"]))
     if "consistency_cpu1t" in d:
         c = d["consistency_cpu1t"]
-        print("| cpu-1t ResNets | latency MAPE | ±10% | ±20% | Spearman | 90% cov. | memory MAPE | ±10% | ±20% | "
-              "Spearman | 90% cov. |")
+        print(
+            "| cpu-1t ResNets | latency MAPE | ±10% | ±20% | Spearman | 90% cov. | memory MAPE | ±10% | ±20% | "
+            "Spearman | 90% cov. |"
+        )
         print("|---|---|---|---|---|---|---|---|---|---|---|")
-        print(f"| layer path, K=10 of these ResNets ({c['layer_path_k10']['latency']['n']} scored) | "
-              f"{f(c['layer_path_k10']['latency'])} | {f(c['layer_path_k10']['memory'])} |")
-        print(f"| config-level CARB ({c['config_model']['preset']}, {c['config_model']['train_rows']} other rows) | "
-              f"{f(c['config_model']['latency'])} | {f(c['config_model']['memory'])} |")
+        print(
+            f"| layer path, K=10 of these ResNets ({c['layer_path_k10']['latency']['n']} scored) | "
+            f"{f(c['layer_path_k10']['latency'])} | {f(c['layer_path_k10']['memory'])} |"
+        )
+        print(
+            f"| config-level CARB ({c['config_model']['preset']}, {c['config_model']['train_rows']} other rows) | "
+            f"{f(c['config_model']['latency'])} | {f(c['config_model']['memory'])} |"
+        )
 
 
 def _drift(speed) -> dict | None:
@@ -920,8 +1088,13 @@ def _drift(speed) -> dict | None:
         return None
     import numpy as np
 
-    return {"readings": int(len(v)), "noisy_readings_left_out": noisy, "sentinel_ms_median": float(np.median(v)), "max_over_min": float(v.max() / v.min()),
-            "p90_over_p10": float(np.quantile(v, 0.9) / np.quantile(v, 0.1))}
+    return {
+        "readings": int(len(v)),
+        "noisy_readings_left_out": noisy,
+        "sentinel_ms_median": float(np.median(v)),
+        "max_over_min": float(v.max() / v.min()),
+        "p90_over_p10": float(np.quantile(v, 0.9) / np.quantile(v, 0.1)),
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -933,63 +1106,108 @@ def main(argv: list[str] | None = None) -> None:
     m.add_argument("--seed", type=int, default=0)
     m.add_argument("--rounds", type=int, default=3)
     m.add_argument("--max-time", type=float, default=3.0)
-    m.add_argument("--chunk", type=int, default=None,
-                   help="configs visited round-robin together (default: all of them)")
-    m.add_argument("--allocator", default="default", choices=["default", "retain"],
-                   help="the workers' C allocator (carb.measure.cpu.ALLOCATORS)")
-    m.add_argument("--layers-configs", default=None,
-                   help="also measure these layer configs (parquet), shuffled in with the zoo")
+    m.add_argument(
+        "--chunk", type=int, default=None, help="configs visited round-robin together (default: all of them)"
+    )
+    m.add_argument(
+        "--allocator",
+        default="default",
+        choices=["default", "retain"],
+        help="the workers' C allocator (carb.measure.cpu.ALLOCATORS)",
+    )
+    m.add_argument(
+        "--layers-configs", default=None, help="also measure these layer configs (parquet), shuffled in with the zoo"
+    )
     m.set_defaults(func=cmd_measure)
     e = sub.add_parser("evaluate", help="leave-one-family-out evaluation on the measured zoo")
-    e.add_argument("--layers", nargs="+", default=[str(CAMPAIGNS / "layers-cpu-1t.duckdb")],
-                   help="campaign store(s) of the measured layers (several: pooled)")
+    e.add_argument(
+        "--layers",
+        nargs="+",
+        default=[str(CAMPAIGNS / "layers-cpu-1t.duckdb")],
+        help="campaign store(s) of the measured layers (several: pooled)",
+    )
     e.add_argument("--zoo", default=str(CAMPAIGNS / "zoo-cpu-1t.duckdb"))
     e.add_argument("--k", type=int, default=10)
     e.add_argument("--repeats", type=int, default=5, help="K draws per held-out family (metrics averaged)")
     e.add_argument("--trees", type=int, default=200)
-    e.add_argument("--layer-features", type=int, default=None,
-                   help="feature version of the layer model (default: carb.netmodel.FEATURES_VERSION)")
-    e.add_argument("--target", default="latency_ms",
-                   help="the networks' latency column: latency_ms (median), latency_ms_min (fastest sample), latency_ms_p5, latency_ms_norm")
-    e.add_argument("--layer-target", default="latency_ms_p5",
-                   help="the layers' latency column the layer model learns: latency_ms_p5 or latency_ms (median)")
-    e.add_argument("--bridge", action="store_true",
-                   help="scale each later layer store to the first by the median ratio of the layers both measured")
+    e.add_argument(
+        "--layer-features",
+        type=int,
+        default=None,
+        help="feature version of the layer model (default: carb.netmodel.FEATURES_VERSION)",
+    )
+    e.add_argument(
+        "--target",
+        default="latency_ms",
+        help="the networks' latency column: latency_ms (median), latency_ms_min (fastest sample), latency_ms_p5, latency_ms_norm",
+    )
+    e.add_argument(
+        "--layer-target",
+        default="latency_ms_p5",
+        help="the layers' latency column the layer model learns: latency_ms_p5 or latency_ms (median)",
+    )
+    e.add_argument(
+        "--bridge",
+        action="store_true",
+        help="scale each later layer store to the first by the median ratio of the layers both measured",
+    )
     e.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "bench_modules.json"))
     e.add_argument("--save-model", default=None, help="also fit on everything and save the model here")
     e.add_argument("--conditions", default=None, help="how the data were measured, for the saved model's meta")
-    e.add_argument("--data", default=None, help="what the saved model was fitted on, for its meta (default: the stores' names)")
+    e.add_argument(
+        "--data", default=None, help="what the saved model was fitted on, for its meta (default: the stores' names)"
+    )
     e.set_defaults(func=cmd_evaluate)
     c = sub.add_parser("consistency", help="cpu-1t ResNets: layer path vs config-level model")
     c.add_argument("--layers", nargs="+", default=[str(CAMPAIGNS / "layers-cpu-1t.duckdb")])
-    c.add_argument("--dataset", default="cpu-1t", help="shipped ResNet dataset whose configs are predicted "
-                   "(with --store: the store's platform)")
+    c.add_argument(
+        "--dataset",
+        default="cpu-1t",
+        help="shipped ResNet dataset whose configs are predicted (with --store: the store's platform)",
+    )
     c.add_argument("--store", default=None, help="a campaign store of ResNet configs instead of a shipped dataset")
-    c.add_argument("--model", default=None,
-                   help="a network model (shipped name or directory): its terms calibrated on the K by --method, "
-                        "instead of a layer model fitted on --layers with network terms fitted on the K")
+    c.add_argument(
+        "--model",
+        default=None,
+        help="a network model (shipped name or directory): its terms calibrated on the K by --method, "
+        "instead of a layer model fitted on --layers with network terms fitted on the K",
+    )
     c.add_argument("--method", default="factor", choices=("factor", "log", "refit"))
     c.add_argument("--n", type=int, default=300)
     c.add_argument("--k", type=int, default=10)
     c.add_argument("--repeats", type=int, default=5)
     c.add_argument("--seed", type=int, default=0)
     c.add_argument("--trees", type=int, default=200)
-    c.add_argument("--layer-features", type=int, default=None,
-                   help="feature version of the layer model (default: carb.netmodel.FEATURES_VERSION)")
+    c.add_argument(
+        "--layer-features",
+        type=int,
+        default=None,
+        help="feature version of the layer model (default: carb.netmodel.FEATURES_VERSION)",
+    )
     c.add_argument("--preset", default="fast")
     c.add_argument("--layer-target", default="latency_ms_p5")
     c.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "bench_modules.json"))
     c.set_defaults(func=cmd_consistency)
     sh = sub.add_parser("ship", help="ship the layer campaign as a dataset + card")
-    sh.add_argument("--store", nargs="+", default=[str(CAMPAIGNS / "layers-cpu-1t.duckdb")],
-                    help="campaign store(s); a layer in several is kept from the first")
+    sh.add_argument(
+        "--store",
+        nargs="+",
+        default=[str(CAMPAIGNS / "layers-cpu-1t.duckdb")],
+        help="campaign store(s); a layer in several is kept from the first",
+    )
     sh.add_argument("--platform", default="cpu-1t")
     sh.add_argument("--name", default="layers-cpu-1t")
     sh.add_argument("--out", default=str(ROOT / "carb" / "data"))
-    sh.add_argument("--conditions", default="other sessions ran campaigns, tests and benchmarks on both cores "
-                    "throughout (load average 8-10 on 2 cores); the zoo campaign of bench_modules ran beside it")
-    sh.add_argument("--how", default="carb characterize --configs ... --threads 1 --max-time 1.5 --rounds 3 --chunk 48",
-                    help="the measuring command, for the card")
+    sh.add_argument(
+        "--conditions",
+        default="other sessions ran campaigns, tests and benchmarks on both cores "
+        "throughout (load average 8-10 on 2 cores); the zoo campaign of bench_modules ran beside it",
+    )
+    sh.add_argument(
+        "--how",
+        default="carb characterize --configs ... --threads 1 --max-time 1.5 --rounds 3 --chunk 48",
+        help="the measuring command, for the card",
+    )
     sh.add_argument("--pinning", default="not pinned to a core")
     sh.add_argument("--layer-target", default="latency_ms_p5")
     sh.add_argument("--note", action="append", default=[], help="a further line of the card's limits (repeatable)")
@@ -997,16 +1215,27 @@ def main(argv: list[str] | None = None) -> None:
     nl = sub.add_parser("narrow-layers", help="layers of narrow CNNs to measure (3-48 channels, 4-64 px)")
     nl.add_argument("--n", type=int, default=170)
     nl.add_argument("--bridge", type=int, default=20)
-    nl.add_argument("--bridge-from", default=str(CAMPAIGNS / "retain-avx2-1t.duckdb"),
-                    help="campaign store whose measured convolutions are measured again as bridges")
+    nl.add_argument(
+        "--bridge-from",
+        default=str(CAMPAIGNS / "retain-avx2-1t.duckdb"),
+        help="campaign store whose measured convolutions are measured again as bridges",
+    )
     nl.add_argument("--seed", type=int, default=20261205)
     nl.add_argument("--out", default=str(CAMPAIGNS / "layers-narrow.parquet"))
     nl.set_defaults(func=cmd_narrow_layers)
     zl = sub.add_parser("zoo-layers", help="layers to measure, drawn from the zoo's own networks")
-    zl.add_argument("--have", default=str(ROOT / "carb" / "data" / "layers-cpu-avx2-1t.parquet"),
-                    help="the layers measured already (a dataset parquet)")
-    zl.add_argument("--seeds", type=int, nargs="+", default=[11, 12, 13],
-                    help="zoo draws whose layers are sampled (not 0: the evaluation's networks)")
+    zl.add_argument(
+        "--have",
+        default=str(ROOT / "carb" / "data" / "layers-cpu-avx2-1t.parquet"),
+        help="the layers measured already (a dataset parquet)",
+    )
+    zl.add_argument(
+        "--seeds",
+        type=int,
+        nargs="+",
+        default=[11, 12, 13],
+        help="zoo draws whose layers are sampled (not 0: the evaluation's networks)",
+    )
     zl.add_argument("--per-family", type=int, default=10)
     zl.add_argument("--n", type=int, default=480)
     zl.add_argument("--unseen-share", type=float, default=0.7)
@@ -1027,11 +1256,15 @@ def main(argv: list[str] | None = None) -> None:
     sp = sub.add_parser("speed", help="capture + predict time")
     sp.add_argument("--model", required=True)
     sp.add_argument("--n", type=int, default=1000)
-    sp.add_argument("--before", default=None,
-                    help="git revision: also time carb/graph.py as of it, network by network alternating")
+    sp.add_argument(
+        "--before", default=None, help="git revision: also time carb/graph.py as of it, network by network alternating"
+    )
     sp.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "bench_modules_quiet.json"))
-    sp.add_argument("--workers", default="1,2",
-                    help="predict_modules worker counts to time beside the per-network loop (1 = in-process)")
+    sp.add_argument(
+        "--workers",
+        default="1,2",
+        help="predict_modules worker counts to time beside the per-network loop (1 = in-process)",
+    )
     sp.set_defaults(func=cmd_speed)
     args = p.parse_args(argv)
     args.func(args)

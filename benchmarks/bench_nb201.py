@@ -66,8 +66,8 @@ def _pct(v: float) -> str:
 
 def accuracy(a, out: dict) -> None:
     from carb import datasets
-    from carb.model.evaluation import evaluate
     from carb.model import PRESETS
+    from carb.model.evaluation import evaluate
 
     # cascade variants of the nb201 preset (itself without a cascade), registered for this
     # run only: paper (energy first, latency reads predicted energy) and auto
@@ -103,14 +103,20 @@ def accuracy(a, out: dict) -> None:
             if "power_latency" in r:
                 res["power_latency"] = r["power_latency"]
             res_all[split] = res
-            print(f"\nedgegpu, split {split}: {r['rows']['train']} train / {r['rows']['test']} test rows; "
-                  f"{'+'.join(g)} in {time.perf_counter() - t0:.0f} s; cascade {r.get('cascade')}; "
-                  f"{r.get('power_latency', '')}", flush=True)
+            print(
+                f"\nedgegpu, split {split}: {r['rows']['train']} train / {r['rows']['test']} test rows; "
+                f"{'+'.join(g)} in {time.perf_counter() - t0:.0f} s; cascade {r.get('cascade')}; "
+                f"{r.get('power_latency', '')}",
+                flush=True,
+            )
             for m, by_t in r["results"].items():
                 for t, v in by_t.items():
-                    print(f"{m:24s} {t:10s} MAPE {_pct(v['mape']):>8s} ±10% {_pct(v['within_10pct']):>8s} "
-                          f"R²log {v['r2_log']:7.4f} ρ {v['spearman']:6.4f} cover {_pct(v['coverage']):>6s} "
-                          f"budget acc {_pct(v['budget_accuracy'])} FA {_pct(v['false_accept_rate'])}", flush=True)
+                    print(
+                        f"{m:24s} {t:10s} MAPE {_pct(v['mape']):>8s} ±10% {_pct(v['within_10pct']):>8s} "
+                        f"R²log {v['r2_log']:7.4f} ρ {v['spearman']:6.4f} cover {_pct(v['coverage']):>6s} "
+                        f"budget acc {_pct(v['budget_accuracy'])} FA {_pct(v['false_accept_rate'])}",
+                        flush=True,
+                    )
         if res_all.get(split, {}).get("not_run"):
             continue
     out["accuracy"] = res_all
@@ -118,7 +124,7 @@ def accuracy(a, out: dict) -> None:
 
 def fewshot(a, out: dict) -> None:
     from carb.datasets import nb201 as d
-    from carb.transfer import NB201_METHODS, fewshot_help_nb201
+    from carb.studies.nb201 import NB201_METHODS, fewshot_help_nb201
 
     # HELP's validation devices and its meta-training devices, each left out of the sources
     # in turn and taken as the target (the map's choices are made on these two), beside its
@@ -129,7 +135,9 @@ def fewshot(a, out: dict) -> None:
         for seed in range(a.seeds):
             for method in NB201_METHODS:
                 r = fewshot_help_nb201(tgt, seed=seed, method=method)
-                rows.append({"device": tgt, "seed": seed, "method": method, "spearman": r["spearman"], "mape": r["mape"]})
+                rows.append(
+                    {"device": tgt, "seed": seed, "method": method, "spearman": r["spearman"], "mape": r["mape"]}
+                )
     df = pd.DataFrame(rows)
     t = df.pivot_table(index="device", columns="method", values=["spearman", "mape"], sort=False)
     t.columns = [f"{m} {v}" for v, m in t.columns]
@@ -137,52 +145,73 @@ def fewshot(a, out: dict) -> None:
     sd = df.groupby(["device", "method"], sort=False)["spearman"].std().unstack()[list(NB201_METHODS)]
     t[[f"{m} sd" for m in NB201_METHODS]] = sd.to_numpy()
     t["HELP"] = [d.HELP_RESULTS.get(x, np.nan) for x in t.index]
-    print(f"\nHELP NB201 protocol (10 reference + 10 random archs, trimmed, seeds 0..{a.seeds - 1}; "
-          f"Spearman and MAPE means, Spearman SD over seeds):")
+    print(
+        f"\nHELP NB201 protocol (10 reference + 10 random archs, trimmed, seeds 0..{a.seeds - 1}; "
+        f"Spearman and MAPE means, Spearman SD over seeds):"
+    )
     print(t.round(4).to_string())
     summary = {}
-    parts = (("validation", d.HELP_VALIDATION_DEVICES), ("meta-training, left out", d.HELP_SOURCE_DEVICES),
-             ("targets", d.HELP_TARGET_DEVICES))
+    parts = (
+        ("validation", d.HELP_VALIDATION_DEVICES),
+        ("meta-training, left out", d.HELP_SOURCE_DEVICES),
+        ("targets", d.HELP_TARGET_DEVICES),
+    )
     for part, devs in parts:
         devs = [x for x in devs if x in t.index]
         if devs:
             summary[part] = {m: float(t.loc[devs, f"{m} spearman"].mean()) for m in NB201_METHODS}
-            print(f"mean Spearman, {part}: " + ", ".join(f"{m} {v:.4f}" for m, v in summary[part].items())
-                  + (f" (HELP {np.mean(list(d.HELP_RESULTS.values())):.3f})" if part == "targets" else ""))
-    out["fewshot"] = {"per_seed": rows, "mean_spearman": summary,
-                      "per_device": t.reset_index().to_dict("records")}
+            print(
+                f"mean Spearman, {part}: "
+                + ", ".join(f"{m} {v:.4f}" for m, v in summary[part].items())
+                + (f" (HELP {np.mean(list(d.HELP_RESULTS.values())):.3f})" if part == "targets" else "")
+            )
+    out["fewshot"] = {"per_seed": rows, "mean_spearman": summary, "per_device": t.reset_index().to_dict("records")}
 
 
 class OutOfFold:
     """A CARB model of one device, out-of-fold by architecture: each config predicted by
     the fold model that never saw its cell."""
 
-    def __init__(self, df: pd.DataFrame, preset: str, folds: int = 5, seed: int = 0, jobs: int = 1,
-                 learner_params: dict | None = None, cv_folds: int = 5) -> None:
+    def __init__(
+        self,
+        df: pd.DataFrame,
+        preset: str,
+        folds: int = 5,
+        seed: int = 0,
+        jobs: int = 1,
+        learner_params: dict | None = None,
+        cv_folds: int = 5,
+    ) -> None:
         from carb.model import CARB
         from carb.model._inputs import arch_keys
 
         groups = arch_keys(df)
         fold_of = np.random.default_rng(seed).permutation(groups.max() + 1)[groups] % folds
         self.fold_of = dict(zip(df["config_id"], fold_of))
-        self.models = [CARB(preset=preset, random_state=seed, n_jobs=jobs, learner_params=learner_params,
-                            n_folds=cv_folds).fit(df[fold_of != f])
-                       for f in range(folds)]
+        self.models = [
+            CARB(preset=preset, random_state=seed, n_jobs=jobs, learner_params=learner_params, n_folds=cv_folds).fit(
+                df[fold_of != f]
+            )
+            for f in range(folds)
+        ]
         self.targets_ = list(self.models[0].targets_)
         self.coverage = self.models[0].coverage
 
-    def predict(self, configs: pd.DataFrame, coverage: float | None = None, budgets: dict | None = None) -> pd.DataFrame:
+    def predict(
+        self, configs: pd.DataFrame, coverage: float | None = None, budgets: dict | None = None
+    ) -> pd.DataFrame:
         fold = configs["config_id"].map(self.fold_of).to_numpy()
-        parts = [self.models[f].predict(configs[fold == f], coverage=coverage, budgets=budgets)
-                 for f in np.unique(fold)]
+        parts = [
+            self.models[f].predict(configs[fold == f], coverage=coverage, budgets=budgets) for f in np.unique(fold)
+        ]
         return pd.concat(parts).loc[configs.index]
 
 
 def screen(a, out: dict) -> None:
     from carb import datasets
-    from carb.model import CARB, PRESETS
     from carb.decide.screen import screen as run_screen
     from carb.decide.validate import validate_against_truth
+    from carb.model import CARB, PRESETS
 
     src = datasets.load("nb201", device="titan_rtx_b1")
     tgt = datasets.load("nb201", device="edgegpu")
@@ -192,8 +221,14 @@ def screen(a, out: dict) -> None:
 
     # lighter models where asked (--trees/--lr: the learners' size; --cv-folds: CARB's internal
     # cross-validation, which sets the conformal intervals): the machine is shared
-    lp = ({name: {k: v for k, v in (("n_estimators", a.trees), ("learning_rate", a.lr)) if v is not None}
-           for name in PRESETS[a.preset]["learners"]} if (a.trees or a.lr) else None)
+    lp = (
+        {
+            name: {k: v for k, v in (("n_estimators", a.trees), ("learning_rate", a.lr)) if v is not None}
+            for name in PRESETS[a.preset]["learners"]
+        }
+        if (a.trees or a.lr)
+        else None
+    )
     tag = f"{a.preset}_t{a.trees}_lr{a.lr}_cv{a.cv_folds}"
     cache = f"/tmp/bench_nb201_screen_{tag}.pkl"  # models of an earlier run (benchmark only, never shipped)
     try:
@@ -202,21 +237,31 @@ def screen(a, out: dict) -> None:
         with open(cache, "rb") as f:
             source, device = pickle.load(f)
     except OSError:
-        source = CARB(preset=a.preset, random_state=0, n_jobs=a.jobs, learner_params=lp,
-                      n_folds=a.cv_folds).fit(src.drop(columns=["energy_j"]))
+        source = CARB(preset=a.preset, random_state=0, n_jobs=a.jobs, learner_params=lp, n_folds=a.cv_folds).fit(
+            src.drop(columns=["energy_j"])
+        )
         device = OutOfFold(tgt, a.preset, jobs=a.jobs, learner_params=lp, cv_folds=a.cv_folds)
         with open(cache, "wb") as f:
             pickle.dump((source, device), f)
     fit_s = time.perf_counter() - t0
     # the Stage 2 model's own accuracy, out of fold (each cell by the model that never saw it)
     oof = device.predict(tgt)
-    oof_acc = {t: {"mape": float(np.mean(np.abs(oof[t] / tgt[t] - 1))),
-                   "within_10pct": float(np.mean(np.abs(oof[t] / tgt[t] - 1) <= 0.10)),
-                   "coverage": float(np.mean((tgt[t] >= oof[f"{t}_lo"]) & (tgt[t] <= oof[f"{t}_hi"])))}
-               for t in ("energy_j", "latency_ms")}
-    print(f"Stage 2 out of fold on {len(tgt)} CIFAR-10 cells: " + "; ".join(
-        f"{t} MAPE {_pct(v['mape'])} ±10% {_pct(v['within_10pct'])} cover {_pct(v['coverage'])}"
-        for t, v in oof_acc.items()), flush=True)
+    oof_acc = {
+        t: {
+            "mape": float(np.mean(np.abs(oof[t] / tgt[t] - 1))),
+            "within_10pct": float(np.mean(np.abs(oof[t] / tgt[t] - 1) <= 0.10)),
+            "coverage": float(np.mean((tgt[t] >= oof[f"{t}_lo"]) & (tgt[t] <= oof[f"{t}_hi"]))),
+        }
+        for t in ("energy_j", "latency_ms")
+    }
+    print(
+        f"Stage 2 out of fold on {len(tgt)} CIFAR-10 cells: "
+        + "; ".join(
+            f"{t} MAPE {_pct(v['mape'])} ±10% {_pct(v['within_10pct'])} cover {_pct(v['coverage'])}"
+            for t, v in oof_acc.items()
+        ),
+        flush=True,
+    )
     cands = tgt
     # energy and latency down, network capacity (FLOPs per image) up: the front of useful
     # trade-offs; with energy and latency alone (nearly proportional here) the front is a
@@ -231,36 +276,70 @@ def screen(a, out: dict) -> None:
             # probable-front shortlist), and at the other --confidence levels asked; scored on
             # the decided cells, the share to measure beside
             res = run_screen(cands, device, budgets, source=source, risk=risk, objectives=objs, confidence=conf)
-            v = validate_against_truth(list(res.feasible.config_id), list(res.shortlist.config_id), cands,
-                                       budgets, objs,
-                                       measure_ids=list(res.measure.config_id) if risk == "decide" else None)
+            v = validate_against_truth(
+                list(res.feasible.config_id),
+                list(res.shortlist.config_id),
+                cands,
+                budgets,
+                objs,
+                measure_ids=list(res.measure.config_id) if risk == "decide" else None,
+            )
             feasible = cands["energy_j"].to_numpy() <= budgets["energy_j"]
             # the cost of safety: truly feasible configs Stage 1 or 2 turned away
             accepted = cands["config_id"].isin(set(res.feasible.config_id)).to_numpy()
-            row = {"q": q, "budget_j": budgets["energy_j"], "risk": risk, "confidence": conf, "candidates": len(cands),
-                   "after_stage1": res.summary["after_stage1"], "feasible_pred": len(res.feasible),
-                   "shortlist": res.summary["shortlist"], "pruning": res.summary["pruning_ratio"],
-                   "budget_accuracy": v.get("accuracy"), "false_accept": v.get("false_accept_rate"),
-                   "false_reject": v.get("false_reject_rate"), "front_recall": v.get("pareto_recall"),
-                   "hv_ratio": v.get("hypervolume_ratio"), "truly_feasible": int(feasible.sum()),
-                   "feasible_turned_away": int((feasible & ~accepted).sum())}
+            row = {
+                "q": q,
+                "budget_j": budgets["energy_j"],
+                "risk": risk,
+                "confidence": conf,
+                "candidates": len(cands),
+                "after_stage1": res.summary["after_stage1"],
+                "feasible_pred": len(res.feasible),
+                "shortlist": res.summary["shortlist"],
+                "pruning": res.summary["pruning_ratio"],
+                "budget_accuracy": v.get("accuracy"),
+                "false_accept": v.get("false_accept_rate"),
+                "false_reject": v.get("false_reject_rate"),
+                "front_recall": v.get("pareto_recall"),
+                "hv_ratio": v.get("hypervolume_ratio"),
+                "truly_feasible": int(feasible.sum()),
+                "feasible_turned_away": int((feasible & ~accepted).sum()),
+            }
             if risk == "decide":
                 d = v["decisions"]
-                row.update(decided=d["decided"], measure_share=d["measure_share"], measure=d["measure"],
-                           accuracy_decided=d["accuracy"], false_accept_decided=d["false_accept_rate"],
-                           false_reject_decided=d["false_reject_rate"],
-                           accuracy_after_measuring=d["accuracy_after_measuring"],
-                           false_accepts_decided=d["false_accepts"], false_rejects_decided=d["false_rejects"])
-                print(f"  q={q:<4} decide {conf} decided {_pct(d['decided'])} ({d['measure']} to measure): acc "
-                      f"{_pct(d['accuracy'])} FA {_pct(d['false_accept_rate'])} FR {_pct(d['false_reject_rate'])} "
-                      f"on the decided; after measuring {_pct(d['accuracy_after_measuring'])}", flush=True)
+                row.update(
+                    decided=d["decided"],
+                    measure_share=d["measure_share"],
+                    measure=d["measure"],
+                    accuracy_decided=d["accuracy"],
+                    false_accept_decided=d["false_accept_rate"],
+                    false_reject_decided=d["false_reject_rate"],
+                    accuracy_after_measuring=d["accuracy_after_measuring"],
+                    false_accepts_decided=d["false_accepts"],
+                    false_rejects_decided=d["false_rejects"],
+                )
+                print(
+                    f"  q={q:<4} decide {conf} decided {_pct(d['decided'])} ({d['measure']} to measure): acc "
+                    f"{_pct(d['accuracy'])} FA {_pct(d['false_accept_rate'])} FR {_pct(d['false_reject_rate'])} "
+                    f"on the decided; after measuring {_pct(d['accuracy_after_measuring'])}",
+                    flush=True,
+                )
             rows.append(row)
-            print(f"  q={q:<4} {risk:5s} budget {budgets['energy_j'] * 1e3:.2f} mJ: stage1 {row['after_stage1']:5d} "
-                  f"shortlist {row['shortlist']:3d} pruned {_pct(row['pruning'])} acc {_pct(row['budget_accuracy'])} "
-                  f"FA {_pct(row['false_accept'])} FR {_pct(row['false_reject'])} recall {row['front_recall']:.2f} "
-                  f"hv {row['hv_ratio']:.3f}", flush=True)
-    out["screen"] = {"rows": rows, "fit_s": fit_s, "preset": a.preset, "learner_params": lp,
-                     "cv_folds": a.cv_folds, "stage2_out_of_fold": oof_acc}
+            print(
+                f"  q={q:<4} {risk:5s} budget {budgets['energy_j'] * 1e3:.2f} mJ: stage1 {row['after_stage1']:5d} "
+                f"shortlist {row['shortlist']:3d} pruned {_pct(row['pruning'])} acc {_pct(row['budget_accuracy'])} "
+                f"FA {_pct(row['false_accept'])} FR {_pct(row['false_reject'])} recall {row['front_recall']:.2f} "
+                f"hv {row['hv_ratio']:.3f}",
+                flush=True,
+            )
+    out["screen"] = {
+        "rows": rows,
+        "fit_s": fit_s,
+        "preset": a.preset,
+        "learner_params": lp,
+        "cv_folds": a.cv_folds,
+        "stage2_out_of_fold": oof_acc,
+    }
 
 
 def ablation(a, out: dict) -> None:
@@ -274,10 +353,10 @@ def ablation(a, out: dict) -> None:
     import lightgbm as lgb
 
     from carb import datasets
-    from carb.model.evaluation import split
     from carb.families import nb201 as fam
     from carb.model._inputs import matrix
     from carb.model._learners import MissingDependency, fit_learner
+    from carb.model.evaluation import split
 
     df = datasets.load("nb201", device="edgegpu")
     sides = split(df, "grouped", seed=0)
@@ -288,21 +367,37 @@ def ablation(a, out: dict) -> None:
     onehot = (codes[:, :, None] == np.arange(len(fam.OPS))).reshape(len(df), -1).astype(float)
     cell = fam.cell_features(codes)
     base = {"n_estimators": 800, "num_leaves": 31, "learning_rate": 0.05}
-    runs = [("extended (CARB's inputs: shared features + edge codes)", [X], {}),
-            ("+ one-hot edges (30)", [X, onehot], {}),
-            ("+ cell figures (nb201 preset's inputs)", [X, cell], {}),
-            ("+ cell figures + one-hot edges", [X, cell, onehot], {}),
-            ("+ cell figures, 300 trees", [X, cell], {"n_estimators": 300}),
-            ("+ cell figures, 1,500 trees at lr 0.03", [X, cell], {"n_estimators": 1500, "learning_rate": 0.03}),
-            ("+ cell figures, 3,000 trees of 63 leaves at lr 0.02, row/column subsampling", [X, cell],
-             {"n_estimators": 3000, "num_leaves": 63, "learning_rate": 0.02, "subsample": 0.8,
-              "subsample_freq": 1, "colsample_bytree": 0.5}),
-            ("+ cell figures, L1 loss", [X, cell], {"objective": "l1"})]
+    runs = [
+        ("extended (CARB's inputs: shared features + edge codes)", [X], {}),
+        ("+ one-hot edges (30)", [X, onehot], {}),
+        ("+ cell figures (nb201 preset's inputs)", [X, cell], {}),
+        ("+ cell figures + one-hot edges", [X, cell, onehot], {}),
+        ("+ cell figures, 300 trees", [X, cell], {"n_estimators": 300}),
+        ("+ cell figures, 1,500 trees at lr 0.03", [X, cell], {"n_estimators": 1500, "learning_rate": 0.03}),
+        (
+            "+ cell figures, 3,000 trees of 63 leaves at lr 0.02, row/column subsampling",
+            [X, cell],
+            {
+                "n_estimators": 3000,
+                "num_leaves": 63,
+                "learning_rate": 0.02,
+                "subsample": 0.8,
+                "subsample_freq": 1,
+                "colsample_bytree": 0.5,
+            },
+        ),
+        ("+ cell figures, L1 loss", [X, cell], {"objective": "l1"}),
+    ]
     # the six edge codes appended once more as the last six columns, read as categories:
     # LightGBM's categorical splits, and CatBoost (the learner of preset nb201-cb)
-    runs += [("+ cell figures, edges as LightGBM categories", [X, cell, codes], {"categorical": True}),
-             ("+ cell figures, CatBoost 2,000 trees of depth 6, lr 0.08, edges as categories",
-              [X, cell, codes], {"catboost": True})]
+    runs += [
+        ("+ cell figures, edges as LightGBM categories", [X, cell, codes], {"categorical": True}),
+        (
+            "+ cell figures, CatBoost 2,000 trees of depth 6, lr 0.08, edges as categories",
+            [X, cell, codes],
+            {"catboost": True},
+        ),
+    ]
     rows, resid = [], None
     print(f"\nablation: LightGBM on log energy, grouped split ({len(tr)} train / {len(te)} test rows)", flush=True)
     for name, parts, over in runs:
@@ -325,8 +420,14 @@ def ablation(a, out: dict) -> None:
             m = lgb.LGBMRegressor(**{**base, **over}, n_jobs=a.jobs, random_state=0, verbose=-1).fit(Z[tr], y[tr])
             p = m.predict(Z[te])
         err = np.abs(np.exp(p - y[te]) - 1)
-        rows.append({"variant": name, "mape": float(err.mean()), "within_10pct": float((err <= 0.1).mean()),
-                     "seconds": time.perf_counter() - t0})
+        rows.append(
+            {
+                "variant": name,
+                "mape": float(err.mean()),
+                "within_10pct": float((err <= 0.1).mean()),
+                "seconds": time.perf_counter() - t0,
+            }
+        )
         print(f"  {name:78s} MAPE {_pct(rows[-1]['mape'])} ±10% {_pct(rows[-1]['within_10pct'])}", flush=True)
         if name.startswith("+ cell figures (nb201"):
             resid = p - y[te]
@@ -343,14 +444,19 @@ def ablation(a, out: dict) -> None:
     size = cls.groupby("canon")["e"].transform("size")
     spread = (cls["e"] / cls.groupby("canon")["e"].transform("median") - 1).abs()[size > 1]
     twin = canon.iloc[te].isin(set(canon.iloc[tr]))
-    floor = {"copy_diff_median": float(d.median()), "copy_diff_mean": float(d.mean()),
-             "residual_corr_c10_c100": float(corr.loc["cifar10", "cifar100"]),
-             "residual_corr_c10_imagenet": float(corr.loc["cifar10", "ImageNet16-120"]),
-             "iso_classes": int(cls["canon"].nunique()), "cells_in_shared_class": int((size > 1).sum()),
-             "iso_energy_spread_median": float(spread.median()), "iso_energy_spread_mean": float(spread.mean()),
-             "test_rows_with_iso_twin_in_train": float(twin.mean()),
-             "test_mape_with_twin": float(np.mean(np.abs(np.exp(-resid[twin.to_numpy()]) - 1))),
-             "test_mape_without_twin": float(np.mean(np.abs(np.exp(-resid[~twin.to_numpy()]) - 1)))}
+    floor = {
+        "copy_diff_median": float(d.median()),
+        "copy_diff_mean": float(d.mean()),
+        "residual_corr_c10_c100": float(corr.loc["cifar10", "cifar100"]),
+        "residual_corr_c10_imagenet": float(corr.loc["cifar10", "ImageNet16-120"]),
+        "iso_classes": int(cls["canon"].nunique()),
+        "cells_in_shared_class": int((size > 1).sum()),
+        "iso_energy_spread_median": float(spread.median()),
+        "iso_energy_spread_mean": float(spread.mean()),
+        "test_rows_with_iso_twin_in_train": float(twin.mean()),
+        "test_mape_with_twin": float(np.mean(np.abs(np.exp(-resid[twin.to_numpy()]) - 1))),
+        "test_mape_without_twin": float(np.mean(np.abs(np.exp(-resid[~twin.to_numpy()]) - 1))),
+    }
     print(json.dumps(floor, indent=1), flush=True)
     out["ablation"] = {"rows": rows, "left": floor}
 
@@ -381,12 +487,12 @@ def floor(a, out: dict) -> None:
         phin = np.sqrt(np.clip(phi, 0, 1))
         low = phi < 3 / np.sqrt(len(diff))
         if low.any():
-            phin[np.argmax(low):] = 0
+            phin[np.argmax(low) :] = 0
         return phin
 
     def mean_abs_noise(diff: np.ndarray) -> float:
         # the tail beyond t[-1] adds 1 / t[-1]; below t[0] (1 - phi) / t^2 ~ var / 2: negligible
-        return float(2 / np.pi * (np.trapezoid((1 - noise_cf(diff, t)) / t ** 2, t) + 1 / t[-1]))
+        return float(2 / np.pi * (np.trapezoid((1 - noise_cf(diff, t)) / t**2, t) + 1 / t[-1]))
 
     def within_10pct(diff: np.ndarray) -> float:
         # a perfect predictor's share within ±10%: |exp(-n) - 1| <= 0.1, i.e. n in
@@ -402,55 +508,79 @@ def floor(a, out: dict) -> None:
     lap = rng.laplace(0, 0.015, (2, len(d)))
     # heavy-tailed check: Laplace 1.5% with 2% of the measurements jumping by a further 15% either way
     jump = lap + rng.choice([-0.15, 0.15], lap.shape) * (rng.random(lap.shape) < 0.02)
-    res = {"copy_log_diff_mean_abs": float(np.abs(d).mean()), "copy_log_diff_median_abs": float(np.median(np.abs(d))),
-           "noise_mean_abs": mean_abs_noise(d), "noise_mean_abs_if_gaussian": float(np.abs(d).mean() / np.sqrt(2)),
-           "check_laplace_true": float(np.abs(lap[0]).mean()), "check_laplace_deconvolved": mean_abs_noise(lap[0] - lap[1]),
-           "within_10pct_floor": within_10pct(d),
-           "check_jump_within_10pct_true": float((np.abs(np.exp(-jump[0]) - 1) <= 0.1).mean()),
-           "check_jump_within_10pct_deconvolved": within_10pct(jump[0] - jump[1])}
+    res = {
+        "copy_log_diff_mean_abs": float(np.abs(d).mean()),
+        "copy_log_diff_median_abs": float(np.median(np.abs(d))),
+        "noise_mean_abs": mean_abs_noise(d),
+        "noise_mean_abs_if_gaussian": float(np.abs(d).mean() / np.sqrt(2)),
+        "check_laplace_true": float(np.abs(lap[0]).mean()),
+        "check_laplace_deconvolved": mean_abs_noise(lap[0] - lap[1]),
+        "within_10pct_floor": within_10pct(d),
+        "check_jump_within_10pct_true": float((np.abs(np.exp(-jump[0]) - 1) <= 0.1).mean()),
+        "check_jump_within_10pct_deconvolved": within_10pct(jump[0] - jump[1]),
+    }
     ratio = float(np.median(e["cifar10"] / e["cifar100"]))
     calls = []
     for q in (0.25, 0.5, 0.75):
         b = float(e["cifar10"].quantile(q))
         truth, call = (e["cifar10"] <= b).to_numpy(), (e["cifar100"] * ratio <= b).to_numpy()
-        calls.append({"q": q, "budget_j": b, "accuracy": float((call == truth).mean()),
-                      "false_accept": float((call & ~truth).sum() / (~truth).sum()),
-                      "false_reject": float((~call & truth).sum() / truth.sum()),
-                      "within_2pct_of_budget": float((np.abs(e["cifar10"] / b - 1) <= 0.02).mean())})
-    print("\nnoise floor of the Jetson energy (cifar10 vs cifar100 copies, log): "
-          f"mean |d| {_pct(res['copy_log_diff_mean_abs'])}, median {_pct(res['copy_log_diff_median_abs'])}; "
-          f"one measurement's E|n| deconvolved {_pct(res['noise_mean_abs'])} (Gaussian would say "
-          f"{_pct(res['noise_mean_abs_if_gaussian'])}; Laplace check: true {_pct(res['check_laplace_true'])}, "
-          f"deconvolved {_pct(res['check_laplace_deconvolved'])}); its share within ±10% "
-          f"{_pct(res['within_10pct_floor'])} (check, Laplace with 2% jumps of 15%: true "
-          f"{_pct(res['check_jump_within_10pct_true'])}, deconvolved {_pct(res['check_jump_within_10pct_deconvolved'])})",
-          flush=True)
+        calls.append(
+            {
+                "q": q,
+                "budget_j": b,
+                "accuracy": float((call == truth).mean()),
+                "false_accept": float((call & ~truth).sum() / (~truth).sum()),
+                "false_reject": float((~call & truth).sum() / truth.sum()),
+                "within_2pct_of_budget": float((np.abs(e["cifar10"] / b - 1) <= 0.02).mean()),
+            }
+        )
+    print(
+        "\nnoise floor of the Jetson energy (cifar10 vs cifar100 copies, log): "
+        f"mean |d| {_pct(res['copy_log_diff_mean_abs'])}, median {_pct(res['copy_log_diff_median_abs'])}; "
+        f"one measurement's E|n| deconvolved {_pct(res['noise_mean_abs'])} (Gaussian would say "
+        f"{_pct(res['noise_mean_abs_if_gaussian'])}; Laplace check: true {_pct(res['check_laplace_true'])}, "
+        f"deconvolved {_pct(res['check_laplace_deconvolved'])}); its share within ±10% "
+        f"{_pct(res['within_10pct_floor'])} (check, Laplace with 2% jumps of 15%: true "
+        f"{_pct(res['check_jump_within_10pct_true'])}, deconvolved {_pct(res['check_jump_within_10pct_deconvolved'])})",
+        flush=True,
+    )
     for c in calls:
-        print(f"  budget q={c['q']} {c['budget_j'] * 1e3:.2f} mJ called by the cifar100 copy: accuracy "
-              f"{_pct(c['accuracy'])} FA {_pct(c['false_accept'])} FR {_pct(c['false_reject'])} "
-              f"(cells within ±2% of the budget: {_pct(c['within_2pct_of_budget'])})", flush=True)
+        print(
+            f"  budget q={c['q']} {c['budget_j'] * 1e3:.2f} mJ called by the cifar100 copy: accuracy "
+            f"{_pct(c['accuracy'])} FA {_pct(c['false_accept'])} FR {_pct(c['false_reject'])} "
+            f"(cells within ±2% of the budget: {_pct(c['within_2pct_of_budget'])})",
+            flush=True,
+        )
     out["floor"] = {**res, "remeasured_calls": calls}
 
 
 def analyses(a, out: dict) -> None:
-    from carb.studies.analyses import nb201_batch_scaling, nb201_decoupling, nb201_transfer_matrix
     from carb import datasets
+    from carb.studies.nb201 import nb201_batch_scaling, nb201_decoupling, nb201_transfer_matrix
 
     df = datasets.load("nb201", features=False)
     bs = nb201_batch_scaling(df)
     print("\nbatch scaling of latency on the desktop GPUs (median over the 15,625 cells, ms per forward):")
     print(bs.round(3).to_string(index=False))
     tm = nb201_transfer_matrix(df)
-    print(f"\ntransfer matrix (Spearman of latency, {tm.shape[0]} settings): min {np.nanmin(tm.to_numpy()):.3f}, "
-          f"median off-diagonal {np.nanmedian(tm.to_numpy()[~np.eye(len(tm), dtype=bool)]):.3f}")
+    print(
+        f"\ntransfer matrix (Spearman of latency, {tm.shape[0]} settings): min {np.nanmin(tm.to_numpy()):.3f}, "
+        f"median off-diagonal {np.nanmedian(tm.to_numpy()[~np.eye(len(tm), dtype=bool)]):.3f}"
+    )
     dec = nb201_decoupling(datasets.load("nb201", device="edgegpu"))
     print("\nenergy vs latency on the Jetson TX2:")
     print(json.dumps(dec["summary"], indent=1))
     print(dec["by_input"].round(4).to_string(index=False))
     print(dec["drivers"].round(4).to_string(index=False))
-    out["analyses"] = {"batch_scaling": bs.to_dict("records"), "transfer_matrix": tm.round(4).to_dict(),
-                       "decoupling": {"summary": dec["summary"], "by_input": dec["by_input"].to_dict("records"),
-                                      "drivers": dec["drivers"].to_dict("records")}}
+    out["analyses"] = {
+        "batch_scaling": bs.to_dict("records"),
+        "transfer_matrix": tm.round(4).to_dict(),
+        "decoupling": {
+            "summary": dec["summary"],
+            "by_input": dec["by_input"].to_dict("records"),
+            "drivers": dec["drivers"].to_dict("records"),
+        },
+    }
 
 
 def main() -> None:
@@ -464,16 +594,27 @@ def main() -> None:
     ap.add_argument("--cv-folds", type=int, default=5, help="screening: CARB's internal CV folds")
     ap.add_argument("--refit", action="store_true", help="screening: fit the models again, not from /tmp's cache")
     ap.add_argument("--seeds", type=int, default=5)
-    ap.add_argument("--confidence", type=float, nargs="+", default=[0.9],
-                    help="screening: the decide calls' confidence levels (0.9: the product's default)")
+    ap.add_argument(
+        "--confidence",
+        type=float,
+        nargs="+",
+        default=[0.9],
+        help="screening: the decide calls' confidence levels (0.9: the product's default)",
+    )
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
     warnings.filterwarnings("ignore")
     out: dict = {"command": "python " + " ".join(sys.argv)}
     for p in a.parts:
-        {"accuracy": accuracy, "fewshot": fewshot, "screen": screen, "analyses": analyses,
-         "ablation": ablation, "floor": floor}[p](a, out)
+        {
+            "accuracy": accuracy,
+            "fewshot": fewshot,
+            "screen": screen,
+            "analyses": analyses,
+            "ablation": ablation,
+            "floor": floor,
+        }[p](a, out)
     if a.json:
         from carb.cli.model import _clean
 

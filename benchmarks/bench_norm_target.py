@@ -42,8 +42,13 @@ from scipy.stats import spearmanr
 
 def _score(y: np.ndarray, p: np.ndarray) -> dict[str, float]:
     r = p / y
-    return {"n": int(len(y)), "mape": float(np.mean(np.abs(r - 1))), "within_10pct": float(np.mean(np.abs(r - 1) <= 0.1)),
-            "median_ratio": float(np.median(r)), "spearman": float(spearmanr(y, p).statistic)}
+    return {
+        "n": int(len(y)),
+        "mape": float(np.mean(np.abs(r - 1))),
+        "within_10pct": float(np.mean(np.abs(r - 1) <= 0.1)),
+        "median_ratio": float(np.median(r)),
+        "spearman": float(spearmanr(y, p).statistic),
+    }
 
 
 def main() -> None:
@@ -57,8 +62,8 @@ def main() -> None:
     a = ap.parse_args()
     warnings.filterwarnings("ignore")
     from carb import datasets
-    from carb.model.evaluation import GROUP_KEYS
     from carb.model import CARB
+    from carb.model.evaluation import GROUP_KEYS
 
     df = datasets.load(a.data)
     df = df[(df.status == "ok") & df.latency_ms_norm.notna()].reset_index(drop=True)
@@ -74,10 +79,14 @@ def main() -> None:
 
     el = df.latency_ms * df.speed_index ** elasticity(df.latency_ms.to_numpy(float))
     df["latency_ms_el"] = el.where(paired_rows(df) & df.speed_index.notna(), df.latency_ms)
-    arms = (("raw", "latency_ms"), ("corrected", "latency_ms_corr"), ("corrected, size elasticity", "latency_ms_el"),
-            # a low order statistic, the least disturbed by neighbours (the fastest sample is
-            # not in the shipped datasets, their 5th percentile is): is it more learnable?
-            ("raw 5th percentile", "latency_ms_p5"))
+    arms = (
+        ("raw", "latency_ms"),
+        ("corrected", "latency_ms_corr"),
+        ("corrected, size elasticity", "latency_ms_el"),
+        # a low order statistic, the least disturbed by neighbours (the fastest sample is
+        # not in the shipped datasets, their 5th percentile is): is it more learnable?
+        ("raw 5th percentile", "latency_ms_p5"),
+    )
     if "latency_ms_min" in df.columns and df.latency_ms_min.notna().all():
         arms += (("raw fastest sample", "latency_ms_min"),)  # stores since the fastest sample is kept
     keys = [c for c in GROUP_KEYS if c in df.columns]
@@ -94,9 +103,13 @@ def main() -> None:
             p[fold == f] = m.predict(d[fold == f])["latency_ms"].to_numpy()
         pred[name] = p
         print(f"{name}: fitted in {time.perf_counter() - t0:.0f} s", flush=True)
-    out: dict = {"command": "python benchmarks/bench_norm_target.py " + " ".join(
-        f"--{k.replace('_', '-')} {v}" for k, v in vars(a).items() if v is not None),
-        "rows": int(len(df)), "own_target": {}, "remeasured": {}}
+    out: dict = {
+        "command": "python benchmarks/bench_norm_target.py "
+        + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in vars(a).items() if v is not None),
+        "rows": int(len(df)),
+        "own_target": {},
+        "remeasured": {},
+    }
     for name, col in arms:
         out["own_target"][name] = _score(df[col].to_numpy(), pred[name])
     if a.store:
@@ -110,16 +123,19 @@ def main() -> None:
         j = df[["config_id"]].reset_index().merge(rem[["config_id", *again.values()]], on="config_id")
         idx = j["index"].to_numpy()
         for name, _ in arms:
-            out["remeasured"][name] = {f"vs remeasured {k}": _score(j[c].to_numpy(), pred[name][idx])
-                                       for k, c in again.items()}
+            out["remeasured"][name] = {
+                f"vs remeasured {k}": _score(j[c].to_numpy(), pred[name][idx]) for k, c in again.items()
+            }
         # the measurement against itself: first campaign vs the remeasurement
         first = df.set_index("config_id").loc[j.config_id]
         out["remeasured"]["first measurement"] = {
             "raw vs remeasured raw": _score(j.latency_ms.to_numpy(), first.latency_ms.to_numpy()),
-            "corrected vs remeasured corrected": _score(j.latency_ms_norm.to_numpy(), first.latency_ms_corr.to_numpy())}
+            "corrected vs remeasured corrected": _score(j.latency_ms_norm.to_numpy(), first.latency_ms_corr.to_numpy()),
+        }
         if "fastest" in again and "raw fastest sample" in pred:
             out["remeasured"]["first measurement"]["fastest vs remeasured fastest"] = _score(
-                j.latency_ms_min.to_numpy(), first.latency_ms_min.to_numpy())
+                j.latency_ms_min.to_numpy(), first.latency_ms_min.to_numpy()
+            )
     out["wall_s"] = time.perf_counter() - t0
     with open(a.json, "w") as fh:
         json.dump(out, fh, indent=1)

@@ -88,19 +88,27 @@ def main() -> None:
         for name, prior in (("alone", None), ("source prior", source)):
             r = {"seed": seed, "model": name, **score(tgt, out_of_fold(tgt, a.preset, seed, prior))}
             rows.append(r)
-            print(f"seed {seed} {name:12s} memory MAPE {100 * r['memory_mb_mape']:.2f}% "
-                  f"(hw {r['memory_mb_halfwidth_log']:.4f}, cover {r['memory_mb_coverage']:.3f})  "
-                  f"latency MAPE {100 * r['latency_ms_mape']:.2f}% (cover {r['latency_ms_coverage']:.3f})  "
-                  "to measure " + " / ".join(f"{100 * r[f'measure_q{q}']:.1f}%" for q in QS)
-                  + "  false accepts " + " / ".join(f"{100 * r[f'false_accept_q{q}']:.2f}%" for q in QS), flush=True)
+            print(
+                f"seed {seed} {name:12s} memory MAPE {100 * r['memory_mb_mape']:.2f}% "
+                f"(hw {r['memory_mb_halfwidth_log']:.4f}, cover {r['memory_mb_coverage']:.3f})  "
+                f"latency MAPE {100 * r['latency_ms_mape']:.2f}% (cover {r['latency_ms_coverage']:.3f})  "
+                "to measure "
+                + " / ".join(f"{100 * r[f'measure_q{q}']:.1f}%" for q in QS)
+                + "  false accepts "
+                + " / ".join(f"{100 * r[f'false_accept_q{q}']:.2f}%" for q in QS),
+                flush=True,
+            )
     df = pd.DataFrame(rows)
     mean = df.drop(columns="seed").groupby("model", sort=False).mean()
     print("\nmean over seeds:")
     for name, r in mean.iterrows():
-        print(f"  {name:12s} memory MAPE {100 * r['memory_mb_mape']:.2f}% hw {r['memory_mb_halfwidth_log']:.4f} "
-              f"latency MAPE {100 * r['latency_ms_mape']:.2f}% to measure "
-              + " / ".join(f"{100 * r[f'measure_q{q}']:.2f}%" for q in QS)
-              + " false accepts " + " / ".join(f"{100 * r[f'false_accept_q{q}']:.2f}%" for q in QS))
+        print(
+            f"  {name:12s} memory MAPE {100 * r['memory_mb_mape']:.2f}% hw {r['memory_mb_halfwidth_log']:.4f} "
+            f"latency MAPE {100 * r['latency_ms_mape']:.2f}% to measure "
+            + " / ".join(f"{100 * r[f'measure_q{q}']:.2f}%" for q in QS)
+            + " false accepts "
+            + " / ".join(f"{100 * r[f'false_accept_q{q}']:.2f}%" for q in QS)
+        )
     if a.json:
         import platform
 
@@ -109,13 +117,26 @@ def main() -> None:
         import xgboost
 
         with open(a.json, "w") as fh:
-            json.dump({"command": "python " + " ".join(sys.argv), "target": a.target, "preset": a.preset,
-                       "seconds": round(time.perf_counter() - t0, 1), "rows": rows,
-                       "mean": {k: v for k, v in mean.T.to_dict().items()},
-                       "versions": {"python": platform.python_version(), "numpy": np.__version__,
-                                    "pandas": pd.__version__, "scikit-learn": sklearn.__version__,
-                                    "xgboost": xgboost.__version__, "lightgbm": lightgbm.__version__}},
-                      fh, indent=1)
+            json.dump(
+                {
+                    "command": "python " + " ".join(sys.argv),
+                    "target": a.target,
+                    "preset": a.preset,
+                    "seconds": round(time.perf_counter() - t0, 1),
+                    "rows": rows,
+                    "mean": {k: v for k, v in mean.T.to_dict().items()},
+                    "versions": {
+                        "python": platform.python_version(),
+                        "numpy": np.__version__,
+                        "pandas": pd.__version__,
+                        "scikit-learn": sklearn.__version__,
+                        "xgboost": xgboost.__version__,
+                        "lightgbm": lightgbm.__version__,
+                    },
+                },
+                fh,
+                indent=1,
+            )
         print(f"wrote {a.json}")
 
 

@@ -40,17 +40,54 @@ from bench_modules import _drift, measure_campaign, metrics  # noqa: E402  (same
 MODEL = "layers-cpu-avx2-1t"  # carb predict's default; --model for another (a shipped name or a directory)
 STORE = ROOT / "campaigns" / "public-zoo-cpu-1t.duckdb"
 #: torchvision classification networks at batch 1 and their usual input size
-AT_224 = ("alexnet", "vgg11_bn", "vgg16_bn", "resnet18", "resnet34", "resnet50", "resnet101", "resnext50_32x4d",
-          "wide_resnet50_2", "resnext101_32x8d", "densenet121", "densenet169", "googlenet", "mobilenet_v2",
-          "mobilenet_v3_small", "mobilenet_v3_large", "mnasnet0_5", "mnasnet1_0", "shufflenet_v2_x0_5",
-          "shufflenet_v2_x1_0", "squeezenet1_0", "squeezenet1_1", "efficientnet_b0", "efficientnet_b1",
-          "efficientnet_v2_s", "regnet_x_400mf", "regnet_y_400mf", "regnet_x_1_6gf", "regnet_y_800mf",
-          "regnet_y_1_6gf", "convnext_tiny")
+AT_224 = (
+    "alexnet",
+    "vgg11_bn",
+    "vgg16_bn",
+    "resnet18",
+    "resnet34",
+    "resnet50",
+    "resnet101",
+    "resnext50_32x4d",
+    "wide_resnet50_2",
+    "resnext101_32x8d",
+    "densenet121",
+    "densenet169",
+    "googlenet",
+    "mobilenet_v2",
+    "mobilenet_v3_small",
+    "mobilenet_v3_large",
+    "mnasnet0_5",
+    "mnasnet1_0",
+    "shufflenet_v2_x0_5",
+    "shufflenet_v2_x1_0",
+    "squeezenet1_0",
+    "squeezenet1_1",
+    "efficientnet_b0",
+    "efficientnet_b1",
+    "efficientnet_v2_s",
+    "regnet_x_400mf",
+    "regnet_y_400mf",
+    "regnet_x_1_6gf",
+    "regnet_y_800mf",
+    "regnet_y_1_6gf",
+    "convnext_tiny",
+)
 #: (name, input size) at batch 1 besides 224
 OTHER_SIZES = (("inception_v3", 299), ("efficientnet_b2", 288))
 #: the same networks at another batch and resolution: batch 4 at 160 px
-AT_B4 = ("resnet18", "resnet50", "mobilenet_v2", "mobilenet_v3_large", "shufflenet_v2_x1_0", "efficientnet_b0",
-         "regnet_y_400mf", "densenet121", "mnasnet1_0", "resnext50_32x4d")
+AT_B4 = (
+    "resnet18",
+    "resnet50",
+    "mobilenet_v2",
+    "mobilenet_v3_large",
+    "shufflenet_v2_x1_0",
+    "efficientnet_b0",
+    "regnet_y_400mf",
+    "densenet121",
+    "mnasnet1_0",
+    "resnext50_32x4d",
+)
 
 
 def public_configs() -> list:
@@ -75,7 +112,7 @@ def cmd_measure(args: argparse.Namespace) -> None:
     nm = netmodel.load(args.model)
     # what `carb calibrate --samples K` measures, for each largest-network cap asked for
     cal_sets = {g: netmodel.choose_networks(nm, args.k, seed=args.seed, max_gflops=g) for g in args.cal_gflops}
-    pub = public_configs()[:args.limit]
+    pub = public_configs()[: args.limit]
     roles: dict = {c: "public" for c in pub}
     for g, cs in cal_sets.items():
         for c in cs:
@@ -91,13 +128,23 @@ def cmd_measure(args: argparse.Namespace) -> None:
     configs = list(roles)
     random.Random(args.seed).shuffle(configs)
     Path(args.store).parent.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame([{"config_id": c.config_id, "role": roles[c], "label": c.label()}
-                  for c in configs]).to_csv(Path(args.store).with_suffix(".roles.csv"), index=False)
-    print(f"{len(configs) - len(pub)} calibration networks ({', '.join(f'{len(v)} up to {g:g} GFLOP' for g, v in cal_sets.items())}) "
-          f"+ {len(pub)} torchvision networks -> {args.store}", flush=True)
+    pd.DataFrame([{"config_id": c.config_id, "role": roles[c], "label": c.label()} for c in configs]).to_csv(
+        Path(args.store).with_suffix(".roles.csv"), index=False
+    )
+    print(
+        f"{len(configs) - len(pub)} calibration networks ({', '.join(f'{len(v)} up to {g:g} GFLOP' for g, v in cal_sets.items())}) "
+        f"+ {len(pub)} torchvision networks -> {args.store}",
+        flush=True,
+    )
     # with the allocator the model's own data were measured with, as `carb calibrate` does
-    measure_campaign(configs, args.store, rounds=args.rounds, chunk=len(configs), max_time=args.max_time,
-                     allocator=netmodel.allocator_of(nm))
+    measure_campaign(
+        configs,
+        args.store,
+        rounds=args.rounds,
+        chunk=len(configs),
+        max_time=args.max_time,
+        allocator=netmodel.allocator_of(nm),
+    )
 
 
 def _read(path: str | Path):
@@ -161,33 +208,52 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
             preds[f"{method} {cs}"] = m.predict_rows(netmodel._network_rows(pub_tables, m.layer)[0])
         out["calibration_sets"][cs] = {
             "networks": [cf.label() for cf, k in zip(configs, cal) if k],
-            "gflops": [float(v) / 1e9 for v in cal_rows["flops"]], "at_median_sentinel": ref is not None,
-            "factor_map": fitted["factor"].calibration, "log_map": fitted["log"].calibration, "refit_lat_coef": fitted["refit"].lat_coef}
+            "gflops": [float(v) / 1e9 for v in cal_rows["flops"]],
+            "at_median_sentinel": ref is not None,
+            "factor_map": fitted["factor"].calibration,
+            "log_map": fitted["log"].calibration,
+            "refit_lat_coef": fitted["refit"].lat_coef,
+        }
     names = {"shipped": "shipped, uncalibrated"}
     for cs in sets:
-        names.update({f"factor {cs}": f"carb calibrate --method factor, K = {cs}",
-                      f"log {cs}": f"carb calibrate --method log, K = {cs}",
-                      f"refit {cs}": f"carb calibrate --method refit, K = {cs}",
-                      f"flops {cs}": f"FLOPs-only, fitted on K = {cs}"})
+        names.update(
+            {
+                f"factor {cs}": f"carb calibrate --method factor, K = {cs}",
+                f"log {cs}": f"carb calibrate --method log, K = {cs}",
+                f"refit {cs}": f"carb calibrate --method refit, K = {cs}",
+                f"flops {cs}": f"FLOPs-only, fitted on K = {cs}",
+            }
+        )
     for key, label in names.items():
         p = preds[key]
-        lat = (metrics(y.latency_ms, p.latency_ms, p.latency_ms_lo, p.latency_ms_hi) if "latency_ms_lo" in p
-               else metrics(y.latency_ms, p.latency_ms))
+        lat = (
+            metrics(y.latency_ms, p.latency_ms, p.latency_ms_lo, p.latency_ms_hi)
+            if "latency_ms_lo" in p
+            else metrics(y.latency_ms, p.latency_ms)
+        )
         out["pooled"][label] = {"latency": lat}
         if "memory_mb" in p:
             out["pooled"][label]["memory"] = metrics(y.memory_mb, p.memory_mb, p.memory_mb_lo, p.memory_mb_hi)
-    out["pooled"]["sum of layers only (shipped layer model)"] = {"latency": metrics(y.latency_ms,
-                                                                                    rows_pub["layer_sum_ms"])}
+    out["pooled"]["sum of layers only (shipped layer model)"] = {
+        "latency": metrics(y.latency_ms, rows_pub["layer_sum_ms"])
+    }
     main_key = f"{args.method} {args.cal_set or sets[0]}"
     for i, (cfg, r) in enumerate(zip([c for c, p in zip(configs, pub) if p], y.to_dict("records"))):
-        out["per_network"].append({
-            "network": cfg.label(), "flops": float(flops[i]), "layers": int(rows_pub["nodes"].iloc[i]),
-            "layers_known": float(rows_pub["layers_known_share"].iloc[i]),
-            "latency_ms": float(r["latency_ms"]), "memory_mb": float(r["memory_mb"]),
-            **{f"pred {k}": float(v["latency_ms"].iloc[i]) for k, v in preds.items()},
-            "main": main_key, "lo": float(preds[main_key]["latency_ms_lo"].iloc[i]),
-            "hi": float(preds[main_key]["latency_ms_hi"].iloc[i]),
-            "pred_memory_mb": float(preds[main_key]["memory_mb"].iloc[i])})
+        out["per_network"].append(
+            {
+                "network": cfg.label(),
+                "flops": float(flops[i]),
+                "layers": int(rows_pub["nodes"].iloc[i]),
+                "layers_known": float(rows_pub["layers_known_share"].iloc[i]),
+                "latency_ms": float(r["latency_ms"]),
+                "memory_mb": float(r["memory_mb"]),
+                **{f"pred {k}": float(v["latency_ms"].iloc[i]) for k, v in preds.items()},
+                "main": main_key,
+                "lo": float(preds[main_key]["latency_ms_lo"].iloc[i]),
+                "hi": float(preds[main_key]["latency_ms_hi"].iloc[i]),
+                "pred_memory_mb": float(preds[main_key]["memory_mb"].iloc[i]),
+            }
+        )
     pn = pd.DataFrame(out["per_network"]).set_index("network")
     out["grouped_pairs"] = []
     for size in ("i224-b1", "i160-b4"):
@@ -195,26 +261,45 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         wd = [n for n in pn.index if n.startswith("wide_resnet50_2") and f"-{size}-" in n]
         if rx and wd:
             r_, w_ = pn.loc[rx[0]], pn.loc[wd[0]]
-            out["grouped_pairs"].append({"pair": size, "measured_ratio": w_.latency_ms / r_.latency_ms,
-                                         "predicted_shipped": w_["pred shipped"] / r_["pred shipped"],
-                                         "predicted_main": w_[f"pred {main_key}"] / r_[f"pred {main_key}"],
-                                         "flops_ratio": w_.flops / r_.flops})
+            out["grouped_pairs"].append(
+                {
+                    "pair": size,
+                    "measured_ratio": w_.latency_ms / r_.latency_ms,
+                    "predicted_shipped": w_["pred shipped"] / r_["pred shipped"],
+                    "predicted_main": w_[f"pred {main_key}"] / r_[f"pred {main_key}"],
+                    "flops_ratio": w_.flops / r_.flops,
+                }
+            )
     # the truth's own noise: one round's median predicting another round's, same network
-    w = rounds[rounds["config_id"].isin(set(df.loc[pub, "config_id"]))].pivot_table(
-        index="config_id", columns="round", values="latency_ms").dropna()
+    w = (
+        rounds[rounds["config_id"].isin(set(df.loc[pub, "config_id"]))]
+        .pivot_table(index="config_id", columns="round", values="latency_ms")
+        .dropna()
+    )
     if w.shape[1] >= 2:
         out["truth_noise_round0_vs_round1"] = metrics(w.iloc[:, 1], w.iloc[:, 0])
-        out["round_max_over_min"] = {"median": float(np.median(w.max(axis=1) / w.min(axis=1))),
-                                     "p90": float(np.quantile(w.max(axis=1) / w.min(axis=1), 0.9))}
-    out["conditions"] = {"networks_ok": int(len(df)), "public": int(pub.sum()), "calibration_sets": sets,
-                         "speed": _drift(speed),
-                         "measured": [str(df["measured_at"].min()), str(df["measured_at"].max())],
-                         "torch": __import__("torch").__version__,
-                         "torchvision": __import__("torchvision").__version__, "model": str(args.model), "allocator": netmodel.allocator_of(nm)}
+        out["round_max_over_min"] = {
+            "median": float(np.median(w.max(axis=1) / w.min(axis=1))),
+            "p90": float(np.quantile(w.max(axis=1) / w.min(axis=1), 0.9)),
+        }
+    out["conditions"] = {
+        "networks_ok": int(len(df)),
+        "public": int(pub.sum()),
+        "calibration_sets": sets,
+        "speed": _drift(speed),
+        "measured": [str(df["measured_at"].min()), str(df["measured_at"].max())],
+        "torch": __import__("torch").__version__,
+        "torchvision": __import__("torchvision").__version__,
+        "model": str(args.model),
+        "allocator": netmodel.allocator_of(nm),
+    }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=1, default=float))
-    print(json.dumps({k: {t: {m: round(x, 3) for m, x in v[t].items()} for t in v} for k, v in out["pooled"].items()},
-                     indent=1))
+    print(
+        json.dumps(
+            {k: {t: {m: round(x, 3) for m, x in v[t].items()} for t in v} for k, v in out["pooled"].items()}, indent=1
+        )
+    )
     print(f"written {args.out}")
 
 
@@ -251,13 +336,25 @@ def cmd_choice(args: argparse.Namespace) -> None:
     pool_rows = netmodel._network_rows(pool_tables, nm.layer)[0]
     pool_pred = nm.predict_rows(pool_rows)["latency_ms"].to_numpy()
     pool_y = df.loc[pool, "latency_ms"].to_numpy()
-    by_size = (pd.DataFrame({"size": [c.input_size for c in pool_cfgs], "ratio": pool_y / pool_pred})
-               .groupby("size")["ratio"].agg(["median", "count"]))
-    out: dict = {"uncalibrated": metrics(y, base), "uncalibrated_pool": metrics(pool_y, pool_pred), "pool": int(pool.sum()), "public": int(pub.sum()),
-                 "pool_measured_over_predicted_by_size": by_size.reset_index().to_dict("records"),
-                 "public_measured_over_predicted_median": float(np.median(y / base)), "rules": {}}
-    print(f"{pub.sum()} torchvision networks, {pool.sum()} pool networks; uncalibrated MAPE "
-          f"{out['uncalibrated']['mape']:.1f}%, on the pool {out['uncalibrated_pool']['mape']:.1f}%", flush=True)
+    by_size = (
+        pd.DataFrame({"size": [c.input_size for c in pool_cfgs], "ratio": pool_y / pool_pred})
+        .groupby("size")["ratio"]
+        .agg(["median", "count"])
+    )
+    out: dict = {
+        "uncalibrated": metrics(y, base),
+        "uncalibrated_pool": metrics(pool_y, pool_pred),
+        "pool": int(pool.sum()),
+        "public": int(pub.sum()),
+        "pool_measured_over_predicted_by_size": by_size.reset_index().to_dict("records"),
+        "public_measured_over_predicted_median": float(np.median(y / base)),
+        "rules": {},
+    }
+    print(
+        f"{pub.sum()} torchvision networks, {pool.sum()} pool networks; uncalibrated MAPE "
+        f"{out['uncalibrated']['mape']:.1f}%, on the pool {out['uncalibrated_pool']['mape']:.1f}%",
+        flush=True,
+    )
     print(by_size.round(3).to_string(), flush=True)
     for rule in (*netmodel.CHOICE_RULES, "random"):
         res: dict = {m: [] for m in netmodel.CALIBRATION_METHODS}
@@ -282,22 +379,32 @@ def cmd_choice(args: argparse.Namespace) -> None:
         for method, ms in res.items():
             mape = np.array([r["mape"] for r in ms])
             out["rules"][rule][method] = {
-                "mape_median": float(np.median(mape)), "mape_p10": float(np.quantile(mape, 0.1)),
+                "mape_median": float(np.median(mape)),
+                "mape_p10": float(np.quantile(mape, 0.1)),
                 "mape_p90": float(np.quantile(mape, 0.9)),
                 "within10_median": float(np.median([r["within10"] for r in ms])),
                 "spearman_median": float(np.median([r["spearman"] for r in ms])),
                 "coverage_median": float(np.median([r.get("coverage", np.nan) for r in ms])),
                 "draws_better_than_uncalibrated": float(np.mean(mape < out["uncalibrated"]["mape"])),
                 "pool_rest_mape_median": float(np.median([r["pool_rest_mape"] for r in ms])),
-                "pool_rest_mape_p90": float(np.quantile([r["pool_rest_mape"] for r in ms], 0.9))}
-            print(f"{rule:9s} {method:6s} MAPE median {np.median(mape):5.1f}% (p10-p90 {np.quantile(mape, 0.1):.1f}-"
-                  f"{np.quantile(mape, 0.9):.1f}), better than uncalibrated in "
-                  f"{100 * out['rules'][rule][method]['draws_better_than_uncalibrated']:.0f}% of draws; the pool's "
-                  f"other networks {out['rules'][rule][method]['pool_rest_mape_median']:.1f}% "
-                  f"(p90 {out['rules'][rule][method]['pool_rest_mape_p90']:.1f})", flush=True)
-    out["conditions"] = {"store": str(args.store), "model": str(args.model), "k": args.k, "draws": args.draws,
-                         "measured": [str(df["measured_at"].min()), str(df["measured_at"].max())],
-                         "speed": _drift(speed)}
+                "pool_rest_mape_p90": float(np.quantile([r["pool_rest_mape"] for r in ms], 0.9)),
+            }
+            print(
+                f"{rule:9s} {method:6s} MAPE median {np.median(mape):5.1f}% (p10-p90 {np.quantile(mape, 0.1):.1f}-"
+                f"{np.quantile(mape, 0.9):.1f}), better than uncalibrated in "
+                f"{100 * out['rules'][rule][method]['draws_better_than_uncalibrated']:.0f}% of draws; the pool's "
+                f"other networks {out['rules'][rule][method]['pool_rest_mape_median']:.1f}% "
+                f"(p90 {out['rules'][rule][method]['pool_rest_mape_p90']:.1f})",
+                flush=True,
+            )
+    out["conditions"] = {
+        "store": str(args.store),
+        "model": str(args.model),
+        "k": args.k,
+        "draws": args.draws,
+        "measured": [str(df["measured_at"].min()), str(df["measured_at"].max())],
+        "speed": _drift(speed),
+    }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=1, default=float))
     print(f"written {args.out}")
@@ -305,24 +412,34 @@ def cmd_choice(args: argparse.Namespace) -> None:
 
 def cmd_report(args: argparse.Namespace) -> None:
     d = json.loads(Path(args.json).read_text())
-    print("| predictor (torchvision networks) | latency MAPE | ±10% | ±20% | Spearman | 90% cov. | memory MAPE | memory 90% cov. |")
+    print(
+        "| predictor (torchvision networks) | latency MAPE | ±10% | ±20% | Spearman | 90% cov. | memory MAPE | memory 90% cov. |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for k, v in d["pooled"].items():
         lat, mem = v["latency"], v.get("memory")
-        print(f"| {k} | {lat['mape']:.1f}% | {lat['within10']:.0f}% | {lat['within20']:.0f}% | {lat['spearman']:.3f} | "
-              + (f"{lat['coverage']:.0f}% | " if "coverage" in lat else "- | ")
-              + (f"{mem['mape']:.1f}% | {mem['coverage']:.0f}% |" if mem else "- | - |"))
+        print(
+            f"| {k} | {lat['mape']:.1f}% | {lat['within10']:.0f}% | {lat['within20']:.0f}% | {lat['spearman']:.3f} | "
+            + (f"{lat['coverage']:.0f}% | " if "coverage" in lat else "- | ")
+            + (f"{mem['mape']:.1f}% | {mem['coverage']:.0f}% |" if mem else "- | - |")
+        )
     print()
-    print(f"per network; log, refit, FLOPs-only on K = {d['per_network'][0]['main'].split(' ', 1)[1]}; "
-          f"interval and memory of {d['per_network'][0]['main']}")
+    print(
+        f"per network; log, refit, FLOPs-only on K = {d['per_network'][0]['main'].split(' ', 1)[1]}; "
+        f"interval and memory of {d['per_network'][0]['main']}"
+    )
     print()
-    print("| network | GFLOP | measured ms | shipped | log | refit | 90% interval | FLOPs-only | measured MB | predicted MB |")
+    print(
+        "| network | GFLOP | measured ms | shipped | log | refit | 90% interval | FLOPs-only | measured MB | predicted MB |"
+    )
     print("|---|---:|---:|---:|---:|---:|---|---:|---:|---:|")
     for r in d["per_network"]:
         cs = r["main"].split(" ", 1)[1]
-        print(f"| {r['network']} | {r['flops'] / 1e9:.2f} | {r['latency_ms']:.1f} | {r['pred shipped']:.1f} | "
-              f"{r['pred log ' + cs]:.1f} | {r['pred refit ' + cs]:.1f} | [{r['lo']:.1f}, {r['hi']:.1f}] | "
-              f"{r['pred flops ' + cs]:.1f} | {r['memory_mb']:.0f} | {r['pred_memory_mb']:.0f} |")
+        print(
+            f"| {r['network']} | {r['flops'] / 1e9:.2f} | {r['latency_ms']:.1f} | {r['pred shipped']:.1f} | "
+            f"{r['pred log ' + cs]:.1f} | {r['pred refit ' + cs]:.1f} | [{r['lo']:.1f}, {r['hi']:.1f}] | "
+            f"{r['pred flops ' + cs]:.1f} | {r['memory_mb']:.0f} | {r['pred_memory_mb']:.0f} |"
+        )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -332,18 +449,29 @@ def main(argv: list[str] | None = None) -> None:
     m.add_argument("--store", default=str(STORE))
     m.add_argument("--model", default=MODEL, help="network model whose calibration networks are measured")
     m.add_argument("--k", type=int, default=10)
-    m.add_argument("--cal-gflops", type=float, nargs="+", default=[3.0],
-                   help="one calibration set of K per cap on the zoo networks' GFLOP (choose_networks' max_gflops)")
+    m.add_argument(
+        "--cal-gflops",
+        type=float,
+        nargs="+",
+        default=[3.0],
+        help="one calibration set of K per cap on the zoo networks' GFLOP (choose_networks' max_gflops)",
+    )
     m.add_argument("--seed", type=int, default=0)
     m.add_argument("--rounds", type=int, default=3)
     m.add_argument("--max-time", type=float, default=2.0)
-    m.add_argument("--pool", action="store_true",
-                   help="also every candidate network carb calibrate chooses from (role `pool`)")
+    m.add_argument(
+        "--pool", action="store_true", help="also every candidate network carb calibrate chooses from (role `pool`)"
+    )
     m.add_argument("--limit", type=int, default=None, help="only the first N torchvision networks (a smoke run)")
     e = sub.add_parser("evaluate", help="predict the torchvision networks; JSON")
     e.add_argument("--store", default=str(STORE))
     e.add_argument("--model", default=MODEL, help="network model to evaluate (a shipped name or a directory)")
-    e.add_argument("--method", default="log", choices=("factor", "log", "refit"), help="whose intervals the per-network table shows")
+    e.add_argument(
+        "--method",
+        default="log",
+        choices=("factor", "log", "refit"),
+        help="whose intervals the per-network table shows",
+    )
     e.add_argument("--cal-set", default=None, help="the calibration set of the per-network table (e.g. calibration-3)")
     e.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "public_zoo.json"))
     ch = sub.add_parser("choice", help="score the rules that choose the K calibration networks (needs measure --pool)")

@@ -41,19 +41,21 @@ def main() -> None:
     import pandas as pd
     import ray
 
-    from carb.families import space
+    from carb.campaign.ray_executor import RayExecutor
     from carb.campaign.runner import run_campaign
+    from carb.campaign.store import Store
+    from carb.families import space
     from carb.measure import get_backend
     from carb.measure.base import Protocol
-    from carb.campaign.ray_executor import RayExecutor
-    from carb.campaign.store import Store
 
     configs = list(space.load("tiny"))
     protocol = replace(Protocol.default_for("cpu"), max_time_s=a.max_time)
     n = len(configs) * a.repeat
     print(f"command: python {' '.join(sys.argv)}")
-    print(f"{n} visits of the `tiny` configs, max_time_s={a.max_time}, rounds={a.rounds}, 1 thread per slot, "
-          f"{os.cpu_count()} cores")
+    print(
+        f"{n} visits of the `tiny` configs, max_time_s={a.max_time}, rounds={a.rounds}, 1 thread per slot, "
+        f"{os.cpu_count()} cores"
+    )
 
     latency: dict[str, pd.Series] = {}
 
@@ -75,8 +77,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         with get_backend("cpu", threads=1, protocol=protocol) as b:
             rows["local"] = campaign(b, tmp, "local")
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False,
-                 object_store_memory=100_000_000)
+        ray.init(
+            num_cpus=2,
+            include_dashboard=False,
+            log_to_driver=False,
+            configure_logging=False,
+            object_store_memory=100_000_000,
+        )
         try:
             for slots in (1, 2):
                 with RayExecutor("cpu", workers=slots, protocol=protocol) as ex:
@@ -97,14 +104,20 @@ def main() -> None:
         print(f"{name:<14}{wall:>9.1f}{3600 * n / wall:>11.0f}{inner:>26.1f}")
     one, two, local = rows["ray, 1 slot"][0], rows["ray, 2 slots"][0], rows["local"][0]
     print(f"speed-up 2 slots / 1 slot: {one / two:.2f}x")
-    print(f"ray 1 slot / local: {one / local:.2f}x; overhead per visit vs local: "
-          f"{1000 * (one - local) / (n * a.rounds):.0f} ms")
+    print(
+        f"ray 1 slot / local: {one / local:.2f}x; overhead per visit vs local: "
+        f"{1000 * (one - local) / (n * a.rounds):.0f} ms"
+    )
     for name in ("ray1", "ray2"):
         ratio = (latency[name] / latency["local"]).dropna()
-        print(f"measured latency {name} / local: median {ratio.median():.3f} over {len(ratio)} configs "
-              f"(min {ratio.min():.3f}, max {ratio.max():.3f})")
-    print(f"empty round trip to a slot: median {1000 * float(np.median(rtt)):.2f} ms "
-          f"(p95 {1000 * float(np.percentile(rtt, 95)):.2f} ms, 50 calls)")
+        print(
+            f"measured latency {name} / local: median {ratio.median():.3f} over {len(ratio)} configs "
+            f"(min {ratio.min():.3f}, max {ratio.max():.3f})"
+        )
+    print(
+        f"empty round trip to a slot: median {1000 * float(np.median(rtt)):.2f} ms "
+        f"(p95 {1000 * float(np.percentile(rtt, 95)):.2f} ms, 50 calls)"
+    )
 
 
 if __name__ == "__main__":

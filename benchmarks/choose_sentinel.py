@@ -26,10 +26,18 @@ import numpy as np
 SMALL = dict(block="basic", depth=8, width=0.5, input_size=32, batch=1, precision="fp32")
 MID = dict(block="basic", depth=20, width=1.0, input_size=32, batch=8, precision="fp32")
 SETS = {
-    1: {"small-fp32": (SMALL, 0.0), "mid-fp32": (MID, 0.0), "mid-bf16": ({**MID, "precision": "bf16"}, 0.0),
-        "large-fp32": (dict(block="basic", depth=32, width=1.0, input_size=64, batch=8, precision="fp32"), 0.0)},
-    2: {"small-fp32": (SMALL, 0.0), "small-fp32-20ms": (SMALL, 0.02), "small-fp32-5ms": (SMALL, 0.005),
-        "mid-fp32": (MID, 0.0)},
+    1: {
+        "small-fp32": (SMALL, 0.0),
+        "mid-fp32": (MID, 0.0),
+        "mid-bf16": ({**MID, "precision": "bf16"}, 0.0),
+        "large-fp32": (dict(block="basic", depth=32, width=1.0, input_size=64, batch=8, precision="fp32"), 0.0),
+    },
+    2: {
+        "small-fp32": (SMALL, 0.0),
+        "small-fp32-20ms": (SMALL, 0.02),
+        "small-fp32-5ms": (SMALL, 0.005),
+        "mid-fp32": (MID, 0.0),
+    },
 }
 
 
@@ -38,7 +46,7 @@ def analyse(log: list[dict], names: list[str]) -> dict:
     (and by the geometric mean of pairs of them)."""
     real = [r for r in log if r["kind"] == "real" and r["ok"]]
     cand = {n: [(r["t"], r["lat"]) for r in log if r["kind"] == n and r["ok"]] for n in names}
-    mixes = {f"{a}+{b}": (a, b) for i, a in enumerate(names) for b in names[i + 1:]}
+    mixes = {f"{a}+{b}": (a, b) for i, a in enumerate(names) for b in names[i + 1 :]}
 
     def speed_at(n: str, t: np.ndarray) -> np.ndarray:
         ts, v = np.array(cand[n]).T
@@ -55,8 +63,11 @@ def analyse(log: list[dict], names: list[str]) -> dict:
         for c in set(cfg):
             m = cfg == c
             dev[m] = z[m] - np.median(z[m])
-        return {"std_log": float(np.std(dev)), "mean_abs_pct": float(100 * np.mean(np.abs(np.expm1(dev)))),
-                "within_5pct": float(np.mean(np.abs(np.expm1(dev)) <= 0.05))}
+        return {
+            "std_log": float(np.std(dev)),
+            "mean_abs_pct": float(100 * np.mean(np.abs(np.expm1(dev)))),
+            "within_5pct": float(np.mean(np.abs(np.expm1(dev)) <= 0.05)),
+        }
 
     out["raw"] = resid(None)
     for n in names:
@@ -66,8 +77,9 @@ def analyse(log: list[dict], names: list[str]) -> dict:
     # pass-level speed: median change over real configs per pass vs the candidate's change
     passes = sorted(set(r["pass"] for r in real))
     med = {c: np.median(y[cfg == c]) for c in set(cfg)}
-    pass_speed = np.array([np.median([y[i] - med[cfg[i]] for i in range(len(y)) if real[i]["pass"] == p])
-                           for p in passes])
+    pass_speed = np.array(
+        [np.median([y[i] - med[cfg[i]] for i in range(len(y)) if real[i]["pass"] == p]) for p in passes]
+    )
     out["pass_real_speed_std_log"] = float(np.std(pass_speed))
     for n in names:
         v = {r["pass"]: np.log(r["lat"]) for r in log if r["kind"] == n and r["ok"]}
@@ -96,12 +108,12 @@ def main() -> None:
         return
 
     from carb.families import space
+    from carb.families.space import Config
     from carb.measure.base import Protocol
     from carb.measure.cpu import CpuBackend
-    from carb.families.space import Config
 
     sp = space.load("cpu")
-    reals = [c for c in sp.sample(200, seed=a.seed, method="stratified") if c.family == "cifar"][:a.n]
+    reals = [c for c in sp.sample(200, seed=a.seed, method="stratified") if c.family == "cifar"][: a.n]
     from dataclasses import replace
 
     cands = {n: Config(family="cifar", early_downsample=False, classes=10, **kw) for n, (kw, _) in CANDIDATES.items()}
@@ -124,9 +136,17 @@ def main() -> None:
                 order.append(("real", c))
             for kind, c in order:
                 m = b.measure(c, protocol=prot_of[kind] if kind != "real" else prot_real)
-                log.append({"pass": p, "kind": kind, "config": c.config_id, "t": time.time() - t0,
-                            "ok": m.status == "ok", "lat": m.latency_ms.median if m.latency_ms else None,
-                            "wall_s": m.wall_s})
+                log.append(
+                    {
+                        "pass": p,
+                        "kind": kind,
+                        "config": c.config_id,
+                        "t": time.time() - t0,
+                        "ok": m.status == "ok",
+                        "lat": m.latency_ms.median if m.latency_ms else None,
+                        "wall_s": m.wall_s,
+                    }
+                )
             p += 1
             print(f"pass {p} at {time.time() - t0:.0f} s", flush=True)
     res = analyse(log, names)

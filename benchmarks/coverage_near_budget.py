@@ -71,8 +71,15 @@ def load_pair() -> tuple[pd.DataFrame, pd.Series]:
     return c10, pd.DataFrame(second)
 
 
-def fit_cache(tgt: pd.DataFrame, preset: str, path: str, folds: int = 5, seed: int = 0,
-              arch_keys: list[str] | None = None, targets: tuple[str, ...] = TARGETS) -> None:
+def fit_cache(
+    tgt: pd.DataFrame,
+    preset: str,
+    path: str,
+    folds: int = 5,
+    seed: int = 0,
+    arch_keys: list[str] | None = None,
+    targets: tuple[str, ...] = TARGETS,
+) -> None:
     """Fit the out-of-fold device model of bench_decisions.py (same folds: by architecture,
     seed 0) and cache the intervals' inputs."""
     import carb.model._conformal as conf
@@ -112,7 +119,7 @@ def fit_cache(tgt: pd.DataFrame, preset: str, path: str, folds: int = 5, seed: i
                 out[key + "_cal_wide"], out[key + "_cal_pred"] = np.asarray(wide, float), np.asarray(pl, float)
                 if spread is not None:
                     out[key + "_cal_spread"] = np.asarray(spread, float)
-                (_, tpl, tsp), = [c for c in calls if c[0] == id(iv)]
+                ((_, tpl, tsp),) = [c for c in calls if c[0] == id(iv)]
                 out[key + "_test_pred"] = tpl
                 out[key + "_test_batch"], out[key + "_test_wide"] = conf.aux_inputs(test)
                 if tsp is not None:
@@ -158,15 +165,27 @@ def interval_variant(cache: Cache, t: str, variant: dict, coverage: float = 0.9)
         kw = dict(variant)
         use_spread = kw.pop("spread", True) and cache.get(f, t, "cal_spread") is not None
         cs = cache.get(f, t, "cal_spread") if use_spread else None
-        iv = ConformalScale.fit(cache.get(f, t, "cal_resid"), cache.get(f, t, "cal_batch"), cache.get(f, t, "cal_wide"),
-                                cache.get(f, t, "cal_pred"), spread=cs, **kw)
-        hw[m] = iv.halfwidth(cache.get(f, t, "test_batch"), cache.get(f, t, "test_wide"), tp, coverage,
-                             spread=cache.get(f, t, "test_spread") if use_spread else None)
+        iv = ConformalScale.fit(
+            cache.get(f, t, "cal_resid"),
+            cache.get(f, t, "cal_batch"),
+            cache.get(f, t, "cal_wide"),
+            cache.get(f, t, "cal_pred"),
+            spread=cs,
+            **kw,
+        )
+        hw[m] = iv.halfwidth(
+            cache.get(f, t, "test_batch"),
+            cache.get(f, t, "test_wide"),
+            tp,
+            coverage,
+            spread=cache.get(f, t, "test_spread") if use_spread else None,
+        )
     return pl, hw
 
 
-def coverage_rows(y: np.ndarray, pl: np.ndarray, hw: np.ndarray, budgets: dict[float, float],
-                  batch: np.ndarray | None = None) -> list[dict]:
+def coverage_rows(
+    y: np.ndarray, pl: np.ndarray, hw: np.ndarray, budgets: dict[float, float], batch: np.ndarray | None = None
+) -> list[dict]:
     """Coverage (two-sided, above the upper bound, below the lower) overall, per batch regime
     (when the batch varies), near each budget (measured value within +-10%) and by decile
     of the prediction."""
@@ -175,13 +194,20 @@ def coverage_rows(y: np.ndarray, pl: np.ndarray, hw: np.ndarray, budgets: dict[f
     rows = []
 
     def add(group: str, m: np.ndarray) -> None:
-        rows.append({"group": group, "n": int(m.sum()), "coverage": float(1 - above[m].mean() - below[m].mean()),
-                     "above_hi": float(above[m].mean()), "below_lo": float(below[m].mean()),
-                     "median_halfwidth_pct": float(100 * np.expm1(np.median(hw[m])))})
+        rows.append(
+            {
+                "group": group,
+                "n": int(m.sum()),
+                "coverage": float(1 - above[m].mean() - below[m].mean()),
+                "above_hi": float(above[m].mean()),
+                "below_lo": float(below[m].mean()),
+                "median_halfwidth_pct": float(100 * np.expm1(np.median(hw[m]))),
+            }
+        )
 
     add("all", np.ones(len(y), bool))
     if batch is not None and len(np.unique(batch)) > 1:
-        for lo, hi, name in ((1, 2, "b<=2"), (3, 8, "b 4-8"), (9, 10 ** 9, "b>=16")):
+        for lo, hi, name in ((1, 2, "b<=2"), (3, 8, "b 4-8"), (9, 10**9, "b>=16")):
             add(f"regime {name}", (batch >= lo) & (batch <= hi))
     for q, b in budgets.items():
         add(f"within 10% of budget q={q}", np.abs(np.log(y / b)) <= np.log(1.1))
@@ -213,12 +239,23 @@ def decision_row(calls: np.ndarray, y: pd.DataFrame, budgets: dict[str, float]) 
     for t, b in budgets.items():
         feas &= y[t].to_numpy(float) <= b
     d = decision_metrics(calls, feas)
-    return {k: d[k] for k in ("decided", "measure_share", "accuracy", "false_accept_rate", "false_reject_rate",
-                              "false_accepts", "false_rejects")}
+    return {
+        k: d[k]
+        for k in (
+            "decided",
+            "measure_share",
+            "accuracy",
+            "false_accept_rate",
+            "false_reject_rate",
+            "false_accepts",
+            "false_rejects",
+        )
+    }
 
 
-def false_accepts(calls: np.ndarray, pls: dict, hws: dict, y: pd.DataFrame, second: pd.DataFrame,
-                  budgets: dict[str, float]) -> dict:
+def false_accepts(
+    calls: np.ndarray, pls: dict, hws: dict, y: pd.DataFrame, second: pd.DataFrame, budgets: dict[str, float]
+) -> dict:
     """Which target's interval let each false accept through (its measured value over its
     budget while the whole interval was within), how far over, and whether a second
     measurement of the same network (its cifar100 copy, scaled) is within budget."""
@@ -231,16 +268,20 @@ def false_accepts(calls: np.ndarray, pls: dict, hws: dict, y: pd.DataFrame, seco
         over_any |= fa
         excess = 100 * (v[fa] / b - 1)
         s2 = second[t].to_numpy(float)[fa]
-        out[t] = {"n": int(fa.sum()),
-                  "excess_pct_median": float(np.median(excess)) if fa.any() else None,
-                  "excess_pct_max": float(np.max(excess)) if fa.any() else None,
-                  "within_2pct": int((excess <= 2).sum()), "within_5pct": int((excess <= 5).sum()),
-                  "second_measurement_within_budget": int(np.sum(s2 <= b)),
-                  # how far the measurement is from its copy, and whether the copy was covered
-                  "copy_disagreement_pct_median": float(np.median(100 * np.abs(v[fa] / s2 - 1))) if fa.any() else None,
-                  "copy_inside_interval": int(np.sum(np.abs(np.log(s2) - pls[t][fa]) <= hws[t][fa])),
-                  "upper_margin_pct_median": float(np.median(100 * np.expm1(np.log(b) - pls[t][fa] - hws[t][fa])))
-                  if fa.any() else None}
+        out[t] = {
+            "n": int(fa.sum()),
+            "excess_pct_median": float(np.median(excess)) if fa.any() else None,
+            "excess_pct_max": float(np.max(excess)) if fa.any() else None,
+            "within_2pct": int((excess <= 2).sum()),
+            "within_5pct": int((excess <= 5).sum()),
+            "second_measurement_within_budget": int(np.sum(s2 <= b)),
+            # how far the measurement is from its copy, and whether the copy was covered
+            "copy_disagreement_pct_median": float(np.median(100 * np.abs(v[fa] / s2 - 1))) if fa.any() else None,
+            "copy_inside_interval": int(np.sum(np.abs(np.log(s2) - pls[t][fa]) <= hws[t][fa])),
+            "upper_margin_pct_median": float(np.median(100 * np.expm1(np.log(b) - pls[t][fa] - hws[t][fa])))
+            if fa.any()
+            else None,
+        }
     out["total"] = int(over_any.sum())
     out["both_targets_over"] = int(np.sum(acc & np.all([y[t].to_numpy(float) > b for t, b in budgets.items()], 0)))
     return out
@@ -263,8 +304,13 @@ def noise(y: pd.DataFrame, second: pd.DataFrame) -> dict:
     out = {}
     for t in y.columns:
         d = 100 * np.abs(np.expm1(np.log(y[t].to_numpy(float) / second[t].to_numpy(float))))
-        out[t] = {"median": float(np.median(d)), "p90": float(np.quantile(d, 0.9)), "p99": float(np.quantile(d, 0.99)),
-                  "share_over_5pct": float(np.mean(d > 5)), "share_over_10pct": float(np.mean(d > 10))}
+        out[t] = {
+            "median": float(np.median(d)),
+            "p90": float(np.quantile(d, 0.9)),
+            "p99": float(np.quantile(d, 0.99)),
+            "share_over_5pct": float(np.mean(d > 5)),
+            "share_over_10pct": float(np.mean(d > 10)),
+        }
     return out
 
 
@@ -293,8 +339,14 @@ def main() -> None:
     y = tgt[list(targets)].reset_index(drop=True)
     batch = tgt["batch"].to_numpy(float)
     budgets_q = {q: {t: float(y[t].quantile(q)) for t in targets} for q in QS}
-    out: dict = {"command": "python " + " ".join(sys.argv), "pair": a.pair, "preset": a.preset, "coverage": [],
-                 "decisions": [], "false_accepts": []}
+    out: dict = {
+        "command": "python " + " ".join(sys.argv),
+        "pair": a.pair,
+        "preset": a.preset,
+        "coverage": [],
+        "decisions": [],
+        "false_accepts": [],
+    }
     if second is not None:
         out["noise"] = noise(y, second)
     halfwidths: dict = {}
@@ -305,13 +357,13 @@ def main() -> None:
             for t in targets:
                 pls[t], hws[t] = interval_variant(cache, t, variant, coverage=conf)
                 if conf == 0.9:
-                    for r in coverage_rows(y[t].to_numpy(float), pls[t], hws[t],
-                                           {q: b[t] for q, b in budgets_q.items()}, batch):
+                    for r in coverage_rows(
+                        y[t].to_numpy(float), pls[t], hws[t], {q: b[t] for q, b in budgets_q.items()}, batch
+                    ):
                         out["coverage"].append({"variant": vname, "target": t, **r})
             for q, b in budgets_q.items():
                 calls = calls_of(pls, hws, b)
-                out["decisions"].append({"variant": vname, "confidence": conf, "q": q,
-                                         **decision_row(calls, y, b)})
+                out["decisions"].append({"variant": vname, "confidence": conf, "q": q, **decision_row(calls, y, b)})
                 if conf == 0.9 and second is not None:
                     fa = false_accepts(calls, pls, hws, y, second, b)
                     # the same calls judged against the mean of the two measurements
@@ -326,20 +378,42 @@ def main() -> None:
         for conf in CONFIDENCES[1:]:
             for q, b in budgets_q.items():
                 calls = calls_of(pls, hws, b, hws_accept=halfwidths[vname, conf][1])
-                out["asymmetric"].append({"variant": vname, "reject_confidence": 0.9, "accept_confidence": conf,
-                                          "q": q, **decision_row(calls, y, b)})
+                out["asymmetric"].append(
+                    {
+                        "variant": vname,
+                        "reject_confidence": 0.9,
+                        "accept_confidence": conf,
+                        "q": q,
+                        **decision_row(calls, y, b),
+                    }
+                )
     cov = pd.DataFrame(out["coverage"])
     cov = cov.pivot_table(index="group", columns=["target", "variant"], values="coverage", sort=False)
     dec = pd.DataFrame(out["decisions"])
     with pd.option_context("display.width", 250, "display.max_rows", 500, "display.max_columns", 20):
         print(f"90% interval coverage, {a.pair}, out of fold by architecture:")
         print((100 * cov).round(1).to_string())
-        print(dec.pivot_table(index=["q", "confidence"], columns="variant", sort=False,
-                              values=["measure_share", "false_accept_rate"]).mul(100).round(2).to_string())
+        print(
+            dec.pivot_table(
+                index=["q", "confidence"], columns="variant", sort=False, values=["measure_share", "false_accept_rate"]
+            )
+            .mul(100)
+            .round(2)
+            .to_string()
+        )
         print("asymmetric calls (reject at 0.9, accept at the column's confidence):")
-        print(pd.DataFrame(out["asymmetric"]).pivot_table(index=["q", "accept_confidence"], columns="variant", sort=False,
-                                                          values=["measure_share", "false_accept_rate"])
-              .mul(100).round(2).to_string())
+        print(
+            pd.DataFrame(out["asymmetric"])
+            .pivot_table(
+                index=["q", "accept_confidence"],
+                columns="variant",
+                sort=False,
+                values=["measure_share", "false_accept_rate"],
+            )
+            .mul(100)
+            .round(2)
+            .to_string()
+        )
         if out.get("noise"):
             print("copies differ (percent):", json.dumps(out["noise"]))
         for r in out["false_accepts"]:

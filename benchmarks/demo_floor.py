@@ -66,16 +66,25 @@ def main() -> None:
             warnings.simplefilter("ignore")
             fc = sitting_floor(source, v, corr, ["latency_ms"]).get("latency_ms", np.nan)
             fr = sitting_floor(source, v, v, ["latency_ms"]).get("latency_ms", np.nan)
-        rows.append({"folder": str(d), "source": sm.get("source_dataset") or "cpu-1t", "n": len(v),
-                     "raw": float(np.median(np.abs(v.pred_latency_ms / v.latency_ms - 1))),
-                     "corrected": float(np.nanmedian(np.abs(v.pred_latency_ms / corr.latency_ms - 1))),
-                     "floor_corrected": fc, "floor_raw": fr,
-                     "speed_change": (sm.get("drift") or {}).get("speed_change")})
+        rows.append(
+            {
+                "folder": str(d),
+                "source": sm.get("source_dataset") or "cpu-1t",
+                "n": len(v),
+                "raw": float(np.median(np.abs(v.pred_latency_ms / v.latency_ms - 1))),
+                "corrected": float(np.nanmedian(np.abs(v.pred_latency_ms / corr.latency_ms - 1))),
+                "floor_corrected": fc,
+                "floor_raw": fr,
+                "speed_change": (sm.get("drift") or {}).get("speed_change"),
+            }
+        )
     df = pd.DataFrame(rows)
     with pd.option_context("display.width", 200, "display.float_format", "{:.3f}".format):
         print(df.to_string(index=False))
-    print(f"floor (corrected) above 10% in {(df.floor_corrected > 0.10).sum()} of {len(df)} sittings; "
-          f"error above its floor in {(df.corrected > df.floor_corrected).sum()}")
+    print(
+        f"floor (corrected) above 10% in {(df.floor_corrected > 0.10).sum()} of {len(df)} sittings; "
+        f"error above its floor in {(df.corrected > df.floor_corrected).sum()}"
+    )
     if a.json:
         a.json.write_text(json.dumps({"rows": rows}, indent=2, default=float))
 

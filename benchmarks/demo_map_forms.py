@@ -25,8 +25,12 @@ FORMS = ("factor", "line", "line+batch", "factor+batch")
 
 def _design(s: np.ndarray, batch: np.ndarray, form: str) -> np.ndarray:
     one, ls, lb = np.ones_like(s), np.log(s), np.log(batch)
-    return {"factor": one[:, None], "line": np.column_stack([one, ls]), "line+batch": np.column_stack([one, ls, lb]),
-            "factor+batch": np.column_stack([one, lb])}[form]
+    return {
+        "factor": one[:, None],
+        "line": np.column_stack([one, ls]),
+        "line+batch": np.column_stack([one, ls, lb]),
+        "factor+batch": np.column_stack([one, lb]),
+    }[form]
 
 
 def main() -> None:
@@ -55,7 +59,9 @@ def main() -> None:
             p = np.exp(xv @ coef + (np.log(sv) if slope_one else 0.0))
             row[form] = float(np.median(np.abs(p / truth - 1)))
         m = fit_calibrated(src, fit_rows, meta={"device": "cpu"})
-        row["carb (leave-one-out choice)"] = float(np.median(np.abs(m.predict(v)["latency_ms"].to_numpy(float) / truth - 1)))
+        row["carb (leave-one-out choice)"] = float(
+            np.median(np.abs(m.predict(v)["latency_ms"].to_numpy(float) / truth - 1))
+        )
         rows.append(row)
     df = pd.DataFrame(rows)
     with pd.option_context("display.width", 200, "display.float_format", "{:.3f}".format):

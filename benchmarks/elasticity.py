@@ -49,10 +49,15 @@ def _fit_runs(argv: list[str] | None = None) -> None:
     import json
 
     ap = argparse.ArgumentParser(description=_fit_runs.__doc__.splitlines()[0])
-    ap.add_argument("runs", nargs="*", help="bench_drift JSON files (default: benchmarks/results/bench_drift_run{6..15}*.json)")
+    ap.add_argument(
+        "runs", nargs="*", help="bench_drift JSON files (default: benchmarks/results/bench_drift_run{6..15}*.json)"
+    )
     a = ap.parse_args(argv)
-    files = a.runs or sorted(f for f in glob.glob("benchmarks/results/bench_drift_run*.json")
-                             if 6 <= int(f.split("_run")[1].split("_")[0].split(".")[0]) <= 15)
+    files = a.runs or sorted(
+        f
+        for f in glob.glob("benchmarks/results/bench_drift_run*.json")
+        if 6 <= int(f.split("_run")[1].split("_")[0].split(".")[0]) <= 15
+    )
     runs = {}
     for f in files:
         pc = json.load(open(f))["per_config"].values()
@@ -74,7 +79,9 @@ def _fit_runs(argv: list[str] | None = None) -> None:
         p = best([g for g in runs if g != f])
         full, held = err(f, 1.0, 0.0), err(f, *p)
         better += held < full
-        print(f"{f}: full ratio {100 * full:.1f}%, size-elastic {100 * held:.1f}% (constants {p}, fitted on the others)")
+        print(
+            f"{f}: full ratio {100 * full:.1f}%, size-elastic {100 * held:.1f}% (constants {p}, fitted on the others)"
+        )
     print(f"held out, the size-elastic correction was better in {better} of {len(runs)} runs")
 
 

@@ -66,16 +66,23 @@ def main(argv: list[str] | None = None) -> None:
                     r[a] = {"status": m.status, "message": m.message}
                     continue
                 s = np.asarray(m.extra.get("latency_samples_ms") or [m.latency_ms.median])
-                r[a] = {"latency_ms": float(m.latency_ms.median), "latency_ms_min": float(s.min()),
-                        "faults_per_forward": m.extra.get("page_faults_per_forward"), "memory_mb": m.memory_mb}
+                r[a] = {
+                    "latency_ms": float(m.latency_ms.median),
+                    "latency_ms_min": float(s.min()),
+                    "faults_per_forward": m.extra.get("page_faults_per_forward"),
+                    "memory_mb": m.memory_mb,
+                }
             if "latency_ms" in r.get("default", {}) and "latency_ms" in r.get("retain", {}):
                 d, k = r["default"], r["retain"]
                 r["ratio_median"] = d["latency_ms"] / k["latency_ms"]
                 r["ratio_min"] = d["latency_ms_min"] / k["latency_ms_min"]
-                print(f"{time.time() - t0:6.0f}s {c.label():48s} default {d['latency_ms']:8.2f} ms "
-                      f"({d['faults_per_forward']:7.0f} faults) retain {k['latency_ms']:8.2f} ms "
-                      f"({k['faults_per_forward']:5.0f}) x{r['ratio_median']:.2f} (fastest x{r['ratio_min']:.2f}) "
-                      f"memory {d['memory_mb']:.0f} / {k['memory_mb']:.0f} MB", flush=True)
+                print(
+                    f"{time.time() - t0:6.0f}s {c.label():48s} default {d['latency_ms']:8.2f} ms "
+                    f"({d['faults_per_forward']:7.0f} faults) retain {k['latency_ms']:8.2f} ms "
+                    f"({k['faults_per_forward']:5.0f}) x{r['ratio_median']:.2f} (fastest x{r['ratio_min']:.2f}) "
+                    f"memory {d['memory_mb']:.0f} / {k['memory_mb']:.0f} MB",
+                    flush=True,
+                )
             rows.append(r)
     finally:
         for b in backends.values():
@@ -83,14 +90,17 @@ def main(argv: list[str] | None = None) -> None:
     ok = [r for r in rows if "ratio_median" in r]
     med = np.array([r["ratio_median"] for r in ok])
     fast = np.array([r["ratio_min"] for r in ok])
-    summary = {"n": len(ok), "ratio_median": {"median": float(np.median(med)), "p90": float(np.quantile(med, 0.9)),
-                                              "max": float(med.max())},
-               "ratio_min": {"median": float(np.median(fast)), "p90": float(np.quantile(fast, 0.9)),
-                             "max": float(fast.max())},
-               "share_over_1.10": float((med > 1.10).mean()),
-               "measured": [time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(t0)),
-                            time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())],
-               "command": "python " + " ".join(sys.argv)}
+    summary = {
+        "n": len(ok),
+        "ratio_median": {"median": float(np.median(med)), "p90": float(np.quantile(med, 0.9)), "max": float(med.max())},
+        "ratio_min": {"median": float(np.median(fast)), "p90": float(np.quantile(fast, 0.9)), "max": float(fast.max())},
+        "share_over_1.10": float((med > 1.10).mean()),
+        "measured": [
+            time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(t0)),
+            time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
+        ],
+        "command": "python " + " ".join(sys.argv),
+    }
     print(json.dumps(summary, indent=1))
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -10,13 +10,14 @@ median log half-width and median |log error| at batch 1, and the memory map chos
 
     python benchmarks/probe_calibrated_memory_batch.py
 """
+
 import warnings
 
 import numpy as np
 
 from carb import datasets
-from carb.transfer.calibrate import choose_samples, fit_calibrated
 from carb.model import CARB
+from carb.transfer.calibrate import choose_samples, fit_calibrated
 
 warnings.simplefilter("ignore")
 BATCHES = (1, 2, 4, 8, 16, 32)
@@ -34,10 +35,20 @@ for name in ("cpu-2t", "cpu-avx2-1t"):
         y = rest.memory_mb.to_numpy()
         inside = (y >= p.memory_mb_lo) & (y <= p.memory_mb_hi)
         one = (rest.batch == 1).to_numpy()
-        row = [np.mean(inside)] + [np.mean(inside[(rest.batch == k).to_numpy()]) for k in BATCHES] + [
-            np.median(np.log(p.memory_mb_hi / p.memory_mb)[one]), np.median(np.abs(np.log(p.memory_mb / y))[one])]
+        row = (
+            [np.mean(inside)]
+            + [np.mean(inside[(rest.batch == k).to_numpy()]) for k in BATCHES]
+            + [np.median(np.log(p.memory_mb_hi / p.memory_mb)[one]), np.median(np.abs(np.log(p.memory_mb / y))[one])]
+        )
         rows.append(row)
         m = cal.maps_["memory_mb"]
-        print(name, seed, " ".join(f"{v:.3f}" for v in row), "map", getattr(m, "coef", None), getattr(m, "add", None),
-              flush=True)
+        print(
+            name,
+            seed,
+            " ".join(f"{v:.3f}" for v in row),
+            "map",
+            getattr(m, "coef", None),
+            getattr(m, "add", None),
+            flush=True,
+        )
     print(name, "mean", " ".join(f"{v:.3f}" for v in np.mean(rows, axis=0)))

@@ -6,6 +6,7 @@ class's layer prices before `refit`. Needs torchvision (see bench_public_zoo.py)
     taskset -c 1 /tmp/tvenv/bin/python benchmarks/probe_class_speed.py measure   # ~10 min
     taskset -c 0 /tmp/tvenv/bin/python benchmarks/probe_class_speed.py evaluate
 """
+
 import random
 import sys
 import warnings
@@ -14,17 +15,25 @@ warnings.filterwarnings("ignore")
 sys.path.insert(0, __import__("os").path.dirname(__file__))
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
-
 from bench_modules import measure_campaign, metrics  # noqa: E402
 from bench_public_zoo import MODEL, ROOT, _read, public_configs  # noqa: E402
+
 from carb import families, netmodel
 from carb.campaign import speed as drift
-from carb.families import nets
 from carb.families import layers as L  # noqa: E402
+from carb.families import nets
 
 STORE = ROOT / "campaigns" / "public-zoo-cpu-1t-run3.duckdb"
-CLASSES = {"conv": "conv", "conv_dw": "conv_dw", "conv_grouped": "conv_grouped", "pool": "pool", "bn": "elt",
-           "relu": "elt", "add": "elt", "linear": "linear"}
+CLASSES = {
+    "conv": "conv",
+    "conv_dw": "conv_dw",
+    "conv_grouped": "conv_grouped",
+    "pool": "pool",
+    "bn": "elt",
+    "relu": "elt",
+    "add": "elt",
+    "linear": "linear",
+}
 PER_CLASS = 4
 
 
@@ -52,7 +61,8 @@ def cmd_measure() -> None:
     configs = list(roles)
     random.Random(0).shuffle(configs)
     pd.DataFrame([{"config_id": c.config_id, "role": r, "label": c.label()} for c, r in roles.items()]).to_csv(
-        STORE.with_suffix(".roles.csv"), index=False)
+        STORE.with_suffix(".roles.csv"), index=False
+    )
     print(f"{len(lcfg)} layer probes + {len(cal)} calibration + {len(pub)} torchvision networks -> {STORE}", flush=True)
     measure_campaign(configs, STORE, rounds=3, chunk=len(configs), max_time=2.0)
 
@@ -92,9 +102,11 @@ def cmd_evaluate() -> None:
         p = m.predict_rows(rp)
         mm = metrics(y, p.latency_ms, p.latency_ms_lo, p.latency_ms_hi)
         u = metrics(y, rp.layer_sum_ms)
-        print(f"{'per-class speed index' if scaled else 'plain':22s} refit: MAPE {mm['mape']:.1f}% w10 {mm['within10']:.0f}% "
-              f"rho {mm['spearman']:.3f} cov {mm['coverage']:.0f}% | layer sum alone MAPE {u['mape']:.1f}% "
-              f"| s, o, c = {np.round(m.lat_coef, 4)}")
+        print(
+            f"{'per-class speed index' if scaled else 'plain':22s} refit: MAPE {mm['mape']:.1f}% w10 {mm['within10']:.0f}% "
+            f"rho {mm['spearman']:.3f} cov {mm['coverage']:.0f}% | layer sum alone MAPE {u['mape']:.1f}% "
+            f"| s, o, c = {np.round(m.lat_coef, 4)}"
+        )
 
 
 if __name__ == "__main__":

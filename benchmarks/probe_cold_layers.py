@@ -26,11 +26,16 @@ from pathlib import Path
 
 #: (arch, width, depth, kernel, input size, batch): the same designs at 96 px and larger
 NETWORKS = (
-    ("mnasnet", 1.3, 1.3, 0, 96, 2), ("mnasnet", 1.3, 1.3, 0, 192, 2),
-    ("mobilenetv3", 1.25, 1.0, 3, 96, 2), ("mobilenetv3", 1.25, 1.0, 3, 224, 2),
-    ("mobilenetv2", 1.4, 0.7, 5, 96, 2), ("mobilenetv2", 1.4, 0.7, 5, 160, 2),
-    ("resnext", 0.5, 26, 0, 96, 4), ("resnext", 0.5, 26, 0, 160, 4),
-    ("vgg", 0.25, 16, 0, 96, 2), ("vgg", 0.25, 16, 0, 160, 2),
+    ("mnasnet", 1.3, 1.3, 0, 96, 2),
+    ("mnasnet", 1.3, 1.3, 0, 192, 2),
+    ("mobilenetv3", 1.25, 1.0, 3, 96, 2),
+    ("mobilenetv3", 1.25, 1.0, 3, 224, 2),
+    ("mobilenetv2", 1.4, 0.7, 5, 96, 2),
+    ("mobilenetv2", 1.4, 0.7, 5, 160, 2),
+    ("resnext", 0.5, 26, 0, 96, 4),
+    ("resnext", 0.5, 26, 0, 160, 4),
+    ("vgg", 0.25, 16, 0, 96, 2),
+    ("vgg", 0.25, 16, 0, 160, 2),
 )
 FLUSH_MB = 96  # larger than the last-level cache of the machines this ran on
 
@@ -86,15 +91,33 @@ def main() -> None:
             whole = timed(lambda: net(x), cold=False)
             hot = sum(timed(lambda m=m, a=a: m(*a), cold=False) for m, a in calls)
             cold = sum(timed(lambda m=m, a=a: m(*a), cold=True) for m, a in calls)
-        rows.append({"network": cfg.label(), "input_size": s, "leaf_calls": len(calls), "whole_ms": whole,
-                     "sum_hot_ms": hot, "sum_cold_ms": cold, "whole_over_hot": whole / hot,
-                     "whole_over_cold": whole / cold})
-        print(f"{cfg.label():45s} whole {whole:8.2f} ms  layers hot {hot:8.2f} ({whole / hot:5.2f}x)  "
-              f"cold {cold:8.2f} ({whole / cold:5.2f}x)  {len(calls)} calls", flush=True)
-    out = {"rows": rows, "reps": args.reps, "flush_mb": FLUSH_MB, "retain_allocator": retained,
-           "torch": torch.__version__, "when": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
-           "note": "leaf modules only: functional ops between them (adds, concatenations, reshapes) are in "
-                   "whole_ms but in neither sum"}
+        rows.append(
+            {
+                "network": cfg.label(),
+                "input_size": s,
+                "leaf_calls": len(calls),
+                "whole_ms": whole,
+                "sum_hot_ms": hot,
+                "sum_cold_ms": cold,
+                "whole_over_hot": whole / hot,
+                "whole_over_cold": whole / cold,
+            }
+        )
+        print(
+            f"{cfg.label():45s} whole {whole:8.2f} ms  layers hot {hot:8.2f} ({whole / hot:5.2f}x)  "
+            f"cold {cold:8.2f} ({whole / cold:5.2f}x)  {len(calls)} calls",
+            flush=True,
+        )
+    out = {
+        "rows": rows,
+        "reps": args.reps,
+        "flush_mb": FLUSH_MB,
+        "retain_allocator": retained,
+        "torch": torch.__version__,
+        "when": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+        "note": "leaf modules only: functional ops between them (adds, concatenations, reshapes) are in "
+        "whole_ms but in neither sum",
+    }
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(out, indent=1))

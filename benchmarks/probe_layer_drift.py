@@ -6,18 +6,29 @@ pipeline itself re-timed dense convolutions at 1.02x of them.
 
     taskset -c 1 python benchmarks/probe_layer_drift.py
 """
+
 import sys
-import pandas as pd, torch
+
+import pandas as pd
+import torch
+
 torch.set_num_threads(1)
 from carb import graph, netmodel
+
 sys.path.insert(0, __import__("os").path.dirname(__file__))
 from bench_modules import loop_ms  # noqa: E402
+
 from carb.families import layers as L
+
 nm = netmodel.load("carb/data/layers-cpu-1t.netmodel")
 d = pd.read_parquet("carb/data/layers-cpu-1t.parquet")
 c = d[(d.op == "conv") & (d.groups == 1) & (d.latency_ms > 0.3)].sample(30, random_state=0)
+
+
 def timeit(f):
     return loop_ms(f, 0.3)
+
+
 rows = []
 for r in c.to_dict("records"):
     cfg = L.LayerConfig.from_dict({k: r[k] for k in L.PARAMETERS if k in r and r[k] == r[k]})
@@ -30,5 +41,11 @@ for r in c.to_dict("records"):
     rows.append({"recorded": r["latency_ms"], "now": now, "pred": pred})
 df = pd.DataFrame(rows)
 print(df.describe().to_string())
-print("median now/recorded", (df.now / df.recorded).median(), "median pred/recorded", (df.pred / df.recorded).median(),
-      "median pred/now", (df.pred / df.now).median())
+print(
+    "median now/recorded",
+    (df.now / df.recorded).median(),
+    "median pred/recorded",
+    (df.pred / df.recorded).median(),
+    "median pred/now",
+    (df.pred / df.now).median(),
+)

@@ -49,8 +49,9 @@ def _rounds(df: pd.DataFrame) -> dict:
     rounds' log difference / 2) would send to ``measure`` at budgets on both targets at the
     q quantiles (a 90% band: z = 1.645 on either side)."""
     ex = [json.loads(e) if isinstance(e, str) else e for e in df["extra"]]
-    have = np.array([len(e.get("round_latency_ms") or []) >= 2 and len(e.get("round_memory_mb") or []) >= 2
-                     for e in ex])
+    have = np.array(
+        [len(e.get("round_latency_ms") or []) >= 2 and len(e.get("round_memory_mb") or []) >= 2 for e in ex]
+    )
     d = df[have].reset_index(drop=True)
     ex = [e for e, h in zip(ex, have) if h]
     res: dict = {"configs": int(len(d))}
@@ -59,10 +60,14 @@ def _rounds(df: pd.DataFrame) -> dict:
         r = np.array([e[key][:2] for e in ex], float)
         diff = np.log(r[:, 0] / r[:, 1])
         sd[t] = float(diff.std()) / 2  # the pooled (two-round) value's noise
-        res[t] = {"sd_log_diff": float(diff.std()), "median_abs_diff_pct": float(100 * np.median(np.abs(np.expm1(diff)))),
-                  "mean_abs_diff_pct": float(100 * np.mean(np.abs(np.expm1(diff)))),
-                  "by_batch_mean_abs_diff_pct": {str(b): float(100 * np.mean(np.abs(np.expm1(diff[d.batch == b]))))
-                                                 for b in sorted(d.batch.unique())}}
+        res[t] = {
+            "sd_log_diff": float(diff.std()),
+            "median_abs_diff_pct": float(100 * np.median(np.abs(np.expm1(diff)))),
+            "mean_abs_diff_pct": float(100 * np.mean(np.abs(np.expm1(diff)))),
+            "by_batch_mean_abs_diff_pct": {
+                str(b): float(100 * np.mean(np.abs(np.expm1(diff[d.batch == b])))) for b in sorted(d.batch.unique())
+            },
+        }
     z, share = 1.645, {}
     for q in (0.1, 0.25, 0.5, 0.75):
         over = np.zeros(len(d), bool)
@@ -85,9 +90,12 @@ def _density(df: pd.DataFrame, band: float) -> dict:
     out: dict = {"band": band}
     for t in ("latency_ms", "memory_mb"):
         v = np.log(df[t].to_numpy())
-        out[t] = {"log_sd": float(v.std()),
-                  "share_within_band": {str(q): float(np.mean(np.abs(v - np.quantile(v, q)) < np.log1p(band)))
-                                        for q in (0.1, 0.25, 0.5, 0.75)}}
+        out[t] = {
+            "log_sd": float(v.std()),
+            "share_within_band": {
+                str(q): float(np.mean(np.abs(v - np.quantile(v, q)) < np.log1p(band))) for q in (0.1, 0.25, 0.5, 0.75)
+            },
+        }
     return out
 
 
@@ -96,16 +104,20 @@ def main() -> None:
     ap.add_argument("--target", default="cpu-2t")
     ap.add_argument("--other", action="append", help="another dataset with configs in common (repeat; default cpu-1t)")
     ap.add_argument("--preset", default="default")
-    ap.add_argument("--band", type=float, default=0.03,
-                    help="relative band around each budget for the crowding figure (default 0.03: about the "
-                         "memory intervals' half-width)")
+    ap.add_argument(
+        "--band",
+        type=float,
+        default=0.03,
+        help="relative band around each budget for the crowding figure (default 0.03: about the "
+        "memory intervals' half-width)",
+    )
     ap.add_argument("--json", required=True)
     a = ap.parse_args()
     a.other = a.other or ["cpu-1t"]
     warnings.filterwarnings("ignore")
     from carb import datasets
-    from carb.model.evaluation import GROUP_KEYS
     from carb.model import CARB
+    from carb.model.evaluation import GROUP_KEYS
 
     tgt = datasets.load(a.target)
     tgt = tgt[tgt.status == "ok"].reset_index(drop=True)
@@ -125,10 +137,12 @@ def main() -> None:
         lr = np.log(j.memory_mb / j.memory_mb_other)
         j["dev"] = 100 * (lr - lr.groupby([j.batch, j.precision, j.input_size]).transform("median"))
         sub = tgt[tgt.config_id.isin(j.config_id)]
-        out["campaigns"][other] = {"shared_configs": int(len(j)),
-                                   "disagreement_abs_pct_by_batch": _by_batch(j, "dev"),
-                                   "model_oof_abs_pct_by_batch_same_configs": _by_batch(sub, "model_err"),
-                                   "median_ratio": float(np.exp(np.median(lr)))}
+        out["campaigns"][other] = {
+            "shared_configs": int(len(j)),
+            "disagreement_abs_pct_by_batch": _by_batch(j, "dev"),
+            "model_oof_abs_pct_by_batch_same_configs": _by_batch(sub, "model_err"),
+            "median_ratio": float(np.exp(np.median(lr))),
+        }
     out["rounds"] = _rounds(tgt)
     out["density"] = _density(tgt, a.band)
     with open(a.json, "w") as fh:

@@ -32,9 +32,9 @@ def main() -> None:
     a = ap.parse_args()
 
     from carb import datasets
-    from carb.transfer.calibrate import _log_halfwidth, choose_samples, conformal_quantile, fit_calibrated
     from carb.model import CARB
     from carb.transfer import fit_additive
+    from carb.transfer.calibrate import _log_halfwidth, choose_samples, conformal_quantile, fit_calibrated
 
     warnings.simplefilter("ignore")
     s1, s2 = datasets.load("cpu-1t"), datasets.load("cpu-2t")
@@ -54,23 +54,42 @@ def main() -> None:
         scale = conformal_quantile(np.sort(np.abs(loo) / np.maximum(_log_halfwidth(spk, "memory_mb"), 1e-9)), 0.9)
         pa = sp.memory_mb.to_numpy(float) + c
         hwa = _log_halfwidth(sp, "memory_mb") * scale
-        g = pd.DataFrame({
-            "batch": rest.batch.to_numpy(),
-            "bias": np.log(p.memory_mb.to_numpy(float) / y), "bias_add": np.log(pa / y),
-            "cover": ((y >= p.memory_mb_lo) & (y <= p.memory_mb_hi)).to_numpy(),
-            "cover_add": np.abs(np.log(y / pa)) <= hwa,
-            "ape": np.abs(p.memory_mb.to_numpy(float) / y - 1), "ape_add": np.abs(pa / y - 1)})
-        per = g.groupby("batch").agg(bias=("bias", "median"), bias_add=("bias_add", "median"),
-                                     cover=("cover", "mean"), cover_add=("cover_add", "mean"),
-                                     ape=("ape", "median"), ape_add=("ape_add", "median"))
-        row = {"seed": seed, "map": [round(v, 4) for v in lm.coef], "map_median_loo": float(np.median(np.abs(lm.loo))),
-               "add_c_mb": c, "add_median_loo": float(np.median(np.abs(loo))),
-               "worst_batch_cover": float(per.cover.min()), "worst_batch_cover_add": float(per.cover_add.min()),
-               "cover": float(g.cover.mean()), "cover_add": float(g.cover_add.mean()),
-               "per_batch": per.round(4).reset_index().to_dict("records")}
+        g = pd.DataFrame(
+            {
+                "batch": rest.batch.to_numpy(),
+                "bias": np.log(p.memory_mb.to_numpy(float) / y),
+                "bias_add": np.log(pa / y),
+                "cover": ((y >= p.memory_mb_lo) & (y <= p.memory_mb_hi)).to_numpy(),
+                "cover_add": np.abs(np.log(y / pa)) <= hwa,
+                "ape": np.abs(p.memory_mb.to_numpy(float) / y - 1),
+                "ape_add": np.abs(pa / y - 1),
+            }
+        )
+        per = g.groupby("batch").agg(
+            bias=("bias", "median"),
+            bias_add=("bias_add", "median"),
+            cover=("cover", "mean"),
+            cover_add=("cover_add", "mean"),
+            ape=("ape", "median"),
+            ape_add=("ape_add", "median"),
+        )
+        row = {
+            "seed": seed,
+            "map": [round(v, 4) for v in lm.coef],
+            "map_median_loo": float(np.median(np.abs(lm.loo))),
+            "add_c_mb": c,
+            "add_median_loo": float(np.median(np.abs(loo))),
+            "worst_batch_cover": float(per.cover.min()),
+            "worst_batch_cover_add": float(per.cover_add.min()),
+            "cover": float(g.cover.mean()),
+            "cover_add": float(g.cover_add.mean()),
+            "per_batch": per.round(4).reset_index().to_dict("records"),
+        }
         out.append(row)
-        print(f"seed {seed}: map {row['map']} (median |LOO| {row['map_median_loo']:.4f}); additive c = {c:.3f} MB "
-              f"(median |LOO| {row['add_median_loo']:.4f})")
+        print(
+            f"seed {seed}: map {row['map']} (median |LOO| {row['map_median_loo']:.4f}); additive c = {c:.3f} MB "
+            f"(median |LOO| {row['add_median_loo']:.4f})"
+        )
         print(per.round(3).T.to_string())
     w = np.array([[r["worst_batch_cover"], r["worst_batch_cover_add"]] for r in out])
     print(f"worst batch's coverage, mean over seeds: shipped maps {w[:, 0].mean():.3f}, additive {w[:, 1].mean():.3f}")

@@ -8,6 +8,7 @@ The same pair, folds, seeds and rows as ``benchmarks/bench_decisions.py`` (its `
 
     taskset -c 1 python benchmarks/probe_memory_tail.py --json OUT.json
 """
+
 import argparse
 import json
 import sys
@@ -20,9 +21,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_decisions as bd  # noqa: E402
 
 import carb.model._conformal as cf  # noqa: E402
-from carb.transfer.calibrate import choose_samples, fit_calibrated  # noqa: E402
 from carb.families.features import compute  # noqa: E402
 from carb.model import CARB  # noqa: E402
+from carb.transfer.calibrate import choose_samples, fit_calibrated  # noqa: E402
 
 
 def main() -> None:
@@ -41,8 +42,10 @@ def main() -> None:
             cf.TARGET_TAIL = {"memory_mb": tail}
             t0 = time.time()
             source = CARB(preset="default", random_state=0).fit(src)
-            models = {"device model (OOF)": (bd.OutOfFold(tgt, "default"), tgt),
-                      "device model (OOF), source prior": (bd.OutOfFold(tgt, "default", prior=source), tgt)}
+            models = {
+                "device model (OOF)": (bd.OutOfFold(tgt, "default"), tgt),
+                "device model (OOF), source prior": (bd.OutOfFold(tgt, "default", prior=source), tgt),
+            }
             chosen = choose_samples(tgt, source, 20, seed=0)
             rest = tgt[~tgt.config_id.isin(chosen.config_id)].reset_index(drop=True)
             models["calibrated K=20"] = (fit_calibrated(source, chosen), rest)
@@ -53,8 +56,9 @@ def main() -> None:
                 fronts = bd._true_fronts(cfr, targets, objs)
                 for r in bd._coverage_table(m, cands, targets, budgets_by_q, fronts):
                     res["coverage"].append({"memory_tail": tail, "model": name, **r})
-                rows, _, _ = bd._rows_for("cpu-1t->cpu-2t", name, m, source, cands, targets, 0.9, [], [],
-                                          methods=("decide, interval rule",))
+                rows, _, _ = bd._rows_for(
+                    "cpu-1t->cpu-2t", name, m, source, cands, targets, 0.9, [], [], methods=("decide, interval rule",)
+                )
                 res["rows"] += [{"memory_tail": tail, **r} for r in rows]
     finally:
         cf.TARGET_TAIL = keep

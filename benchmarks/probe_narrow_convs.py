@@ -23,16 +23,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", nargs="+", default=["layers-cpu-avx2-1t"],
-                    help="network model(s) whose layer model prices each conv (shipped names or directories)")
+    ap.add_argument(
+        "--model",
+        nargs="+",
+        default=["layers-cpu-avx2-1t"],
+        help="network model(s) whose layer model prices each conv (shipped names or directories)",
+    )
     ap.add_argument("--channels", type=int, nargs="+", default=[4, 8, 16, 32, 64])
     ap.add_argument("--batches", type=int, nargs="+", default=[1, 2, 4, 16])
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
 
     import torch
-
     from bench_modules import loop_ms
+
     from carb import graph, netmodel
     from carb.families import layers as L
     from carb.measure.cpu import _retain_freed_memory
@@ -56,8 +60,13 @@ def main(argv: list[str] | None = None) -> None:
                 out["convs"].append({"cin": c, "kernel": k, "batch": b, "path": path, "ms": t, "priced_ms": ps})
                 print(f"c{c}x{c} k{k} b{b:<12} {path:<7} {t:8.4f}  " + "  ".join(f"{p:8.4f} {t / p:5.2f}" for p in ps))
     print("\nthe family's module (as campaigns time a layer) against the bare operator:")
-    for cfg in [L.LayerConfig("relu", 4, 4, 32), L.LayerConfig("bn", 4, 4, 32), L.LayerConfig("add", 16, 16, 32),
-                L.LayerConfig("conv", 4, 4, 32, 3, 1, 1, 1), L.LayerConfig("conv", 16, 16, 32, 3, 1, 1, 2)]:
+    for cfg in [
+        L.LayerConfig("relu", 4, 4, 32),
+        L.LayerConfig("bn", 4, 4, 32),
+        L.LayerConfig("add", 16, 16, 32),
+        L.LayerConfig("conv", 4, 4, 32, 3, 1, 1, 1),
+        L.LayerConfig("conv", 16, 16, 32, 3, 1, 1, 2),
+    ]:
         m = L.build(cfg)
         x = m.x
         wrapped = loop_ms(lambda: m(None), 0.2)

@@ -6,6 +6,7 @@ shufflenet/squeezenet/mnasnet, inception/googlenet, alexnet, convnext. Needs tor
 
     taskset -c 0 /tmp/tvenv/bin/python benchmarks/probe_own_calibration.py
 """
+
 import sys
 import warnings
 
@@ -13,16 +14,24 @@ warnings.filterwarnings("ignore")
 sys.path.insert(0, __import__("os").path.dirname(__file__))
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
-
 from bench_modules import metrics  # noqa: E402
 from bench_public_zoo import MODEL, _read  # noqa: E402
+
 from carb import families, netmodel
 from carb.families import nets
 
-DESIGNS = {"resnet": ("resnet", "resnext", "wide_resnet"), "vgg": ("vgg",), "densenet": ("densenet",),
-           "mobilenet": ("mobilenet",), "efficientnet": ("efficientnet",), "regnet": ("regnet",),
-           "small": ("shufflenet", "squeezenet", "mnasnet"), "inception": ("inception", "googlenet"),
-           "alexnet": ("alexnet",), "convnext": ("convnext",)}
+DESIGNS = {
+    "resnet": ("resnet", "resnext", "wide_resnet"),
+    "vgg": ("vgg",),
+    "densenet": ("densenet",),
+    "mobilenet": ("mobilenet",),
+    "efficientnet": ("efficientnet",),
+    "regnet": ("regnet",),
+    "small": ("shufflenet", "squeezenet", "mnasnet"),
+    "inception": ("inception", "googlenet"),
+    "alexnet": ("alexnet",),
+    "convnext": ("convnext",),
+}
 
 
 def design(label: str) -> str:
@@ -51,5 +60,7 @@ for store in ("campaigns/public-zoo-cpu-1t.duckdb", "campaigns/public-zoo-cpu-1t
             lo[te] += p.latency_ms_lo.to_numpy() / 5
             hi[te] += p.latency_ms_hi.to_numpy() / 5
     mm = metrics(y, pred, lo, hi)
-    print(f"{store.split('/')[-1]:32s} refit on K = 10 torchvision networks of other designs: MAPE {mm['mape']:.1f}% "
-          f"w10 {mm['within10']:.0f}% w20 {mm['within20']:.0f}% rho {mm['spearman']:.3f} cov {mm['coverage']:.0f}%")
+    print(
+        f"{store.split('/')[-1]:32s} refit on K = 10 torchvision networks of other designs: MAPE {mm['mape']:.1f}% "
+        f"w10 {mm['within10']:.0f}% w20 {mm['within20']:.0f}% rho {mm['spearman']:.3f} cov {mm['coverage']:.0f}%"
+    )

@@ -67,9 +67,13 @@ def one_pass(configs, sentinel, a) -> dict[str, dict[str, float]]:
                 tc.append((t1 - t0) / 1e6 / kc)
                 ts.append((t2 - t1) / 1e6 / ks)
         tc, ts = np.array(tc), np.array(ts)
-        out[c.config_id] = {"raw": float(np.median(tc)), "sent": float(np.median(ts)),
-                            "ratio_med": float(np.median(tc / ts)), "n": len(tc),
-                            "sent_share": float(ts.sum() * ks / (ts.sum() * ks + tc.sum() * kc))}
+        out[c.config_id] = {
+            "raw": float(np.median(tc)),
+            "sent": float(np.median(ts)),
+            "ratio_med": float(np.median(tc / ts)),
+            "n": len(tc),
+            "sent_share": float(ts.sum() * ks / (ts.sum() * ks + tc.sum() * kc)),
+        }
     return out
 
 
@@ -90,7 +94,7 @@ def main() -> None:
     from carb.measure.sentinel import CPU_SENTINEL
 
     torch.set_num_threads(1)
-    configs = [c for c in space.load("cpu").sample(200, seed=a.seed, method="stratified") if c.family == "cifar"][:a.n]
+    configs = [c for c in space.load("cpu").sample(200, seed=a.seed, method="stratified") if c.family == "cifar"][: a.n]
     sentinel = built(CPU_SENTINEL.configs[0])
     print(f"command: python {' '.join(sys.argv)}", flush=True)
     t0 = time.monotonic()
@@ -102,19 +106,30 @@ def main() -> None:
     B = one_pass(configs, sentinel, a)
     print(f"pass B, {(time.monotonic() - t0) / 60:.1f} min after A's start", flush=True)
     res = {}
-    for key, f in [("raw", lambda d: d["raw"]), ("ratio of medians", lambda d: d["raw"] / d["sent"]),
-                   ("median of paired ratios", lambda d: d["ratio_med"])]:
+    for key, f in [
+        ("raw", lambda d: d["raw"]),
+        ("ratio of medians", lambda d: d["raw"] / d["sent"]),
+        ("median of paired ratios", lambda d: d["ratio_med"]),
+    ]:
         r = np.array([f(B[i]) / f(A[i]) for i in A])
-        res[key] = {"median_ratio": float(np.median(r)), "mean_abs_diff": float(np.mean(abs(r - 1))),
-                    "max_abs_diff": float(np.max(abs(r - 1))), "within_5pct": float(np.mean(abs(r - 1) <= .05))}
-        print(f"{key:28s} median B/A {np.median(r):.3f} mean|diff| {100 * np.mean(abs(r - 1)):.1f}% "
-              f"max {100 * np.max(abs(r - 1)):.1f}% within5% {100 * np.mean(abs(r - 1) <= .05):.0f}%")
+        res[key] = {
+            "median_ratio": float(np.median(r)),
+            "mean_abs_diff": float(np.mean(abs(r - 1))),
+            "max_abs_diff": float(np.max(abs(r - 1))),
+            "within_5pct": float(np.mean(abs(r - 1) <= 0.05)),
+        }
+        print(
+            f"{key:28s} median B/A {np.median(r):.3f} mean|diff| {100 * np.mean(abs(r - 1)):.1f}% "
+            f"max {100 * np.max(abs(r - 1)):.1f}% within5% {100 * np.mean(abs(r - 1) <= 0.05):.0f}%"
+        )
     sA = np.array([A[i]["sent"] for i in A])
     sB = np.array([B[i]["sent"] for i in A])
     print(f"sentinel share of sampling time: median {100 * np.median([A[i]['sent_share'] for i in A]):.0f}%")
-    print(f"sentinel per pass (median over configs): A {np.median(sA):.3f} ms, B {np.median(sB):.3f} ms; "
-          f"within-pass p90/p10 A {np.percentile(sA, 90) / np.percentile(sA, 10):.2f} "
-          f"B {np.percentile(sB, 90) / np.percentile(sB, 10):.2f}")
+    print(
+        f"sentinel per pass (median over configs): A {np.median(sA):.3f} ms, B {np.median(sB):.3f} ms; "
+        f"within-pass p90/p10 A {np.percentile(sA, 90) / np.percentile(sA, 10):.2f} "
+        f"B {np.percentile(sB, 90) / np.percentile(sB, 10):.2f}"
+    )
     if a.json:
         with open(a.json, "w") as fh:
             json.dump({"argv": sys.argv, "methods": res, "A": A, "B": B}, fh, indent=1)

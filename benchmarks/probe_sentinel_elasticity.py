@@ -20,6 +20,7 @@ sentinel's ratio in the same blocks, and beta = log(config ratio) / log(sentinel
 A synthetic slow-down of one kind: it says whether configs of different sizes feel memory
 contention alike, not how a host's other tenants load it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -90,8 +91,15 @@ def main() -> None:
         x = torch.randn(c["batch"], 3, c["input_size"], c["input_size"])
         nets.append((c, m, x))
     phases = ["off", "on", "off"] * a.cycles
-    res = {f"{c['block']}{c['depth']}-w{c['width']}-i{c['input_size']}-b{c['batch']}": {"off": [], "on": [], "s_off": [],
-                                                                                       "s_on": []} for c, _, _ in nets}
+    res = {
+        f"{c['block']}{c['depth']}-w{c['width']}-i{c['input_size']}-b{c['batch']}": {
+            "off": [],
+            "on": [],
+            "s_off": [],
+            "s_on": [],
+        }
+        for c, _, _ in nets
+    }
     stop = mp.Event()
     proc = None
     t_all = time.perf_counter()
@@ -107,9 +115,11 @@ def main() -> None:
             proc = None
             time.sleep(0.5)
         for (c, m, x), key in zip(nets, res):
+
             def run():
                 with torch.inference_mode():
                     m(x)
+
             run()
             t_end = time.perf_counter() + a.phase_s
             while time.perf_counter() < t_end:
@@ -126,8 +136,17 @@ def main() -> None:
         s_off, s_on = float(np.median(r["s_off"])), float(np.median(r["s_on"]))
         ratio, s_ratio = on / off, s_on / s_off
         beta = math.log(ratio) / math.log(s_ratio) if abs(math.log(s_ratio)) > 1e-3 else float("nan")
-        rows[key] = {"off_ms": off, "on_ms": on, "ratio": ratio, "sentinel_off_ms": s_off, "sentinel_on_ms": s_on,
-                     "sentinel_ratio": s_ratio, "beta": beta, "samples_off": len(r["off"]), "samples_on": len(r["on"])}
+        rows[key] = {
+            "off_ms": off,
+            "on_ms": on,
+            "ratio": ratio,
+            "sentinel_off_ms": s_off,
+            "sentinel_on_ms": s_on,
+            "sentinel_ratio": s_ratio,
+            "beta": beta,
+            "samples_off": len(r["off"]),
+            "samples_on": len(r["on"]),
+        }
         print(f"{key:34s} {off:8.3f} {on:8.3f} {ratio:6.3f} {s_ratio:8.3f} {beta:5.2f}")
     Path(a.json).write_text(json.dumps({"argv": vars(a), "per_config": rows}, indent=1))
 

@@ -48,7 +48,9 @@ m, x = arch.build(c).eval(), torch.randn(c.batch, 3, c.input_size, c.input_size)
 bm, bx = arch.build(k).eval(), torch.randn(k.batch, 3, k.input_size, k.input_size)
 """
 
-CHILD = PRELUDE + r"""
+CHILD = (
+    PRELUDE
+    + r"""
 torch.set_num_threads(int(sys.argv[1]))
 with torch.inference_mode():
     for _ in range(20):
@@ -57,8 +59,11 @@ with torch.inference_mode():
     b = sorted(sample(bm, bx, 0.05) for _ in range(5))[2]
 print(json.dumps({"sentinel_ms": s, "config_ms": b, "config": k.label()}))
 """
+)
 
-SERIES = PRELUDE + r"""
+SERIES = (
+    PRELUDE
+    + r"""
 def med(f, k):
     return sorted(f() for _ in range(k))[k // 2]
 t = torch.randn(200000)
@@ -76,18 +81,22 @@ with torch.inference_mode():
             r[f"config_ms_{th}t"] = med(lambda: sample(bm, bx, 0.05), 3)
         print(json.dumps(r), flush=True)
 """
+)
 
 
 def series(seconds: float, out: str | None) -> None:
     """``--series``: one process, the state over time (see the module docstring)."""
-    p = subprocess.run([sys.executable, "-c", SERIES, str(seconds)], capture_output=True, text=True,
-                       timeout=seconds + 120)
+    p = subprocess.run(
+        [sys.executable, "-c", SERIES, str(seconds)], capture_output=True, text=True, timeout=seconds + 120
+    )
     rows = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
     s2 = np.array([r["sentinel_ms_2t"] for r in rows])
     slow = s2 > 1.5 * np.min(s2)
     changes = int(np.sum(slow[1:] != slow[:-1]))
-    print(f"{len(rows)} points over {rows[-1]['t'] if rows else 0:.0f} s; 2-thread sentinel slow (> 1.5x its fastest) "
-          f"in {int(slow.sum())} of them, {changes} change(s) of state")
+    print(
+        f"{len(rows)} points over {rows[-1]['t'] if rows else 0:.0f} s; 2-thread sentinel slow (> 1.5x its fastest) "
+        f"in {int(slow.sum())} of them, {changes} change(s) of state"
+    )
     for key in ("sentinel_ms_2t", "add_us_2t", "config_ms_2t", "sentinel_ms_1t", "add_us_1t", "config_ms_1t"):
         v = np.array([r[key] for r in rows])
         fast_m = float(np.median(v[~slow])) if (~slow).any() else float("nan")
@@ -113,7 +122,9 @@ def main() -> None:
         out = subprocess.run([sys.executable, "-c", CHILD, str(a.threads)], capture_output=True, text=True, timeout=120)
         r = json.loads(out.stdout.strip().splitlines()[-1])
         rows.append(r)
-        print(f"process {i + 1:2d}: sentinel {r['sentinel_ms']:.3f} ms, {r['config']} {r['config_ms']:.2f} ms", flush=True)
+        print(
+            f"process {i + 1:2d}: sentinel {r['sentinel_ms']:.3f} ms, {r['config']} {r['config_ms']:.2f} ms", flush=True
+        )
     s = np.array([r["sentinel_ms"] for r in rows])
     b = np.array([r["config_ms"] for r in rows])
     slow = s > 1.5 * np.median(s)

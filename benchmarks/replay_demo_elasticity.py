@@ -69,8 +69,8 @@ def replay_rows(source, k: pd.DataFrame, v: pd.DataFrame, slope: float = 0.0) ->
     from elasticity import at_speed
 
     from carb.campaign import speed as drift
-    from carb.transfer.calibrate import fit_calibrated
     from carb.demo import sitting_floor
+    from carb.transfer.calibrate import fit_calibrated
 
     v = v[v.status == "ok"].reset_index(drop=True)
     # as carb.campaign.speed.at_median_speed: the K rows at their median sentinel speed
@@ -87,9 +87,12 @@ def replay_rows(source, k: pd.DataFrame, v: pd.DataFrame, slope: float = 0.0) ->
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         floor = sitting_floor(source, v, corr, ["latency_ms"]).get("latency_ms", np.nan)
-    return {"raw": float(np.median(np.abs(p / v.latency_ms - 1))),
-            "corrected": float(np.nanmedian(np.abs(p / corr.latency_ms - 1))),
-            "floor_corrected": float(floor), "speed_change": float(moved.get("speed_change", np.nan))}
+    return {
+        "raw": float(np.median(np.abs(p / v.latency_ms - 1))),
+        "corrected": float(np.nanmedian(np.abs(p / corr.latency_ms - 1))),
+        "floor_corrected": float(floor),
+        "speed_change": float(moved.get("speed_change", np.nan)),
+    }
 
 
 def main() -> None:
@@ -102,18 +105,28 @@ def main() -> None:
     for d, source in sittings(a.folders):
         full = _replay(d, source, 0.0)
         el = _replay(d, source, SLOPE)
-        rows.append({"folder": str(d), "speed_change": el["speed_change"], "raw": el["raw"],
-                     "corrected_elasticity_1": full["corrected"], "corrected_elasticity": el["corrected"],
-                     "floor_elasticity_1": full["floor_corrected"], "floor_elasticity": el["floor_corrected"],
-                     "raw_elasticity_1_map": full["raw"]})
+        rows.append(
+            {
+                "folder": str(d),
+                "speed_change": el["speed_change"],
+                "raw": el["raw"],
+                "corrected_elasticity_1": full["corrected"],
+                "corrected_elasticity": el["corrected"],
+                "floor_elasticity_1": full["floor_corrected"],
+                "floor_elasticity": el["floor_corrected"],
+                "raw_elasticity_1_map": full["raw"],
+            }
+        )
     df = pd.DataFrame(rows)
     with pd.option_context("display.width", 200, "display.float_format", "{:.3f}".format):
         print(df.to_string(index=False))
     n = len(df)
-    print(f"\nmedian latency error <= 10%: elasticity 1 in {(df.corrected_elasticity_1 <= 0.10).sum()} of {n}, "
-          f"size elasticity in {(df.corrected_elasticity <= 0.10).sum()} of {n} sittings; mean "
-          f"{100 * df.corrected_elasticity_1.mean():.1f}% -> {100 * df.corrected_elasticity.mean():.1f}% "
-          f"(raw {100 * df.raw.mean():.1f}%)")
+    print(
+        f"\nmedian latency error <= 10%: elasticity 1 in {(df.corrected_elasticity_1 <= 0.10).sum()} of {n}, "
+        f"size elasticity in {(df.corrected_elasticity <= 0.10).sum()} of {n} sittings; mean "
+        f"{100 * df.corrected_elasticity_1.mean():.1f}% -> {100 * df.corrected_elasticity.mean():.1f}% "
+        f"(raw {100 * df.raw.mean():.1f}%)"
+    )
     if a.json:
         a.json.write_text(json.dumps({"rows": rows, "elasticity_slope": SLOPE}, indent=1))
 

@@ -52,8 +52,11 @@ def replay(source, k: pd.DataFrame, v: pd.DataFrame) -> dict[str, float]:
     k = k[k.status == "ok"].reset_index(drop=True)
     v = v[v.status == "ok"].reset_index(drop=True)
     state = states.machine_state(k)
-    return {**replay_rows(source, k, v), "off_calibration": int(states.off_state(k, state).sum()),
-            "off_validation": int(states.off_state(v, state).sum())}
+    return {
+        **replay_rows(source, k, v),
+        "off_calibration": int(states.off_state(k, state).sum()),
+        "off_validation": int(states.off_state(v, state).sum()),
+    }
 
 
 def main() -> None:
@@ -66,19 +69,36 @@ def main() -> None:
         v = pd.read_csv(d / "validation.csv")
         used = replay(source, k, v)
         first = replay(source, first_visits(d, k), first_visits(d, v))
-        rows.append({"folder": str(d), **{f"{x}_retakes": y for x, y in used.items()},
-                     **{f"{x}_first": y for x, y in first.items()}})
+        rows.append(
+            {
+                "folder": str(d),
+                **{f"{x}_retakes": y for x, y in used.items()},
+                **{f"{x}_first": y for x, y in first.items()},
+            }
+        )
     df = pd.DataFrame(rows)
-    cols = ["folder", "off_calibration_first", "off_validation_first", "raw_first", "corrected_first",
-            "floor_corrected_first", "off_calibration_retakes", "off_validation_retakes", "raw_retakes",
-            "corrected_retakes", "floor_corrected_retakes"]
+    cols = [
+        "folder",
+        "off_calibration_first",
+        "off_validation_first",
+        "raw_first",
+        "corrected_first",
+        "floor_corrected_first",
+        "off_calibration_retakes",
+        "off_validation_retakes",
+        "raw_retakes",
+        "corrected_retakes",
+        "floor_corrected_retakes",
+    ]
     with pd.option_context("display.width", 250, "display.float_format", "{:.3f}".format):
         print(df[cols].to_string(index=False))
     n = len(df)
-    print(f"\ndrift-corrected median latency error <= 10%: first visits in {(df.corrected_first <= 0.10).sum()} of {n}, "
-          f"with retakes in {(df.corrected_retakes <= 0.10).sum()} of {n} sittings; mean "
-          f"{100 * df.corrected_first.mean():.1f}% -> {100 * df.corrected_retakes.mean():.1f}% "
-          f"(raw {100 * df.raw_first.mean():.1f}% -> {100 * df.raw_retakes.mean():.1f}%)")
+    print(
+        f"\ndrift-corrected median latency error <= 10%: first visits in {(df.corrected_first <= 0.10).sum()} of {n}, "
+        f"with retakes in {(df.corrected_retakes <= 0.10).sum()} of {n} sittings; mean "
+        f"{100 * df.corrected_first.mean():.1f}% -> {100 * df.corrected_retakes.mean():.1f}% "
+        f"(raw {100 * df.raw_first.mean():.1f}% -> {100 * df.raw_retakes.mean():.1f}%)"
+    )
     if a.json:
         a.json.write_text(json.dumps({"rows": rows}, indent=1))
 

@@ -20,8 +20,14 @@ import json
 import pandas as pd
 
 #: (name, percentile of the samples (None: carb's median), the sentinel's same percentile too)
-STATISTICS = (("median", None, False), ("fastest", 0.0, False), ("fastest, x sentinel's fastest", 0.0, True),
-              ("p5", 5.0, False), ("p10", 10.0, False), ("p25", 25.0, False))
+STATISTICS = (
+    ("median", None, False),
+    ("fastest", 0.0, False),
+    ("fastest, x sentinel's fastest", 0.0, True),
+    ("p5", 5.0, False),
+    ("p10", 10.0, False),
+    ("p25", 25.0, False),
+)
 
 
 def main() -> None:
@@ -36,10 +42,15 @@ def main() -> None:
             rows.append({"folder": str(d), "statistic": name, **r})
     df = pd.DataFrame(rows)
     by = df.groupby("statistic", sort=False)
-    table = pd.DataFrame({"raw, mean": by.raw.mean(), "drift-corrected, mean": by.corrected.mean(),
-                          "floor (corrected), mean": by.floor_corrected.mean(),
-                          "sittings <= 10% corrected": by.corrected.apply(lambda s: int((s <= 0.10).sum())),
-                          "sittings": by.size()})
+    table = pd.DataFrame(
+        {
+            "raw, mean": by.raw.mean(),
+            "drift-corrected, mean": by.corrected.mean(),
+            "floor (corrected), mean": by.floor_corrected.mean(),
+            "sittings <= 10% corrected": by.corrected.apply(lambda s: int((s <= 0.10).sum())),
+            "sittings": by.size(),
+        }
+    )
     with pd.option_context("display.width", 200, "display.float_format", "{:.3f}".format):
         print(table.to_string())
     if a.json:

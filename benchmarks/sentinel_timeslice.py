@@ -48,13 +48,35 @@ def main() -> None:
     from carb.families.space import Config
 
     torch.set_num_threads(1)
-    small = Config(family="cifar", block="basic", depth=8, width=0.5, early_downsample=False, input_size=32, batch=1,
-                   precision="fp32", classes=10)
-    real = Config(family="cifar", block="basic", depth=20, width=1.0, early_downsample=False, input_size=32, batch=8,
-                  precision="fp32", classes=10)
-    for name, c, s in (("sentinel, 1 forward a sample", small, 0.0), ("sentinel, >= 5 ms samples", small, 0.005),
-                       ("sentinel, >= 20 ms samples", small, 0.02), ("sentinel, >= 100 ms samples", small, 0.1),
-                       ("ResNet-20 w1 b8, 1 forward a sample", real, 0.0)):
+    small = Config(
+        family="cifar",
+        block="basic",
+        depth=8,
+        width=0.5,
+        early_downsample=False,
+        input_size=32,
+        batch=1,
+        precision="fp32",
+        classes=10,
+    )
+    real = Config(
+        family="cifar",
+        block="basic",
+        depth=20,
+        width=1.0,
+        early_downsample=False,
+        input_size=32,
+        batch=8,
+        precision="fp32",
+        classes=10,
+    )
+    for name, c, s in (
+        ("sentinel, 1 forward a sample", small, 0.0),
+        ("sentinel, >= 5 ms samples", small, 0.005),
+        ("sentinel, >= 20 ms samples", small, 0.02),
+        ("sentinel, >= 100 ms samples", small, 0.1),
+        ("ResNet-20 w1 b8, 1 forward a sample", real, 0.0),
+    ):
         med, mean = timeit(c, s)
         print(f"{name:<38} median {med:8.3f} ms   mean {mean:8.3f} ms")
 

@@ -1,7 +1,7 @@
-"""CARB: what a CNN will cost to run (energy, latency and peak memory of inference, jointly,
-per device), and which configurations of a space are worth profiling at all.
+"""CARB predicts the energy, latency and peak memory of CNN inference, per device, before you profile.
 
-The package, one folder per stage of the pipeline (each imports only the ones below it):
+It tells which configurations of a deployment space are worth profiling at all. The package has
+one folder per stage of the pipeline; each imports only the ones below it:
 
 - :mod:`carb.cli`, :mod:`carb.demo`, :mod:`carb.report`: the commands, the demo, reports and figures.
 - :mod:`carb.studies`: published protocols (HELP, NAS-Bench-201) and analyses.
@@ -15,24 +15,28 @@ The package, one folder per stage of the pipeline (each imports only the ones be
 - :mod:`carb.families`: configs, spaces, builders and closed-form features of every family.
 - :mod:`carb.graph`: capture of any module into a layer table; importing user code.
 
-The whole workflow from here (names load on first use, so ``import carb`` stays light)::
+The whole workflow through the front door (names load on first use, so ``import carb`` is light):
 
-    import carb
+>>> import carb, torch
+>>> data = carb.load_dataset("cpu-1t")                     # configs measured on one machine
+>>> source = carb.CARB(preset="fast").fit(data)             # energy (J), latency (ms), memory (MB)
+>>> there = carb.load_dataset("cpu-2t")                     # the same space measured on another
+>>> target = carb.calibrate(source, there.sample(12, random_state=0))  # K = 12 measured there
+>>> result = carb.screen(there, target, {"latency_ms": 20.0}, source=source)
+>>> sorted(result.summary["decisions"])                     # each config: accept, reject or measure
+['accept', 'measure', 'reject']
+>>> net = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3), torch.nn.ReLU())
+>>> p = carb.predict_module(net, torch.randn(1, 3, 224, 224), carb.load_model("layers-cpu-avx2-1t"))
+>>> p.latency_ms_lo < p.latency_ms < p.latency_ms_hi
+True
 
-    data = carb.load_dataset("cpu-1t")                       # measured configs
-    source = carb.CARB(preset="fast").fit(data)               # energy, latency, memory
-    backend = carb.get_backend("cpu", threads=2)              # this machine
-    ...                                                       # measure K configs: carb.Campaign
-    target = carb.calibrate(source, measured)                 # the source mapped to this machine
-    result = carb.screen(space_frame, target, {"latency_ms": 20.0})
-    carb.predict_module(my_net, torch.randn(1, 3, 224, 224), "layers-cpu-avx2-1t")
+On your own machine, :func:`get_backend` measures a config and :class:`Campaign` measures a
+space of them into a store; ``carb demo`` runs the whole loop.
 """
 
 from __future__ import annotations
 
 import importlib
-import sys
-import types
 from typing import Any
 
 from carb import _compat
@@ -55,6 +59,8 @@ __all__ = ["__version__", *_FRONT_DOOR]
 
 
 def __getattr__(name: str) -> Any:
+    if f"carb.{name}" in _compat.CALLABLE:
+        return _compat.front_door(f"carb.{name}")
     if name in _FRONT_DOOR:
         module, attr = _FRONT_DOOR[name]
         return getattr(importlib.import_module(module), attr)
@@ -65,14 +71,4 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_FRONT_DOOR))
 
 
-class _Package(types.ModuleType):
-    """Keeps the front door's names when an old module path of the same name is imported."""
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name in _FRONT_DOOR and isinstance(value, types.ModuleType):
-            return
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package
 _compat.install()

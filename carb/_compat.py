@@ -1,7 +1,9 @@
 """Old import paths of modules that moved into the stage packages.
 
-``import carb.space`` keeps working and warns once with the module's new home. A moved
-module that was split answers each name from the first new module that has it.
+``import carb.space`` keeps working and warns with the module's new home. A moved module
+that was split answers each name from the first new module that has it. ``carb.calibrate``
+and ``carb.screen`` are both old module paths and front-door functions: one object serves
+both, callable as the function, with the old module's names as (deprecated) attributes.
 """
 
 from __future__ import annotations
@@ -34,6 +36,13 @@ MOVED: dict[str, tuple[str, ...]] = {
 }
 
 
+#: old module paths that are also front-door functions: path -> (module, function)
+CALLABLE: dict[str, tuple[str, str]] = {
+    "carb.calibrate": ("carb.transfer.load", "calibrate"),
+    "carb.screen": ("carb.decide.screen", "screen"),
+}
+
+
 class _Alias(types.ModuleType):
     """A module object that answers names from the modules that now hold them."""
 
@@ -53,21 +62,60 @@ class _Alias(types.ModuleType):
         return sorted(names)
 
 
+class _CallableAlias(_Alias):
+    """An old module path that is also a front-door function: calling it calls the function."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.__wrapped__(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "__wrapped__":
+            module, function = CALLABLE[self.__name__]
+            return getattr(importlib.import_module(module), function)
+        if not name.startswith("__"):
+            warnings.warn(
+                f"{self.__name__}.{name}: the module moved to {MOVED[self.__name__][0]}",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+        return super().__getattr__(name)
+
+
+def front_door(path: str) -> _CallableAlias:
+    """The one object behind ``carb.calibrate`` / ``carb.screen`` (created once, no warning)."""
+    if not isinstance(sys.modules.get(path), _CallableAlias):
+        alias = _CallableAlias(path)
+        module, function = CALLABLE[path]
+        alias.__doc__ = getattr(importlib.import_module(module), function).__doc__
+        sys.modules[path] = alias
+    return sys.modules[path]
+
+
 class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    def __init__(self) -> None:
+        self._specs: dict[str, importlib.machinery.ModuleSpec] = {}
+
     def find_spec(self, fullname: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
         if fullname not in MOVED:
             return None
         return importlib.machinery.ModuleSpec(fullname, self)
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
+        if spec.name in CALLABLE:
+            return front_door(spec.name)
         new = ", ".join(MOVED[spec.name])
         warnings.warn(f"{spec.name} moved to {new}; the old path will be removed", DeprecationWarning, stacklevel=3)
         if len(MOVED[spec.name]) == 1:
-            return importlib.import_module(MOVED[spec.name][0])
+            module = importlib.import_module(MOVED[spec.name][0])
+            self._specs[module.__name__] = module.__spec__
+            return module
         return _Alias(spec.name)
 
     def exec_module(self, module: types.ModuleType) -> None:
-        pass
+        # the import system stamps the old path's spec on the module it is handed: give the
+        # real module its own spec back
+        if module.__name__ in self._specs:
+            module.__spec__ = self._specs[module.__name__]
 
 
 def install() -> None:

@@ -1,6 +1,8 @@
-"""The installed carb's version, in a module of its own: any layer may import it without
-importing the package's ``__init__`` (which reaches up to :mod:`carb.netmodel` for
-``carb.predict_module``)."""
+"""The installed carb's version.
+
+It lives in a module of its own so that any layer may import it without importing the package's ``__init__``
+(which reaches up to :mod:`carb.netmodel` for ``carb.predict_module``).
+"""
 
 from importlib.metadata import PackageNotFoundError, version
 

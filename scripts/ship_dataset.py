@@ -24,9 +24,14 @@ import numpy as np
 
 from carb import datasets
 from carb.campaign import rounds as states
-from carb.report.figures import speed_plot
 from carb.campaign import speed as drift
 from carb.campaign.store import Store
+from carb.report.figures import speed_plot
+
+
+def _window_s(p: dict) -> float:
+    """The shortest energy window (s): the minimum asked, or the counter's periods, whichever is longer."""
+    return max(p.get("min_window_s") or 0, p.get("energy_periods", 10) * p.get("update_period_s", 0))
 
 
 def _isa_text(p: dict) -> str:
@@ -49,8 +54,10 @@ def figures(store: Store, platform: str) -> dict:
     # summed over runs (gaps between resumed parts excluded)
     wall_s = float(m.wall_s.sum())
     out = {
-        "rows": int(len(m)), "by_status": m.status.value_counts().to_dict(),
-        "first_measured": str(first), "last_measured": str(last),
+        "rows": int(len(m)),
+        "by_status": m.status.value_counts().to_dict(),
+        "first_measured": str(first),
+        "last_measured": str(last),
         "configs_per_hour": 3600.0 * len(m) / wall_s if wall_s else float("nan"),
         "wall_s_per_config_median": float(m.wall_s.median()),
         "latency_cov_median": float(ok.latency_ms_cov.median()),
@@ -85,9 +92,16 @@ def figures(store: Store, platform: str) -> dict:
     if took:
         from carb.campaign.runner import retake_summary
 
-        out["retakes"] = {**retake_summary(store, platform, None, int(took[-1]["rounds"]),
-                                           float(took[-1].get("state_factor") or states.STATE_FACTOR)),
-                          "tries": int(took[-1]["retakes"])}
+        out["retakes"] = {
+            **retake_summary(
+                store,
+                platform,
+                None,
+                int(took[-1]["rounds"]),
+                float(took[-1].get("state_factor") or states.STATE_FACTOR),
+            ),
+            "tries": int(took[-1]["retakes"]),
+        }
     return out
 
 
@@ -99,13 +113,17 @@ def card(name: str, f: dict, rows: int, conditions: str, about: str | None = Non
         f"# {name}: CARB measurements of the `cpu` space on one of our 2-core CPU machines, "
         f"{p.get('threads')} thread(s)",
         "",
-        about or (f"Real measurements of {rows:,} configs of the `cpu` space (CIFAR-style ResNets and the ImageNet "
-                  f"ResNet-18/34/50 at 224 px), made with CARB's own pipeline (`carb characterize`, see "
-                  "`scripts/collect_cpu_datasets.sh`). One row per config."),
+        about
+        or (
+            f"Real measurements of {rows:,} configs of the `cpu` space (CIFAR-style ResNets and the ImageNet "
+            f"ResNet-18/34/50 at 224 px), made with CARB's own pipeline (`carb characterize`, see "
+            "`scripts/collect_cpu_datasets.sh`). One row per config."
+        ),
         "",
         "## Machine and software",
         f"- CPU: {p.get('cpu_model')} ({p.get('logical_cpus')} logical CPUs; {_isa_text(p)}), "
-        f"frequency seen {p.get('cpu_freq_mhz')} MHz ({p.get('cpu_freq_source')}), governor {p.get('cpu_governor') or 'not exposed'}",
+        f"frequency seen {p.get('cpu_freq_mhz')} MHz ({p.get('cpu_freq_source')}), "
+        f"governor {p.get('cpu_governor') or 'not exposed'}",
         f"- host: a shared 2-core VM, 24 GiB; {p.get('platform')}",
         f"- python {p.get('python')}, torch {p.get('torch')}, carb {p.get('carb')}; "
         f"{'; '.join(p.get('torch_parallel', [])[1:3])}",
@@ -114,8 +132,11 @@ def card(name: str, f: dict, rows: int, conditions: str, about: str | None = Non
         "",
         "## Protocol",
         f"- each config visited in {pr.get('rounds')} rounds at different moments ("
-        + (f"round-robin over chunks of {pr.get('chunk')} configs" if (pr.get("chunk") or rows) < rows else
-           "spread over the whole campaign, every other round in reverse order")
+        + (
+            f"round-robin over chunks of {pr.get('chunk')} configs"
+            if (pr.get("chunk") or rows) < rows
+            else "spread over the whole campaign, every other round in reverse order"
+        )
         + f"), each visit a fresh worker process; warm-up {pr.get('warmup')} iterations "
         f"and >= {pr.get('warmup_s')} s, then timed forwards until the 95% CI of the median is within "
         f"{100 * pr.get('ci_target', 0):g}% (distribution-free, binomial order statistics) or "
@@ -133,7 +154,8 @@ def card(name: str, f: dict, rows: int, conditions: str, about: str | None = Non
         f"(p95 {100 * f['latency_ci_rel_p95']:.1f}%); median samples per config {f['latency_n_median']:.0f}",
         f"- memory: median CoV of the per-visit peaks {f['memory_round_cov_median']:.3f} "
         f"(p95 {f['memory_round_cov_p95']:.3f})",
-        f"- throughput: {f['configs_per_hour']:.0f} configs/hour ({f['wall_s_per_config_median']:.2f} s median wall per config)",
+        f"- throughput: {f['configs_per_hour']:.0f} configs/hour ({f['wall_s_per_config_median']:.2f} s median wall "
+        f"per config)",
     ]
     if drift:
         raw = drift["latency"]["raw"]
@@ -141,15 +163,19 @@ def card(name: str, f: dict, rows: int, conditions: str, about: str | None = Non
             f"- drift: {drift['configs']} configs measured again at the end of the campaign "
             f"(median {drift['hours_between']:.2f} h later): median latency ratio {raw['ratio_median']:.3f} "
             f"(p5 {raw['ratio_p5']:.3f}, p95 {raw['ratio_p95']:.3f}), "
-            f"{100 * raw['within_10pct']:.0f}% within ±10%; median memory ratio {drift['memory_ratio_median']:.3f}")
-        for key, what in (("corrected", "corrected by the speed sentinel (`latency_ms_norm`)"),
-                          ("fastest", "of the fastest sample (`latency_ms_min`)")):
+            f"{100 * raw['within_10pct']:.0f}% within ±10%; median memory ratio {drift['memory_ratio_median']:.3f}"
+        )
+        for key, what in (
+            ("corrected", "corrected by the speed sentinel (`latency_ms_norm`)"),
+            ("fastest", "of the fastest sample (`latency_ms_min`)"),
+        ):
             v = drift["latency"].get(key)
             if v:
                 lines.append(
                     f"- drift, {what}: median ratio {v['ratio_median']:.3f}, mean |difference| "
                     f"{100 * v['abs_diff_mean']:.1f}% (raw {100 * raw['abs_diff_mean']:.1f}%), "
-                    f"{100 * v['within_10pct']:.0f}% within ±10%")
+                    f"{100 * v['within_10pct']:.0f}% within ±10%"
+                )
     lines += ["", "## Speed index (machine speed while measuring)"]
     if f["speed"].get("readings"):
         lines += [
@@ -174,7 +200,8 @@ def card(name: str, f: dict, rows: int, conditions: str, about: str | None = Non
         "so their CI may be undefined (n < 6)",
         "- peak memory includes one-off library pages of a fresh process (about 20 MB for the smallest nets)",
         "",
-        f"Generated by `python scripts/ship_dataset.py` on {datetime.now(timezone.utc):%Y-%m-%d} from the campaign store.",
+        f"Generated by `python scripts/ship_dataset.py` on {datetime.now(timezone.utc):%Y-%m-%d} from the campaign "
+        f"store.",
     ]
     return "\n".join(lines) + "\n"
 
@@ -187,12 +214,13 @@ def _retake_lines(r: dict | None) -> list[str]:
         f"- retakes (`carb characterize --retakes {r['tries']}`): a visit whose paired speed sentinel lay beyond "
         f"x{r['factor']:.2f} of the campaign's state ({r['ref_ms']:.3f} ms: the fastest state holding at least a "
         f"quarter of the first visits) was timed in another state of the machine, where no one ratio corrects every "
-        f"config (a 2-thread worker on our VMs switches between two; issue 16), and was measured again, up to "
+        f"config (a 2-thread worker on our VMs switches between two), and was measured again, up to "
         f"{r['tries']} times: {r['off']} of {r['n']} first visits (median sentinel "
         f"{r['off_sentinel_ms'] or float('nan'):.3f} ms), {r['visits']} retakes, {r['back']} back in the state, "
         f"{r['left']} left as measured. Each row pools, per round, the visit nearest the state "
         "(`extra.pooled_visits`) for its latency, and keeps its first visits' memory (`extra.memory_visits`: the "
-        "states are speed states); every visit stays in the store's `rounds` table"]
+        "states are speed states); every visit stays in the store's `rounds` table"
+    ]
 
 
 def _pct(x: float) -> str:
@@ -222,28 +250,48 @@ def gpu_figures(df: Any) -> dict:
     piv = ok.pivot_table(index=keys, columns="batch", values="latency_ms")
     lo, hi = min(ok.batch), max(ok.batch)
     # how far one config's windows lay apart (max / min window latency), launch-bound or not
-    spread = ex.map(lambda d: (max(d["latency_samples_ms"]) / min(d["latency_samples_ms"])
-                               if d.get("latency_samples_ms") else float("nan")))
+    spread = ex.map(
+        lambda d: (
+            max(d["latency_samples_ms"]) / min(d["latency_samples_ms"]) if d.get("latency_samples_ms") else float("nan")
+        )
+    )
     lat_ratio = (piv[hi] / piv[lo]).dropna() if lo in piv and hi in piv else pd.Series(dtype=float)
     return {
-        "configs": int(len(ok)), "archs": int(len(per_arch)), "archs_all_batches": int((per_arch == per_arch.max()).sum()),
+        "configs": int(len(ok)),
+        "archs": int(len(per_arch)),
+        "archs_all_batches": int((per_arch == per_arch.max()).sum()),
         "batches": sorted(int(b) for b in ok.batch.unique()),
         "by_precision": ok.precision.value_counts().to_dict(),
         "energy_rows": int(ok.energy_gross_j.notna().sum()),
-        "noise_by_batch": noise, "ci_median": ok[["latency_ms_ci_rel", "energy_gross_j_ci_rel", "energy_j_ci_rel"]].median(),
+        "noise_by_batch": noise,
+        "ci_median": ok[["latency_ms_ci_rel", "energy_gross_j_ci_rel", "energy_j_ci_rel"]].median(),
         "windows": ex.map(lambda d: d.get("energy_windows")).describe(),
         "windows_missed": int(ex.map(lambda d: d.get("energy_windows_missed") or 0).sum()),
         "busy_by_batch": ok.groupby("batch").busy_w.median(),
-        "power_check": {"n": int(len(dev)), "within_10": int((dev <= 0.10).sum()), "median": float(dev.median()),
-                        "max": float(dev.max())},
+        "power_check": {
+            "n": int(len(dev)),
+            "within_10": int((dev <= 0.10).sum()),
+            "median": float(dev.median()),
+            "max": float(dev.max()),
+        },
         "sm": (ex.map(lambda d: d.get("sm_clock_mhz_min")).min(), ex.map(lambda d: d.get("sm_clock_mhz_max")).max()),
         "mem": (ex.map(lambda d: d.get("mem_clock_mhz_min")).min(), ex.map(lambda d: d.get("mem_clock_mhz_max")).max()),
-        "temp": (ex.map(lambda d: d.get("temperature_c_min")).min(), ex.map(lambda d: d.get("temperature_c_max")).max()),
+        "temp": (
+            ex.map(lambda d: d.get("temperature_c_min")).min(),
+            ex.map(lambda d: d.get("temperature_c_max")).max(),
+        ),
         "throttled": int(ex.map(lambda d: bool(d.get("throttle_reasons"))).sum()),
-        "scaling": sc, "scaling_precision": sc_p, "launch_bound": (int((lat_ratio < 1.5).sum()), int(len(lat_ratio))),
-        "lo": int(lo), "hi": int(hi),
-        "window_spread": {"median": float(spread.median()), "max": float(spread.max()),
-                          "over_1_2": int((spread > 1.2).sum()), "n": int(spread.notna().sum())},
+        "scaling": sc,
+        "scaling_precision": sc_p,
+        "launch_bound": (int((lat_ratio < 1.5).sum()), int(len(lat_ratio))),
+        "lo": int(lo),
+        "hi": int(hi),
+        "window_spread": {
+            "median": float(spread.median()),
+            "max": float(spread.max()),
+            "over_1_2": int((spread > 1.2).sum()),
+            "n": int(spread.notna().sum()),
+        },
     }
 
 
@@ -286,7 +334,7 @@ def gpu_card(name: str, f: dict, g: dict, validation: dict | None, code_commit: 
         "## Protocol",
         f"- energy: the total-energy counter through Zeus ({p.get('energy_sensor', {}).get('kind')}); it updated "
         f"every {1e3 * p.get('update_period_s', float('nan')):.1f} ms. Each timed window lasts at least "
-        f"{p.get('energy_periods', 10):g} updates ({1e3 * max(p.get('min_window_s') or 0, p.get('energy_periods', 10) * p.get('update_period_s', 0)):.0f} ms); "
+        f"{p.get('energy_periods', 10):g} updates ({1e3 * _window_s(p):.0f} ms); "
         "its busy power is the counter's increase between the first and the last update inside it, over the "
         "time between them. `energy_gross_j` = busy power x latency, per forward of the whole batch. "
         f"`energy_j` = gross - idle power x latency, idle power {p.get('idle_power_w'):.1f} W measured the same "
@@ -303,15 +351,22 @@ def gpu_card(name: str, f: dict, g: dict, validation: dict | None, code_commit: 
     if validation:
         checks = validation.get("checks", [])
         passed = sum(c["ok"] for c in checks)
-        lines.append(f"- `scripts/validate_gpu.py` just before the campaign, on the same GPU: {passed} of "
-                     f"{len(checks)} checks passed:")
+        lines.append(
+            f"- `scripts/validate_gpu.py` just before the campaign, on the same GPU: {passed} of "
+            f"{len(checks)} checks passed:"
+        )
         for c in checks:
-            if any(w in c["check"] for w in ("energy vs mean power", "busy power", "sampler overhead", "clock settings")):
-                lines.append(f"  - {c['check']}: {c['value']} (expected {c['expected']}): "
-                             f"{'PASS' if c['ok'] else 'FAIL'}")
+            if any(
+                w in c["check"] for w in ("energy vs mean power", "busy power", "sampler overhead", "clock settings")
+            ):
+                lines.append(
+                    f"  - {c['check']}: {c['value']} (expected {c['expected']}): {'PASS' if c['ok'] else 'FAIL'}"
+                )
         if any(not c["ok"] for c in checks):
-            lines.append("  - a FAIL above is reported as it was; benchmarks/RESULTS.md (issue 17) says what it "
-                         "means and what changed in the check since")
+            lines.append(
+                "  - a FAIL above is reported as it was; the results page (benchmarks/) says what it "
+                "means and what changed in the check since"
+            )
     pc = g["power_check"]
     lines += [
         f"- every config's own energy check: the counter's busy power against the median of the instant-power "
@@ -326,18 +381,26 @@ def gpu_card(name: str, f: dict, g: dict, validation: dict | None, code_commit: 
         "",
         "| batch | latency CI | gross energy CI | net energy CI | busy power (W) |",
         "|---:|---:|---:|---:|---:|",
-        *[f"| {b} | {_pct(r.latency_ms_ci_rel)} | {_pct(r.energy_gross_j_ci_rel)} | {_pct(r.energy_j_ci_rel)} | "
-          f"{g['busy_by_batch'][b]:.0f} |" for b, r in g["noise_by_batch"].iterrows()],
+        *[
+            f"| {b} | {_pct(r.latency_ms_ci_rel)} | {_pct(r.energy_gross_j_ci_rel)} | {_pct(r.energy_j_ci_rel)} | "
+            f"{g['busy_by_batch'][b]:.0f} |"
+            for b, r in g["noise_by_batch"].iterrows()
+        ],
         "",
         "## Energy and latency against the batch",
-        f"Fitted over the {g['archs']} linked architectures (`carb.studies.analyses.scaling`: per-architecture profiles in "
+        f"Fitted over the {g['archs']} linked architectures (`carb.studies.analyses.scaling`: per-architecture "
+        f"profiles in "
         f"log space), batch {g['lo']} to {g['hi']}, cost per forward of the whole batch:",
         "",
         f"- gross energy x{factor('energy_gross_j'):.2f}, latency x{factor('latency_ms'):.2f}, peak memory "
         f"x{factor('memory_mb'):.2f}; net energy x{factor('energy_j'):.1f}",
-        *[f"- {r.precision}: gross energy x{r.factor:.2f} against latency x{sc2.factor:.2f}"
-          for (_, r), (_, sc2) in zip(g["scaling_precision"][g["scaling_precision"].target == "energy_gross_j"].iterrows(),
-                                      g["scaling_precision"][g["scaling_precision"].target == "latency_ms"].iterrows())],
+        *[
+            f"- {r.precision}: gross energy x{r.factor:.2f} against latency x{sc2.factor:.2f}"
+            for (_, r), (_, sc2) in zip(
+                g["scaling_precision"][g["scaling_precision"].target == "energy_gross_j"].iterrows(),
+                g["scaling_precision"][g["scaling_precision"].target == "latency_ms"].iterrows(),
+            )
+        ],
         f"- the study (RTX 5090 / 3080, locked clocks, the `paper` grid) reported energy x35.4 against latency "
         f"x11.2 across its batch regimes. Here too energy grows faster than latency, because power rises with "
         f"the load (busy power {g['busy_by_batch'].iloc[0]:.0f} W at batch {g['lo']}, "
@@ -358,7 +421,8 @@ def gpu_card(name: str, f: dict, g: dict, validation: dict | None, code_commit: 
         "whole space with the study's accuracy; one visit each, no remeasurement, so no drift figure",
         "- no speed sentinel: GPU campaigns do not run it (issue 16 is about CPU drift)",
         "",
-        f"Generated by `python scripts/ship_dataset.py` on {datetime.now(timezone.utc):%Y-%m-%d} from the campaign store.",
+        f"Generated by `python scripts/ship_dataset.py` on {datetime.now(timezone.utc):%Y-%m-%d} from the campaign "
+        f"store.",
     ]
     return "\n".join(lines) + "\n"
 
@@ -367,11 +431,17 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--store", required=True)
     ap.add_argument("--name", required=True)
-    ap.add_argument("--conditions", default="other tenants of the host add noise we cannot see",
-                    help="what else ran on the machine during the campaign (goes into the card)")
+    ap.add_argument(
+        "--conditions",
+        default="other tenants of the host add noise we cannot see",
+        help="what else ran on the machine during the campaign (goes into the card)",
+    )
     ap.add_argument("--about", help="the card's first paragraph: what was measured (default: the cpu space's)")
     ap.add_argument("--pinning", help="which cores the campaign was pinned to (default: cpu-1t's and cpu-2t's)")
-    ap.add_argument("--validation", help="GPU: scripts/validate_gpu.py's JSON report of the same machine (its checks go into the card)")
+    ap.add_argument(
+        "--validation",
+        help="GPU: scripts/validate_gpu.py's JSON report of the same machine (its checks go into the card)",
+    )
     ap.add_argument("--code-commit", help="GPU: the commit of the code the run used, when the store says 0+unknown")
     ap.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "carb" / "data"))
     a = ap.parse_args()
@@ -387,11 +457,15 @@ def main() -> None:
         (out / f"{a.name}.md").write_text(gpu_card(a.name, f, g, validation, a.code_commit))
         datasets.read(out / f"{a.name}.parquet")
         f.pop("provenance"), f.pop("_readings")
-        print(json.dumps({**f, "gpu": {k: v for k, v in g.items() if not hasattr(v, "to_dict")}}, indent=2, default=str))
+        print(
+            json.dumps({**f, "gpu": {k: v for k, v in g.items() if not hasattr(v, "to_dict")}}, indent=2, default=str)
+        )
         return
     if not f["speed"].get("readings"):
-        f["speed_why"] = ("no speed index: measured before CARB had a speed sentinel (issue 16); "
-                          "`latency_ms` is the raw median, with no record of the machine's speed while it was taken")
+        f["speed_why"] = (
+            "no speed index: measured before CARB had a speed sentinel (issue 16); "
+            "`latency_ms` is the raw median, with no record of the machine's speed while it was taken"
+        )
     speed_plot(f.pop("_readings"), out / f"{a.name}-speed.png", title=f"{a.name}: speed index")
     (out / f"{a.name}.md").write_text(card(a.name, f, len(df), a.conditions, a.about, a.pinning))
     datasets.read(out / f"{a.name}.parquet")  # what we ship must pass the loader's checks

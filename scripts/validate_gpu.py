@@ -80,7 +80,7 @@ class Report:
         rows += [(c["check"], fmt(c["value"]), c["expected"], "PASS" if c["ok"] else "FAIL") for c in self.checks]
         widths = [min(60, max(len(r[i]) for r in rows)) for i in range(4)]
         line = "  ".join("-" * w for w in widths)
-        out = ["  ".join(r[i][:widths[i]].ljust(widths[i]) for i in range(4)) for r in rows]
+        out = ["  ".join(r[i][: widths[i]].ljust(widths[i]) for i in range(4)) for r in rows]
         out.insert(1, line)
         n_fail = sum(not c["ok"] for c in self.checks)
         out.append(line)
@@ -108,6 +108,7 @@ def clock_settings(gpu: Any, extras: Any) -> dict[str, Any]:
     """Settings that a backend must leave alone with lock_clocks=False (MHz, W): through
     Zeus (power limit, persistence mode, supported clocks) and, on NVIDIA, the
     applications clocks (``NvmlExtras``: Zeus has no getter for them)."""
+
     def q(fn: Any) -> Any:
         try:
             return fn()
@@ -208,10 +209,17 @@ def reference_run(config: Any, device: Any, dev: Any, seconds: float, skip_s: fl
         torch.cuda.empty_cache()
     window = t_end - t_skip
     mean_power = integral_j / span if span > 0 else float("nan")
-    return {"latency_ms": latency_ms, "latency_iters": n_lat, "power_samples": len(pts),
-            "mean_power_w": mean_power, "counter_energy_j": (e_end - e_skip) / 1e3,
-            "power_x_time_j": mean_power * window, "counter_power_w": (e_end - e_skip) / 1e3 / window,
-            "window_s": window, "weight_bytes": weights}
+    return {
+        "latency_ms": latency_ms,
+        "latency_iters": n_lat,
+        "power_samples": len(pts),
+        "mean_power_w": mean_power,
+        "counter_energy_j": (e_end - e_skip) / 1e3,
+        "power_x_time_j": mean_power * window,
+        "counter_power_w": (e_end - e_skip) / 1e3 / window,
+        "window_s": window,
+        "weight_bytes": weights,
+    }
 
 
 def rel(a: float | None, b: float | None) -> float:
@@ -221,14 +229,21 @@ def rel(a: float | None, b: float | None) -> float:
 
 
 def run(args: argparse.Namespace, rep: Report) -> None:
-    import torch
-
-    from carb.measure import Protocol
     from dataclasses import replace
 
-    from carb.measure.cuda import (CudaBackend, GpuReadings, NvmlExtras, _FakeNvmlClocks, _FakeZeusGPU,
-                                   _open_zeus_gpu, energy_window_s)
+    import torch
+
     from carb.families.space import Config
+    from carb.measure import Protocol
+    from carb.measure.cuda import (
+        CudaBackend,
+        GpuReadings,
+        NvmlExtras,
+        _FakeNvmlClocks,
+        _FakeZeusGPU,
+        _open_zeus_gpu,
+        energy_window_s,
+    )
 
     rehearse = args.device == "cpu"
     rep.info("synthetic", rehearse)
@@ -258,26 +273,42 @@ def run(args: argparse.Namespace, rep: Report) -> None:
     rep.info("config", config.to_dict())
     protocol = Protocol(ci_target=0.01, max_time_s=args.max_time_s, timeout_s=300)
     t0 = time.perf_counter()
-    with CudaBackend(f"cuda:{index}", lock_clocks=False, protocol=protocol, calibration_s=args.calibration_s,
-                     energy_periods=args.energy_periods, **backend_opts) as b:
+    with CudaBackend(
+        f"cuda:{index}",
+        lock_clocks=False,
+        protocol=protocol,
+        calibration_s=args.calibration_s,
+        energy_periods=args.energy_periods,
+        **backend_opts,
+    ) as b:
         rep.info("backend_start_s", time.perf_counter() - t0)
         prov = b.provenance()
         rep.info("provenance", prov)
         period, idle = prov["update_period_s"], prov["idle_power_w"]
         limit = prov.get("power_limit_w") or 2000.0
-        rep.check("energy counter readable (Zeus)", prov["energy_sensor"]["available"],
-                  prov["energy_sensor"]["reason"] or "yes", "available")
-        rep.check("energy counter update period (s)", period is not None and 0 < period <= 1.0, period,
-                  "observed, in (0, 1]")
+        rep.check(
+            "energy counter readable (Zeus)",
+            prov["energy_sensor"]["available"],
+            prov["energy_sensor"]["reason"] or "yes",
+            "available",
+        )
+        rep.check(
+            "energy counter update period (s)", period is not None and 0 < period <= 1.0, period, "observed, in (0, 1]"
+        )
         rep.check("idle power (W)", idle is not None and 0 < idle <= limit, idle, f"in (0, {limit:g}]")
-        rep.check("backend reports no clock lock", not prov["clock_lock"]["applied"],
-                  prov["clock_lock"].get("reason"), "not applied (lock_clocks=False)")
+        rep.check(
+            "backend reports no clock lock",
+            not prov["clock_lock"]["applied"],
+            prov["clock_lock"].get("reason"),
+            "not applied (lock_clocks=False)",
+        )
 
         # six windows are the fewest that give a median CI: a cap that fits seven, however
         # slowly the counter updates (an H200's every 100 ms: 10 periods are a 1 s window)
         def seven_windows(periods: float) -> Any:
-            return replace(protocol, max_time_s=max(protocol.max_time_s,
-                                                    7 * energy_window_s(period, b.min_window_s, periods)))
+            return replace(
+                protocol, max_time_s=max(protocol.max_time_s, 7 * energy_window_s(period, b.min_window_s, periods))
+            )
 
         m = b.measure(config, protocol=seven_windows(b.energy_periods))
         rep.info("measurement", m.to_dict())
@@ -288,11 +319,19 @@ def run(args: argparse.Namespace, rep: Report) -> None:
             rep.check("latency (ms)", lat > 0, lat, "> 0")
             if not rehearse:  # the rehearsal's CPU is shared with other work
                 rep.check("latency CI (relative)", m.latency_ms.ci_rel <= 0.05, m.latency_ms.ci_rel, "<= 0.05")
-            rep.check("gross energy per forward (J)", gross is not None and gross.median > 0,
-                      gross.median if gross else m.energy_missing_reason, "> 0")
+            rep.check(
+                "gross energy per forward (J)",
+                gross is not None and gross.median > 0,
+                gross.median if gross else m.energy_missing_reason,
+                "> 0",
+            )
             if not rehearse:  # the synthetic device draws its idle power when busy: net ~ 0 there
-                rep.check("net energy per forward (J)", net is not None and 0 < net.median < gross.median,
-                          net.median if net else m.energy_missing_reason, "0 < net < gross")
+                rep.check(
+                    "net energy per forward (J)",
+                    net is not None and 0 < net.median < gross.median,
+                    net.median if net else m.energy_missing_reason,
+                    "0 < net < gross",
+                )
             # an experiment, reported and not checked: the same config with the counter's
             # first period skipped in the first window only, and windows of 3 updates (the
             # later windows follow a busy one): if its busy power and CI match, a later
@@ -305,19 +344,34 @@ def run(args: argparse.Namespace, rep: Report) -> None:
                 finally:
                     b._window_guard, b.energy_periods = saved
                 gx = mx.energy_gross_j
-                rep.info("window_guard_experiment", {
-                    "every_window_guarded": {"energy_periods": b.energy_periods, "busy_w": gross.median / (lat / 1e3),
-                                             "gross_ci_rel": gross.ci_rel, "windows": m.extra.get("energy_windows"),
-                                             "wall_s": m.wall_s},
-                    "first_window_guarded": {"energy_periods": 3.0, "status": mx.status,
-                                             "busy_w": (gx.median / (mx.latency_ms.median / 1e3)) if gx else None,
-                                             "gross_ci_rel": gx.ci_rel if gx else None,
-                                             "windows": mx.extra.get("energy_windows"), "wall_s": mx.wall_s}})
-            rep.check("clocks and throttle reasons recorded (--no-lock-clocks)",
-                      m.extra.get("sm_clock_mhz") is not None and m.extra.get("throttle_reasons") is not None,
-                      f"SM {m.extra.get('sm_clock_mhz')} MHz, mem {m.extra.get('mem_clock_mhz')} MHz, "
-                      f"{m.extra.get('power_w')} W, {m.extra.get('temperature_c')} C, "
-                      f"{m.extra.get('throttle_reasons')}", "present")
+                rep.info(
+                    "window_guard_experiment",
+                    {
+                        "every_window_guarded": {
+                            "energy_periods": b.energy_periods,
+                            "busy_w": gross.median / (lat / 1e3),
+                            "gross_ci_rel": gross.ci_rel,
+                            "windows": m.extra.get("energy_windows"),
+                            "wall_s": m.wall_s,
+                        },
+                        "first_window_guarded": {
+                            "energy_periods": 3.0,
+                            "status": mx.status,
+                            "busy_w": (gx.median / (mx.latency_ms.median / 1e3)) if gx else None,
+                            "gross_ci_rel": gx.ci_rel if gx else None,
+                            "windows": mx.extra.get("energy_windows"),
+                            "wall_s": mx.wall_s,
+                        },
+                    },
+                )
+            rep.check(
+                "clocks and throttle reasons recorded (--no-lock-clocks)",
+                m.extra.get("sm_clock_mhz") is not None and m.extra.get("throttle_reasons") is not None,
+                f"SM {m.extra.get('sm_clock_mhz')} MHz, mem {m.extra.get('mem_clock_mhz')} MHz, "
+                f"{m.extra.get('power_w')} W, {m.extra.get('temperature_c')} C, "
+                f"{m.extra.get('throttle_reasons')}",
+                "present",
+            )
 
         if not rehearse:
             # an impossible batch: the first convolution's output alone is hundreds of GB
@@ -326,39 +380,60 @@ def run(args: argparse.Namespace, rep: Report) -> None:
             rep.info("oom_measurement", m_oom.to_dict())
             rep.check("impossible batch -> oom", m_oom.status == "oom", f"{m_oom.status} {m_oom.message}"[:80], "oom")
             m_after = b.measure(Config(depth=20, batch=8), Protocol(max_time_s=1.0, timeout_s=300))
-            rep.check("worker measures again after the oom", m_after.status == "ok",
-                      f"{m_after.status} {m_after.message}".strip(), "ok")
+            rep.check(
+                "worker measures again after the oom",
+                m_after.status == "ok",
+                f"{m_after.status} {m_after.message}".strip(),
+                "ok",
+            )
         state = prov["clock_lock"]
 
     ref = reference_run(config, device, dev, args.reference_s, skip_s=min(1.5, args.reference_s / 3))
     rep.info("reference", ref)
     rep.check("energy over the steady run non-zero (J)", ref["counter_energy_j"] > 0, ref["counter_energy_j"], "> 0")
-    rep.check("energy vs mean power x time", rel(ref["counter_energy_j"], ref["power_x_time_j"]) <= args.tolerance,
-              f"{ref['counter_energy_j']:.2f} J vs {ref['power_x_time_j']:.2f} J over {ref['window_s']:.1f} s",
-              f"within {args.tolerance:.0%}")
+    rep.check(
+        "energy vs mean power x time",
+        rel(ref["counter_energy_j"], ref["power_x_time_j"]) <= args.tolerance,
+        f"{ref['counter_energy_j']:.2f} J vs {ref['power_x_time_j']:.2f} J over {ref['window_s']:.1f} s",
+        f"within {args.tolerance:.0%}",
+    )
     if ok and m.energy_gross_j is not None:
         busy_w = m.energy_gross_j.median / (m.latency_ms.median / 1e3)
         rep.info("backend_busy_power_w", busy_w)
-        rep.check("backend busy power vs mean power", rel(busy_w, ref["mean_power_w"]) <= args.tolerance,
-                  f"{busy_w:.1f} W vs {ref['mean_power_w']:.1f} W", f"within {args.tolerance:.0%}")
+        rep.check(
+            "backend busy power vs mean power",
+            rel(busy_w, ref["mean_power_w"]) <= args.tolerance,
+            f"{busy_w:.1f} W vs {ref['mean_power_w']:.1f} W",
+            f"within {args.tolerance:.0%}",
+        )
         if not rehearse:  # on the CPU both loops share two busy cores with other work
             # one-sided: the check is for latency the energy sampler adds; a backend faster
             # than the plain loop is recorded (reference_latency_ratio), not failed
             rep.info("reference_latency_ratio", m.latency_ms.median / ref["latency_ms"])
-            rep.check("latency vs plain event loop (sampler overhead)",
-                      m.latency_ms.median <= 1.10 * ref["latency_ms"],
-                      f"{m.latency_ms.median:.3f} ms vs {ref['latency_ms']:.3f} ms", "at most 10% above")
+            rep.check(
+                "latency vs plain event loop (sampler overhead)",
+                m.latency_ms.median <= 1.10 * ref["latency_ms"],
+                f"{m.latency_ms.median:.3f} ms vs {ref['latency_ms']:.3f} ms",
+                "at most 10% above",
+            )
             mem_bytes = m.memory_mb * 1e6
-            rep.check("peak memory (MB)", ref["weight_bytes"] <= mem_bytes <= args.max_memory_gb * 1e9, m.memory_mb,
-                      f"in [{ref['weight_bytes'] / 1e6:.1f}, {args.max_memory_gb * 1e3:g}]")
+            rep.check(
+                "peak memory (MB)",
+                ref["weight_bytes"] <= mem_bytes <= args.max_memory_gb * 1e9,
+                m.memory_mb,
+                f"in [{ref['weight_bytes'] / 1e6:.1f}, {args.max_memory_gb * 1e3:g}]",
+            )
 
     after = clock_settings(gpu, extras)
     rep.info("clock_settings_after", after)
     rep.info("clocks_after", current_clocks(extras, 0.5 if rehearse else 2.0))
     setters = [c for c in getattr(backend_gpu, "calls", [])]
-    rep.check("clock settings untouched (lock_clocks=False)", before == after and not state["applied"] and not setters,
-              "same" if before == after and not setters else f"{before} -> {after}; calls {setters}",
-              "same before and after, no setter called")
+    rep.check(
+        "clock settings untouched (lock_clocks=False)",
+        before == after and not state["applied"] and not setters,
+        "same" if before == after and not setters else f"{before} -> {after}; calls {setters}",
+        "same before and after, no setter called",
+    )
 
     if args.try_lock and not rehearse:
         with CudaBackend(f"cuda:{index}", lock_clocks=True, protocol=Protocol(max_time_s=1.0), calibration_s=1.0) as b:
@@ -367,14 +442,26 @@ def run(args: argparse.Namespace, rep: Report) -> None:
             m_l = b.measure(Config(depth=20, batch=64))
             locked_to = st.get("sm_locked_mhz")
             sm = m_l.extra.get("sm_clock_mhz")
-            rep.check("lock_clocks=True locks SM (or opts out with a reason)",
-                      (st["applied"] and sm is not None and abs(sm - locked_to) <= 0.05 * locked_to)
-                      or (not st["applied"] and bool(st.get("reason"))), f"{st} / SM {sm}", "locked or reasoned")
+            rep.check(
+                "lock_clocks=True locks SM (or opts out with a reason)",
+                (st["applied"] and sm is not None and abs(sm - locked_to) <= 0.05 * locked_to)
+                or (not st["applied"] and bool(st.get("reason"))),
+                f"{st} / SM {sm}",
+                "locked or reasoned",
+            )
             lock = b.clock_lock
-        rep.check("clocks reset after close", lock is None or (not lock.locked and lock.state["restored"] in (True, None)),
-                  lock.state if lock else "no lock", "restored")
-        rep.check("clock settings as before after the lock", clock_settings(gpu, extras) == before,
-                  clock_settings(gpu, extras), "same as before")
+        rep.check(
+            "clocks reset after close",
+            lock is None or (not lock.locked and lock.state["restored"] in (True, None)),
+            lock.state if lock else "no lock",
+            "restored",
+        )
+        rep.check(
+            "clock settings as before after the lock",
+            clock_settings(gpu, extras) == before,
+            clock_settings(gpu, extras),
+            "same as before",
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -385,12 +472,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-time-s", type=float, default=4.0, help="sampling cap of the backend measurement, s")
     ap.add_argument("--reference-s", type=float, default=6.0, help="length of the reference power run, s")
     ap.add_argument("--calibration-s", type=float, default=2.0, help="idle calibration of the backend, s")
-    ap.add_argument("--energy-periods", type=float, default=10.0,
-                    help="a timed window lasts at least this many energy-counter updates (carb characterize --energy-periods)")
+    ap.add_argument(
+        "--energy-periods",
+        type=float,
+        default=10.0,
+        help="a timed window lasts at least this many energy-counter updates (carb characterize --energy-periods)",
+    )
     ap.add_argument("--tolerance", type=float, default=0.10, help="relative tolerance of the energy checks")
     ap.add_argument("--max-memory-gb", type=float, default=4.0, help="upper bound of a sane peak memory, GB")
-    ap.add_argument("--try-lock", action="store_true",
-                    help="also check lock_clocks=True (changes device clocks while it runs; needs root)")
+    ap.add_argument(
+        "--try-lock",
+        action="store_true",
+        help="also check lock_clocks=True (changes device clocks while it runs; needs root)",
+    )
     args = ap.parse_args(argv)
     if args.device != "cpu" and not args.device.startswith("cuda"):
         print(f"error: --device {args.device!r}: expected cuda, cuda:<i> or cpu", file=sys.stderr)
@@ -410,8 +504,14 @@ def main(argv: list[str] | None = None) -> int:
         code = 2
     rep.info("elapsed_s", time.perf_counter() - t0)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(_jsonable({"passed": code == 0, "synthetic": rep.facts.get("synthetic"),
-                                              "checks": rep.checks, "facts": rep.facts}), indent=2))
+    args.out.write_text(
+        json.dumps(
+            _jsonable(
+                {"passed": code == 0, "synthetic": rep.facts.get("synthetic"), "checks": rep.checks, "facts": rep.facts}
+            ),
+            indent=2,
+        )
+    )
     print(rep.table())
     print(f"report: {args.out}")
     return code

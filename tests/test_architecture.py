@@ -1,5 +1,6 @@
-"""The import structure: no module-level import cycle anywhere in carb, few import levels,
-and the layers contract of pyproject.toml kept (the same check `lint-imports` runs in CI).
+"""The house: no import cycle anywhere in carb, rooms on at most eight floors with the floors
+contract of pyproject.toml kept (the check `lint-imports` runs in CI), short modules and
+functions, and no history in code.
 
 grimp (import-linter's graph builder) reads imports statically, those inside functions too,
 so a lazy import that goes upward or closes a cycle fails here as well.
@@ -7,11 +8,14 @@ so a lazy import that goes upward or closes a cycle fails here as well.
 
 from __future__ import annotations
 
+import ast
+import re
+import tomllib
+from pathlib import Path
+
 import pytest
 
 grimp = pytest.importorskip("grimp")
-
-MAX_LEVELS = 7
 
 
 @pytest.fixture(scope="module")
@@ -80,29 +84,74 @@ def test_sccs_finds_a_cycle() -> None:
     assert sorted(map(sorted, _sccs(G))) == [["a", "b"], ["c"]]
 
 
-def _contract() -> dict:
-    import tomllib
-    from pathlib import Path
-
-    doc = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
-    (contract,) = [c for c in doc["tool"]["importlinter"]["contracts"] if c["type"] == "layers"]
-    return contract
+ROOT = Path(__file__).resolve().parents[1]
+#: the house's limits: floors of rooms, lines per module, lines per function
+MAX_FLOORS = 8
+MAX_MODULE_LINES = 700
+MAX_FUNCTION_LINES = 100
 
 
-def test_every_module_sits_in_one_of_at_most_seven_layers(graph) -> None:
-    """The layers contract covers every top-level module or package of carb (a module left
-    out would escape the check), each once, in at most seven layers."""
-    layers = [[m.strip() for m in layer.replace("|", ":").split(":")] for layer in _contract()["layers"]]
-    assert len(layers) <= MAX_LEVELS
-    placed = [m for layer in layers for m in layer]
-    assert len(placed) == len(set(placed)), "a module is in two layers"
+def _floors_contract() -> dict:
+    doc = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    return doc["tool"]["importlinter"]["contracts"][0]
+
+
+def _sources() -> list[Path]:
+    return sorted((ROOT / "carb").rglob("*.py"))
+
+
+def test_every_room_sits_on_one_of_at_most_eight_floors(graph) -> None:
+    """The floors contract covers every top-level module or package of carb, each once."""
+    contract = _floors_contract()
+    assert contract["type"] == "layers"
+    floors = [[m.strip() for m in floor.replace("|", ":").split(":")] for floor in contract["layers"]]
+    assert len(floors) <= MAX_FLOORS
+    placed = [m for floor in floors for m in floor]
+    assert len(placed) == len(set(placed)), "a room is on two floors"
     tops = {".".join(m.split(".")[:2]) for m in graph.modules} - {"carb", "carb.spaces", "carb.data"}
-    assert tops - set(placed) == set(), "modules outside the layers contract"
+    assert tops - set(placed) == set(), "rooms outside the floors contract"
+
+
+def test_no_module_over_700_lines() -> None:
+    long = {
+        str(p.relative_to(ROOT)): n for p in _sources() if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES
+    }
+    assert not long, f"modules over {MAX_MODULE_LINES} lines: {long}"
+
+
+def _long_functions(source: str) -> list[tuple[str, int]]:
+    tree = ast.parse(source)
+    return [
+        (f"{n.name}:{n.lineno}", n.end_lineno - n.lineno + 1)
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.end_lineno - n.lineno + 1 > MAX_FUNCTION_LINES
+    ]
+
+
+def test_no_function_over_100_lines() -> None:
+    long = {str(p.relative_to(ROOT)): f for p in _sources() if (f := _long_functions(p.read_text()))}
+    assert not long, f"functions over {MAX_FUNCTION_LINES} lines: {long}"
+
+
+def test_the_function_length_check_can_fail() -> None:
+    body = "\n".join(f"    x{i} = {i}" for i in range(MAX_FUNCTION_LINES))
+    assert _long_functions(f"def f():\n{body}\n") == [("f:1", MAX_FUNCTION_LINES + 1)]
+    assert _long_functions("def g():\n    return 1\n") == []
+
+
+def test_code_tells_no_history() -> None:
+    """Issue numbers and pointers to the results notebook live in commits and on the results page."""
+    pattern = re.compile(r"issue [0-9]|RESULTS\.md")
+    hits = [
+        f"{p.relative_to(ROOT)}:{i}"
+        for p in sorted((ROOT / "carb").rglob("*"))
+        if p.is_file() and p.suffix in (".py", ".md", ".json", ".toml")
+        for i, line in enumerate(p.read_text().splitlines(), 1)
+        if pattern.search(line)
+    ]
+    assert not hits, f"history in code: {hits}"
 
 
 def test_layers_contract_kept() -> None:
     lint = pytest.importorskip("importlinter.cli")
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parents[1]
-    assert lint.lint_imports(config_filename=str(root / "pyproject.toml")) == 0
+    assert lint.lint_imports(config_filename=str(ROOT / "pyproject.toml")) == 0

@@ -1,6 +1,7 @@
 """Every file the package needs at run time is in the wheel: each tracked non-Python file
 under carb/ matches a pattern of [tool.setuptools.package-data] (globbed as setuptools
 does: relative to the package, ``*`` never crossing a directory)."""
+
 from __future__ import annotations
 
 import glob
@@ -23,8 +24,12 @@ def _tracked() -> list[str]:
 
 def test_package_data_covers_every_shipped_file() -> None:
     patterns = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["carb"]
-    packaged = {str(Path(p).relative_to(ROOT)) for pat in patterns for p in glob.glob(str(ROOT / "carb" / pat))
-                if Path(p).is_file()}
+    packaged = {
+        str(Path(p).relative_to(ROOT))
+        for pat in patterns
+        for p in glob.glob(str(ROOT / "carb" / pat))
+        if Path(p).is_file()
+    }
     tracked = _tracked()
     assert any(".netmodel/" in f for f in tracked)  # the directory-shaped data this test was written for
     missing = [f for f in tracked if f not in packaged]

@@ -32,15 +32,16 @@ import tempfile
 import uuid
 from typing import Any, Iterator
 
-from carb.campaign.runner import Executor, Job, _label
+from carb.campaign.executor import Executor, Job, _label
 from carb.measure.base import Measurement, Protocol
 
 __all__ = ["RayExecutor", "mask_broken_amdsmi"]
 
 
 def mask_broken_amdsmi() -> str | None:
-    """Make ``import amdsmi`` an ImportError in this process when the binding is installed
-    but unusable, and say why (``None`` when it imports, or is absent).
+    """Make ``import amdsmi`` an ImportError here when the binding is installed but unusable.
+
+    Returns why (``None`` when it imports, or is absent).
 
     Zeus, carb's energy layer, installs AMD's ``amdsmi`` binding; without ROCm's
     ``libamd_smi.so`` its import raises ``KeyError``, and Ray's AMD-GPU probe, which catches
@@ -114,18 +115,22 @@ class _Slot:
                 f.close()
                 continue
             self._lock_file = f
-            return cpus[k * threads:(k + 1) * threads]
+            return cpus[k * threads : (k + 1) * threads]
         return None  # more slots than core blocks on this node: run unpinned
 
     def info(self) -> dict[str, Any]:
         import ray
 
-        return {"host": self.host, "pid": os.getpid(), "node_id": ray.get_runtime_context().get_node_id(),
-                "affinity": self.affinity, "provenance": self.backend.provenance()}
+        return {
+            "host": self.host,
+            "pid": os.getpid(),
+            "node_id": ray.get_runtime_context().get_node_id(),
+            "affinity": self.affinity,
+            "provenance": self.backend.provenance(),
+        }
 
     def measure(self, config: Any, protocol: Protocol | None) -> Measurement:
-        m = (self.backend.measure(config) if protocol is None
-             else self.backend.measure(config, protocol=protocol))  # type: ignore[call-arg]
+        m = self.backend.measure(config) if protocol is None else self.backend.measure(config, protocol=protocol)  # type: ignore[call-arg]
         m.extra = {**m.extra, "ray_host": self.host}
         return m
 
@@ -158,14 +163,26 @@ class RayExecutor(Executor):
             one platform: run one per GPU model).
     """
 
-    def __init__(self, device: str = "cpu", *, address: str | None = None, threads: int = 1,
-                 protocol: Protocol | None = None, lock_clocks: bool = True, workers: int | None = None,
-                 max_retries: int = 2, start_timeout_s: float = 300.0,
-                 init_kwargs: dict[str, Any] | None = None, backend_opts: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        device: str = "cpu",
+        *,
+        address: str | None = None,
+        threads: int = 1,
+        protocol: Protocol | None = None,
+        lock_clocks: bool = True,
+        workers: int | None = None,
+        max_retries: int = 2,
+        start_timeout_s: float = 300.0,
+        init_kwargs: dict[str, Any] | None = None,
+        backend_opts: dict[str, Any] | None = None,
+    ) -> None:
         d = device.strip().lower()
         if d not in ("cpu", "cuda"):
-            raise ValueError(f"--executor ray measures on 'cpu' or 'cuda' slots, not {device!r} "
-                             "(Ray assigns each GPU slot its device)")
+            raise ValueError(
+                f"--executor ray measures on 'cpu' or 'cuda' slots, not {device!r} "
+                "(Ray assigns each GPU slot its device)"
+            )
         if threads < 1 or (workers is not None and workers < 1) or max_retries < 0:
             raise ValueError("threads and workers must be >= 1, max_retries >= 0")
         self.ray = _import_ray()
@@ -199,8 +216,10 @@ class RayExecutor(Executor):
         labels = {_label(d, i["provenance"]) for i in self._infos.values()}
         if len(labels) > 1:
             self.close()
-            raise RuntimeError(f"the Ray cluster's slots are different platforms ({', '.join(sorted(labels))}): "
-                               "run one campaign per platform")
+            raise RuntimeError(
+                f"the Ray cluster's slots are different platforms ({', '.join(sorted(labels))}): "
+                "run one campaign per platform"
+            )
 
     # -- cluster -------------------------------------------------------------------------
 
@@ -212,8 +231,10 @@ class RayExecutor(Executor):
         try:
             ray.init(address=address, **kwargs)
         except (ConnectionError, RuntimeError, ValueError) as e:
-            raise RuntimeError(f"cannot reach the Ray cluster at {address or 'RAY_ADDRESS/local'}: "
-                               f"{str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+            raise RuntimeError(
+                f"cannot reach the Ray cluster at {address or 'RAY_ADDRESS/local'}: "
+                f"{str(e).splitlines()[0] if str(e) else type(e).__name__}"
+            ) from None
         self._started_here = True
 
     def _count_slots(self) -> int:
@@ -228,16 +249,22 @@ class RayExecutor(Executor):
 
     def _new_slot(self) -> Any:
         cls = self.ray.remote(_Slot).options(
-            num_cpus=self.threads if self.device == "cpu" else 1, num_gpus=1 if self.device == "cuda" else 0,
-            max_restarts=0, max_concurrency=1, scheduling_strategy="SPREAD")
+            num_cpus=self.threads if self.device == "cpu" else 1,
+            num_gpus=1 if self.device == "cuda" else 0,
+            max_restarts=0,
+            max_concurrency=1,
+            scheduling_strategy="SPREAD",
+        )
         return cls.remote(self.device, self._opts, self._pin_dir, self.threads)
 
     def _await_slots(self, slots: list[Any]) -> None:
         refs = {s.info.remote(): s for s in slots}
         ready, waiting = self.ray.wait(list(refs), num_returns=len(refs), timeout=self.start_timeout_s)
         if waiting:
-            raise RuntimeError(f"{len(waiting)} of {len(refs)} Ray worker slots did not start within "
-                               f"{self.start_timeout_s:.0f} s (not enough free resources?)")
+            raise RuntimeError(
+                f"{len(waiting)} of {len(refs)} Ray worker slots did not start within "
+                f"{self.start_timeout_s:.0f} s (not enough free resources?)"
+            )
         for ref in ready:
             try:
                 self._infos[refs[ref]] = self.ray.get(ref)
@@ -254,20 +281,34 @@ class RayExecutor(Executor):
         return [self._infos[s]["pid"] for s in self._slots if s in self._infos]
 
     def provenance(self) -> dict[str, Any]:
+        """The first slot's provenance, with the executor, Ray's version and every slot's host."""
         infos = [self._infos[s] for s in self._slots if s in self._infos]
         first = dict(infos[0]["provenance"]) if infos else {}
         first["executor"] = "ray"
         first["ray_version"] = self.ray.__version__
-        first["ray_slots"] = [{"host": i["host"], "node_id": i["node_id"], "affinity": i["affinity"],
-                               "gpu_uuid": i["provenance"].get("gpu_uuid")} for i in infos]
+        first["ray_slots"] = [
+            {
+                "host": i["host"],
+                "node_id": i["node_id"],
+                "affinity": i["affinity"],
+                "gpu_uuid": i["provenance"].get("gpu_uuid"),
+            }
+            for i in infos
+        ]
         return first
 
     # -- measuring -----------------------------------------------------------------------
 
     def run(self, jobs: Iterator[Job]) -> Iterator[tuple[Job, Measurement]]:
+        """Measure the jobs on the slots, one in flight per slot, yielding each as it completes."""
         ray = self.ray
-        died = (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError,
-                ray.exceptions.ObjectLostError, ray.exceptions.LocalRayletDiedError)
+        died = (
+            ray.exceptions.RayActorError,
+            ray.exceptions.WorkerCrashedError,
+            ray.exceptions.NodeDiedError,
+            ray.exceptions.ObjectLostError,
+            ray.exceptions.LocalRayletDiedError,
+        )
         free = list(self._slots)
         in_flight: dict[Any, tuple[Job, Any]] = {}
         again: collections.deque[Job] = collections.deque()
@@ -287,8 +328,10 @@ class RayExecutor(Executor):
                 in_flight[slot.measure.remote(job.config, job.protocol)] = (job, slot)
             if not in_flight:
                 if again or not exhausted:  # work left, but every slot died for good
-                    raise RuntimeError("every Ray worker slot died and none could be started again; what was "
-                                       "measured is stored: run the same command to resume")
+                    raise RuntimeError(
+                        "every Ray worker slot died and none could be started again; what was "
+                        "measured is stored: run the same command to resume"
+                    )
                 return
             ready, _ = ray.wait(list(in_flight), num_returns=1)
             for ref in ready:
@@ -304,8 +347,10 @@ class RayExecutor(Executor):
                     if attempts[job] <= self.max_retries:
                         again.append(job)
                         continue
-                    m = Measurement(status="crash", message=f"Ray worker died {attempts[job]} times measuring "
-                                                            f"this config: {_last_line(e)}")
+                    m = Measurement(
+                        status="crash",
+                        message=f"Ray worker died {attempts[job]} times measuring this config: {_last_line(e)}",
+                    )
                 except ray.exceptions.RayTaskError as e:  # a bug of ours in the slot, not the config's fault
                     free.append(slot)
                     m = Measurement(status="error", message=f"Ray task failed: {_last_line(e)}")
@@ -314,8 +359,10 @@ class RayExecutor(Executor):
                 yield job, m
 
     def _replace(self, dead: Any) -> Any | None:
-        """A new slot instead of a dead one, on whatever node has room now; ``None`` (and
-        one slot fewer) when none starts within ``start_timeout_s``."""
+        """A new slot instead of a dead one, on whatever node has room now.
+
+        ``None`` (and one slot fewer) when none starts within ``start_timeout_s``.
+        """
         try:
             self.ray.kill(dead, no_restart=True)
         except Exception:

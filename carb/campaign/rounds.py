@@ -18,12 +18,7 @@ from carb.campaign.speed import NO_INDEX, sentinels
 __all__ = ["STATE_FACTOR", "RETAKES", "machine_state", "off_state", "retake_off_state", "state_line"]
 
 
-#: two visits whose paired sentinels differ by more than this factor (either way) were timed in
-#: different states of the machine. Measured (benchmarks/RESULTS.md, issue 16): a 2-thread
-#: worker on our VMs runs in one of two states for seconds to minutes at a time, its paired
-#: sentinel at 0.52-0.55 ms in one and 1.09-1.13 ms in the other (x2.05) while a 28 ms config
-#: slows only x1.18, so no single ratio puts a visit of one state at the other's speed; within
-#: one state the rows' paired sentinels stay within x1.15 of their median.
+#: paired sentinels within one machine state stay within x1.15 of their median; beyond this factor: another state
 STATE_FACTOR = 1.25
 
 #: how many times a visit timed in another state of the machine is measured again
@@ -32,17 +27,19 @@ RETAKES = 2
 
 
 def machine_state(rows: pd.DataFrame | Any, factor: float = STATE_FACTOR, min_share: float = 0.25) -> float | None:
-    """The speed sentinel (ms) of the fastest state of the machine that a fair share of
-    ``rows`` were timed in: the median sentinel of the fastest group of rows whose
+    """The speed sentinel (ms) of the fastest state of the machine that a fair share of ``rows`` were timed in.
+
+    The median sentinel of the fastest group of rows whose
     sentinels lie within ``factor`` of the group's fastest, among the groups holding at least
     ``min_share`` of the rows (and 3 of them; with fewer rows, all); ``None`` without any
     sentinel. ``rows``: a frame with ``sentinel_ms`` (its ``ok`` rows) or the sentinels.
 
-    Why the fastest: contention only ever adds time, and on our VMs the slow state of a
-    2-thread worker also scatters its visits more (benchmarks/RESULTS.md, issue 16); why a
-    share: a lone visit whose paired sentinel ran fast (some configs leave the threads warm
-    for it) is not a state. Unlike the plain median it never falls between two states (half
-    the rows at 0.5 ms and half at 1.1 ms give 0.5 ms, not 0.8 ms)."""
+    Why the fastest: contention only ever adds time, and the slow state of a 2-thread worker
+    also scatters its visits more; why a share: a lone visit whose paired sentinel ran fast
+    (some configs leave the threads warm for it) is not a state. Unlike the plain median it
+    never falls between two states (half
+    the rows at 0.5 ms and half at 1.1 ms give 0.5 ms, not 0.8 ms).
+    """
     if not isinstance(rows, pd.DataFrame):
         rows = pd.DataFrame({"sentinel_ms": np.asarray(rows, float)})
     s = sentinels(rows[rows["status"] == "ok"] if "status" in rows.columns else rows)
@@ -55,13 +52,15 @@ def machine_state(rows: pd.DataFrame | Any, factor: float = STATE_FACTOR, min_sh
     big = counts >= need
     # the fastest group big enough; none (e.g. two rows far apart): the largest, the faster on ties
     i = int(np.argmax(big)) if big.any() else int(np.argmax(counts))
-    return float(np.exp(np.median(ls[i:i + counts[i]])))
+    return float(np.exp(np.median(ls[i : i + counts[i]])))
 
 
 def off_state(rows: pd.DataFrame, ref_ms: float, factor: float = STATE_FACTOR) -> np.ndarray:
-    """Which ``ok`` rows were timed in another state of the machine than the one whose
-    sentinel is ``ref_ms``: their ``sentinel_ms`` more than ``factor`` away from it, either
-    way (rows without a sentinel: ``False``)."""
+    """Which ``ok`` rows were timed in another state of the machine than the one whose sentinel is ``ref_ms``.
+
+    Their ``sentinel_ms`` lies more than ``factor`` away from it, either way (rows without
+    a sentinel: ``False``).
+    """
     if "sentinel_ms" not in rows.columns or ref_ms is None or not ref_ms > 0:
         return np.zeros(len(rows), bool)
     s = pd.to_numeric(rows["sentinel_ms"], errors="coerce").to_numpy(float)
@@ -71,9 +70,13 @@ def off_state(rows: pd.DataFrame, ref_ms: float, factor: float = STATE_FACTOR) -
     return ok & np.isfinite(s) & (s > 0) & far
 
 
-def retake_off_state(rows: pd.DataFrame, measure_again: Callable[[pd.DataFrame], pd.DataFrame],
-                     ref_ms: float | None = None, tries: int = RETAKES,
-                     factor: float = STATE_FACTOR) -> tuple[pd.DataFrame, dict[str, Any]]:
+def retake_off_state(
+    rows: pd.DataFrame,
+    measure_again: Callable[[pd.DataFrame], pd.DataFrame],
+    ref_ms: float | None = None,
+    tries: int = RETAKES,
+    factor: float = STATE_FACTOR,
+) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Measure again the rows timed in another state of the machine than the reference one.
 
     A visit's paired sentinel says which state the machine was in while it was timed
@@ -91,7 +94,8 @@ def retake_off_state(rows: pd.DataFrame, measure_again: Callable[[pd.DataFrame],
 
     Returns:
         The rows (index reset), retaken rows with their retake's values and a ``retakes``
-        column (visits made again per row, added to any it had), and a summary: ``ref_ms``, ``factor``, ``n`` rows with a
+        column (visits made again per row, added to any it had), and a summary: ``ref_ms``,
+        ``factor``, ``n`` rows with a
         sentinel, ``off`` rows first timed in another state, ``off_sentinel_ms`` (their
         median sentinel), ``visits`` retakes made, ``back`` rows now in the reference state,
         ``left`` rows still out of it; ``{"note": "no speed index"}`` without sentinels.
@@ -102,9 +106,14 @@ def retake_off_state(rows: pd.DataFrame, measure_again: Callable[[pd.DataFrame],
     if ref is None or "sentinel_ms" not in out.columns:
         return out, {"note": NO_INDEX}
     first = off_state(out, ref, factor)
-    summary: dict[str, Any] = {"ref_ms": float(ref), "factor": float(factor), "n": int(sentinels(out).size),
-                               "off": int(first.sum()), "visits": 0,
-                               "off_sentinel_ms": float(np.median(out.loc[first, "sentinel_ms"])) if first.any() else None}
+    summary: dict[str, Any] = {
+        "ref_ms": float(ref),
+        "factor": float(factor),
+        "n": int(sentinels(out).size),
+        "off": int(first.sum()),
+        "visits": 0,
+        "off_sentinel_ms": (float(np.median(out.loc[first, "sentinel_ms"])) if first.any() else None),
+    }
     for _ in range(max(0, tries)):
         off = off_state(out, ref, factor)
         if not off.any():
@@ -129,11 +138,15 @@ def retake_off_state(rows: pd.DataFrame, measure_again: Callable[[pd.DataFrame],
 
 
 def state_line(d: dict[str, Any], what: str = "validation") -> str | None:
-    """One sentence of a :func:`retake_off_state` summary; ``None`` when every visit was
-    timed in the reference state (or there is no speed index)."""
+    """One sentence of a :func:`retake_off_state` summary.
+
+    ``None`` when every visit was timed in the reference state (or there is no speed index).
+    """
     if not d.get("off"):
         return None
-    return (f"{d['off']} of {d['n']} {what} visits were timed in another state of the machine (speed sentinel "
-            f"{d['off_sentinel_ms']:.3f} ms against {d['ref_ms']:.3f} ms, beyond x{d['factor']:.2f}, where one "
-            f"ratio does not correct every config) and measured again ({d['visits']} visits): {d['back']} back in "
-            f"the reference state, {d['left']} left as measured")
+    return (
+        f"{d['off']} of {d['n']} {what} visits were timed in another state of the machine (speed sentinel "
+        f"{d['off_sentinel_ms']:.3f} ms against {d['ref_ms']:.3f} ms, beyond x{d['factor']:.2f}, where one "
+        f"ratio does not correct every config) and measured again ({d['visits']} visits): {d['back']} back in "
+        f"the reference state, {d['left']} left as measured"
+    )

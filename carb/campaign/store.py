@@ -31,8 +31,8 @@ Tables (open the file with ``duckdb`` and ask SQL questions):
     this one), ``detail``. Every row of the three tables above carries ``sentinel_ms``
     (the sentinel at its measurement time), ``speed_index`` and ``latency_ms_norm`` (its
     latency at the platform's median speed); all of a platform's rows are normalized to
-    the same median, re-computed with each reading. A store written before the sentinel
-    existed has none of this (read-only) or NULLs there (opened for writing).
+    the same median, re-computed with each reading. A store without sentinel columns has
+    none of this (read-only) or NULLs there (opened for writing).
 
 Crash safety: each measured config is committed in its own transaction, so a ``kill -9``
 at any moment loses at most the config in flight; the primary key makes a duplicate
@@ -53,8 +53,8 @@ import duckdb
 import pandas as pd
 
 from carb import families
-from carb.measure.base import Measurement, Stats
 from carb.families.space import PARAMETERS, Config
+from carb.measure.base import ConfigLike, Measurement, Stats
 
 __all__ = ["Store", "StoreError", "SCHEMA_VERSION", "TARGETS", "SPREAD", "DRIFT_COLUMNS", "SPEED_COLUMNS"]
 
@@ -67,21 +67,30 @@ TARGETS = ("latency_ms", "energy_j", "energy_gross_j")
 SPREAD = ("mean", "p5", "p95", "cov", "n", "ci_rel", "min")
 
 _PARAM_SQL = {
-    "family": "VARCHAR", "block": "VARCHAR", "depth": "INTEGER", "width": "DOUBLE",
-    "early_downsample": "BOOLEAN", "input_size": "INTEGER", "batch": "INTEGER",
-    "precision": "VARCHAR", "classes": "INTEGER",
+    "family": "VARCHAR",
+    "block": "VARCHAR",
+    "depth": "INTEGER",
+    "width": "DOUBLE",
+    "early_downsample": "BOOLEAN",
+    "input_size": "INTEGER",
+    "batch": "INTEGER",
+    "precision": "VARCHAR",
+    "classes": "INTEGER",
 }
 
 
-#: drift columns (issue 16; carb.measure.sentinel): ``sentinel_ms`` the speed sentinel's
+#: drift columns (carb.measure.sentinel): ``sentinel_ms`` the speed sentinel's
 #: latency around the row's measurement time (ms; the median of the readings near each visit;
 #: pooled rounds: the effective value, such that
 #: ``latency_ms_norm = latency_ms * ref / sentinel_ms``), ``speed_index`` the machine's speed
 #: then relative to the platform's median sentinel reading in this store (``ref / sentinel_ms``:
 #: 1 = median speed, > 1 faster), ``latency_ms_norm`` the latency at that median speed (ms).
-#: NULL where no sentinel ran (stores written before it existed: added on open for writing).
-DRIFT_COLUMNS: list[tuple[str, str]] = [("sentinel_ms", "DOUBLE"), ("speed_index", "DOUBLE"),
-                                        ("latency_ms_norm", "DOUBLE")]
+#: NULL where no sentinel ran (added on open for writing to a store that lacks them).
+DRIFT_COLUMNS: list[tuple[str, str]] = [
+    ("sentinel_ms", "DOUBLE"),
+    ("speed_index", "DOUBLE"),
+    ("latency_ms_norm", "DOUBLE"),
+]
 
 
 def _measurement_columns() -> list[tuple[str, str]]:
@@ -91,12 +100,18 @@ def _measurement_columns() -> list[tuple[str, str]]:
     for t in TARGETS:
         cols.append((t, "DOUBLE"))
         cols += [(f"{t}_{s}", "INTEGER" if s == "n" else "DOUBLE") for s in SPREAD]
-    cols += [("memory_mb", "DOUBLE"), ("energy_missing_reason", "VARCHAR"),
-             ("timed_s", "DOUBLE"), ("wall_s", "DOUBLE"), ("extra", "JSON"),
-             ("run_id", "VARCHAR"), ("measured_at", "TIMESTAMPTZ"),
-             # the parameters of a family other than the ResNets (carb.families), as JSON;
-             # NULL for ResNets, whose parameters are the columns above
-             ("arch", "JSON")]
+    cols += [
+        ("memory_mb", "DOUBLE"),
+        ("energy_missing_reason", "VARCHAR"),
+        ("timed_s", "DOUBLE"),
+        ("wall_s", "DOUBLE"),
+        ("extra", "JSON"),
+        ("run_id", "VARCHAR"),
+        ("measured_at", "TIMESTAMPTZ"),
+        # the parameters of a family other than the ResNets (carb.families), as JSON;
+        # NULL for ResNets, whose parameters are the columns above
+        ("arch", "JSON"),
+    ]
     cols += ENERGY_DOMAIN_COLUMNS
     cols += DRIFT_COLUMNS
     return cols
@@ -109,11 +124,19 @@ def _measurement_columns() -> list[tuple[str, str]]:
 #: ``detail`` JSON (sentinel name, per-config medians), ``used`` false for a reading too noisy
 #: to correct anything with (its CI over the sentinel's ``max_ci_rel``): kept, never used.
 SPEED_COLUMNS: list[tuple[str, str]] = [
-    ("run_id", "VARCHAR"), ("seq", "INTEGER"), ("platform", "VARCHAR"), ("t", "TIMESTAMPTZ"),
-    ("sentinel_ms", "DOUBLE"), ("sentinel_ci_rel", "DOUBLE"), ("wall_s", "DOUBLE"), ("speed_index", "DOUBLE"),
-    ("detail", "JSON"), ("used", "BOOLEAN")]
+    ("run_id", "VARCHAR"),
+    ("seq", "INTEGER"),
+    ("platform", "VARCHAR"),
+    ("t", "TIMESTAMPTZ"),
+    ("sentinel_ms", "DOUBLE"),
+    ("sentinel_ci_rel", "DOUBLE"),
+    ("wall_s", "DOUBLE"),
+    ("speed_index", "DOUBLE"),
+    ("detail", "JSON"),
+    ("used", "BOOLEAN"),
+]
 
-#: CPU energy per RAPL domain (issue 17; carb.measure.cpu): gross energy per forward of the
+#: CPU energy per RAPL domain (carb.measure.cpu): gross energy per forward of the
 #: CPU packages and of DRAM (J, medians over the samples; ``energy_gross_j`` is their sum).
 #: NULL where not measured (GPUs, no RAPL, no DRAM zone; added on open for writing).
 ENERGY_DOMAIN_COLUMNS: list[tuple[str, str]] = [("energy_pkg_j", "DOUBLE"), ("energy_dram_j", "DOUBLE")]
@@ -169,33 +192,37 @@ class Store:
         self.con.execute(
             "CREATE TABLE IF NOT EXISTS runs (run_id VARCHAR PRIMARY KEY, started_at TIMESTAMPTZ, "
             "platform VARCHAR, device VARCHAR, command VARCHAR, carb_version VARCHAR, "
-            "provenance JSON, protocol JSON)")
+            "provenance JSON, protocol JSON)"
+        )
         self.con.execute(f"CREATE TABLE IF NOT EXISTS measurements ({cols}, PRIMARY KEY (config_id, platform))")
         self.con.execute(f"CREATE TABLE IF NOT EXISTS remeasurements ({cols})")
-        self.con.execute(f"CREATE TABLE IF NOT EXISTS rounds ({cols}, round INTEGER, "
-                         "PRIMARY KEY (config_id, platform, round))")
-        self.con.execute("INSERT INTO meta VALUES ('schema_version', ?) ON CONFLICT DO NOTHING",
-                         [str(SCHEMA_VERSION)])
+        self.con.execute(
+            f"CREATE TABLE IF NOT EXISTS rounds ({cols}, round INTEGER, PRIMARY KEY (config_id, platform, round))"
+        )
+        self.con.execute("INSERT INTO meta VALUES ('schema_version', ?) ON CONFLICT DO NOTHING", [str(SCHEMA_VERSION)])
         version = self.con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         if version is not None and version[0] == "1":  # version 1 -> 2: the arch column
             for table in ("measurements", "remeasurements", "rounds"):
                 self.con.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS arch JSON")
             self.con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)])
-        # the speed sentinel's readings and the drift columns (issue 16): added to a store
-        # written before they existed; its old rows keep NULL there ("no speed index")
-        self.con.execute(f"CREATE TABLE IF NOT EXISTS speed_index ({', '.join(f'{c} {t}' for c, t in SPEED_COLUMNS)}, "
-                         "PRIMARY KEY (run_id, seq))")
+        # the speed sentinel's readings and the drift columns: added to a store that lacks
+        # them; its rows keep NULL there ("no speed index")
+        self.con.execute(
+            f"CREATE TABLE IF NOT EXISTS speed_index ({', '.join(f'{c} {t}' for c, t in SPEED_COLUMNS)}, "
+            "PRIMARY KEY (run_id, seq))"
+        )
         self.con.execute("ALTER TABLE speed_index ADD COLUMN IF NOT EXISTS used BOOLEAN")
         for table in ("measurements", "remeasurements", "rounds"):
             for c, t in DRIFT_COLUMNS:
                 self.con.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {c} {t}")
-        for table in ("measurements", "remeasurements", "rounds"):  # stores from before issue 17
+        for table in ("measurements", "remeasurements", "rounds"):  # the columns a store may lack
             for c, t in ENERGY_DOMAIN_COLUMNS:
                 self.con.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {c} {t}")
-            for t in TARGETS:  # the fastest sample (issue 16): NULL in rows written before it was kept
+            for t in TARGETS:  # the fastest sample: NULL in rows that did not keep it
                 self.con.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {t}_min DOUBLE")
-        self.con.execute("INSERT INTO meta VALUES ('created_at', ?) ON CONFLICT DO NOTHING",
-                         [datetime.now(timezone.utc).isoformat()])
+        self.con.execute(
+            "INSERT INTO meta VALUES ('created_at', ?) ON CONFLICT DO NOTHING", [datetime.now(timezone.utc).isoformat()]
+        )
         self.con.execute("COMMIT")
         self._check_schema()
 
@@ -205,24 +232,35 @@ class Store:
         except duckdb.Error:
             raise StoreError(f"{self.path}: not a CARB store (no meta table)") from None
         if row is None or int(row[0]) not in READABLE_VERSIONS:
-            raise StoreError(f"{self.path}: store schema version {row[0] if row else '?'} "
-                             f"is not {SCHEMA_VERSION}, which this carb reads")
+            raise StoreError(
+                f"{self.path}: store schema version {row[0] if row else '?'} "
+                f"is not {SCHEMA_VERSION}, which this carb reads"
+            )
 
     # -- writing ------------------------------------------------------------------------
-    def begin_run(self, platform: str, device: str, provenance: dict[str, Any],
-                  protocol: dict[str, Any], command: str = "") -> str:
+    def begin_run(
+        self, platform: str, device: str, provenance: dict[str, Any], protocol: dict[str, Any], command: str = ""
+    ) -> str:
         """Record the start of a campaign run; returns its ``run_id``."""
         from carb._version import __version__
 
         run_id = uuid.uuid4().hex[:12]
         self.con.execute(
             "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            [run_id, datetime.now(timezone.utc), platform, device, command, __version__,
-             json.dumps(provenance, default=str), json.dumps(protocol, default=str)])
+            [
+                run_id,
+                datetime.now(timezone.utc),
+                platform,
+                device,
+                command,
+                __version__,
+                json.dumps(provenance, default=str),
+                json.dumps(protocol, default=str),
+            ],
+        )
         return run_id
 
-    def add(self, config: Config, platform: str, m: Measurement, run_id: str,
-            remeasure: bool = False) -> bool:
+    def add(self, config: ConfigLike, platform: str, m: Measurement, run_id: str, remeasure: bool = False) -> bool:
         """Store one measurement in its own transaction.
 
         Returns False when (config, platform) was already stored (the row is then left as
@@ -236,34 +274,39 @@ class Store:
         changed = cur.fetchone()
         return bool(changed and changed[0])
 
-    def replace(self, config: Config, platform: str, m: Measurement, run_id: str) -> None:
-        """Replace the row of (config, platform) with ``m`` in one transaction (a config pooled
-        anew from its stored visits, e.g. after retakes; the visits stay in ``rounds``)."""
+    def replace(self, config: ConfigLike, platform: str, m: Measurement, run_id: str) -> None:
+        """Replace the row of (config, platform) with ``m`` in one transaction.
+
+        For a config pooled anew from its stored visits, e.g. after retakes; the visits stay in ``rounds``.
+        """
         row = self._row(config, platform, m, run_id, self.speed_ref_ms(platform))
         marks = ", ".join("?" * len(_COLNAMES))
         self.con.execute("BEGIN")
         try:
-            self.con.execute("DELETE FROM measurements WHERE config_id = ? AND platform = ?",
-                             [config.config_id, platform])
+            self.con.execute(
+                "DELETE FROM measurements WHERE config_id = ? AND platform = ?", [config.config_id, platform]
+            )
             self.con.execute(f"INSERT INTO measurements ({', '.join(_COLNAMES)}) VALUES ({marks})", row)
             self.con.execute("COMMIT")
         except BaseException:
             self.con.execute("ROLLBACK")
             raise
 
-    def add_round(self, config: Config, platform: str, m: Measurement, run_id: str, round_: int) -> None:
+    def add_round(self, config: ConfigLike, platform: str, m: Measurement, run_id: str, round_: int) -> None:
         """Store one round of a multi-round campaign (its own transaction; a stored round is kept)."""
         row = self._row(config, platform, m, run_id, self.speed_ref_ms(platform)) + [round_]
         marks = ", ".join("?" * len(row))
-        self.con.execute(f"INSERT INTO rounds ({', '.join(_COLNAMES)}, round) VALUES ({marks}) "
-                         "ON CONFLICT DO NOTHING", row)
+        self.con.execute(
+            f"INSERT INTO rounds ({', '.join(_COLNAMES)}, round) VALUES ({marks}) ON CONFLICT DO NOTHING", row
+        )
 
     def _rounds(self, columns: str, platform: str, config_ids: Iterable[str]):
         """The rounds table's ``columns`` for these configs on ``platform`` (a cursor)."""
         ids = list(config_ids) or [None]  # IN (NULL) matches nothing
         marks = ", ".join("?" * len(ids))
-        return self.con.execute(f"SELECT {columns} FROM rounds WHERE platform = ? AND config_id IN ({marks})",
-                                [platform, *ids])
+        return self.con.execute(
+            f"SELECT {columns} FROM rounds WHERE platform = ? AND config_id IN ({marks})", [platform, *ids]
+        )
 
     def rounds_of(self, platform: str, config_ids: Iterable[str]) -> dict[tuple[str, int], dict[str, Any]]:
         """Stored rounds of these configs: ``{(config_id, round): row dict}``."""
@@ -271,49 +314,84 @@ class Store:
         return {(r["config_id"], int(r["round"])): r for r in df.to_dict("records")}
 
     def round_status(self, platform: str, config_ids: Iterable[str]) -> dict[tuple[str, int], str]:
-        """The status of every stored round of these configs: ``{(config_id, round): status}``
-        (what :meth:`rounds_of` holds, without the rows: for counting visits still to do)."""
-        return {(c, int(r)): st for c, r, st in self._rounds("config_id, round, status", platform, config_ids).fetchall()}
+        """The status of every stored round of these configs: ``{(config_id, round): status}``.
 
-    # -- speed index (issue 16) ----------------------------------------------------------
-    def add_speed_reading(self, run_id: str, platform: str, sentinel_ms: float, sentinel_ci_rel: float,
-                          wall_s: float, detail: dict[str, Any] | None = None, t: float | None = None,
-                          used: bool = True) -> None:
-        """Store one reading of the speed sentinel (``sentinel_ms``: its latency, ms, at unix
-        time ``t``, default now) and, in the same transaction, re-normalize every row of
+        What :meth:`rounds_of` holds, without the rows: for counting visits still to do.
+        """
+        rows = self._rounds("config_id, round, status", platform, config_ids).fetchall()
+        return {(c, int(r)): st for c, r, st in rows}
+
+    # -- speed index ---------------------------------------------------------------------
+    def add_speed_reading(
+        self,
+        run_id: str,
+        platform: str,
+        sentinel_ms: float,
+        sentinel_ci_rel: float,
+        wall_s: float,
+        detail: dict[str, Any] | None = None,
+        t: float | None = None,
+        used: bool = True,
+    ) -> None:
+        """Store one reading of the speed sentinel and re-normalize the platform's rows to it.
+
+        ``sentinel_ms`` is its latency (ms) at unix time ``t`` (default now); in the same
+        transaction, re-normalize every row of
         ``platform`` to the new median reading, so that all of the platform's rows share
         one reference at any moment. A reading with ``used`` false (too noisy) is kept for
-        the record and left out of every normalization."""
+        the record and left out of every normalization.
+        """
         when = datetime.fromtimestamp(t, timezone.utc) if t is not None else datetime.now(timezone.utc)
         self.con.execute("BEGIN")
         seq = self.con.execute("SELECT count(*) FROM speed_index WHERE run_id = ?", [run_id]).fetchone()[0]
-        self.con.execute("INSERT INTO speed_index (run_id, seq, platform, t, sentinel_ms, sentinel_ci_rel, wall_s, "
-                         "detail, used) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                         [run_id, seq, platform, when, float(sentinel_ms), _finite_or_none(float(sentinel_ci_rel)),
-                          float(wall_s), json.dumps(detail or {}, default=str), bool(used)])
+        self.con.execute(
+            "INSERT INTO speed_index (run_id, seq, platform, t, sentinel_ms, sentinel_ci_rel, wall_s, "
+            "detail, used) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                run_id,
+                seq,
+                platform,
+                when,
+                float(sentinel_ms),
+                _finite_or_none(float(sentinel_ci_rel)),
+                float(wall_s),
+                json.dumps(detail or {}, default=str),
+                bool(used),
+            ],
+        )
         self._ref.pop(platform, None)
         self._renormalize(platform)
         self.con.execute("COMMIT")
 
-    def set_sentinel(self, config_id: str, platform: str, run_id: str, sentinel_ms: float,
-                     remeasure: bool = False) -> None:
-        """Set a stored row's sentinel (ms) and its drift columns (the reading after its
-        visits came in, so the sentinel is interpolated rather than held)."""
+    def set_sentinel(
+        self, config_id: str, platform: str, run_id: str, sentinel_ms: float, remeasure: bool = False
+    ) -> None:
+        """Set a stored row's sentinel (ms) and its drift columns.
+
+        Called with a reading taken after its visits came in, so the sentinel is interpolated rather than held.
+        """
         ref = self.speed_ref_ms(platform)
         table = "remeasurements" if remeasure else "measurements"
-        self.con.execute(f"UPDATE {table} SET sentinel_ms = ?, speed_index = ? / ?, latency_ms_norm = latency_ms * ? / ? "
-                         "WHERE config_id = ? AND platform = ? AND run_id = ?",
-                         [sentinel_ms, ref, sentinel_ms, ref, sentinel_ms, config_id, platform, run_id])
+        self.con.execute(
+            f"UPDATE {table} SET sentinel_ms = ?, speed_index = ? / ?, "
+            "latency_ms_norm = latency_ms * ? / ? "
+            "WHERE config_id = ? AND platform = ? AND run_id = ?",
+            [sentinel_ms, ref, sentinel_ms, ref, sentinel_ms, config_id, platform, run_id],
+        )
 
     def has_speed_index(self) -> bool:
-        """True when the store has a ``speed_index`` table (stores written before the
-        sentinel existed have none until opened for writing)."""
-        return bool(self.con.execute("SELECT count(*) FROM information_schema.tables "
-                                     "WHERE table_name = 'speed_index'").fetchone()[0])
+        """True when the store has a ``speed_index`` table (added when a store is opened for writing)."""
+        return bool(
+            self.con.execute(
+                "SELECT count(*) FROM information_schema.tables WHERE table_name = 'speed_index'"
+            ).fetchone()[0]
+        )
 
     def speed_readings(self, platform: str | None = None) -> pd.DataFrame:
-        """The sentinel's readings (of one platform if given), in time order; empty for a
-        store without a speed index. Columns: see :data:`SPEED_COLUMNS`."""
+        """The sentinel's readings (of one platform if given), in time order.
+
+        Empty for a store without a speed index. Columns: see :data:`SPEED_COLUMNS`.
+        """
         if not self.has_speed_index():
             return pd.DataFrame(columns=[c for c, _ in SPEED_COLUMNS])
         q, args = "SELECT * FROM speed_index", []
@@ -323,17 +401,21 @@ class Store:
         return self.con.execute(q + " ORDER BY t", args).df()
 
     def speed_ref_ms(self, platform: str) -> float | None:
-        """The platform's median sentinel reading (ms): the speed every ``latency_ms_norm``
-        of the platform is normalized to; the median of all its readings when none was
+        """The platform's median sentinel reading (ms): the speed its ``latency_ms_norm`` is normalized to.
+
+        The median of all its readings when none was
         precise enough to correct with (the reference only sets the level of
         ``latency_ms_norm``; rows timed with a paired sentinel are corrected by their own);
-        ``None`` without readings."""
+        ``None`` without readings.
+        """
         if platform not in self._ref:
             if not self.has_speed_index():
                 return None
-            v = self.con.execute("SELECT coalesce(median(sentinel_ms) FILTER (WHERE used IS NOT FALSE), "
-                                 "median(sentinel_ms)) FROM speed_index WHERE platform = ?",
-                                 [platform]).fetchone()[0]
+            v = self.con.execute(
+                "SELECT coalesce(median(sentinel_ms) FILTER (WHERE used IS NOT FALSE), "
+                "median(sentinel_ms)) FROM speed_index WHERE platform = ?",
+                [platform],
+            ).fetchone()[0]
             self._ref[platform] = None if v is None else float(v)
         return self._ref[platform]
 
@@ -343,40 +425,58 @@ class Store:
             return
         self.con.execute("UPDATE speed_index SET speed_index = ? / sentinel_ms WHERE platform = ?", [ref, platform])
         for table in ("measurements", "remeasurements", "rounds"):
-            self.con.execute(f"UPDATE {table} SET speed_index = ? / sentinel_ms, "
-                             f"latency_ms_norm = latency_ms * ? / sentinel_ms "
-                             "WHERE platform = ? AND sentinel_ms IS NOT NULL", [ref, ref, platform])
+            self.con.execute(
+                f"UPDATE {table} SET speed_index = ? / sentinel_ms, "
+                f"latency_ms_norm = latency_ms * ? / sentinel_ms "
+                "WHERE platform = ? AND sentinel_ms IS NOT NULL",
+                [ref, ref, platform],
+            )
 
     def delete_failed(self, platform: str, config_ids: Iterable[str]) -> int:
-        """Delete this platform's non-``ok`` rows (and their rounds) among ``config_ids``, so
-        that they are measured again; returns how many configs were deleted."""
+        """Delete this platform's non-``ok`` rows (and their rounds) among ``config_ids``.
+
+        So that they are measured again; returns how many configs were deleted.
+        """
         wanted = set(config_ids)
-        rows = self.con.execute("SELECT config_id FROM measurements WHERE platform = ? AND status <> 'ok'",
-                                [platform]).fetchall()
+        rows = self.con.execute(
+            "SELECT config_id FROM measurements WHERE platform = ? AND status <> 'ok'", [platform]
+        ).fetchall()
         failed = [r[0] for r in rows if r[0] in wanted]
         if failed:
             marks = ", ".join("?" * len(failed))
             self.con.execute("BEGIN")
             for table in ("measurements", "rounds"):
-                self.con.execute(f"DELETE FROM {table} WHERE platform = ? AND config_id IN ({marks})",
-                                 [platform, *failed])
+                self.con.execute(
+                    f"DELETE FROM {table} WHERE platform = ? AND config_id IN ({marks})", [platform, *failed]
+                )
             self.con.execute("COMMIT")
         return len(failed)
 
     @staticmethod
-    def _row(config: Config, platform: str, m: Measurement, run_id: str, ref_ms: float | None = None) -> list[Any]:
+    def _row(config: ConfigLike, platform: str, m: Measurement, run_id: str, ref_ms: float | None = None) -> list[Any]:
         params = families.to_row(config)
-        d: dict[str, Any] = {"config_id": config.config_id, "platform": platform,
-                             **{p: params.get(p) for p in PARAMETERS}, "status": m.status, "message": m.message,
-                             "arch": None if isinstance(config, Config) else json.dumps(params)}
+        d: dict[str, Any] = {
+            "config_id": config.config_id,
+            "platform": platform,
+            **{p: params.get(p) for p in PARAMETERS},
+            "status": m.status,
+            "message": m.message,
+            "arch": None if isinstance(config, Config) else json.dumps(params),
+        }
         for t in TARGETS:
             st: Stats | None = getattr(m, t)
             d[t] = st.median if st else None
             for s in SPREAD:
                 d[f"{t}_{s}"] = getattr(st, s) if st else None
-        d.update(memory_mb=m.memory_mb, energy_missing_reason=m.energy_missing_reason,
-                 timed_s=m.timed_s, wall_s=m.wall_s, extra=json.dumps(m.extra, default=str),
-                 run_id=run_id, measured_at=datetime.now(timezone.utc))
+        d.update(
+            memory_mb=m.memory_mb,
+            energy_missing_reason=m.energy_missing_reason,
+            timed_s=m.timed_s,
+            wall_s=m.wall_s,
+            extra=json.dumps(m.extra, default=str),
+            run_id=run_id,
+            measured_at=datetime.now(timezone.utc),
+        )
         d.update({c: m.extra.get(c) for c, _ in ENERGY_DOMAIN_COLUMNS})  # the CPU backend puts them there
         d.update(_drift_values(d["latency_ms"], m.extra.get("sentinel_ms"), ref_ms))
         return [_finite_or_none(d.get(c)) for c in _COLNAMES]
@@ -388,20 +488,27 @@ class Store:
         def stats(t: str) -> Stats | None:
             if _isnull(row.get(t)):
                 return None
-            # a store opened read-only from before a spread column existed lacks it; NULL is
-            # None, but the fastest sample is nan where unknown (Stats.min: pooling takes its min)
+            # a store opened read-only may lack a spread column; NULL is None, but the
+            # fastest sample is nan where unknown (Stats.min: pooling takes its min)
             spread = {s: row.get(f"{t}_{s}") for s in SPREAD}
-            return Stats(median=row[t], **{s: ((math.nan if s == "min" else None) if _isnull(v) else v)
-                                           for s, v in spread.items()})
+            return Stats(
+                median=row[t],
+                **{s: ((math.nan if s == "min" else None) if _isnull(v) else v) for s, v in spread.items()},
+            )
 
         extra = row.get("extra")
         return Measurement(
-            status=row["status"], message=row.get("message") or "", latency_ms=stats("latency_ms"),
-            energy_j=stats("energy_j"), energy_gross_j=stats("energy_gross_j"),
+            status=row["status"],
+            message=row.get("message") or "",
+            latency_ms=stats("latency_ms"),
+            energy_j=stats("energy_j"),
+            energy_gross_j=stats("energy_gross_j"),
             memory_mb=None if _isnull(row.get("memory_mb")) else row["memory_mb"],
             energy_missing_reason=None if _isnull(row.get("energy_missing_reason")) else row["energy_missing_reason"],
-            timed_s=row.get("timed_s") or 0.0, wall_s=row.get("wall_s") or 0.0,
-            extra=json.loads(extra) if isinstance(extra, str) else (extra or {}))
+            timed_s=row.get("timed_s") or 0.0,
+            wall_s=row.get("wall_s") or 0.0,
+            extra=json.loads(extra) if isinstance(extra, str) else (extra or {}),
+        )
 
     # -- reading ------------------------------------------------------------------------
     def done_ids(self, platform: str) -> set[str]:
@@ -410,8 +517,8 @@ class Store:
         return {r[0] for r in rows}
 
     def platforms(self) -> list[str]:
-        return [r[0] for r in self.con.execute(
-            "SELECT DISTINCT platform FROM measurements ORDER BY 1").fetchall()]
+        """The platforms of the stored measurements, sorted."""
+        return [r[0] for r in self.con.execute("SELECT DISTINCT platform FROM measurements ORDER BY 1").fetchall()]
 
     def measurements(self, platform: str | None = None, table: str = "measurements") -> pd.DataFrame:
         """All stored rows (of one platform if given) as a DataFrame, in measurement order."""
@@ -432,6 +539,7 @@ class Store:
         return df
 
     def runs(self) -> pd.DataFrame:
+        """The ``runs`` table (one row per campaign run), oldest first."""
         return self.con.execute("SELECT * FROM runs ORDER BY started_at").df()
 
     def summary(self) -> pd.DataFrame:
@@ -440,14 +548,16 @@ class Store:
             "SELECT platform, status, count(*) AS configs, median(latency_ms) AS latency_ms, "
             "median(energy_j) AS energy_j, median(memory_mb) AS memory_mb, "
             "median(latency_ms_cov) AS latency_cov, sum(timed_s) AS timed_s, sum(wall_s) AS wall_s "
-            "FROM measurements GROUP BY ALL ORDER BY platform, status").df()
+            "FROM measurements GROUP BY ALL ORDER BY platform, status"
+        ).df()
 
     def _open_snapshot(self) -> duckdb.DuckDBPyConnection:
-        """A running campaign holds DuckDB's lock: read a copy of the file and its WAL
-        instead (what was committed when copied), in a private temporary folder."""
+        """Open a copy of the store's file and its WAL in a private temporary folder.
+
+        A running campaign holds DuckDB's lock: the copy reads what was committed when copied.
+        """
         import shutil
         import tempfile
-
         import weakref
 
         tmp = Path(tempfile.mkdtemp(prefix="carb-store-snapshot-"))
@@ -463,10 +573,13 @@ class Store:
             return duckdb.connect(str(self.snapshot))  # a private copy: replaying its WAL is safe
         except (OSError, duckdb.Error) as e:
             self._drop_snapshot()
-            raise StoreError(f"{self.path}: in use by another process, and a snapshot of it could not be "
-                             f"read ({str(e).splitlines()[0]}); try again") from None
+            raise StoreError(
+                f"{self.path}: in use by another process, and a snapshot of it could not be "
+                f"read ({str(e).splitlines()[0]}); try again"
+            ) from None
 
     def close(self) -> None:
+        """Close the connection (committed rows are on disk)."""
         try:
             self.con.close()
         except duckdb.Error:
@@ -487,8 +600,11 @@ def _drift_values(latency_ms: float | None, sentinel_ms: Any, ref_ms: float | No
     if s is None:
         return {"sentinel_ms": None, "speed_index": None, "latency_ms_norm": None}
     idx = ref_ms / s if ref_ms else None
-    return {"sentinel_ms": s, "speed_index": idx,
-            "latency_ms_norm": latency_ms * idx if idx is not None and latency_ms is not None else None}
+    return {
+        "sentinel_ms": s,
+        "speed_index": idx,
+        "latency_ms_norm": latency_ms * idx if idx is not None and latency_ms is not None else None,
+    }
 
 
 def _isnull(v: Any) -> bool:

@@ -1,6 +1,7 @@
-"""The ``carb`` command: thin Typer commands over the library, one module per command group
-(:mod:`.spaces`, :mod:`.campaign`, :mod:`.screening`, :mod:`.model`, :mod:`.report`,
-:mod:`.fewshot`); the app, the error type and shared helpers are in :mod:`._app`, which the
+"""The ``carb`` command: thin Typer commands over the library, one module per command group.
+
+The command groups are :mod:`.spaces`, :mod:`.campaign`, :mod:`.screening`, :mod:`.demo`, :mod:`.model`,
+:mod:`.report` and :mod:`.fewshot`; the app, the error type and shared helpers are in :mod:`._app`, which the
 command modules import (never the other way round).
 
 Bad input (unknown space, bad value, unreadable file, store in use) prints one line
@@ -15,12 +16,13 @@ import typer
 
 from carb.families.space import SpaceError
 
-from . import campaign, fewshot, model, report, screening, spaces  # noqa: F401 - importing registers the commands
+from . import campaign, demo, fewshot, model, report, screening, spaces  # noqa: F401 - importing registers the commands
 from ._app import UsageError, app, err, fail
 
 __all__ = ["app", "main", "UsageError", "fail"]
 
 _COMMAND_MODULES = (campaign, screening, spaces)  # registered by their decorators on import
+demo.register(app)
 model.register(app)
 report.register(app)
 fewshot.register(app)
@@ -36,8 +38,8 @@ def main() -> None:
     """Console-script entry point: runs the app and turns bad input into exit code 2."""
     import warnings
 
-    from carb.datasets import DatasetError
     from carb.campaign.store import StoreError
+    from carb.datasets import DatasetError
 
     # a library warning (e.g. how many rows a model extrapolates) is one line on stderr,
     # not Python's two (file, line number and source)

@@ -1,5 +1,6 @@
-"""The Typer app, the one-line error type and what every command module shares (consoles,
-model and budget loading). Command modules import this module; nothing here imports them.
+"""The Typer app, the one-line error type and what every command module shares (consoles, model and budget loading).
+
+Command modules import this module; nothing here imports them.
 """
 
 from __future__ import annotations
@@ -12,8 +13,21 @@ import typer
 from rich.console import Console
 from typer.core import TyperGroup
 
-__all__ = ["app", "space_app", "dataset_app", "console", "err", "UsageError", "fail", "load_model", "parse_budget_options", "pick_option",
-           "check_out_file", "check_out_dir"]
+__all__ = [
+    "app",
+    "space_app",
+    "dataset_app",
+    "console",
+    "err",
+    "UsageError",
+    "fail",
+    "load_model",
+    "parse_budget_options",
+    "pick_option",
+    "check_out_file",
+    "check_out_dir",
+]
+
 
 def _untyped_flags(cmd: Any, ctx: Any) -> None:
     # Typer 0.29's rich help prints every option's value type, flags included ("<bool>"
@@ -40,12 +54,19 @@ class _Group(TyperGroup):
 
 _CONTEXT = {"help_option_names": ["-h", "--help"]}
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, cls=_Group, context_settings=_CONTEXT,
-                  help="CARB: energy, latency and peak memory of CNN inference, per device, before you profile.")
-space_app = typer.Typer(no_args_is_help=True, cls=_Group, context_settings=_CONTEXT,
-                        help="Configuration spaces: list and inspect.")
-dataset_app = typer.Typer(no_args_is_help=True, cls=_Group, context_settings=_CONTEXT,
-                          help="Measured datasets: summarize and export a store.")
+app = typer.Typer(
+    no_args_is_help=True,
+    add_completion=False,
+    cls=_Group,
+    context_settings=_CONTEXT,
+    help="CARB: energy, latency and peak memory of CNN inference, per device, before you profile.",
+)
+space_app = typer.Typer(
+    no_args_is_help=True, cls=_Group, context_settings=_CONTEXT, help="Configuration spaces: list and inspect."
+)
+dataset_app = typer.Typer(
+    no_args_is_help=True, cls=_Group, context_settings=_CONTEXT, help="Measured datasets: summarize and export a store."
+)
 app.add_typer(space_app, name="space")
 app.add_typer(dataset_app, name="dataset")
 
@@ -59,12 +80,16 @@ def _print_version(value: bool) -> None:
 
 
 @app.callback()
-def _root(version: bool = typer.Option(False, "--version", is_eager=True, callback=_print_version,
-                                       help="Print carb's version and exit.")) -> None:
+def _root(
+    version: bool = typer.Option(
+        False, "--version", is_eager=True, callback=_print_version, help="Print carb's version and exit."
+    ),
+) -> None:
     """CARB: energy, latency and peak memory of CNN inference, per device, before you profile.
 
     Example: carb demo --out carb-demo
     """
+
 
 # 120 columns when piped (rich would use 80), so tables of configs stay readable in logs
 console = Console(width=None if sys.stdout.isatty() else 120)
@@ -76,10 +101,12 @@ class UsageError(Exception):
 
 
 def fail(msg: str) -> None:
+    """Stop the command with ``msg`` as a one-line usage error (exit code 2)."""
     raise UsageError(msg)
 
 
 def load_model(path: Path):
+    """Any model directory (a bundle or a calibrated model); an unreadable one is a usage error."""
     from carb.transfer.calibrate import load_predictor
 
     try:
@@ -89,6 +116,7 @@ def load_model(path: Path):
 
 
 def parse_budget_options(items: Optional[list[str]]) -> dict[str, float]:
+    """The ``--budget TARGET=VALUE`` options as target -> budget; bad ones are a usage error."""
     from carb.decide.screen import parse_budgets
 
     refuse_repeated_budgets(items)
@@ -99,8 +127,10 @@ def parse_budget_options(items: Optional[list[str]]) -> dict[str, float]:
 
 
 def refuse_repeated_budgets(items: Optional[list[str]]) -> None:
-    """Two ``--budget`` values for one target is an error (the later one silently winning
-    would screen against a budget the user may not mean)."""
+    """Refuse two ``--budget`` values for one target as an error.
+
+    The later one silently winning would screen against a budget the user may not mean.
+    """
     seen: dict[str, str] = {}
     for s in items or []:
         key = s.partition("=")[0].strip()
@@ -136,8 +166,10 @@ def check_out_dir(path: Path, option: str = "--out") -> None:
 
 
 def pick_option(new: Any, old: Any, new_name: str, old_name: str, required: bool = False) -> Any:
-    """The value of an option that was renamed: ``old_name`` stays a hidden alias for one
-    release. Both given is an error; neither, when ``required``, too."""
+    """The value of an option that was renamed: ``old_name`` stays a hidden alias for one release.
+
+    Both given is an error; neither, when ``required``, too.
+    """
     if new is not None and old is not None:
         fail(f"{old_name} is the old name of {new_name}: give one of them")
     value = new if new is not None else old

@@ -29,9 +29,9 @@ def fmt_duration(s: float) -> str:
 
 
 class CampaignProgress:
-    """The callbacks of :func:`carb.campaign.runner.run_campaign`, drawn as a bar on a terminal and
-    as plain lines elsewhere. Use as a context manager; pass :attr:`callbacks` to
-    ``run_campaign``.
+    """The callbacks of :func:`carb.campaign.runner.run_campaign`, drawn as a bar on a terminal, as lines elsewhere.
+
+    Use as a context manager; pass :attr:`callbacks` to ``run_campaign``.
 
     Args:
         console: where to write (stderr's console).
@@ -42,8 +42,16 @@ class CampaignProgress:
         clock: the time source (seconds; tests give their own).
     """
 
-    def __init__(self, console: Console, what: str = "measuring", *, store: str = "the store", every_s: float = 60.0,
-                 enabled: bool = True, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        console: Console,
+        what: str = "measuring",
+        *,
+        store: str = "the store",
+        every_s: float = 60.0,
+        enabled: bool = True,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.console, self.what, self.store, self.every_s = console, what, store, every_s
         self.enabled, self.clock = enabled, clock
         self.tty = console.is_terminal
@@ -58,10 +66,19 @@ class CampaignProgress:
     def __enter__(self) -> "CampaignProgress":
         self._t0 = self._last = self.clock()
         if self.enabled and self.tty:
-            self._bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 TextColumn("visits"), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-                                 TextColumn("{task.fields[current]}"), TextColumn("[red]{task.fields[failed]}"),
-                                 console=self.console, transient=False)
+            self._bar = Progress(
+                TextColumn("[bold]{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("visits"),
+                TimeElapsedColumn(),
+                TextColumn("ETA"),
+                TimeRemainingColumn(),
+                TextColumn("{task.fields[current]}"),
+                TextColumn("[red]{task.fields[failed]}"),
+                console=self.console,
+                transient=False,
+            )
             self._bar.__enter__()
             self._task = self._bar.add_task(self.what, total=None, current="", failed="")
         return self
@@ -98,11 +115,15 @@ class CampaignProgress:
         if m.status != "ok":
             self.failed += 1
             if self.enabled:
-                self.print(f"[red]{m.status}[/red] {cfg.label()}: {m.message}" if self.tty
-                           else f"{m.status} {cfg.label()}: {m.message}")
+                self.print(
+                    f"[red]{m.status}[/red] {cfg.label()}: {m.message}"
+                    if self.tty
+                    else f"{m.status} {cfg.label()}: {m.message}"
+                )
         if self._bar is not None:
-            self._bar.update(self._task, total=planned, completed=self.done,
-                             failed=f"{self.failed} failed" if self.failed else "")
+            self._bar.update(
+                self._task, total=planned, completed=self.done, failed=f"{self.failed} failed" if self.failed else ""
+            )
             return
         if not self.enabled:
             return
@@ -120,7 +141,10 @@ class CampaignProgress:
         left = f", ~{fmt_duration(elapsed * (1 - share) / share)} left" if 0 < share < 1 else ""
         failed = f", {self.failed} failed" if self.failed else ""
         now = f", last: {self.current}" if self.current and self.done < planned else ""
-        return f"{self.what}: {self.done}/{planned} visits ({100 * share:.0f}%), {fmt_duration(elapsed)} elapsed{left}{failed}{now}"
+        return (
+            f"{self.what}: {self.done}/{planned} visits ({100 * share:.0f}%), {fmt_duration(elapsed)} elapsed"
+            f"{left}{failed}{now}"
+        )
 
     def _line(self, now: float | None = None) -> None:
         self._last = self.clock() if now is None else now

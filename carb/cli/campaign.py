@@ -1,5 +1,4 @@
-"""`carb characterize` and `carb dataset list|check|info|export`: measuring into a store and
-reading it back."""
+"""`carb characterize` and `carb dataset list|check|info|export`: measuring into a store and reading it back."""
 
 from __future__ import annotations
 
@@ -16,7 +15,6 @@ from rich.table import Table
 from ._app import app, check_out_file, console, dataset_app, err, fail, pick_option
 from ._progress import CampaignProgress
 
-
 # -- characterize -------------------------------------------------------------------------
 
 
@@ -27,42 +25,143 @@ def characterize(
     sample_old: Optional[int] = typer.Option(None, "--sample", min=1, hidden=True, help="Old name of --samples."),
     seed: int = typer.Option(0, "--seed", help="Seed of the sample."),
     method: str = typer.Option("stratified", "--method", help="Sampling: stratified (space-filling) or uniform."),
-    configs_file: Optional[Path] = typer.Option(None, "--configs", help="Parquet/CSV/JSONL file of configs to measure."),
+    configs_file: Optional[Path] = typer.Option(
+        None, "--configs", help="Parquet/CSV/JSONL file of configs to measure."
+    ),
     device: str = typer.Option("cpu", "--device", help="cpu, cuda or cuda:i."),
     threads: Optional[int] = typer.Option(None, "--threads", min=1, help="CPU threads to pin (default: 1)."),
     store_path: Path = typer.Option(..., "--store", help="DuckDB campaign store; re-running resumes."),
-    platform: Optional[str] = typer.Option(None, "--platform", help="Label rows are stored under (default: cpu-<T>t or the GPU's name)."),
-    lock_clocks: bool = typer.Option(True, "--lock-clocks/--no-lock-clocks", help="GPU: lock graphics/memory clocks (DVFS lockdown) and restore them after."),
-    energy_periods: Optional[float] = typer.Option(None, "--energy-periods", min=3.0, help="GPU: a timed window lasts at least this many updates of the energy counter (default 10; 4 on a counter that updates every 100 ms halves the time per config)."),
-    ci_target: Optional[float] = typer.Option(None, "--ci-target", min=0.0, help="Stop repeating at this relative 95% CI of the median (default 0.02 CPU, 0.01 GPU)."),
+    platform: Optional[str] = typer.Option(
+        None, "--platform", help="Label rows are stored under (default: cpu-<T>t or the GPU's name)."
+    ),
+    lock_clocks: bool = typer.Option(
+        True,
+        "--lock-clocks/--no-lock-clocks",
+        help="GPU: lock graphics/memory clocks (DVFS lockdown) and restore them after.",
+    ),
+    energy_periods: Optional[float] = typer.Option(
+        None,
+        "--energy-periods",
+        min=3.0,
+        help="GPU: a timed window lasts at least this many updates of the energy counter (default 10; 4 on a "
+        "counter that updates every 100 ms halves the time per config).",
+    ),
+    ci_target: Optional[float] = typer.Option(
+        None,
+        "--ci-target",
+        min=0.0,
+        help="Stop repeating at this relative 95% CI of the median (default 0.02 CPU, 0.01 GPU).",
+    ),
     max_time: Optional[float] = typer.Option(None, "--max-time", min=0.0, help="Cap on sampling seconds per config."),
     timeout: Optional[float] = typer.Option(None, "--timeout", min=1.0, help="Wall-clock limit per config, seconds."),
-    rounds: Optional[int] = typer.Option(None, "--rounds", min=1, help="Visits per config at different moments, pooled (default: 3 on CPU, 1 on GPU)."),
-    chunk: Optional[int] = typer.Option(None, "--chunk", min=1, help="Configs visited round-robin together when --rounds > 1 (default: all: each config's rounds spread over the whole campaign)."),
-    sentinel: bool = typer.Option(True, "--sentinel/--no-sentinel", help="CPU: time the speed sentinel at the start, every 60 s and at the end (speed index, latency_ms_norm)."),
-    retakes: Optional[int] = typer.Option(None, "--retakes", min=0, help="After the rounds, measure a visit timed in another state of the machine (its paired speed sentinel beyond x1.25 of the campaign's state) again, up to N times, and pool the visit nearest the state (default: 2 for a CPU campaign of 2+ threads with the sentinel and --rounds > 1, where our VMs switch between two states; else 0)."),
-    allocator: Optional[str] = typer.Option(None, "--allocator", help="CPU: how each worker's C allocator keeps freed memory: default (glibc's rules: a forward may page-fault on fresh memory every time, a cost that depends on what ran before) or retain (freed memory kept: no page fault after the first forward, the steady state of a long-running server)."),
-    retry_failed: bool = typer.Option(False, "--retry-failed", help="Measure again the configs stored with a failure status."),
-    remeasure: bool = typer.Option(False, "--remeasure", help="Measure again into the remeasurements table (drift check)."),
+    rounds: Optional[int] = typer.Option(
+        None, "--rounds", min=1, help="Visits per config at different moments, pooled (default: 3 on CPU, 1 on GPU)."
+    ),
+    chunk: Optional[int] = typer.Option(
+        None,
+        "--chunk",
+        min=1,
+        help="Configs visited round-robin together when --rounds > 1 (default: all: each config's rounds spread "
+        "over the whole campaign).",
+    ),
+    sentinel: bool = typer.Option(
+        True,
+        "--sentinel/--no-sentinel",
+        help="CPU: time the speed sentinel at the start, every 60 s and at the end (speed index, latency_ms_norm).",
+    ),
+    retakes: Optional[int] = typer.Option(
+        None,
+        "--retakes",
+        min=0,
+        help="After the rounds, measure a visit timed in another state of the machine (its paired speed sentinel "
+        "beyond x1.25 of the campaign's state) again, up to N times, and pool the visit nearest the state "
+        "(default: 2 for a CPU campaign of 2+ threads with the sentinel and --rounds > 1, where our VMs "
+        "switch between two states; else 0).",
+    ),
+    allocator: Optional[str] = typer.Option(
+        None,
+        "--allocator",
+        help="CPU: how each worker's C allocator keeps freed memory: default (glibc's rules: a forward may "
+        "page-fault on fresh memory every time, a cost that depends on what ran before) or retain (freed "
+        "memory kept: no page fault after the first forward, the steady state of a long-running server).",
+    ),
+    retry_failed: bool = typer.Option(
+        False, "--retry-failed", help="Measure again the configs stored with a failure status."
+    ),
+    remeasure: bool = typer.Option(
+        False, "--remeasure", help="Measure again into the remeasurements table (drift check)."
+    ),
     # help texts are rich markup: a backslash keeps [ray] from being read as a style tag
-    executor: str = typer.Option("local", "--executor", help="local (this machine) or ray (every worker slot of a Ray cluster; pip install 'carb\\[ray]')."),
-    address: Optional[str] = typer.Option(None, "--address", help="Ray cluster: auto, HOST:PORT or ray://HOST:PORT (default: RAY_ADDRESS, else a local cluster)."),
-    workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Ray: use at most this many worker slots (default: all)."),
+    executor: str = typer.Option(
+        "local",
+        "--executor",
+        help="local (this machine) or ray (every worker slot of a Ray cluster; pip install 'carb\\[ray]').",
+    ),
+    address: Optional[str] = typer.Option(
+        None,
+        "--address",
+        help="Ray cluster: auto, HOST:PORT or ray://HOST:PORT (default: RAY_ADDRESS, else a local cluster).",
+    ),
+    workers: Optional[int] = typer.Option(
+        None, "--workers", min=1, help="Ray: use at most this many worker slots (default: all)."
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON at the end."),
 ) -> None:
     """Measure configs into a campaign store, on this machine or a Ray cluster (resumable; Ctrl-C keeps what is done).
 
     Example: carb characterize --space tiny --store tiny.duckdb
     """
-    from dataclasses import replace
-
-    from carb.families import space
-    from carb.campaign.runner import read_config_file, run_campaign
-    from carb.measure import get_backend
-    from carb.measure.base import Protocol
     from carb.campaign.store import Store
 
     sample = pick_option(sample, sample_old, "--samples", "--sample")
+    configs = _configs_to_measure(space_name, configs_file, sample, seed, method)
+    protocol = _protocol_of(device, ci_target, max_time, timeout)
+    _check_device_options(device, threads, executor, address, workers, allocator, energy_periods)
+    n_rounds = rounds or (3 if device == "cpu" else 1)
+    retakes = _retakes_of(retakes, device, threads, sentinel, n_rounds, remeasure)
+    backend = _open_backend(
+        device, protocol, executor, address, workers, threads, lock_clocks, energy_periods, allocator
+    )
+    done_before: set = set()
+    with backend, Store(store_path) as store:
+        if remeasure:  # to say afterwards which configs had a first measurement to compare with
+            done_before = _stored_ids(backend, store, platform)
+        with CampaignProgress(
+            err, "measuring", store=str(store_path), enabled=not (json_out and not sys.stderr.isatty())
+        ) as progress:
+            result = _run_until_stopped(
+                configs,
+                backend,
+                store,
+                progress,
+                platform=platform,
+                command=shlex.join(["carb", *sys.argv[1:]]),
+                retry_failed=retry_failed,
+                remeasure=remeasure,
+                rounds=n_rounds,
+                chunk=chunk,
+                sentinel="auto" if sentinel else None,
+                retakes=retakes,
+            )
+        summary = store.summary()
+        rows, repeat, repeat_lines = _rows_and_repeat(store, result, remeasure)
+    _print_result(result, summary, rows, store_path, json_out, repeat)
+    if remeasure:
+        err.print(_remeasure_line(result, configs, done_before, store_path), highlight=False, soft_wrap=True)
+        if repeat and repeat.get("configs"):
+            err.print("\n".join(repeat_lines), highlight=False, soft_wrap=True)
+    if result.interrupted:
+        err.print(_interrupted_line(result, store_path), highlight=False, soft_wrap=True)
+        raise typer.Exit(130)
+
+
+def _configs_to_measure(
+    space_name: str | None, configs_file: Path | None, sample: int | None, seed: int, method: str
+) -> list:
+    """The configs of ``--configs`` or ``--space`` (a sample of them with ``--samples``)."""
+    from carb.campaign.runner import read_config_file
+    from carb.families import space
+
     if (space_name is None) == (configs_file is None):
         fail("give exactly one of --space or --configs")
     if method not in ("stratified", "uniform"):
@@ -71,13 +170,34 @@ def characterize(
         configs = read_config_file(str(configs_file))
         if sample is not None:
             fail("--samples works with --space, not --configs")
-    else:
-        sp = space.load(space_name)
-        configs = sp.sample(sample, seed=seed, method=method) if sample else list(sp)
+        return configs
+    sp = space.load(space_name)
+    return sp.sample(sample, seed=seed, method=method) if sample else list(sp)
+
+
+def _protocol_of(device: str, ci_target: float | None, max_time: float | None, timeout: float | None) -> Any:
+    """The device's default protocol with the options given."""
+    from dataclasses import replace
+
+    from carb.measure.base import Protocol
+
     protocol = Protocol.default_for(device)
-    overrides = {k: v for k, v in (("ci_target", ci_target), ("max_time_s", max_time), ("timeout_s", timeout))
-                 if v is not None}
-    protocol = replace(protocol, **overrides)
+    overrides = {
+        k: v for k, v in (("ci_target", ci_target), ("max_time_s", max_time), ("timeout_s", timeout)) if v is not None
+    }
+    return replace(protocol, **overrides)
+
+
+def _check_device_options(
+    device: str,
+    threads: int | None,
+    executor: str,
+    address: str | None,
+    workers: int | None,
+    allocator: str | None,
+    energy_periods: float | None,
+) -> None:
+    """Refuse the options that do not apply to the device or the executor."""
     if device != "cpu" and threads is not None:
         fail("--threads applies to --device cpu only")
     if executor not in ("local", "ray"):
@@ -93,15 +213,39 @@ def characterize(
             fail(f"--allocator: unknown value {allocator!r} (expected {' or '.join(ALLOCATORS)})")
     if device == "cpu" and energy_periods is not None:
         fail("--energy-periods applies to --device cuda only")
-    n_rounds = rounds or (3 if device == "cpu" else 1)
-    if retakes is None:  # the two states were seen with 2 threads, never with 1 (benchmarks/RESULTS.md, issue 16)
+
+
+def _retakes_of(
+    retakes: int | None, device: str, threads: int | None, sentinel: bool, n_rounds: int, remeasure: bool
+) -> int:
+    """``--retakes``, or its default: the two speed states show with 2+ threads, never with 1."""
+    if retakes is None:
         from carb.campaign.rounds import RETAKES
 
-        retakes = RETAKES if device == "cpu" and (threads or 1) > 1 and sentinel and n_rounds > 1 and not remeasure else 0
-    elif retakes and (n_rounds < 2 or remeasure or not sentinel or device != "cpu"):
-        fail("--retakes needs a CPU campaign with --rounds > 1, the sentinel and no --remeasure "
-             "(it retakes stored visits by their paired speed sentinel)")
-    opts = {"threads": threads or 1} if device == "cpu" else {"lock_clocks": lock_clocks}
+        return RETAKES if device == "cpu" and (threads or 1) > 1 and sentinel and n_rounds > 1 and not remeasure else 0
+    if retakes and (n_rounds < 2 or remeasure or not sentinel or device != "cpu"):
+        fail(
+            "--retakes needs a CPU campaign with --rounds > 1, the sentinel and no --remeasure "
+            "(it retakes stored visits by their paired speed sentinel)"
+        )
+    return retakes
+
+
+def _open_backend(
+    device: str,
+    protocol: Any,
+    executor: str,
+    address: str | None,
+    workers: int | None,
+    threads: int | None,
+    lock_clocks: bool,
+    energy_periods: float | None,
+    allocator: str | None,
+) -> Any:
+    """The measurement backend of this machine, or a Ray cluster's worker slots; a usage error when unavailable."""
+    from carb.measure import get_backend
+
+    opts: dict[str, Any] = {"threads": threads or 1} if device == "cpu" else {"lock_clocks": lock_clocks}
     if energy_periods is not None:
         opts["energy_periods"] = energy_periods
     if allocator is not None:
@@ -111,68 +255,88 @@ def characterize(
             from carb.campaign.ray_executor import RayExecutor
 
             with err.status("starting Ray worker slots..."):
-                backend = RayExecutor(device, address=address, workers=workers, protocol=protocol,
-                                      threads=threads or 1, lock_clocks=lock_clocks,
-                                      backend_opts={k: v for k, v in opts.items() if k in ("energy_periods", "allocator")})
+                backend = RayExecutor(
+                    device,
+                    address=address,
+                    workers=workers,
+                    protocol=protocol,
+                    threads=threads or 1,
+                    lock_clocks=lock_clocks,
+                    backend_opts={k: v for k, v in opts.items() if k in ("energy_periods", "allocator")},
+                )
             err.print(f"ray: {backend.workers} worker slot(s) of {backend.slots_total} in the cluster")
-        else:
-            backend = get_backend(device, protocol=protocol, **opts)
+            return backend
+        return get_backend(device, protocol=protocol, **opts)
     except (ValueError, RuntimeError) as e:  # unknown device, no GPU here, no Ray cluster, ...
         fail(str(e))
 
-    done_before: set = set()
-    with backend, Store(store_path) as store:
-        if remeasure:  # to say afterwards which configs had a first measurement to compare with
-            from carb.campaign.runner import Executor, LocalExecutor
 
-            ex = backend if isinstance(backend, Executor) else LocalExecutor(backend)
-            done_before = store.done_ids(platform or ex.platform())
-        with CampaignProgress(err, "measuring", store=str(store_path),
-                              enabled=not (json_out and not sys.stderr.isatty())) as progress:
-            # SIGTERM stops like Ctrl-C: what is stored is kept and the way to resume is printed
-            prev_term = signal.signal(signal.SIGTERM, _raise_interrupt)
-            try:
-                result = run_campaign(configs, backend, store, platform=platform,
-                                      command=shlex.join(["carb", *sys.argv[1:]]), retry_failed=retry_failed,
-                                      remeasure=remeasure, rounds=n_rounds,
-                                      chunk=chunk, sentinel="auto" if sentinel else None, retakes=retakes,
-                                      **progress.callbacks)
-            except RuntimeError as e:  # e.g. every Ray worker slot lost; what is stored stays
-                fail(str(e))
-            finally:
-                signal.signal(signal.SIGTERM, prev_term)
-        summary = store.summary()
-        rows = store.measurements(result.platform)
-        repeat = None
-        if remeasure:  # how this run repeats the first measurements: raw, drift-corrected, fastest sample
-            from carb.campaign import rounds as states
-            from carb.campaign import speed as drift
+def _stored_ids(backend: Any, store: Any, platform: str | None) -> set:
+    """The config ids the store holds for the campaign's platform."""
+    from carb.campaign.executor import Executor, LocalExecutor
 
-            again = store.measurements(result.platform, table="remeasurements")
-            repeat = drift.remeasure_figures(rows, again[again.run_id == result.run_id])
-            repeat_lines = drift.remeasure_lines(repeat)
-        rows = rows[rows.run_id == result.run_id]
-    if json_out:
-        print(json.dumps({**result.to_dict(), "store": str(store_path),
-                          "summary": json.loads(summary.to_json(orient="records")),
-                          **({"remeasure": repeat} if repeat is not None else {})}, indent=2))
-    else:
-        _print_configs(rows)
-        _print_summary(result, summary, store_path)
-    if result.retakes and not json_out:
-        from carb.campaign import rounds as states
+    ex = backend if isinstance(backend, Executor) else LocalExecutor(backend)
+    return store.done_ids(platform or ex.platform())
+
+
+def _run_until_stopped(configs: list, backend: Any, store: Any, progress: CampaignProgress, **settings: Any) -> Any:
+    """Run the campaign with the progress bar; SIGTERM stops it like Ctrl-C (what is stored is kept)."""
+    from carb.campaign.runner import run_campaign
+
+    # SIGTERM stops like Ctrl-C: what is stored is kept and the way to resume is printed
+    prev_term = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        return run_campaign(configs, backend, store, **settings, **progress.callbacks)
+    except RuntimeError as e:  # e.g. every Ray worker slot lost; what is stored stays
+        fail(str(e))
+    finally:
+        signal.signal(signal.SIGTERM, prev_term)
+
+
+def _rows_and_repeat(store: Any, result: Any, remeasure: bool) -> tuple[Any, Any, list[str]]:
+    """This run's rows, and with --remeasure how they repeat the first measurements (figures and lines)."""
+    rows = store.measurements(result.platform)
+    repeat, repeat_lines = None, []
+    if remeasure:  # how this run repeats the first measurements: raw, drift-corrected, fastest sample
         from carb.campaign import speed as drift
 
-        line = states.state_line(result.retakes, "campaign")
-        err.print(line or f"machine state: every visit timed in one state (speed sentinel {result.retakes['ref_ms']:.3f} ms)"
-                  if result.retakes.get("ref_ms") else f"retakes: {result.retakes.get('note')}", highlight=False, soft_wrap=True)
-    if remeasure:
-        err.print(_remeasure_line(result, configs, done_before, store_path), highlight=False, soft_wrap=True)
-        if repeat and repeat.get("configs"):
-            err.print("\n".join(repeat_lines), highlight=False, soft_wrap=True)
-    if result.interrupted:
-        err.print(_interrupted_line(result, store_path), highlight=False, soft_wrap=True)
-        raise typer.Exit(130)
+        again = store.measurements(result.platform, table="remeasurements")
+        repeat = drift.remeasure_figures(rows, again[again.run_id == result.run_id])
+        repeat_lines = drift.remeasure_lines(repeat)
+    return rows[rows.run_id == result.run_id], repeat, repeat_lines
+
+
+def _print_result(
+    result: Any, summary: Any, rows: Any, store_path: Path, json_out: bool, repeat: dict[str, Any] | None = None
+) -> None:
+    """What the campaign did: JSON, or the configs measured now, the store's summary and the retakes."""
+    if json_out:
+        print(
+            json.dumps(
+                {
+                    **result.to_dict(),
+                    "store": str(store_path),
+                    "summary": json.loads(summary.to_json(orient="records")),
+                    **({"remeasure": repeat} if repeat is not None else {}),
+                },
+                indent=2,
+            )
+        )
+        return
+    _print_configs(rows)
+    _print_summary(result, summary, store_path)
+    if result.retakes:
+        err.print(_state_line(result.retakes), highlight=False, soft_wrap=True)
+
+
+def _state_line(retakes: dict[str, Any]) -> str:
+    """What the campaign's retakes did, or that every visit was timed in one state of the machine."""
+    from carb.campaign import rounds as states
+
+    line = states.state_line(retakes, "campaign")
+    if retakes.get("ref_ms"):
+        return line or f"machine state: every visit timed in one state (speed sentinel {retakes['ref_ms']:.3f} ms)"
+    return f"retakes: {retakes.get('note')}"
 
 
 def _raise_interrupt(signum, frame) -> None:
@@ -182,19 +346,28 @@ def _raise_interrupt(signum, frame) -> None:
 def _interrupted_line(result, store_path: Path) -> str:
     """What an interrupted campaign committed, and how to resume it."""
     visits = f" and {result.visits} visit(s) of configs still in progress" if result.visits else ""
-    return (f"interrupted: {result.measured} config(s) complete{visits} committed to {store_path}; "
-            "run the same command again to resume (nothing stored is measured twice)")
+    return (
+        f"interrupted: {result.measured} config(s) complete{visits} committed to {store_path}; "
+        "run the same command again to resume (nothing stored is measured twice)"
+    )
 
 
 def _remeasure_line(result, configs, done_before: set, store_path: Path) -> str:
-    """What --remeasure did: it measures into the remeasurements table, beside the first
-    measurements (for drift checks); on a config never measured there is nothing to compare."""
+    """What --remeasure did.
+
+    It measures into the remeasurements table, beside the first measurements (for drift
+    checks); on a config never measured there is nothing to compare.
+    """
     fresh = sum(c.config_id not in done_before for c in dict.fromkeys(configs))
-    line = (f"--remeasure: {result.measured} config(s) measured again into the remeasurements table of "
-            f"{store_path} (the measurements table is unchanged)")
+    line = (
+        f"--remeasure: {result.measured} config(s) measured again into the remeasurements table of "
+        f"{store_path} (the measurements table is unchanged)"
+    )
     if fresh:
-        line += (f"; {fresh} of them had no first measurement there, so nothing to compare with: "
-                 "measure them without --remeasure first")
+        line += (
+            f"; {fresh} of them had no first measurement there, so nothing to compare with: "
+            "measure them without --remeasure first"
+        )
     return line
 
 
@@ -209,35 +382,59 @@ def _print_configs(rows, limit: int = 30) -> None:
     t = Table("config", "status", "latency (ms)", "± 95% CI", "memory (MB)", "energy (J)", title=title)
     for cfg, r in zip(configs_from_frame(rows.head(limit)), rows.head(limit).itertuples(index=False)):
         ok = r.status == "ok"
-        t.add_row(cfg.label(), r.status, f"{r.latency_ms:.3f}" if ok else "—",
-                  f"{100 * r.latency_ms_ci_rel:.1f}%" if ok and r.latency_ms_ci_rel == r.latency_ms_ci_rel else "—",
-                  f"{r.memory_mb:.1f}" if ok else "—",
-                  f"{r.energy_j:.4f}" if ok and r.energy_j == r.energy_j and r.energy_j is not None else "—")
+        t.add_row(
+            cfg.label(),
+            r.status,
+            f"{r.latency_ms:.3f}" if ok else "—",
+            f"{100 * r.latency_ms_ci_rel:.1f}%" if ok and r.latency_ms_ci_rel == r.latency_ms_ci_rel else "—",
+            f"{r.memory_mb:.1f}" if ok else "—",
+            f"{r.energy_j:.4f}" if ok and r.energy_j == r.energy_j and r.energy_j is not None else "—",
+        )
     console.print(t)
 
 
 def _print_summary(result, summary, store_path: Path) -> None:
-    console.print(f"\n[bold]{result.platform}[/bold]: measured {result.measured} now, "
-                  f"{result.skipped} already stored; "
-                  f"{result.wall_s:.1f} s wall, {result.timed_s:.1f} s in timed inference"
-                  + (f" (overhead {result.overhead:.1f}x)" if result.timed_s else ""))
+    console.print(
+        f"\n[bold]{result.platform}[/bold]: measured {result.measured} now, "
+        f"{result.skipped} already stored; "
+        f"{result.wall_s:.1f} s wall, {result.timed_s:.1f} s in timed inference"
+        + (f" (overhead {result.overhead:.1f}x)" if result.timed_s else "")
+    )
     if result.readings:
-        console.print(f"speed sentinel: {result.readings} readings, {result.sentinel_s:.1f} s "
-                      f"({100 * result.sentinel_share:.1f}% of the wall time); see carb dataset info --store {store_path}")
+        console.print(
+            f"speed sentinel: {result.readings} readings, {result.sentinel_s:.1f} s "
+            f"({100 * result.sentinel_share:.1f}% of the wall time); "
+            f"see carb dataset info --store {store_path}"
+        )
     _print_store_summary(summary)
     console.print(f"store: {store_path}  (export: carb dataset export --store {store_path} --out data.parquet)")
 
 
 def _print_store_summary(summary) -> None:
-    t = Table("platform", "status", "configs", "median latency (ms)", "median energy (J)",
-              "median memory (MB)", "median latency CoV", title="store summary")
+    t = Table(
+        "platform",
+        "status",
+        "configs",
+        "median latency (ms)",
+        "median energy (J)",
+        "median memory (MB)",
+        "median latency CoV",
+        title="store summary",
+    )
 
     def f(v, spec):
         return "—" if v is None or v != v else format(v, spec)
 
     for r in summary.itertuples(index=False):
-        t.add_row(r.platform, r.status, str(r.configs), f(r.latency_ms, ".3f"), f(r.energy_j, ".4f"),
-                  f(r.memory_mb, ".1f"), f(r.latency_cov, ".3f"))
+        t.add_row(
+            r.platform,
+            r.status,
+            str(r.configs),
+            f(r.latency_ms, ".3f"),
+            f(r.energy_j, ".4f"),
+            f(r.memory_mb, ".1f"),
+            f(r.latency_cov, ".3f"),
+        )
     console.print(t)
 
 
@@ -265,10 +462,12 @@ def dataset_list(json_out: bool = typer.Option(False, "--json", help="Print JSON
 
 
 @dataset_app.command("check")
-def dataset_check(file: str = typer.Argument(..., help="Dataset file (.parquet/.csv) or shipped dataset name."),
-                  max_cov: float = typer.Option(0.25, "--max-cov", help="Latency CoV above this is noisy."),
-                  max_ci: float = typer.Option(0.05, "--max-ci", help="Relative 95% CI of the median latency above this is noisy."),
-                  json_out: bool = typer.Option(False, "--json", help="Print the problems as JSON.")) -> None:
+def dataset_check(
+    file: str = typer.Argument(..., help="Dataset file (.parquet/.csv) or shipped dataset name."),
+    max_cov: float = typer.Option(0.25, "--max-cov", help="Latency CoV above this is noisy."),
+    max_ci: float = typer.Option(0.05, "--max-ci", help="Relative 95% CI of the median latency above this is noisy."),
+    json_out: bool = typer.Option(False, "--json", help="Print the problems as JSON."),
+) -> None:
     """Check a dataset: duplicates, failed configs, missing targets, noisy rows. Exit 1 on problems.
 
     Example: carb dataset check cpu-1t
@@ -295,8 +494,10 @@ def dataset_check(file: str = typer.Argument(..., help="Dataset file (.parquet/.
 
 
 @dataset_app.command("info")
-def dataset_info(store_path: Path = typer.Option(..., "--store", help="DuckDB campaign store."),
-                 json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+def dataset_info(
+    store_path: Path = typer.Option(..., "--store", help="DuckDB campaign store."),
+    json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
     """Summarize a store: runs, counts by status, medians of the targets, the speed index over time.
 
     Example: carb dataset info --store tiny.duckdb
@@ -315,15 +516,27 @@ def dataset_info(store_path: Path = typer.Option(..., "--store", help="DuckDB ca
         repeat = {}
         if len(again):
             first = store.measurements()
-            repeat = {p: drift.remeasure_figures(first[first.platform == p], again[again.platform == p])
-                      for p in sorted(again.platform.unique())}
+            repeat = {
+                p: drift.remeasure_figures(first[first.platform == p], again[again.platform == p])
+                for p in sorted(again.platform.unique())
+            }
     speed = drift.speed_summary(readings)
     if not speed.get("readings") and len(runs) and all(_gpu_line(p) for p in runs.provenance):
         speed["why"] = "GPU campaigns take no sentinel readings (the sentinel tracks a CPU's speed)"
     if json_out:
-        print(json.dumps({"store": str(store_path), "runs": len(runs),
-                          "summary": json.loads(summary.to_json(orient="records")), "speed_index": speed,
-                          "remeasure": repeat}, indent=2, default=str))
+        print(
+            json.dumps(
+                {
+                    "store": str(store_path),
+                    "runs": len(runs),
+                    "summary": json.loads(summary.to_json(orient="records")),
+                    "speed_index": speed,
+                    "remeasure": repeat,
+                },
+                indent=2,
+                default=str,
+            )
+        )
         return
     console.print(f"{store_path}: {len(runs)} run(s)")
     for r in runs.itertuples(index=False):
@@ -336,14 +549,19 @@ def dataset_info(store_path: Path = typer.Option(..., "--store", help="DuckDB ca
     for line in drift.speed_lines(speed, readings):
         console.print(line, highlight=False, soft_wrap=True)
     for p, f in repeat.items():
-        console.print("\n".join(f"{p}: {ln}" if i == 0 else ln for i, ln in enumerate(drift.remeasure_lines(f))),
-                      highlight=False, soft_wrap=True)
+        console.print(
+            "\n".join(f"{p}: {ln}" if i == 0 else ln for i, ln in enumerate(drift.remeasure_lines(f))),
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 def _gpu_line(provenance: Any) -> str:
-    """The GPU facts of a GPU run's provenance (JSON), for ``dataset info``: which GPU and
-    driver, whether clocks were locked (and why not), the energy counter's update period
-    and window, the idle power subtracted. Empty for a CPU run."""
+    """The GPU facts of a GPU run's provenance (JSON), for ``dataset info``.
+
+    Which GPU and driver, whether clocks were locked (and why not), the energy counter's
+    update period and window, the idle power subtracted. Empty for a CPU run.
+    """
     try:
         p = json.loads(provenance) if isinstance(provenance, str) else dict(provenance or {})
     except (TypeError, ValueError):
@@ -351,22 +569,28 @@ def _gpu_line(provenance: Any) -> str:
     if not str(p.get("device", "")).startswith("cuda"):
         return ""
     lock = p.get("clock_lock") or {}
-    clocks = ("clocks locked" if lock.get("applied") else f"clocks not locked ({lock.get('reason') or 'not requested'})")
+    clocks = "clocks locked" if lock.get("applied") else f"clocks not locked ({lock.get('reason') or 'not requested'})"
     sensor = p.get("energy_sensor") or {}
     period = p.get("update_period_s")
     if sensor.get("available") and period:
-        energy = (f"energy counter every {1e3 * period:.0f} ms, windows of >= {p.get('energy_periods', 10):g} "
-                  f"updates; idle {p.get('idle_power_w') or float('nan'):.1f} W subtracted")
+        energy = (
+            f"energy counter every {1e3 * period:.0f} ms, windows of >= {p.get('energy_periods', 10):g} "
+            f"updates; idle {p.get('idle_power_w') or float('nan'):.1f} W subtracted"
+        )
     else:
         energy = f"no energy: {sensor.get('reason') or 'no counter'}"
-    return (f"GPU {p.get('gpu_name') or p.get('device_name') or '?'} (driver {p.get('driver') or '?'}, torch "
-            f"{p.get('torch') or '?'}): {clocks}; {energy}")
+    return (
+        f"GPU {p.get('gpu_name') or p.get('device_name') or '?'} (driver {p.get('driver') or '?'}, torch "
+        f"{p.get('torch') or '?'}): {clocks}; {energy}"
+    )
 
 
 def _isa_line(provenance: Any) -> str:
-    """The CPU and its instruction-set facts of a run's provenance (JSON), for ``dataset info``:
-    which reduced precisions it runs natively decides what its bf16/fp16 rows mean. Empty for
-    a run that recorded none (stores written before ``cpu_isa``)."""
+    """The CPU and its instruction-set facts of a run's provenance (JSON), for ``dataset info``.
+
+    Which reduced precisions it runs natively decides what its bf16/fp16 rows mean. Empty for
+    a run that recorded none (a store without ``cpu_isa``).
+    """
     try:
         p = json.loads(provenance) if isinstance(provenance, str) else dict(provenance or {})
     except (TypeError, ValueError):
@@ -376,15 +600,19 @@ def _isa_line(provenance: Any) -> str:
         return ""
     native = isa.get("native") or {}
     nat = ", ".join(f"{k} {'native' if v else 'NOT native'}" for k, v in native.items())
-    return (f"CPU {p.get('cpu_model') or '?'}: flags {' '.join(isa.get('flags') or []) or '-'}; torch kernels "
-            f"{isa.get('torch_capability') or '?'}" + (f"; {nat}" if nat else ""))
+    return (
+        f"CPU {p.get('cpu_model') or '?'}: flags {' '.join(isa.get('flags') or []) or '-'}; torch kernels "
+        f"{isa.get('torch_capability') or '?'}" + (f"; {nat}" if nat else "")
+    )
 
 
 @dataset_app.command("export")
-def dataset_export(store_path: Path = typer.Option(..., "--store", help="DuckDB campaign store."),
-                   out: Path = typer.Option(..., "--out", help="Output .parquet or .csv file."),
-                   platform: Optional[str] = typer.Option(None, "--platform", help="Only this platform's rows."),
-                   features: bool = typer.Option(True, "--features/--no-features", help="Add the static features.")) -> None:
+def dataset_export(
+    store_path: Path = typer.Option(..., "--store", help="DuckDB campaign store."),
+    out: Path = typer.Option(..., "--out", help="Output .parquet or .csv file."),
+    platform: Optional[str] = typer.Option(None, "--platform", help="Only this platform's rows."),
+    features: bool = typer.Option(True, "--features/--no-features", help="Add the static features."),
+) -> None:
     """Export a store as a dataset: one row per config and device, with the static features.
 
     Example: carb dataset export --store tiny.duckdb --out tiny.parquet

@@ -1,6 +1,8 @@
-"""``carb fewshot``: latency of every FBNet architecture of HELP's public data on a device
-with only K of them measured (:func:`carb.transfer.fewshot_help_fbnet`), or of every
-NAS-Bench-201 cell (``--space nb201``: :func:`carb.transfer.fewshot_help_nb201`)."""
+"""``carb fewshot``: latency of every architecture of a space on a device with only K of them measured.
+
+The space is every FBNet architecture of HELP's public data (:func:`carb.transfer.fewshot_help_fbnet`), or every
+NAS-Bench-201 cell (``--space nb201``: :func:`carb.transfer.fewshot_help_nb201`).
+"""
 
 from __future__ import annotations
 
@@ -19,21 +21,37 @@ if TYPE_CHECKING:  # the CLI imports pandas only when a command runs
 
 def fewshot(
     measured: Optional[Path] = typer.Option(
-        None, "--data", help="Your device's K measurements: a .csv/.parquet with arch_id (0..4999) and "
-                             "latency_ms (ms)."),
+        None, "--data", help="Your device's K measurements: a .csv/.parquet with arch_id (0..4999) and latency_ms (ms)."
+    ),
     device: Optional[str] = typer.Option(
-        None, "--platform", help="Instead: a platform of help-fbnet taken as unseen; K of its archs 0..3999 are "
-                                 "drawn (--samples, --seed) and archs 4000..4999 score the predictions."),
+        None,
+        "--platform",
+        help="Instead: a platform of help-fbnet taken as unseen; K of its archs 0..3999 are "
+        "drawn (--samples, --seed) and archs 4000..4999 score the predictions.",
+    ),
     measured_old: Optional[Path] = typer.Option(None, "--measured", hidden=True, help="Old name of --data."),
     device_old: Optional[str] = typer.Option(None, "--device", hidden=True, help="Old name of --platform."),
     samples: int = typer.Option(10, "--samples", min=2, help="K, with --device."),
     seed: int = typer.Option(0, "--seed", help="Seed of the K drawn with --device."),
     source: Optional[List[str]] = typer.Option(
-        None, "--source", help="Source device (repeat); default HELP's source devices."),
-    method: str = typer.Option("auto", "--method", help="Map: auto, nnls or single (see carb.transfer); with --space nb201: ensemble (auto) or ridge."),
+        None, "--source", help="Source device (repeat); default HELP's source devices."
+    ),
+    method: str = typer.Option(
+        "auto",
+        "--method",
+        help=("Map: auto, nnls or single (see carb.transfer); with --space nb201: ensemble (auto) or ridge."),
+    ),
     out: Optional[Path] = typer.Option(None, "--out", help="Write the predictions (.parquet or .csv)."),
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
-    space: str = typer.Option("fbnet", "--space", help="fbnet (HELP's 5,000 FBNet archs) or nb201 (NAS-Bench-201's 15,625 cells, HELP's protocol: the 10 reference cells + --samples drawn from the trimmed pool 0..899, scored on the trimmed test set 900..1899)."),
+    space: str = typer.Option(
+        "fbnet",
+        "--space",
+        help=(
+            "fbnet (HELP's 5,000 FBNet archs) or nb201 (NAS-Bench-201's 15,625 cells, HELP's protocol: the 10 "
+            "reference "
+            "cells + --samples drawn from the trimmed pool 0..899, scored on the trimmed test set 900..1899)."
+        ),
+    ),
 ) -> None:
     """Few-shot latency transfer on HELP's FBNet data: K measurements of a new device -> all 5,000 archs.
 
@@ -46,7 +64,7 @@ def fewshot(
     from scipy.stats import spearmanr
 
     from carb.datasets import help_fbnet as hf
-    from carb.transfer import fewshot_help_fbnet
+    from carb.studies.help_fbnet import fewshot_help_fbnet
 
     measured = pick_option(measured, measured_old, "--data", "--measured")
     device = pick_option(device, device_old, "--platform", "--device")
@@ -55,7 +73,7 @@ def fewshot(
     if space not in ("fbnet", "nb201"):
         raise _usage(f"--space {space}: unknown value (expected fbnet or nb201)")
     if space == "nb201":
-        from carb.transfer import NB201_METHODS
+        from carb.studies.nb201 import NB201_METHODS
 
         nb_method = "ensemble" if method == "auto" else method
         if nb_method not in NB201_METHODS:
@@ -89,14 +107,22 @@ def fewshot(
         pred, model = fewshot_help_fbnet(meas, sources=source, method=method, table=wide)
     except ValueError as e:
         raise _usage(str(e)) from None
-    summary: dict = {"k": int(pred.measured.sum()), "sources": model.sources_used_, "method": model.method_,
-                     "weights": model.weights()}
+    summary: dict = {
+        "k": int(pred.measured.sum()),
+        "sources": model.sources_used_,
+        "method": model.method_,
+        "weights": model.weights(),
+    }
     if truth is not None:
         test = pred[pred.arch_id.isin(hf.TEST_ARCH_IDS)]
         y = truth.loc[test.arch_id].to_numpy()
-        summary.update(device=device, seed=seed, test_archs=int(len(test)),
-                       spearman=float(spearmanr(test.latency_ms, y).statistic),
-                       mape=float(np.mean(np.abs(test.latency_ms.to_numpy() - y) / y)))
+        summary.update(
+            device=device,
+            seed=seed,
+            test_archs=int(len(test)),
+            spearman=float(spearmanr(test.latency_ms, y).statistic),
+            mape=float(np.mean(np.abs(test.latency_ms.to_numpy() - y) / y)),
+        )
     if _write_and_print_json(pred, summary, out, json_out):
         return
     c = Console()
@@ -105,20 +131,26 @@ def fewshot(
         t.add_row(name, f"{w:.4g}")
     c.print(t)
     if truth is not None:
-        c.print(f"{device}: Spearman {summary['spearman']:.3f}, MAPE {100 * summary['mape']:.1f}% on "
-                f"{summary['test_archs']} test archs (HELP's protocol: archs 4000..4999)")
+        c.print(
+            f"{device}: Spearman {summary['spearman']:.3f}, MAPE {100 * summary['mape']:.1f}% on "
+            f"{summary['test_archs']} test archs (HELP's protocol: archs 4000..4999)"
+        )
     if out is not None:
         c.print(f"wrote {out} ({len(pred)} archs)")
 
 
-def _fewshot_nb201(measured, device, samples: int, seed: int, source, out, json_out: bool,
-                   method: str = "ensemble") -> None:
-    """``carb fewshot --space nb201``: :func:`carb.transfer.fewshot_help_nb201` on a platform of
-    the nb201 dataset, or :func:`carb.transfer.fewshot_nb201` on your measurements."""
+def _fewshot_nb201(
+    measured, device, samples: int, seed: int, source, out, json_out: bool, method: str = "ensemble"
+) -> None:
+    """Run ``carb fewshot --space nb201``.
+
+    It runs :func:`carb.transfer.fewshot_help_nb201` on a platform of the nb201 dataset, or
+    :func:`carb.transfer.fewshot_nb201` on your measurements.
+    """
     import pandas as pd
     from rich.console import Console
 
-    from carb.transfer import fewshot_help_nb201, fewshot_nb201
+    from carb.studies.nb201 import fewshot_help_nb201, fewshot_nb201
 
     if out is not None:
         if out.suffix not in (".parquet", ".csv"):
@@ -141,11 +173,15 @@ def _fewshot_nb201(measured, device, samples: int, seed: int, source, out, json_
     if _write_and_print_json(pred, summary, out, json_out):
         return
     c = Console()
-    c.print(f"nb201: map ({summary['method']}) from K = {summary['k']} measurements, "
-            f"sources {', '.join(summary['sources'])}")
+    c.print(
+        f"nb201: map ({summary['method']}) from K = {summary['k']} measurements, "
+        f"sources {', '.join(summary['sources'])}"
+    )
     if device is not None:
-        c.print(f"{summary['device']}: Spearman {summary['spearman']:.3f}, MAPE {100 * summary['mape']:.1f}% on "
-                f"{summary['test_archs']} test cells (HELP's protocol: 10 reference + {samples} random, trimmed)")
+        c.print(
+            f"{summary['device']}: Spearman {summary['spearman']:.3f}, MAPE {100 * summary['mape']:.1f}% on "
+            f"{summary['test_archs']} test cells (HELP's protocol: 10 reference + {samples} random, trimmed)"
+        )
     if out is not None:
         c.print(f"wrote {out} ({len(pred)} cells)")
 
@@ -156,8 +192,11 @@ def register(app: typer.Typer) -> None:
 
 
 def _write_and_print_json(pred, summary: dict, out: Optional[Path], json_out: bool) -> bool:
-    """Write the predictions to ``out`` (when given) and, with ``--json``, print the summary;
-    True when the JSON was printed (the caller prints nothing more)."""
+    """Write the predictions to ``out`` (when given) and, with ``--json``, print the summary.
+
+    Returns:
+        True when the JSON was printed (the caller prints nothing more).
+    """
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         pred.to_parquet(out, index=False) if out.suffix == ".parquet" else pred.to_csv(out, index=False)
@@ -168,9 +207,10 @@ def _write_and_print_json(pred, summary: dict, out: Optional[Path], json_out: bo
 
 
 def _at_median_speed(meas: pd.DataFrame) -> pd.DataFrame:
-    """A user's measurements with ``latency_ms`` at their campaign's median speed where the
-    paired speed sentinel timed the row (``carb characterize`` output), as ``carb train``
-    learns it; anything else unchanged."""
+    """Return a user's measurements with ``latency_ms`` at their campaign's median speed, as ``carb train`` learns it.
+
+    Only the rows the paired speed sentinel timed (``carb characterize`` output) change; anything else is unchanged.
+    """
     from carb.campaign import speed as drift
 
     return drift.corrected(meas, paired_only=True)

@@ -27,9 +27,11 @@ def _usage(msg: str) -> Exception:
 
 
 def load_data(spec: str, platform: str | None = None):
-    """A dataset by registry name (``carb.datasets.load``) or Parquet/CSV file path, restricted
-    to one platform (its ``platform`` column, or ``device`` in datasets that name it so):
-    ``platform`` if given, else the only one present."""
+    """Load a dataset by registry name (``carb.datasets.load``) or Parquet/CSV file path, restricted to one platform.
+
+    The platform is its ``platform`` column, or ``device`` in datasets that name it so: ``platform`` if given, else
+    the only one present.
+    """
     from carb import datasets
 
     try:
@@ -52,16 +54,20 @@ def load_data(spec: str, platform: str | None = None):
 
 
 LATENCY_CHOICES = ("corrected", "raw")
-_LATENCY_HELP = ("corrected (default): for rows timed with the paired speed sentinel, use their latency at the "
-                 "campaign's median speed (latency_ms_norm); other rows keep the raw median; raw: the raw medians. "
-                 "Chosen by measurement (benchmarks/RESULTS.md, issue 16): on cpu-avx2-1t a model trained on the "
-                 "corrected values predicted a later campaign's corrected values with 9.6% MAPE against 11.2%.")
+_LATENCY_HELP = (
+    "corrected (default): for rows timed with the paired speed sentinel, use their latency at the "
+    "campaign's median speed (latency_ms_norm); other rows keep the raw median; raw: the raw medians. "
+    "Chosen by measurement: on cpu-avx2-1t a model trained on the corrected values predicted a later "
+    "campaign's corrected values with 9.6% MAPE against 11.2%."
+)
 
 
 def latency_view(df, latency: str):
-    """The rows with ``latency_ms`` as ``--latency`` asks, and a few words saying which:
-    ``corrected`` puts it at the campaign's median speed in the rows timed with the paired
-    sentinel (:func:`carb.campaign.speed.corrected`, the raw median kept as ``latency_ms_raw``)."""
+    """Return the rows with ``latency_ms`` as ``--latency`` asks, and a few words saying which.
+
+    ``corrected`` puts it at the campaign's median speed in the rows timed with the paired sentinel
+    (:func:`carb.campaign.speed.corrected`, the raw median kept as ``latency_ms_raw``).
+    """
     from carb.campaign import speed as drift
 
     if latency not in LATENCY_CHOICES:
@@ -71,17 +77,26 @@ def latency_view(df, latency: str):
     out = drift.corrected(df, paired_only=True)
     if "latency_ms_raw" not in out.columns:
         has = "latency_ms_norm" in df.columns and df["latency_ms_norm"].notna().any()
-        return out, ("raw medians (the data's speed index comes from readings between visits, which "
-                     "corrected no better than raw)" if has else "raw medians (the data has no speed index)")
+        return out, (
+            "raw medians (the data's speed index comes from readings between visits, which "
+            "corrected no better than raw)"
+            if has
+            else "raw medians (the data has no speed index)"
+        )
     n = out.attrs["corrected_rows"]
-    return out, (f"drift-corrected: latency_ms_norm, at the campaign's median speed ({n:,} of {len(out):,} rows; "
-                 "rows without a paired sentinel keep the raw median)" if n < len(out) else
-                 f"drift-corrected: latency_ms_norm, at the campaign's median speed (all {n:,} rows)")
+    return out, (
+        f"drift-corrected: latency_ms_norm, at the campaign's median speed ({n:,} of {len(out):,} rows; "
+        "rows without a paired sentinel keep the raw median)"
+        if n < len(out)
+        else f"drift-corrected: latency_ms_norm, at the campaign's median speed (all {n:,} rows)"
+    )
 
 
 def parse_budgets(items: list[str] | None) -> dict[str, float]:
-    """``["energy_j=75", "latency_ms=3"]`` -> ``{"energy_j": 75.0, "latency_ms": 3.0}``
-    (carb.decide.screen's parser; its ValueError becomes a usage error)."""
+    """Parse ``["energy_j=75", "latency_ms=3"]`` into ``{"energy_j": 75.0, "latency_ms": 3.0}``.
+
+    This is carb.decide.screen's parser; its ValueError becomes a usage error.
+    """
     from carb.decide.screen import parse_budgets as parse
 
     from ._app import refuse_repeated_budgets
@@ -94,8 +109,8 @@ def parse_budgets(items: list[str] | None) -> dict[str, float]:
 
 
 def _check_preset(names: list[str]) -> None:
-    from carb.model.evaluation import BASELINES
     from carb.model import PRESETS
+    from carb.model.evaluation import BASELINES
 
     for p in names:
         if p not in PRESETS and p not in BASELINES:
@@ -110,8 +125,10 @@ def _present_targets(df) -> list[str]:
 
 
 def check_budget_targets(budgets: dict[str, float], df, where: str) -> None:
-    """A budget on a target the rows lack (energy on a latency-only platform) is a usage
-    error naming the targets there are."""
+    """Refuse a budget on a target the rows lack (energy on a latency-only platform).
+
+    It is a usage error naming the targets there are.
+    """
     present = _present_targets(df)
     for t in budgets:
         if t not in present:
@@ -119,15 +136,18 @@ def check_budget_targets(budgets: dict[str, float], df, where: str) -> None:
 
 
 def check_power_latency(df, where: str) -> None:
-    """``--preset power-latency`` asked for by name on rows without energy or latency (a
-    latency-only platform, our CPUs) is a usage error naming the targets there are: the
-    baseline is an energy prediction (a model's latency x the median power), and would
-    otherwise leave an empty table."""
+    """Refuse ``--preset power-latency`` asked for by name on rows without energy or latency.
+
+    On such rows (a latency-only platform, our CPUs) it is a usage error naming the targets there are: the baseline
+    is an energy prediction (a model's latency x the median power), and would otherwise leave an empty table.
+    """
     present = _present_targets(df)
     lacking = [t for t in ("energy_j", "latency_ms") if t not in present]
     if lacking:
-        raise _usage(f"--preset power-latency: {where} has no {' and '.join(lacking)} (targets there: "
-                     f"{', '.join(present) or 'none'}); the baseline predicts energy from latency")
+        raise _usage(
+            f"--preset power-latency: {where} has no {' and '.join(lacking)} (targets there: "
+            f"{', '.join(present) or 'none'}); the baseline predicts energy from latency"
+        )
 
 
 def _fmt(v: Any, spec: str) -> str:
@@ -150,12 +170,14 @@ def _load_prior(prior: Optional[Path], n_jobs: int) -> Any:
     """The ``--prior`` bundle, loaded (None without one); bad input is a usage error."""
     if prior is None:
         return None
-    from carb.transfer.calibrate import CALIBRATION_FILE
     from carb.model import BundleError, load
+    from carb.transfer.calibrate import CALIBRATION_FILE
 
     if (prior / CALIBRATION_FILE).is_file():
-        raise _usage(f"--prior: {prior} is a calibrated model (carb calibrate); a prior is a bundle "
-                     "from carb train, e.g. the calibration's source model")
+        raise _usage(
+            f"--prior: {prior} is a calibrated model (carb calibrate); a prior is a bundle "
+            "from carb train, e.g. the calibration's source model"
+        )
     try:
         return load(prior, n_jobs=n_jobs)
     except BundleError as e:
@@ -169,21 +191,44 @@ def print_results(res: dict[str, Any], console) -> None:
     from carb.model import UNITS
 
     rows = res["rows"]
-    console.print(f"split [bold]{res['split']}[/bold] (seed {res['seed']}): {rows['train']} train / "
-                  f"{rows['test']} test of {rows['ok']} ok rows; intervals at "
-                  f"{100 * res['coverage_nominal']:g}% nominal coverage; R² on the original scale")
+    console.print(
+        f"split [bold]{res['split']}[/bold] (seed {res['seed']}): {rows['train']} train / "
+        f"{rows['test']} test of {rows['ok']} ok rows; intervals at "
+        f"{100 * res['coverage_nominal']:g}% nominal coverage; R² on the original scale"
+    )
     for t in res["targets"]:
         u = UNITS[t]
-        table = Table("model", "R²", "R² log", f"MAE {u}", "MAPE", "±10%", "ρ", "cover", f"width {u}",
-                      f"acc@{res['budgets'][t]:.3g}", "false acc", "fit s",
-                      title=f"{t} ({u}); budget {res['budgets'][t]:.4g} {u}")
+        table = Table(
+            "model",
+            "R²",
+            "R² log",
+            f"MAE {u}",
+            "MAPE",
+            "±10%",
+            "ρ",
+            "cover",
+            f"width {u}",
+            f"acc@{res['budgets'][t]:.3g}",
+            "false acc",
+            "fit s",
+            title=f"{t} ({u}); budget {res['budgets'][t]:.4g} {u}",
+        )
         for model, by_target in res["results"].items():
             m = by_target[t]
-            table.add_row(model, _fmt(m["r2"], ".3f"), _fmt(m["r2_log"], ".3f"), _fmt(m["mae"], ".3g"),
-                          _pct(m["mape"], ".1f"), _pct(m["within_10pct"], ".0f"), _fmt(m["spearman"], ".3f"),
-                          _pct(m["coverage"], ".0f"), _fmt(m["mean_width"], ".3g"),
-                          _pct(m["budget_accuracy"], ".0f"), _pct(m["false_accept_rate"], ".0f"),
-                          f"{res['fit_seconds'][model]:.1f}")
+            table.add_row(
+                model,
+                _fmt(m["r2"], ".3f"),
+                _fmt(m["r2_log"], ".3f"),
+                _fmt(m["mae"], ".3g"),
+                _pct(m["mape"], ".1f"),
+                _pct(m["within_10pct"], ".0f"),
+                _fmt(m["spearman"], ".3f"),
+                _pct(m["coverage"], ".0f"),
+                _fmt(m["mean_width"], ".3g"),
+                _pct(m["budget_accuracy"], ".0f"),
+                _pct(m["false_accept_rate"], ".0f"),
+                f"{res['fit_seconds'][model]:.1f}",
+            )
         console.print(table)
     skipped = {m: [t for t in res["targets"] if t not in tr] for m, tr in res["trained"].items()}
     for m, ts in skipped.items():
@@ -193,14 +238,20 @@ def print_results(res: dict[str, Any], console) -> None:
         console.print(f"{m}: not run ({why})")
 
 
-def _score_model(model_dir: Path, data: str, platform: str | None, budget: list[str] | None,
-                 json_out: Path | None, latency: str = "corrected") -> None:
+def _score_model(
+    model_dir: Path,
+    data: str,
+    platform: str | None,
+    budget: list[str] | None,
+    json_out: Path | None,
+    latency: str = "corrected",
+) -> None:
     """``carb evaluate --model``: a fitted model (bundle or calibrated) scored on a dataset."""
     from rich.table import Table
 
-    from carb.transfer.calibrate import load_predictor
-    from carb.model.evaluation import metrics
     from carb.model import UNITS
+    from carb.model.evaluation import metrics
+    from carb.transfer.calibrate import load_predictor
 
     try:
         model = load_predictor(model_dir)
@@ -218,253 +269,401 @@ def _score_model(model_dir: Path, data: str, platform: str | None, budget: list[
     targets = [t for t in model.targets_ if t in df.columns and df[t].notna().any()]
     if not targets:
         raise _usage(f"{data}: has none of the model's targets ({', '.join(model.targets_)})")
-    res: dict[str, Any] = {"data": data, "model": str(model_dir), "rows": len(df), "results": {},
-                           "latency": latency_note}
-    table = Table("target", "n", "R² log", "MAPE", "±10%", "ρ", "cover", "acc@budget", "false acc",
-                  title=f"{model_dir} on {data} ({len(df):,} ok rows)")
+    res: dict[str, Any] = {
+        "data": data,
+        "model": str(model_dir),
+        "rows": len(df),
+        "results": {},
+        "latency": latency_note,
+    }
+    table = Table(
+        "target",
+        "n",
+        "R² log",
+        "MAPE",
+        "±10%",
+        "ρ",
+        "cover",
+        "acc@budget",
+        "false acc",
+        title=f"{model_dir} on {data} ({len(df):,} ok rows)",
+    )
     for t in targets:
-        m = metrics(df[t].to_numpy(), pred[t].to_numpy(), pred[f"{t}_lo"].to_numpy(), pred[f"{t}_hi"].to_numpy(),
-                    budgets.get(t))
+        m = metrics(
+            df[t].to_numpy(), pred[t].to_numpy(), pred[f"{t}_lo"].to_numpy(), pred[f"{t}_hi"].to_numpy(), budgets.get(t)
+        )
         res["results"][t] = m
-        table.add_row(f"{t} ({UNITS[t]})", f"{int(m['n']):,}", _fmt(m["r2_log"], ".3f"), _pct(m["mape"], ".1f"),
-                      _pct(m["within_10pct"], ".0f"), _fmt(m["spearman"], ".3f"), _pct(m["coverage"], ".0f"),
-                      _pct(m["budget_accuracy"], ".0f"), _pct(m["false_accept_rate"], ".0f"))
+        table.add_row(
+            f"{t} ({UNITS[t]})",
+            f"{int(m['n']):,}",
+            _fmt(m["r2_log"], ".3f"),
+            _pct(m["mape"], ".1f"),
+            _pct(m["within_10pct"], ".0f"),
+            _fmt(m["spearman"], ".3f"),
+            _pct(m["coverage"], ".0f"),
+            _pct(m["budget_accuracy"], ".0f"),
+            _pct(m["false_accept_rate"], ".0f"),
+        )
     console = _console()
     console.print(table)
     if "latency_ms" in targets:
         console.print(f"latency: {latency_note}")
     if json_out is not None:
-        json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps(_clean(res), indent=2, allow_nan=False) + "\n")
-        console.print(f"wrote {json_out}")
+        _write_json(res, json_out, console)
+
+
+def train(
+    data: str = typer.Option(..., "--data", help="Dataset name or .parquet/.csv file."),
+    preset: str = typer.Option(
+        "default",
+        "--preset",
+        help=("Model preset: default, paper, fast, flops-linear, lgbm, nb201 (tuned for NAS-Bench-201 cells)."),
+    ),
+    out: Path = typer.Option(..., "--out", help="Bundle directory to write."),
+    device: Optional[str] = typer.Option(
+        None, "--platform", help=("The platform whose rows to train on (when the data holds several).")
+    ),
+    device_old: Optional[str] = typer.Option(None, "--device", hidden=True, help="Old name of --platform."),
+    coverage: float = typer.Option(0.9, "--coverage", help="Nominal coverage of the prediction intervals."),
+    holdout: float = typer.Option(
+        0.0,
+        "--holdout",
+        min=0.0,
+        max=0.5,
+        help=(
+            "Hold out this fraction (random) and record its metrics in the manifest; the bundle is then fitted on the "
+            "rest."
+        ),
+    ),
+    seed: int = typer.Option(0, "--seed", help="Seed of the folds, learners and holdout."),
+    n_jobs: int = typer.Option(1, "--jobs", min=1, help="Threads per learner."),
+    force: bool = typer.Option(False, "--force", help="Replace the model bundle already in --out."),
+    latency: str = typer.Option("corrected", "--latency", help=_LATENCY_HELP),
+    prior: Optional[Path] = typer.Option(
+        None,
+        "--prior",
+        help=(
+            "A model bundle of another device (e.g. the screening's Stage 1 source model) whose predictions the model "
+            "reads as inputs; it is saved inside the new bundle."
+        ),
+    ),
+) -> None:
+    """Fit a CARB model on a dataset and write it as a bundle directory.
+
+    Example: carb train --data cpu-1t --preset fast --out models/cpu-1t
+
+    With --prior, every target also reads another device's model's prediction of the
+    same config: carb train --data cpu-2t --prior models/cpu-1t --out models/cpu-2t
+    """
+    import numpy as np
+
+    from carb.model import CARB, BundleError, save
+
+    _check_preset([preset])
+    if not 0 < coverage < 1:
+        raise _usage(f"--coverage {coverage}: must be in (0, 1)")
+    _check_train_out(out, force)  # before training: minutes of fitting must not end in a refusal
+    prior_model = _load_prior(prior, n_jobs)
+    df = load_data(data, pick_option(device, device_old, "--platform", "--device"))
+    if "status" in df.columns:
+        df = df[df["status"] == "ok"].reset_index(drop=True)
+    df, latency_note = latency_view(df, latency)
+    console = _console()
+    test = None
+    if holdout > 0:
+        perm = np.random.default_rng(seed).permutation(len(df))
+        k = int(round(holdout * len(df)))
+        test, df = df.iloc[perm[:k]], df.iloc[perm[k:]]
+    model = CARB(preset=preset, coverage=coverage, random_state=seed, n_jobs=n_jobs, prior=prior_model)
+    _fit_saying_warnings(model, df, data, preset, console)
+    hold = _holdout_metrics(model, test, holdout)
+    try:
+        save(
+            model,
+            str(out),
+            holdout=hold,
+            training={"latency": latency_note} if "latency_ms" in model.targets_ else None,
+        )
+    except BundleError as e:
+        raise _usage(str(e)) from None
+    _say_trained(model, out, preset, prior, latency_note, hold, console)
+
+
+def _fit_saying_warnings(model: Any, df: Any, data: str, preset: str, console: Any) -> None:
+    """Fit ``model`` on ``df`` under a status line; its warnings are printed after, one line each."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UserWarning)
+        try:
+            with console.status(f"training {preset} on {len(df)} rows"):
+                model.fit(df)
+        except ValueError as e:
+            raise _usage(f"{data}: {e}") from None
+    for w in caught:
+        console.print(f"[yellow]warning[/yellow]: {w.message}")
+
+
+def _holdout_metrics(model: Any, test: Any, holdout: float) -> dict[str, Any] | None:
+    """The holdout's metrics per target for the manifest (``None`` without a holdout)."""
+    from carb.model.evaluation import metrics
+
+    if test is None or not len(test):
+        return None
+    pred = model.predict(test)
+    return {
+        "rows": len(test),
+        "fraction": holdout,
+        "metrics": {
+            t: metrics(test[t].to_numpy(), pred[t].to_numpy(), pred[f"{t}_lo"].to_numpy(), pred[f"{t}_hi"].to_numpy())
+            for t in model.targets_
+        },
+    }
+
+
+def _say_trained(
+    model: Any,
+    out: Path,
+    preset: str,
+    prior: Optional[Path],
+    latency_note: str,
+    hold: dict[str, Any] | None,
+    console: Any,
+) -> None:
+    """``carb train``'s closing lines: what it wrote, the prior, the latency, the cross-validated and holdout scores."""
+    cv = ", ".join(f"{t} R² log {m['r2_log']:.3f} / MAPE {100 * m['mape']:.1f}%" for t, m in model.cv_metrics_.items())
+    console.print(
+        f"wrote {out}: preset {preset}, {model.n_train_rows_} rows, targets {', '.join(model.targets_)}"
+        + (f" (not trained: {', '.join(model.missing_targets_)})" if model.missing_targets_ else "")
+    )
+    if model.prior_columns_:
+        console.print(f"reads the prior {prior}: {', '.join(model.prior_columns_)} (saved in {out}/prior)")
+    if "latency_ms" in model.targets_:
+        console.print(f"latency trained on: {latency_note}")
+    console.print(f"cross-validated: {cv}")
+    if hold:
+        console.print(
+            "holdout: "
+            + ", ".join(f"{t} R² {m['r2']:.3f} / MAPE {100 * m['mape']:.1f}%" for t, m in hold["metrics"].items())
+        )
+
+
+def evaluate_cmd(
+    data: str = typer.Option(..., "--data", help="Dataset name or .parquet/.csv file."),
+    split: str = typer.Option("grouped", "--split", help="random, stratified, grouped or batch-tier."),
+    presets: Optional[List[str]] = typer.Option(
+        None,
+        "--preset",
+        help=(
+            "Model preset to compare (repeat; default: default, paper, flops-linear, lgbm, power-latency = the default "
+            "model's latency x the training rows' median power; plus nb201 on NAS-Bench-201 data)."
+        ),
+    ),
+    json_out: Optional[Path] = typer.Option(
+        None, "--json", help=("Also write the results as JSON here (results\\[model]\\[target]\\[metric]).")
+    ),
+    budget: Optional[List[str]] = typer.Option(
+        None, "--budget", help=("TARGET=VALUE budget for the budget metrics (repeat; default: the test median).")
+    ),
+    device: Optional[str] = typer.Option(
+        None, "--platform", help=("The platform whose rows to use (when the data holds several).")
+    ),
+    device_old: Optional[str] = typer.Option(None, "--device", hidden=True, help="Old name of --platform."),
+    coverage: float = typer.Option(0.9, "--coverage", help="Nominal coverage of the prediction intervals."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the split and of the models."),
+    n_jobs: int = typer.Option(1, "--jobs", min=1, help="Threads per learner."),
+    model_dir: Optional[Path] = typer.Option(
+        None,
+        "--model",
+        help=(
+            "Instead of fitting presets: score this model directory (from carb train or carb calibrate) on every ok "
+            "row "
+            "of the data."
+        ),
+    ),
+    latency: str = typer.Option("corrected", "--latency", help=_LATENCY_HELP),
+    prior: Optional[Path] = typer.Option(
+        None,
+        "--prior",
+        help=(
+            "A model bundle of another device: each preset is also fitted reading it (carb train --prior), reported as "
+            "'<preset> + prior' beside the preset alone."
+        ),
+    ),
+) -> None:
+    """Fit presets on a split of a dataset and compare them on its test side, or score a model you have on a dataset.
+
+    Example: carb evaluate --data cpu-1t --split grouped --preset default --preset paper
+
+    Does a prior help on your data? carb evaluate --data cpu-2t --preset default --prior models/cpu-1t
+    """
+    from carb.model.evaluation import SPLITS, evaluate
+
+    if model_dir is not None:
+        if json_out is not None:
+            check_out_file(json_out, "--json")
+        if presets or prior is not None:
+            raise _usage("give --preset/--prior (fit and compare) or --model (score a fitted model), not both")
+        _score_model(
+            model_dir, data, pick_option(device, device_old, "--platform", "--device"), budget, json_out, latency
+        )
+        return
+
+    if json_out is not None:
+        check_out_file(json_out, "--json")
+    if split not in SPLITS:
+        raise _usage(f"--split {split}: unknown split (expected one of {', '.join(SPLITS)})")
+    names = list(presets) if presets else list(DEFAULT_EVAL_PRESETS)
+    _check_preset(names)
+    if not 0 < coverage < 1:
+        raise _usage(f"--coverage {coverage}: must be in (0, 1)")
+    budgets = parse_budgets(budget)
+    platform = pick_option(device, device_old, "--platform", "--device")
+    df, latency_note = latency_view(load_data(data, platform), latency)
+    where = f"{data}" + (f" on {platform}" if platform else "")
+    check_budget_targets(budgets, df, where)
+    if presets and "power-latency" in names:
+        check_power_latency(df, where)
+    if not presets and "family" in df.columns and (df["family"] == "nb201").all():
+        names.append("nb201")  # the preset tuned for NAS-Bench-201 cells
+    prior_model = _load_prior(prior, n_jobs)
+    console = _console()
+    with console.status("evaluating") as status:
+        try:
+            res = evaluate(
+                df,
+                split,
+                names,
+                seed=seed,
+                budgets=budgets,
+                coverage=coverage,
+                n_jobs=n_jobs,
+                progress=lambda p: status.update(f"fitting {p} on split {split}"),
+                prior=prior_model,
+            )
+        except ValueError as e:
+            raise _usage(f"{data}: {e}") from None
+    res["data"] = data
+    res["latency"] = latency_note
+    if prior is not None:
+        res["prior"] = str(prior)
+    print_results(res, console)
+    if "latency_ms" in df.columns and df["latency_ms"].notna().any():
+        console.print(f"latency: {latency_note}")
+    if json_out is not None:
+        _write_json(res, json_out, console)
+
+
+def predict(
+    model_dir: Optional[Path] = typer.Option(
+        None,
+        "--model",
+        help=(
+            "Model directory (from carb train or carb calibrate); with --module, a network model (default: the shipped "
+            "layers-cpu-avx2-1t)."
+        ),
+    ),
+    space_name: Optional[str] = typer.Option(None, "--space", help="Built-in space name or TOML file."),
+    configs_file: Optional[Path] = typer.Option(None, "--configs", help="Parquet/CSV file of configs."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Output .parquet or .csv file (with --space/--configs)."),
+    n_jobs: int = typer.Option(1, "--jobs", min=1, help="Threads per learner."),
+    module: Optional[str] = typer.Option(
+        None,
+        "--module",
+        help=(
+            "Any network: pkg.mod:callable or file.py:callable returning an nn.Module (needs a network model: "
+            "carb.netmodel)."
+        ),
+    ),
+    input_shape: Optional[str] = typer.Option(None, "--input", help="With --module: input shape, e.g. 1x3x224x224."),
+    precision: str = typer.Option("fp32", "--precision", help="With --module: fp32, fp16 or bf16."),
+    json_file: Optional[Path] = typer.Option(
+        None, "--json", help=("With --module: also write the prediction as JSON here.")
+    ),
+    top: int = typer.Option(10, "--top", min=1, help="With --module: layers shown, most expensive first."),
+) -> None:
+    """Predict energy, latency and memory (with intervals) for a space or a file of configs, or for any network (--module).
+
+    Example: carb predict --model models/cpu-1t --space screening --out predictions.parquet
+    """  # noqa: E501
+    import pandas as pd
+
+    from carb.families import space
+    from carb.model import BundleError, load
+
+    if module is not None:
+        from carb.cli._predict import predict_cli
+
+        if space_name is not None or configs_file is not None or out is not None:
+            raise _usage("--module predicts one network: give it without --space, --configs or --out")
+        predict_cli(module, input_shape, precision, model_dir, json_file, top, _usage)
+        return
+    if model_dir is None:
+        raise _usage("missing option --model (a model directory from carb train or carb calibrate)")
+    if out is None:
+        raise _usage("give --out (with --space or --configs)")
+    if (space_name is None) == (configs_file is None):
+        raise _usage("give exactly one of --space or --configs")
+    if out.suffix not in (".parquet", ".csv"):
+        raise _usage(f"--out {out}: unknown output type (expected .parquet or .csv)")
+    check_out_file(out)
+    from carb.transfer.calibrate import load_predictor
+
+    try:
+        model = (
+            load(model_dir, n_jobs=n_jobs)
+            if not (model_dir / "calibration.json").exists()
+            else load_predictor(model_dir)
+        )
+    except (BundleError, ValueError, OSError) as e:
+        raise _usage(str(e)) from None
+    frame = space.load(space_name).to_frame() if space_name is not None else _read_configs(configs_file)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UserWarning)
+        try:
+            pred = model.predict(frame)
+        except ValueError as e:
+            raise _usage(f"{configs_file or space_name}: {e}") from None
+    for w in caught:  # e.g. how many rows lie outside the training domain
+        _console().print(f"[yellow]warning[/yellow]: {w.message}", highlight=False, soft_wrap=True)
+    result = pd.concat([frame, pred], axis=1)
+    from carb.datasets import write
+
+    write(result, out)
+    missing = getattr(model, "missing_targets_", [])
+    _console().print(
+        f"wrote {len(result):,} predictions to {out} (targets: {', '.join(model.targets_)}"
+        + (f"; NaN for untrained {', '.join(missing)})" if missing else ")")
+    )
+
+
+def _read_configs(configs_file: Path) -> Any:
+    """``carb predict --configs``: the configs of a Parquet/CSV file, their ids computed (or verified)."""
+    import pandas as pd
+
+    from carb.families import space
+    from carb.families.space import PARAMETERS
+
+    if configs_file.suffix not in (".parquet", ".csv"):
+        raise _usage(f"--configs {configs_file}: unknown file type (expected .parquet or .csv)")
+    if not configs_file.exists():
+        raise _usage(f"--configs {configs_file}: no such file")
+    try:
+        frame = pd.read_parquet(configs_file) if configs_file.suffix == ".parquet" else pd.read_csv(configs_file)
+    except Exception as e:
+        raise _usage(f"--configs {configs_file}: unreadable ({' '.join(str(e).split())[:200]})") from None
+    frame = frame[[c for c in ("config_id", *PARAMETERS) if c in frame.columns]].reset_index(drop=True)
+    if len(frame) and {"family", "depth"} <= set(frame.columns):
+        try:  # computed (vectorized) or, when the file has them, verified
+            frame = space.with_config_ids(frame)
+        except ValueError as e:
+            raise _usage(f"--configs {configs_file}: {e}") from None
+    return frame
 
 
 def register(app: typer.Typer) -> None:
     """Add the ``train``, ``evaluate`` and ``predict`` commands to ``app``."""
-
-    @app.command("train")
-    def train(
-        data: str = typer.Option(..., "--data", help="Dataset name or .parquet/.csv file."),
-        preset: str = typer.Option("default", "--preset", help="Model preset: default, paper, fast, flops-linear, lgbm, nb201 (tuned for NAS-Bench-201 cells)."),
-        out: Path = typer.Option(..., "--out", help="Bundle directory to write."),
-        device: Optional[str] = typer.Option(None, "--platform", help="The platform whose rows to train on (when the data holds several)."),
-        device_old: Optional[str] = typer.Option(None, "--device", hidden=True, help="Old name of --platform."),
-        coverage: float = typer.Option(0.9, "--coverage", help="Nominal coverage of the prediction intervals."),
-        holdout: float = typer.Option(0.0, "--holdout", min=0.0, max=0.5, help="Hold out this fraction (random) and record its metrics in the manifest; the bundle is then fitted on the rest."),
-        seed: int = typer.Option(0, "--seed", help="Seed of the folds, learners and holdout."),
-        n_jobs: int = typer.Option(1, "--jobs", min=1, help="Threads per learner."),
-        force: bool = typer.Option(False, "--force", help="Replace the model bundle already in --out."),
-        latency: str = typer.Option("corrected", "--latency", help=_LATENCY_HELP),
-        prior: Optional[Path] = typer.Option(None, "--prior", help="A model bundle of another device (e.g. the screening's Stage 1 source model) whose predictions the model reads as inputs; it is saved inside the new bundle."),
-    ) -> None:
-        """Fit a CARB model on a dataset and write it as a bundle directory.
-
-        Example: carb train --data cpu-1t --preset fast --out models/cpu-1t
-
-        With --prior, every target also reads another device's model's prediction of the
-        same config: carb train --data cpu-2t --prior models/cpu-1t --out models/cpu-2t
-        """
-        import numpy as np
-
-        from carb.model.evaluation import metrics
-        from carb.model import CARB, BundleError, save
-
-        _check_preset([preset])
-        if not 0 < coverage < 1:
-            raise _usage(f"--coverage {coverage}: must be in (0, 1)")
-        _check_train_out(out, force)  # before training: minutes of fitting must not end in a refusal
-        prior_model = _load_prior(prior, n_jobs)
-        df = load_data(data, pick_option(device, device_old, "--platform", "--device"))
-        if "status" in df.columns:
-            df = df[df["status"] == "ok"].reset_index(drop=True)
-        df, latency_note = latency_view(df, latency)
-        console = _console()
-        test = None
-        if holdout > 0:
-            perm = np.random.default_rng(seed).permutation(len(df))
-            k = int(round(holdout * len(df)))
-            test, df = df.iloc[perm[:k]], df.iloc[perm[k:]]
-        model = CARB(preset=preset, coverage=coverage, random_state=seed, n_jobs=n_jobs, prior=prior_model)
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", UserWarning)
-            try:
-                with console.status(f"training {preset} on {len(df)} rows"):
-                    model.fit(df)
-            except ValueError as e:
-                raise _usage(f"{data}: {e}") from None
-        for w in caught:
-            console.print(f"[yellow]warning[/yellow]: {w.message}")
-        hold = None
-        if test is not None and len(test):
-            pred = model.predict(test)
-            hold = {"rows": len(test), "fraction": holdout,
-                    "metrics": {t: metrics(test[t].to_numpy(), pred[t].to_numpy(), pred[f"{t}_lo"].to_numpy(),
-                                           pred[f"{t}_hi"].to_numpy()) for t in model.targets_}}
-        try:
-            save(model, str(out), holdout=hold,
-                 training={"latency": latency_note} if "latency_ms" in model.targets_ else None)
-        except BundleError as e:
-            raise _usage(str(e)) from None
-        cv = ", ".join(f"{t} R² log {m['r2_log']:.3f} / MAPE {100 * m['mape']:.1f}%" for t, m in model.cv_metrics_.items())
-        console.print(f"wrote {out}: preset {preset}, {model.n_train_rows_} rows, targets {', '.join(model.targets_)}"
-                      + (f" (not trained: {', '.join(model.missing_targets_)})" if model.missing_targets_ else ""))
-        if model.prior_columns_:
-            console.print(f"reads the prior {prior}: {', '.join(model.prior_columns_)} (saved in {out}/prior)")
-        if "latency_ms" in model.targets_:
-            console.print(f"latency trained on: {latency_note}")
-        console.print(f"cross-validated: {cv}")
-        if hold:
-            console.print("holdout: " + ", ".join(f"{t} R² {m['r2']:.3f} / MAPE {100 * m['mape']:.1f}%"
-                                                  for t, m in hold["metrics"].items()))
-
-    @app.command("evaluate")
-    def evaluate_cmd(
-        data: str = typer.Option(..., "--data", help="Dataset name or .parquet/.csv file."),
-        split: str = typer.Option("grouped", "--split", help="random, stratified, grouped or batch-tier."),
-        presets: Optional[List[str]] = typer.Option(None, "--preset", help="Model preset to compare (repeat; default: default, paper, flops-linear, lgbm, power-latency = the default model's latency x the training rows' median power; plus nb201 on NAS-Bench-201 data)."),
-        json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the results as JSON here (results\\[model]\\[target]\\[metric])."),
-        budget: Optional[List[str]] = typer.Option(None, "--budget", help="TARGET=VALUE budget for the budget metrics (repeat; default: the test median)."),
-        device: Optional[str] = typer.Option(None, "--platform", help="The platform whose rows to use (when the data holds several)."),
-        device_old: Optional[str] = typer.Option(None, "--device", hidden=True, help="Old name of --platform."),
-        coverage: float = typer.Option(0.9, "--coverage", help="Nominal coverage of the prediction intervals."),
-        seed: int = typer.Option(0, "--seed", help="Seed of the split and of the models."),
-        n_jobs: int = typer.Option(1, "--jobs", min=1, help="Threads per learner."),
-        model_dir: Optional[Path] = typer.Option(None, "--model", help="Instead of fitting presets: score this model directory (from carb train or carb calibrate) on every ok row of the data."),
-        latency: str = typer.Option("corrected", "--latency", help=_LATENCY_HELP),
-        prior: Optional[Path] = typer.Option(None, "--prior", help="A model bundle of another device: each preset is also fitted reading it (carb train --prior), reported as '<preset> + prior' beside the preset alone."),
-    ) -> None:
-        """Fit presets on a split of a dataset and compare them on its test side, or score a model you have on a dataset.
-
-        Example: carb evaluate --data cpu-1t --split grouped --preset default --preset paper
-
-        Does a prior help on your data? carb evaluate --data cpu-2t --preset default --prior models/cpu-1t
-        """
-
-        from carb.model.evaluation import SPLITS, evaluate
-
-        if model_dir is not None:
-            if json_out is not None:
-                check_out_file(json_out, "--json")
-            if presets or prior is not None:
-                raise _usage("give --preset/--prior (fit and compare) or --model (score a fitted model), not both")
-            _score_model(model_dir, data, pick_option(device, device_old, "--platform", "--device"), budget,
-                         json_out, latency)
-            return
-
-        if json_out is not None:
-            check_out_file(json_out, "--json")
-        if split not in SPLITS:
-            raise _usage(f"--split {split}: unknown split (expected one of {', '.join(SPLITS)})")
-        names = list(presets) if presets else list(DEFAULT_EVAL_PRESETS)
-        _check_preset(names)
-        if not 0 < coverage < 1:
-            raise _usage(f"--coverage {coverage}: must be in (0, 1)")
-        budgets = parse_budgets(budget)
-        platform = pick_option(device, device_old, "--platform", "--device")
-        df, latency_note = latency_view(load_data(data, platform), latency)
-        where = f"{data}" + (f" on {platform}" if platform else "")
-        check_budget_targets(budgets, df, where)
-        if presets and "power-latency" in names:
-            check_power_latency(df, where)
-        if not presets and "family" in df.columns and (df["family"] == "nb201").all():
-            names.append("nb201")  # the preset tuned for NAS-Bench-201 cells (benchmarks/RESULTS.md)
-        prior_model = _load_prior(prior, n_jobs)
-        console = _console()
-        with console.status("evaluating") as status:
-            try:
-                res = evaluate(df, split, names, seed=seed, budgets=budgets, coverage=coverage, n_jobs=n_jobs,
-                               progress=lambda p: status.update(f"fitting {p} on split {split}"), prior=prior_model)
-            except ValueError as e:
-                raise _usage(f"{data}: {e}") from None
-        res["data"] = data
-        res["latency"] = latency_note
-        if prior is not None:
-            res["prior"] = str(prior)
-        print_results(res, console)
-        if "latency_ms" in df.columns and df["latency_ms"].notna().any():
-            console.print(f"latency: {latency_note}")
-        if json_out is not None:
-            json_out.parent.mkdir(parents=True, exist_ok=True)
-            json_out.write_text(json.dumps(_clean(res), indent=2, allow_nan=False) + "\n")
-            console.print(f"wrote {json_out}")
-
-    @app.command("predict")
-    def predict(
-        model_dir: Optional[Path] = typer.Option(None, "--model", help="Model directory (from carb train or carb calibrate); with --module, a network model (default: the shipped layers-cpu-avx2-1t)."),
-        space_name: Optional[str] = typer.Option(None, "--space", help="Built-in space name or TOML file."),
-        configs_file: Optional[Path] = typer.Option(None, "--configs", help="Parquet/CSV file of configs."),
-        out: Optional[Path] = typer.Option(None, "--out", help="Output .parquet or .csv file (with --space/--configs)."),
-        n_jobs: int = typer.Option(1, "--jobs", min=1, help="Threads per learner."),
-        module: Optional[str] = typer.Option(None, "--module", help="Any network: pkg.mod:callable or file.py:callable returning an nn.Module (needs a network model: carb.netmodel)."),
-        input_shape: Optional[str] = typer.Option(None, "--input", help="With --module: input shape, e.g. 1x3x224x224."),
-        precision: str = typer.Option("fp32", "--precision", help="With --module: fp32, fp16 or bf16."),
-        json_file: Optional[Path] = typer.Option(None, "--json", help="With --module: also write the prediction as JSON here."),
-        top: int = typer.Option(10, "--top", min=1, help="With --module: layers shown, most expensive first."),
-    ) -> None:
-        """Predict energy, latency and memory (with intervals) for a space or a file of configs, or for any network (--module).
-
-        Example: carb predict --model models/cpu-1t --space screening --out predictions.parquet
-        """
-        import pandas as pd
-
-        from carb.families import space
-        from carb.model import BundleError, load
-        from carb.families.space import PARAMETERS
-
-        if module is not None:
-            from carb.netmodel import predict_cli
-
-            if space_name is not None or configs_file is not None or out is not None:
-                raise _usage("--module predicts one network: give it without --space, --configs or --out")
-            predict_cli(module, input_shape, precision, model_dir, json_file, top, _usage)
-            return
-        if model_dir is None:
-            raise _usage("missing option --model (a model directory from carb train or carb calibrate)")
-        if out is None:
-            raise _usage("give --out (with --space or --configs)")
-        if (space_name is None) == (configs_file is None):
-            raise _usage("give exactly one of --space or --configs")
-        if out.suffix not in (".parquet", ".csv"):
-            raise _usage(f"--out {out}: unknown output type (expected .parquet or .csv)")
-        check_out_file(out)
-        from carb.transfer.calibrate import load_predictor
-
-        try:
-            model = load(model_dir, n_jobs=n_jobs) if not (model_dir / "calibration.json").exists() \
-                else load_predictor(model_dir)
-        except (BundleError, ValueError, OSError) as e:
-            raise _usage(str(e)) from None
-        if space_name is not None:
-            frame = space.load(space_name).to_frame()
-        else:
-            if configs_file.suffix not in (".parquet", ".csv"):
-                raise _usage(f"--configs {configs_file}: unknown file type (expected .parquet or .csv)")
-            if not configs_file.exists():
-                raise _usage(f"--configs {configs_file}: no such file")
-            try:
-                frame = pd.read_parquet(configs_file) if configs_file.suffix == ".parquet" else pd.read_csv(configs_file)
-            except Exception as e:
-                raise _usage(f"--configs {configs_file}: unreadable ({' '.join(str(e).split())[:200]})") from None
-            frame = frame[[c for c in ("config_id", *PARAMETERS) if c in frame.columns]].reset_index(drop=True)
-            if len(frame) and {"family", "depth"} <= set(frame.columns):
-                try:  # computed (vectorized) or, when the file has them, verified
-                    frame = space.with_config_ids(frame)
-                except ValueError as e:
-                    raise _usage(f"--configs {configs_file}: {e}") from None
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", UserWarning)
-            try:
-                pred = model.predict(frame)
-            except ValueError as e:
-                raise _usage(f"{configs_file or space_name}: {e}") from None
-        for w in caught:  # e.g. how many rows lie outside the training domain
-            _console().print(f"[yellow]warning[/yellow]: {w.message}", highlight=False, soft_wrap=True)
-        result = pd.concat([frame, pred], axis=1)
-        from carb.datasets import write
-
-        write(result, out)
-        _console().print(f"wrote {len(result):,} predictions to {out} (targets: {', '.join(model.targets_)}"
-                        + (f"; NaN for untrained {', '.join(missing)})" if (missing := getattr(model, "missing_targets_", [])) else ")"))
+    app.command("train")(train)
+    app.command("evaluate")(evaluate_cmd)
+    app.command("predict")(predict)
 
 
 def _check_train_out(out: Path, force: bool) -> None:
@@ -475,6 +674,13 @@ def _check_train_out(out: Path, force: bool) -> None:
             raise _usage(f"--out {out}: exists and is not a CARB model bundle; choose a new directory")
         if not force:
             raise _usage(f"--out {out}: holds a model bundle already; give --force to replace it")
+
+
+def _write_json(res: dict[str, Any], json_out: Path, console: Any) -> None:
+    """Write ``res`` to ``json_out`` as JSON (NaN as null) and say so."""
+    json_out.parent.mkdir(parents=True, exist_ok=True)
+    json_out.write_text(json.dumps(_clean(res), indent=2, allow_nan=False) + "\n")
+    console.print(f"wrote {json_out}")
 
 
 def _clean(o: Any) -> Any:

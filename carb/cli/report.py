@@ -23,14 +23,22 @@ def _usage(msg: str) -> Exception:
 
 def report(
     data: List[str] = typer.Option(
-        ..., "--data", help="Dataset: a shipped name (carb dataset list) or a .parquet/.csv file; repeat for "
-                            "several devices. The first is the main one."),
+        ...,
+        "--data",
+        help="Dataset: a shipped name (carb dataset list) or a .parquet/.csv file; repeat for "
+        "several devices. The first is the main one.",
+    ),
     model: Optional[Path] = typer.Option(
-        None, "--model", help="Model folder (carb train / calibrate) to check on the first dataset; default: "
-                              "CARB fast fitted here on a holdout split."),
+        None,
+        "--model",
+        help="Model folder (carb train / calibrate) to check on the first dataset; default: "
+        "CARB fast fitted here on a holdout split.",
+    ),
     screen_dir: Optional[Path] = typer.Option(
-        None, "--screen", help="Output folder of carb screen for the Pareto explorer; default: the first "
-                               "dataset's measured front."),
+        None,
+        "--screen",
+        help="Output folder of carb screen for the Pareto explorer; default: the first dataset's measured front.",
+    ),
     out: Path = typer.Option(..., "--out", help="Output folder: report.html, report.json, PNG figures."),
     holdout: float = typer.Option(0.25, "--holdout", help="Share of configs held out when the model is fitted here."),
     seed: int = typer.Option(0, "--seed", help="Seed of the holdout, the transfer split and the explorer's sample."),
@@ -54,8 +62,16 @@ def report(
     check_out_dir(out)
     err = Console(stderr=True)
     try:
-        path = write_report(out, data=list(data), model=model, screen_dir=screen_dir, holdout=holdout, seed=seed,
-                            transfer=not no_transfer, say=lambda m: err.print("• " + m))
+        path = write_report(
+            out,
+            data=list(data),
+            model=model,
+            screen_dir=screen_dir,
+            holdout=holdout,
+            seed=seed,
+            transfer=not no_transfer,
+            say=lambda m: err.print("• " + m),
+        )
     except ReportError as e:
         raise _usage(str(e)) from None
     doc = json.loads((out / "report.json").read_text())
@@ -68,8 +84,10 @@ def report(
         c.print(f"[yellow]note[/yellow]: {n}")
     for s in doc.get("scaling", []):
         if s.get("factor") is not None:
-            c.print(f"scaling {s['device']} {s['target']}: x{s['factor']:.3g} from batch {s['batch_min']:g} to "
-                    f"{s['batch_max']:g}, per image /{s['per_image_gain']:.3g}")
+            c.print(
+                f"scaling {s['device']} {s['target']}: x{s['factor']:.3g} from batch {s['batch_min']:g} to "
+                f"{s['batch_max']:g}, per image /{s['per_image_gain']:.3g}"
+            )
     for t, m in doc.get("accuracy", {}).items():
         c.print(f"{t}: R²(log) {m['r2_log']:.3f}, MAPE {100 * m['mape']:.1f}% on {m['n']} rows")
     c.print(f"wrote {path} (+ report.json, {', '.join(doc.get('figures', {}).values())})")

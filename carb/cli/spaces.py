@@ -30,8 +30,10 @@ def space_list(json_out: bool = typer.Option(False, "--json", help="Print JSON i
 
 
 @space_app.command("show")
-def space_show(name: str = typer.Argument(..., help="Built-in space name or TOML file."),
-               json_out: bool = typer.Option(False, "--json", help="Print JSON (with `count`).")) -> None:
+def space_show(
+    name: str = typer.Argument(..., help="Built-in space name or TOML file."),
+    json_out: bool = typer.Option(False, "--json", help="Print JSON (with `count`)."),
+) -> None:
     """Show a space: its size and the values of each parameter.
 
     Example: carb space show paper
@@ -42,12 +44,26 @@ def space_show(name: str = typer.Argument(..., help="Built-in space name or TOML
     listed = s.size_bound() <= space.MAX_CONFIGS  # a huge space is counted, never built
     values = s.values() if listed else _grid_values(s)
     if json_out:
-        print(json.dumps({"name": s.name, "source": s.source, "count": len(s) if listed else None,
-                          "count_bound": s.size_bound(), "description": s.description,
-                          "values": values, "constraints": s.constraints}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "name": s.name,
+                    "source": s.source,
+                    "count": len(s) if listed else None,
+                    "count_bound": s.size_bound(),
+                    "description": s.description,
+                    "values": values,
+                    "constraints": s.constraints,
+                },
+                indent=2,
+            )
+        )
         return
-    size = f"{len(s):,} configs" if listed else \
-        f"{s.size_text()} (counted from its grids; too many to list: sample it with --samples N --method uniform)"
+    size = (
+        f"{len(s):,} configs"
+        if listed
+        else f"{s.size_text()} (counted from its grids; too many to list: sample it with --samples N --method uniform)"
+    )
     console.print(f"[bold]{escape(s.name)}[/bold] ({escape(s.source)}): {size}", highlight=False)
     if s.description:
         console.print(s.description)

@@ -1,12 +1,13 @@
-"""Datasets: measured rows as one flat table, one row per config and device, ready for
-modelling; the datasets shipped with CARB, loadable by name; checks of a dataset file.
+"""Datasets: measured rows as one flat table, one row per config and device, ready for modelling.
+
+Also the datasets shipped with CARB, loadable by name, and checks of a dataset file.
 
 Columns of a CARB dataset: ``config_id``, ``device`` (the platform label, e.g.
 ``cpu-1t``), the config parameters, ``status``, ``message``, the target medians
 ``latency_ms`` (ms), ``energy_j`` (J, net of idle), ``energy_gross_j`` (J), ``memory_mb``
 (MB) with their spread columns (``<target>_mean``, ``_p5``, ``_p95``, ``_cov``, ``_n``,
-``_ci_rel``, and ``_min``, the fastest sample, in data exported from stores since issue 16;
-the datasets shipped before it lack ``_min``), ``energy_missing_reason``, ``timed_s``, ``wall_s``, ``run_id``,
+``_ci_rel``, and ``_min``, the fastest sample, where the store recorded it; some shipped
+datasets lack ``_min``), ``energy_missing_reason``, ``timed_s``, ``wall_s``, ``run_id``,
 ``measured_at``, ``extra`` (JSON telemetry), and the static features of
 :func:`carb.families.features.compute` (recomputed on :func:`load`, so shipped files stay small).
 
@@ -26,14 +27,25 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from carb.measure.base import STATUSES
-from carb.families.space import PARAMETERS, SpaceError, configs_from_frame
 from carb.campaign.store import Store
+from carb.families.space import PARAMETERS, SpaceError, configs_from_frame
+from carb.measure.base import STATUSES
 
 from ._errors import DatasetError
 
-__all__ = ["from_store", "write", "slim", "list", "load", "read", "check", "DatasetError", "DatasetInfo",
-           "REQUIRED_COLUMNS", "TARGET_COLUMNS"]
+__all__ = [
+    "from_store",
+    "write",
+    "slim",
+    "list",
+    "load",
+    "read",
+    "check",
+    "DatasetError",
+    "DatasetInfo",
+    "REQUIRED_COLUMNS",
+    "TARGET_COLUMNS",
+]
 
 _list = list  # `list` is also this module's public function
 
@@ -42,8 +54,6 @@ TARGET_COLUMNS = ("latency_ms", "energy_j", "memory_mb")
 #: columns every CARB dataset file must have
 REQUIRED_COLUMNS = ("config_id", "device", *PARAMETERS, "status", *TARGET_COLUMNS)
 _NUMERIC = ("depth", "width", "input_size", "batch", "classes", *TARGET_COLUMNS)
-
-
 
 
 @dataclass(frozen=True)
@@ -65,9 +75,11 @@ def from_store(store: Store, platform: str | None = None, with_features: bool = 
 
 
 def _features_where_valid(df: pd.DataFrame) -> pd.DataFrame:
-    """``df`` with the static features; a stored row that is no valid config (a failed row
-    of an older CARB that let ``width=inf`` through, say) keeps empty features instead of
-    breaking the export of the whole store."""
+    """``df`` with the static features, left empty on rows that are no valid config.
+
+    A stored row that is no valid config (a failed row with ``width=inf``, say) keeps empty features instead of
+    breaking the export of the whole store.
+    """
     from carb import families
     from carb.families.features import compute
 
@@ -115,8 +127,11 @@ def write(df: pd.DataFrame, out: str | Path) -> Path:
 
 
 def slim(df: pd.DataFrame) -> pd.DataFrame:
-    """A dataset without what :func:`load` recomputes (static features) and without the raw
-    latency samples inside ``extra``: the form in which datasets are shipped."""
+    """A dataset in the form in which datasets are shipped.
+
+    That is, without what :func:`load` recomputes (static features) and without the raw latency samples inside
+    ``extra``.
+    """
     from carb.families.features import FEATURE_COLUMNS
 
     out = df.drop(columns=[c for c in FEATURE_COLUMNS if c in df.columns])
@@ -140,7 +155,7 @@ def _data_dir() -> Path:
     return Path(str(resources.files("carb").joinpath("data")))
 
 
-def list() -> list[DatasetInfo]:  # noqa: A001 - the API the issue asks for: carb.datasets.list()
+def list() -> list[DatasetInfo]:  # noqa: A001 - the public API is carb.datasets.list()
     """The datasets shipped with CARB."""
     out: _list[DatasetInfo] = []
     d = _data_dir()
@@ -158,13 +173,24 @@ def list() -> list[DatasetInfo]:  # noqa: A001 - the API the issue asks for: car
             rows = None
         out.append(DatasetInfo(p.stem, str(p), desc, rows))
     if (d / "help_fbnet").is_dir():
-        out.append(DatasetInfo("help-fbnet", str(d / "help_fbnet"),
-                               "public: HELP's latency of 5,000 FBNet-space CNNs on 27 device settings (MIT)",
-                               135_000))
+        out.append(
+            DatasetInfo(
+                "help-fbnet",
+                str(d / "help_fbnet"),
+                "public: HELP's latency of 5,000 FBNet-space CNNs on 27 device settings (MIT)",
+                135_000,
+            )
+        )
     if (d / "nb201").is_dir():
-        out.append(DatasetInfo("nb201", str(d / "nb201"),
-                               "public: all 15,625 NAS-Bench-201 CNNs on 29 device settings, measured Jetson TX2 "
-                               "energy (HW-NAS-Bench, HELP; MIT)", 640_625))
+        out.append(
+            DatasetInfo(
+                "nb201",
+                str(d / "nb201"),
+                "public: all 15,625 NAS-Bench-201 CNNs on 29 device settings, measured Jetson TX2 "
+                "energy (HW-NAS-Bench, HELP; MIT)",
+                640_625,
+            )
+        )
     return out
 
 
@@ -211,8 +237,9 @@ def read(path: str | Path) -> pd.DataFrame:
     except FileNotFoundError:
         raise DatasetError(f"{path}: no such file") from None
     except Exception as e:  # pyarrow/pandas raise many kinds for a corrupt file
-        raise DatasetError(f"{path}: not a readable {path.suffix.lstrip('.') or 'dataset'} file "
-                           f"({' '.join(str(e).split())[:200]})") from None
+        raise DatasetError(
+            f"{path}: not a readable {path.suffix.lstrip('.') or 'dataset'} file ({' '.join(str(e).split())[:200]})"
+        ) from None
     required = _required_columns(df, path)
     missing = [c for c in required if c not in df.columns]
     if missing:
@@ -230,16 +257,20 @@ def read(path: str | Path) -> pd.DataFrame:
     wrong = ids != df["config_id"].to_numpy()
     if wrong.any():
         i = int(np.flatnonzero(wrong)[0])
-        raise DatasetError(f"{path}: row {i}: config_id {df['config_id'].iloc[i]!r} does not match its "
-                           f"parameters (expected {ids[i]!r})")
+        raise DatasetError(
+            f"{path}: row {i}: config_id {df['config_id'].iloc[i]!r} does not match its "
+            f"parameters (expected {ids[i]!r})"
+        )
     return df
 
 
 def _required_columns(df: pd.DataFrame, path: Path) -> _list[str]:
-    """The columns a dataset file must have: :data:`REQUIRED_COLUMNS` where every row is a
-    ResNet (or no ``family`` column says otherwise); with rows of other families (``nb201``,
-    ``fbnet``: :mod:`carb.families`), the common columns and each family's own parameters
-    (the ResNet parameters only if ResNet rows are there too)."""
+    """The columns a dataset file must have, given the families of its rows.
+
+    :data:`REQUIRED_COLUMNS` where every row is a ResNet (or no ``family`` column says otherwise); with rows of
+    other families (``nb201``, ``fbnet``: :mod:`carb.families`), the common columns and each family's own
+    parameters (the ResNet parameters only if ResNet rows are there too).
+    """
     from carb import families
     from carb.families.resnet import FAMILIES
 
@@ -262,11 +293,16 @@ def _required_columns(df: pd.DataFrame, path: Path) -> _list[str]:
 
 
 def _config_ids(df: pd.DataFrame, required: _list[str]) -> np.ndarray:
-    """The config id of each row from its parameters; each distinct parameter tuple hashed
-    once (a public dataset repeats one network on many platforms: nb201's 640,625 rows hold
-    about 78,000 distinct configs). Raises :class:`SpaceError` naming the row."""
+    """The config id of each row, from its parameters.
+
+    Each distinct parameter tuple is hashed once (a public dataset repeats one network on many platforms: nb201's
+    640,625 rows hold about 78,000 distinct configs).
+
+    Raises:
+        SpaceError: a row is no valid config; the message names the row.
+    """
     params = [c for c in required if c not in ("config_id", "device", "status", *TARGET_COLUMNS)]
-    # ResNet tables (the required columns say so) and small ones row by row, as before
+    # ResNet tables (the required columns say so) and small ones row by row
     if required == _list(REQUIRED_COLUMNS) or len(df) < 1000:
         return np.array([c.config_id for c in configs_from_frame(df)])
     key = df[params]
@@ -315,6 +351,5 @@ def check(df: pd.DataFrame, max_cov: float = 0.25, max_ci_rel: float = 0.05) -> 
         if c > max_cov:
             rows.append(("noisy", r.config_id, r.device, f"latency CoV {c:.3f} > {max_cov:g}"))
         elif h > max_ci_rel:
-            rows.append(("noisy", r.config_id, r.device,
-                         f"latency 95% CI ±{100 * h:.1f}% > ±{100 * max_ci_rel:g}%"))
+            rows.append(("noisy", r.config_id, r.device, f"latency 95% CI ±{100 * h:.1f}% > ±{100 * max_ci_rel:g}%"))
     return pd.DataFrame(rows, columns=["problem", "config_id", "device", "detail"])

@@ -1,5 +1,8 @@
-"""The datasets' one-line error, in a module of its own so that the dataset loaders of the
-package import it without importing the package's ``__init__`` (which imports them)."""
+"""The datasets' one-line error, in a module of its own.
+
+The dataset loaders of the package import it from here without importing the package's ``__init__`` (which imports
+them).
+"""
 
 
 class DatasetError(ValueError):

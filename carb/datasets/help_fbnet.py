@@ -31,6 +31,22 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from carb.families.fbnet import (  # the macro-architecture is the fbnet family's, re-exported here
+    CLASSES,
+    HEAD_CHANNELS,
+    INPUT_SIZE,
+    LAYER_COLUMNS,
+    N_LAYERS,
+    OP_SPECS,
+    OPS,
+    STAGE_CHANNELS,
+    STAGE_LAYERS,
+    STAGE_STRIDES,
+    STEM_CHANNELS,
+    layer_plan,
+    op_codes,
+)
+
 __all__ = [
     "OPS",
     "LAYER_COLUMNS",
@@ -61,21 +77,19 @@ __all__ = [
     "FEATURE_COLUMNS",
 ]
 
-# --- the search space --------------------------------------------------------------
-
-from carb.families.fbnet import (  # the macro-architecture is the family's; re-exported here
-    CLASSES, HEAD_CHANNELS, INPUT_SIZE, LAYER_COLUMNS, N_LAYERS, OP_SPECS, OPS, STAGE_CHANNELS, STAGE_LAYERS,
-    STAGE_STRIDES, STEM_CHANNELS, layer_plan, op_codes,
-)
-
-_OPS_INDEX = pd.Index(OPS)
-
 # --- the published protocol (HELP, Table 2, FBNet space) ---------------------------
 
 #: Devices HELP meta-trains on.
 SOURCE_DEVICES: tuple[str, ...] = (
-    "1080ti_1", "1080ti_32", "1080ti_64", "silver_4114", "silver_4210r",
-    "samsung_a50", "pixel3", "essential_ph_1", "samsung_s7",
+    "1080ti_1",
+    "1080ti_32",
+    "1080ti_64",
+    "silver_4114",
+    "silver_4210r",
+    "samsung_a50",
+    "pixel3",
+    "essential_ph_1",
+    "samsung_s7",
 )
 #: Devices HELP uses for validation (never targets, never sources in the faithful protocol).
 VALIDATION_DEVICES: tuple[str, ...] = ("titanx_1", "titanx_32", "titanx_64", "gold_6240")
@@ -96,8 +110,10 @@ _FILES = ("archs.parquet", "latency.parquet", "reference_archs.parquet")
 
 @functools.cache
 def _layer_geometry() -> tuple[tuple[int, int, int, int, int, bool], ...]:
-    """(stage, input h=w, in channels, out channels, stride, first of its stage) per layer,
-    at the published 32x32 input."""
+    """(stage, input h=w, in channels, out channels, stride, first of its stage) per layer.
+
+    At the published 32x32 input.
+    """
     out = []
     hw = INPUT_SIZE
     for stage, cin, cout, s, first in layer_plan():
@@ -107,9 +123,11 @@ def _layer_geometry() -> tuple[tuple[int, int, int, int, int, bool], ...]:
 
 
 def _op_costs(hw: int, cin: int, cout: int, stride: int, op: str) -> tuple[float, float, float, float, float]:
-    """(pointwise MACs, depthwise MACs, parameters, activation elements, convolutions) of
-    one layer. A block is 1x1 expand (grouped) -> kxk depthwise (strided) -> 1x1 project
-    (grouped); a skip is free when shapes match, otherwise a strided 1x1 conv."""
+    """(pointwise MACs, depthwise MACs, parameters, activation elements, convolutions) of one layer.
+
+    A block is 1x1 expand (grouped) -> kxk depthwise (strided) -> 1x1 project (grouped); a skip is free when shapes
+    match, otherwise a strided 1x1 conv.
+    """
     hout = hw // stride
     k, e, g = OP_SPECS[op]
     if op == "skip":
@@ -142,8 +160,9 @@ def _fixed_costs() -> tuple[float, float, float, float, float]:
     head = hw_end * hw_end * STAGE_CHANNELS[-1] * HEAD_CHANNELS
     fc = HEAD_CHANNELS * CLASSES
     params = 3 * STEM_CHANNELS * 9 + STAGE_CHANNELS[-1] * HEAD_CHANNELS + fc
-    acts = (INPUT_SIZE**2 * (3 + STEM_CHANNELS) + hw_end**2 * (STAGE_CHANNELS[-1] + HEAD_CHANNELS)
-            + HEAD_CHANNELS + CLASSES)
+    acts = (
+        INPUT_SIZE**2 * (3 + STEM_CHANNELS) + hw_end**2 * (STAGE_CHANNELS[-1] + HEAD_CHANNELS) + HEAD_CHANNELS + CLASSES
+    )
     return float(stem + head + fc), 0.0, float(params), float(acts), 3.0
 
 
@@ -161,8 +180,11 @@ def layer_onehot(archs: pd.DataFrame) -> np.ndarray:
 
 @functools.cache
 def _block_slots() -> tuple[np.ndarray, list[str]]:
-    """Map layer -> slot: layers with identical shapes (all but the first of a stage) share
-    a slot, because the same op at the same shape costs the same on a given device."""
+    """Map layer -> slot, with one slot for the layers of identical shapes.
+
+    Layers with identical shapes (all but the first of a stage) share a slot, because the same op at the same shape
+    costs the same on a given device.
+    """
     slot_of, names, seen = [], [], {}
     for stage, hw, cin, cout, stride, first in _layer_geometry():
         key = (stage, first)
@@ -174,11 +196,13 @@ def _block_slots() -> tuple[np.ndarray, list[str]]:
 
 
 def block_counts(archs: pd.DataFrame) -> pd.DataFrame:
-    """How many layers of each (slot, op) an architecture has, one column per pair,
-    named ``n_<slot>_<op>`` (slot: ``s<stage>_first`` or ``s<stage>_rest``).
+    """How many layers of each (slot, op) an architecture has, one column per pair.
 
-    A latency that is a sum of per-layer costs (a lookup-table model) is exactly linear
-    in these counts, with fewer columns than :func:`layer_onehot` (12 slots x 9 ops)."""
+    Columns are named ``n_<slot>_<op>`` (slot: ``s<stage>_first`` or ``s<stage>_rest``).
+
+    A latency that is a sum of per-layer costs (a lookup-table model) is exactly linear in these counts, with fewer
+    columns than :func:`layer_onehot` (12 slots x 9 ops).
+    """
     slot_of, names = _block_slots()
     onehot = layer_onehot(archs).reshape(len(archs), N_LAYERS, len(OPS))
     counts = np.zeros((len(archs), len(names), len(OPS)))
@@ -221,17 +245,30 @@ def config_columns(archs: pd.DataFrame) -> pd.DataFrame:
 #: and fp32 (HELP's devices ran single images; bytes assume 4-byte elements): those that
 #: vary across the space and are not already config columns (the per-op counts are).
 FEATURE_COLUMNS: tuple[str, ...] = (
-    "flops", "params", "model_bytes", "activation_bytes", "peak_activation_bytes",
-    "live_activation_bytes", "largest_activation_bytes", "n_conv", "n_bn", "n_ops",
-    "n_blocks", "n_projections", "n_residual", "arithmetic_intensity",
-    "conv1x1_flop_fraction", "depthwise_flop_fraction",
+    "flops",
+    "params",
+    "model_bytes",
+    "activation_bytes",
+    "peak_activation_bytes",
+    "live_activation_bytes",
+    "largest_activation_bytes",
+    "n_conv",
+    "n_bn",
+    "n_ops",
+    "n_blocks",
+    "n_projections",
+    "n_residual",
+    "arithmetic_intensity",
+    "conv1x1_flop_fraction",
+    "depthwise_flop_fraction",
 )
 
 
 def features(archs: pd.DataFrame, *, batch: int = 1, precision: str = "fp32") -> pd.DataFrame:
-    """:func:`carb.families.fbnet.features` of architectures (``layer_00`` .. ``layer_21`` needed) at
-    HELP's 32x32 input and 100 classes: every column of :data:`carb.families.fbnet.FEATURE_COLUMNS`,
-    index kept. Units as there (FLOP, B, counts).
+    """:func:`carb.families.fbnet.features` of architectures at HELP's 32x32 input and 100 classes.
+
+    The architectures need ``layer_00`` .. ``layer_21``. Returns every column of
+    :data:`carb.families.fbnet.FEATURE_COLUMNS`, index kept. Units as there (FLOP, B, counts).
 
     Raises:
         ValueError: a missing layer column or an unknown operation (one line).
@@ -265,7 +302,8 @@ def _check_columns(path: Path, df: pd.DataFrame, expected: list[str]) -> None:
         missing = [c for c in expected if c not in df.columns]
         extra = [c for c in df.columns if c not in expected]
         what = (f"missing columns {missing}" if missing else "") + (
-            (", " if missing and extra else "") + (f"unexpected columns {extra}" if extra else ""))
+            (", " if missing and extra else "") + (f"unexpected columns {extra}" if extra else "")
+        )
         raise ValueError(f"{path}: {what or 'columns out of order'}; expected {expected}")
 
 
@@ -277,57 +315,76 @@ def _check_ids(path: Path, ids: pd.Series) -> None:
 
 
 @functools.cache
-def _load_validated(directory: str) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarray]:
-    d = Path(directory)
-    arch_path, lat_path, ref_path = (d / f for f in _FILES)
-
-    archs = _read(arch_path)
-    _check_columns(arch_path, archs, ["arch_id", *LAYER_COLUMNS])
-    _check_ids(arch_path, archs["arch_id"])
-    if archs["arch_id"].duplicated().any():
-        raise ValueError(f"{arch_path}: duplicate arch_id {int(archs.loc[archs['arch_id'].duplicated(), 'arch_id'].iloc[0])}")
+def _validated_archs(path: Path) -> pd.DataFrame:
+    """The architectures table, checked, sorted by ``arch_id``, operations categorical."""
+    archs = _read(path)
+    _check_columns(path, archs, ["arch_id", *LAYER_COLUMNS])
+    _check_ids(path, archs["arch_id"])
+    dup = archs["arch_id"].duplicated()
+    if dup.any():
+        raise ValueError(f"{path}: duplicate arch_id {int(archs.loc[dup, 'arch_id'].iloc[0])}")
     if archs[list(LAYER_COLUMNS)].isna().any().any():
-        raise ValueError(f"{arch_path}: missing operations")
+        raise ValueError(f"{path}: missing operations")
     try:
         op_codes(archs)
     except ValueError as exc:
-        raise ValueError(f"{arch_path}: {exc}") from None
+        raise ValueError(f"{path}: {exc}") from None
     archs = archs.sort_values("arch_id", ignore_index=True)
-
-    lat = _read(lat_path)
-    _check_columns(lat_path, lat, ["arch_id", "device", "latency_ms"])
-    _check_ids(lat_path, lat["arch_id"])
-    if not pd.api.types.is_numeric_dtype(lat["latency_ms"]):
-        raise ValueError(f"{lat_path}: latency_ms must be numeric, got {lat['latency_ms'].dtype}")
-    ms = lat["latency_ms"].to_numpy(dtype=float)
-    if not np.isfinite(ms).all() or (ms <= 0).any():
-        raise ValueError(f"{lat_path}: latency_ms must be finite and positive ({int((~np.isfinite(ms) | (ms <= 0)).sum())} rows are not)")
-    if lat["device"].isna().any():
-        raise ValueError(f"{lat_path}: missing device names")
-    if lat.duplicated(["arch_id", "device"]).any():
-        row = lat[lat.duplicated(["arch_id", "device"])].iloc[0]
-        raise ValueError(f"{lat_path}: duplicate row for arch_id {int(row['arch_id'])} on {row['device']}")
-    unknown = ~lat["arch_id"].isin(archs["arch_id"])
-    if unknown.any():
-        raise ValueError(f"{lat_path}: arch_id {int(lat.loc[unknown, 'arch_id'].iloc[0])} is not in {arch_path.name}")
-    per_device = lat.groupby("device").size()
-    short = per_device[per_device != len(archs)]
-    if len(short):
-        raise ValueError(f"{lat_path}: device {short.index[0]} has {int(short.iloc[0])} rows, expected one per architecture ({len(archs)})")
-
-    ref = _read(ref_path)
-    _check_columns(ref_path, ref, ["arch_id"])
-    _check_ids(ref_path, ref["arch_id"])
-    ref_ids = ref["arch_id"].to_numpy()
-    if len(set(ref_ids.tolist())) != len(ref_ids) or len(ref_ids) == 0:
-        raise ValueError(f"{ref_path}: expected distinct arch_ids, got {len(ref_ids)} rows with {len(set(ref_ids.tolist()))} distinct")
-    if not np.isin(ref_ids, archs["arch_id"]).all():
-        raise ValueError(f"{ref_path}: arch_id {int(ref_ids[~np.isin(ref_ids, archs['arch_id'])][0])} is not in {arch_path.name}")
-
     # Categoricals: 135,000 rows x 22 op names cost little this way, and keep OPS' order.
     for c in LAYER_COLUMNS:
         archs[c] = pd.Categorical(archs[c], categories=OPS)
-    lat = lat.assign(device=lat["device"].astype(str))
+    return archs
+
+
+def _validated_latency(path: Path, archs: pd.DataFrame, arch_file: str) -> pd.DataFrame:
+    """The latency table, checked: one positive finite ``latency_ms`` per architecture and device."""
+    lat = _read(path)
+    _check_columns(path, lat, ["arch_id", "device", "latency_ms"])
+    _check_ids(path, lat["arch_id"])
+    if not pd.api.types.is_numeric_dtype(lat["latency_ms"]):
+        raise ValueError(f"{path}: latency_ms must be numeric, got {lat['latency_ms'].dtype}")
+    ms = lat["latency_ms"].to_numpy(dtype=float)
+    bad = ~np.isfinite(ms) | (ms <= 0)
+    if bad.any():
+        raise ValueError(f"{path}: latency_ms must be finite and positive ({int(bad.sum())} rows are not)")
+    if lat["device"].isna().any():
+        raise ValueError(f"{path}: missing device names")
+    if lat.duplicated(["arch_id", "device"]).any():
+        row = lat[lat.duplicated(["arch_id", "device"])].iloc[0]
+        raise ValueError(f"{path}: duplicate row for arch_id {int(row['arch_id'])} on {row['device']}")
+    unknown = ~lat["arch_id"].isin(archs["arch_id"])
+    if unknown.any():
+        raise ValueError(f"{path}: arch_id {int(lat.loc[unknown, 'arch_id'].iloc[0])} is not in {arch_file}")
+    per_device = lat.groupby("device").size()
+    short = per_device[per_device != len(archs)]
+    if len(short):
+        raise ValueError(
+            f"{path}: device {short.index[0]} has {int(short.iloc[0])} rows, expected one per "
+            f"architecture ({len(archs)})"
+        )
+    return lat.assign(device=lat["device"].astype(str))
+
+
+def _validated_reference(path: Path, archs: pd.DataFrame, arch_file: str) -> np.ndarray:
+    """The reference architectures' ids, checked: distinct, non-empty, all in the architectures table."""
+    ref = _read(path)
+    _check_columns(path, ref, ["arch_id"])
+    _check_ids(path, ref["arch_id"])
+    ref_ids = ref["arch_id"].to_numpy()
+    distinct = len(set(ref_ids.tolist()))
+    if distinct != len(ref_ids) or len(ref_ids) == 0:
+        raise ValueError(f"{path}: expected distinct arch_ids, got {len(ref_ids)} rows with {distinct} distinct")
+    outside = ~np.isin(ref_ids, archs["arch_id"])
+    if outside.any():
+        raise ValueError(f"{path}: arch_id {int(ref_ids[outside][0])} is not in {arch_file}")
+    return ref_ids
+
+
+def _load_validated(directory: str) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarray]:
+    arch_path, lat_path, ref_path = (Path(directory) / f for f in _FILES)
+    archs = _validated_archs(arch_path)
+    lat = _validated_latency(lat_path, archs, arch_path.name)
+    ref_ids = _validated_reference(ref_path, archs, arch_path.name)
     return archs, lat, ref_ids
 
 
@@ -367,7 +424,9 @@ def devices(*, data_dir: str | Path | None = None) -> list[str]:
 
 
 def reference_arch_ids(*, data_dir: str | Path | None = None) -> list[int]:
-    """The 10 reference architectures whose latencies HELP uses as a device's hardware
-    embedding, in the file's order."""
+    """The 10 reference architectures whose latencies HELP uses as a device's hardware embedding.
+
+    In the file's order.
+    """
     _, _, ref = _load_validated(_data_dir(data_dir))
     return [int(i) for i in ref]

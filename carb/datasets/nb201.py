@@ -1,5 +1,6 @@
-"""The ``nb201`` dataset: all 15,625 NAS-Bench-201 CNNs on 29 device settings, with the
-measured energy of an NVIDIA Jetson TX2 (public data, values unchanged).
+"""The ``nb201`` dataset: all 15,625 NAS-Bench-201 CNNs on 29 device settings.
+
+With the measured energy of an NVIDIA Jetson TX2 (public data, values unchanged).
 
 Files (``carb/data/nb201/``, with their three MIT licenses; provenance in the card
 ``carb/data/nb201.md``): ``archs.parquet`` (NAS-Bench-201's index, ``arch_str`` and the six
@@ -29,9 +30,23 @@ import pandas as pd
 
 from carb.families import nb201 as fam
 
-__all__ = ["load", "platforms", "platform_of", "help_device", "reference_arch_ids", "archs",
-           "GPU_PLATFORMS", "ENERGY_PLATFORMS", "HELP_SOURCE_DEVICES", "HELP_VALIDATION_DEVICES",
-           "HELP_TARGET_DEVICES", "HELP_RESULTS", "HELP_TRAIN_ARCHS", "HELP_TEST_ARCHS", "NAME"]
+__all__ = [
+    "load",
+    "platforms",
+    "platform_of",
+    "help_device",
+    "reference_arch_ids",
+    "archs",
+    "GPU_PLATFORMS",
+    "ENERGY_PLATFORMS",
+    "HELP_SOURCE_DEVICES",
+    "HELP_VALIDATION_DEVICES",
+    "HELP_TARGET_DEVICES",
+    "HELP_RESULTS",
+    "HELP_TRAIN_ARCHS",
+    "HELP_TEST_ARCHS",
+    "NAME",
+]
 
 NAME = "nb201"
 _FILES = ("archs.parquet", "measurements.parquet", "reference_archs.parquet")
@@ -46,13 +61,28 @@ ENERGY_PLATFORMS: tuple[str, ...] = ("edgegpu", "eyeriss", "fpga")
 # archs [0, 900) are the pool, [900, 1900) the test set, each trimmed per device to the
 # middle 80% by that device's latency: argsort, keep [int(0.1 n), int(0.9 n)); ties
 # in arch order here, see carb.transfer.trim_middle)
-HELP_SOURCE_DEVICES: tuple[str, ...] = ("1080ti_1", "1080ti_32", "1080ti_256", "silver_4114", "silver_4210r",
-                                        "samsung_a50", "pixel3", "essential_ph_1", "samsung_s7")
+HELP_SOURCE_DEVICES: tuple[str, ...] = (
+    "1080ti_1",
+    "1080ti_32",
+    "1080ti_256",
+    "silver_4114",
+    "silver_4210r",
+    "samsung_a50",
+    "pixel3",
+    "essential_ph_1",
+    "samsung_s7",
+)
 HELP_VALIDATION_DEVICES: tuple[str, ...] = ("titanx_1", "titanx_32", "titanx_256", "gold_6240")
 HELP_TARGET_DEVICES: tuple[str, ...] = ("titan_rtx_256", "gold_6226", "fpga", "pixel2", "raspi4", "eyeriss")
 #: HELP's published Spearman per target (10 reference + 10 random archs).
-HELP_RESULTS: dict[str, float] = {"titan_rtx_256": 0.987, "gold_6226": 0.989, "pixel2": 0.802, "raspi4": 0.890,
-                                  "eyeriss": 0.940, "fpga": 0.985}
+HELP_RESULTS: dict[str, float] = {
+    "titan_rtx_256": 0.987,
+    "gold_6226": 0.989,
+    "pixel2": 0.802,
+    "raspi4": 0.890,
+    "eyeriss": 0.940,
+    "fpga": 0.985,
+}
 HELP_TRAIN_ARCHS = range(0, 900)
 HELP_TEST_ARCHS = range(900, 1900)
 
@@ -60,15 +90,15 @@ HELP_TEST_ARCHS = range(900, 1900)
 def help_device(platform: str) -> str:
     """HELP's device name of a platform (``titan_rtx_b256`` -> ``titan_rtx_256``)."""
     for g in _GPUS:
-        if platform.startswith(g + "_b") and platform[len(g) + 2:].isdigit():
-            return f"{g}_{platform[len(g) + 2:]}"
+        if platform.startswith(g + "_b") and platform[len(g) + 2 :].isdigit():
+            return f"{g}_{platform[len(g) + 2 :]}"
     return platform
 
 
 def platform_of(device: str) -> str:
     """The platform name of a published device name (``titan_rtx_256`` -> ``titan_rtx_b256``)."""
     for g in _GPUS:
-        rest = device[len(g) + 1:]
+        rest = device[len(g) + 1 :]
         if device.startswith(g + "_") and rest.isdigit():
             return f"{g}_b{rest}"
     return device
@@ -144,8 +174,12 @@ def reference_arch_ids(*, data_dir: str | Path | None = None) -> list[int]:
 def _wide_by_metric(directory: str) -> pd.DataFrame:
     """One row per (arch, platform, input variant): latency_ms, energy_mj, measured, source."""
     _, meas, _ = _raw(directory)
-    m = meas.assign(device=meas["device"].astype(str), dataset=meas["dataset"].astype(str),
-                    metric=meas["metric"].astype(str), source=meas["source"].astype(str))
+    m = meas.assign(
+        device=meas["device"].astype(str),
+        dataset=meas["dataset"].astype(str),
+        metric=meas["metric"].astype(str),
+        source=meas["source"].astype(str),
+    )
     keys = ["arch_idx", "device", "dataset"]
     lat = m[m.metric == "latency"].set_index(keys)
     en = m[m.metric == "energy"].set_index(keys)["value"].rename("energy_mj")
@@ -182,7 +216,8 @@ def load(platform: str | None = None, *, features: bool = True, data_dir: str | 
     w = w.assign(platform=w["device"].map(platform_of))
     if platform is not None:
         if platform not in set(w["platform"]):
-            raise DatasetError(f"nb201: unknown platform {platform!r} (platforms: {', '.join(platforms(data_dir=data_dir))})")
+            known = ", ".join(platforms(data_dir=data_dir))
+            raise DatasetError(f"nb201: unknown platform {platform!r} (platforms: {known})")
         w = w[w["platform"] == platform]
     archs_df = _raw(directory)[0]
     sizes = {k: v for k, v in fam.INPUT_VARIANTS.items()}
@@ -190,13 +225,15 @@ def load(platform: str | None = None, *, features: bool = True, data_dir: str | 
     if unknown:
         raise DatasetError(f"{directory}: unknown input variant {sorted(unknown)[0]!r}")
     batch = w["device"].map(lambda d: int(d.rsplit("_", 1)[1]) if platform_of(d) != d else 1)
-    df = pd.DataFrame({
-        "arch_idx": w["arch_idx"].to_numpy(),
-        "family": fam.FAMILY,
-        "device": w["platform"].to_numpy(),
-        "platform": w["platform"].to_numpy(),
-        "dataset": w["dataset"].to_numpy(),
-    })
+    df = pd.DataFrame(
+        {
+            "arch_idx": w["arch_idx"].to_numpy(),
+            "family": fam.FAMILY,
+            "device": w["platform"].to_numpy(),
+            "platform": w["platform"].to_numpy(),
+            "dataset": w["dataset"].to_numpy(),
+        }
+    )
     a = archs_df.set_index("arch_idx").loc[df["arch_idx"]]
     df["arch_str"] = a["arch_str"].to_numpy()
     for c in fam.EDGE_COLUMNS:
@@ -228,7 +265,9 @@ def _config_ids(df: pd.DataFrame) -> np.ndarray:
     """Config ids, computed once per distinct (edges, size, classes, batch); fp32 throughout."""
     key = df[[*fam.EDGE_COLUMNS, "input_size", "classes", "batch"]]
     uniq = key.drop_duplicates()
-    ids = [fam.NB201Config(tuple(r[:6]), input_size=int(r[6]), classes=int(r[7]), batch=int(r[8])).config_id
-           for r in uniq.itertuples(index=False)]
+    ids = [
+        fam.NB201Config(tuple(r[:6]), input_size=int(r[6]), classes=int(r[7]), batch=int(r[8])).config_id
+        for r in uniq.itertuples(index=False)
+    ]
     table = uniq.assign(_id=ids)
     return key.merge(table, on=list(key.columns), how="left")["_id"].to_numpy()

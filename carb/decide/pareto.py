@@ -14,12 +14,25 @@ import moocore
 import numpy as np
 import pandas as pd
 
-__all__ = ["Objective", "parse_objectives", "front_mask", "hypervolume", "bounds_of", "pareto_recall",
-           "DEFAULT_OBJECTIVES", "dominated_by", "sampled_front_frequency"]
+__all__ = [
+    "Objective",
+    "parse_objectives",
+    "front_mask",
+    "hypervolume",
+    "bounds_of",
+    "pareto_recall",
+    "DEFAULT_OBJECTIVES",
+    "dominated_by",
+    "sampled_front_frequency",
+]
 
 #: (column, direction): cheapest energy per image, fastest, smallest, most capacity
 DEFAULT_OBJECTIVES: tuple[tuple[str, str], ...] = (
-    ("energy_j_per_image", "min"), ("latency_ms", "min"), ("memory_mb", "min"), ("flops_per_image", "max"))
+    ("energy_j_per_image", "min"),
+    ("latency_ms", "min"),
+    ("memory_mb", "min"),
+    ("flops_per_image", "max"),
+)
 
 Objective = tuple[str, str]
 
@@ -53,11 +66,12 @@ def front_mask(df: pd.DataFrame, objectives: Sequence[Objective]) -> np.ndarray:
     return mask
 
 
-def hypervolume(df: pd.DataFrame, objectives: Sequence[Objective],
-                bounds: Mapping[str, tuple[float, float]]) -> float:
-    """Hypervolume dominated by the rows, after scaling each objective to [0, 1] by
-    ``bounds`` (column -> (best, worst) in the column's own units; log-scaled when both
-    are positive, since costs span orders of magnitude) and with reference point 1.1."""
+def hypervolume(df: pd.DataFrame, objectives: Sequence[Objective], bounds: Mapping[str, tuple[float, float]]) -> float:
+    """Return the hypervolume dominated by the rows, with reference point 1.1.
+
+    Each objective is first scaled to [0, 1] by ``bounds`` (column -> (best, worst) in the column's own units;
+    log-scaled when both are positive, since costs span orders of magnitude).
+    """
     if df.empty:
         return 0.0
     cols = []
@@ -86,20 +100,22 @@ def bounds_of(df: pd.DataFrame, objectives: Sequence[Objective]) -> dict[str, tu
     return out
 
 
-def pareto_recall(selected_ids: Sequence[str], truth: pd.DataFrame, objectives: Sequence[Objective],
-                  id_col: str = "config_id") -> float:
-    """Share of the true Pareto front (computed on ``truth``, the measured values) that the
-    selected ids contain."""
+def pareto_recall(
+    selected_ids: Sequence[str], truth: pd.DataFrame, objectives: Sequence[Objective], id_col: str = "config_id"
+) -> float:
+    """Share of the true Pareto front (computed on ``truth``, the measured values) that the selected ids contain."""
     true_front = set(truth.loc[front_mask(truth, objectives), id_col])
     if not true_front:
         return float("nan")
     return len(true_front & set(selected_ids)) / len(true_front)
 
 
-def dominated_by(points: pd.DataFrame, others: pd.DataFrame, objectives: Sequence[Objective],
-                 chunk: int = 4096) -> np.ndarray:
-    """Mask of the rows of ``points`` that some row of ``others`` dominates (at least as
-    good in every objective, better in one).
+def dominated_by(
+    points: pd.DataFrame, others: pd.DataFrame, objectives: Sequence[Objective], chunk: int = 4096
+) -> np.ndarray:
+    """Return a mask of the rows of ``points`` that some row of ``others`` dominates.
+
+    A row dominates another when it is at least as good in every objective and better in one.
 
     With ``points`` holding each config's *best plausible* values (the interval's lower
     bounds of costs) and ``others`` the *worst plausible* values of configs surely within
@@ -107,24 +123,26 @@ def dominated_by(points: pd.DataFrame, others: pd.DataFrame, objectives: Sequenc
     its true costs inside its interval, a feasible config beats it. Only the front of
     ``others`` is compared against, in chunks (memory stays bounded for millions of rows).
     """
-    P, O = _matrix(points, objectives), _matrix(others, objectives)
-    O = O[np.isfinite(O).all(axis=1)]
+    P, Q = _matrix(points, objectives), _matrix(others, objectives)
+    Q = Q[np.isfinite(Q).all(axis=1)]
     out = np.zeros(len(P), dtype=bool)
-    if not len(O) or not len(P):
+    if not len(Q) or not len(P):
         return out
-    F = O[moocore.is_nondominated(O, keep_weakly=False)]
+    F = Q[moocore.is_nondominated(Q, keep_weakly=False)]
     for s in range(0, len(P), chunk):
-        x = P[s:s + chunk, None, :]
+        x = P[s : s + chunk, None, :]
         le = (F[None, :, :] <= x).all(axis=2)
         lt = (F[None, :, :] < x).any(axis=2)
-        out[s:s + chunk] = (le & lt).any(axis=1)
+        out[s : s + chunk] = (le & lt).any(axis=1)
     return out
 
 
 def sampled_front_frequency(samples: Iterable[tuple[np.ndarray, np.ndarray]], n: int) -> np.ndarray:
-    """How often each of ``n`` rows is on the Pareto front, over samples of ``(X, ok)``: an
-    ``n x d`` matrix of objective values (to minimize) and the rows that exist in that
-    sample (e.g. those within budget). Ties all count as on the front."""
+    """Return how often each of ``n`` rows is on the Pareto front, over samples of ``(X, ok)``.
+
+    Each sample holds ``X``, an ``n x d`` matrix of objective values (to minimize), and ``ok``, the rows that exist in
+    that sample (e.g. those within budget). Ties all count as on the front.
+    """
     count = np.zeros(n)
     m = 0
     for X, ok in samples:

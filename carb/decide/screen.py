@@ -1,23 +1,33 @@
-"""Two-stage deployment screening: from a large configuration space to a short list
-worth profiling on a target device.
+"""Two-stage deployment screening: from a large configuration space to a short list worth profiling on a target device.
 
 Stage 1 (cross-device ranking)
     A model of a *source* device predicts every candidate. Its predictions are mapped to
     the target device by a log-log line fitted on a calibration sample that both models
-    predict (costs on two devices differ mostly by a device factor, the study's slopes),
-    and a candidate is kept when the mapped prediction is within budget by a margin of
-    ``z`` times the map's residual spread: the less the source ranks like the target, the
-    wider the margin, so that truly feasible configs are not dropped.
+    predict (costs on two devices differ mostly by a device factor), and a candidate is
+    kept when the mapped prediction is within budget by a margin of ``z`` times the map's
+    residual spread: the less the source ranks like the target, the wider the margin, so
+    that truly feasible configs are not dropped.
 Stage 2 (device-specific)
     The *target* model predicts the survivors with intervals at ``confidence``. With
-    ``risk="decide"`` every budget call is three-way: ``accept`` (the whole interval is
-    within every budget), ``reject`` (the chance that a target is over its budget is at
-    least ``confidence``: its one-sided lower bound is over) or ``measure`` (neither: not a
-    decision, a config to profile).
-    With ``rule="joint"`` a call is made when the chance that every budget is met (or
-    that one is missed) is at least ``confidence``, from the model's conformal scores.
-    The two-way calls of before stay: a budget is met when the interval's upper bound is
-    within it (``risk="safe"``), or the point prediction (``"point"``), or the lower bound
+    ``risk="decide"`` every budget call is three-way: ``accept``, ``reject`` or
+    ``measure`` (neither: not a decision, a config to profile), by one of two rules:
+
+    ==========  ================================================  ==================================================
+    rule        accept                                            reject
+    ==========  ================================================  ==================================================
+    interval    the whole two-sided ``confidence`` interval of    one target is over its budget with chance
+                every target is within its budget (one-sided      >= ``confidence`` (``<target>_p_within``, from the
+                ``(1 + confidence) / 2`` per target: budgets      model's conformal scores: its one-sided
+                met together with chance >= ``confidence``)       ``confidence`` lower bound is over the budget)
+    joint       the chance that every budget is met is at least   as ``interval`` (the largest single-target
+                ``confidence`` (per-target chances multiplied:    chance of being over, a lower bound of the
+                errors of targets taken as independent)           chance that some budget is missed)
+    ==========  ================================================  ==================================================
+
+    ``joint`` leaves fewer configs to measure and lets more false accepts through;
+    ``interval`` (the default) keeps false accepts (a config deployed over budget) under 1%.
+    The two-way calls: a budget is met when the interval's upper bound is within it
+    (``risk="safe"``), or the point prediction (``"point"``), or the lower bound
     (``"optimistic"``).
 Shortlist
     ``front="point"``: the Pareto front of the predicted values of the feasible configs.
@@ -29,11 +39,7 @@ Shortlist
     of the true costs from the predictive intervals (log-Student-t with :data:`TAIL_DF`
     degrees of freedom, as heavy-tailed as the measured errors; independent per config),
     and those with a chance of at least ``front_min_prob`` are the shortlist, at most
-    ``shortlist_share`` of the candidates (:data:`SHORTLIST_SHARE`, 10% by default: on
-    cpu-1t -> cpu-2t the threshold alone kept 127-144 of 1,200 configs at the median and
-    upper-quartile budgets, 88-89% pruning, while the 120 likeliest kept 95-100% of the
-    true front at every budget quantile and the 100 likeliest only 90-100%:
-    ``benchmarks/bench_decisions.py``, recall against shortlist size in RESULTS.md).
+    ``shortlist_share`` of the candidates (:data:`SHORTLIST_SHARE`).
 
 Predictors are objects with ``predict(DataFrame) -> DataFrame`` giving, for each target
 they model, columns ``<target>``, ``<target>_lo``, ``<target>_hi``, and an attribute
@@ -45,39 +51,59 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Protocol as TypingProtocol, Sequence
+from typing import Any, Mapping, Sequence
+from typing import Protocol as TypingProtocol
 
 import numpy as np
 import pandas as pd
 
 from carb.decide import pareto
+from carb.model._conformal import chance_within
 
-__all__ = ["Predictor", "ScreenResult", "screen", "parse_budgets", "predict_at", "RISKS", "FRONTS",
-           "DECISIONS", "RULES", "FRONT_MIN_PROB", "SHORTLIST_SHARE"]
+__all__ = [
+    "Predictor",
+    "ScreenResult",
+    "screen",
+    "parse_budgets",
+    "predict_at",
+    "RISKS",
+    "FRONTS",
+    "DECISIONS",
+    "RULES",
+    "FRONT_MIN_PROB",
+    "SHORTLIST_SHARE",
+]
 
 RISKS = ("safe", "point", "optimistic", "decide")
 FRONTS = ("point", "probable")
 #: the three budget calls of ``risk="decide"``
 DECISIONS = ("accept", "measure", "reject")
-#: how ``risk="decide"`` turns the uncertainty into calls (see :func:`screen`'s ``rule``)
+#: how ``risk="decide"`` turns the uncertainty into calls (see the module docstring)
 RULES = ("interval", "joint")
-#: default least chance of being on the front for the probable shortlist (benchmarks/bench_decisions.py)
+#: default least chance of being on the front for the probable shortlist
 FRONT_MIN_PROB = 0.02
-#: default largest probable shortlist, as a share of the candidates (chosen on the measured
-#: front recall against shortlist size, benchmarks/bench_decisions.py: 10% is the smallest
-#: share that kept >= 95% of the true front at every budget quantile; 90% pruning)
+#: default largest probable shortlist, as a share of the candidates: the smallest share that
+#: kept >= 95% of the true front at every budget quantile on cpu-1t -> cpu-2t (90% pruning)
 SHORTLIST_SHARE = 0.10
 #: degrees of freedom of the Student t the probable front draws log-cost errors from
 TAIL_DF = 3.0
 #: coverage of the intervals of the "dominated with high probability" filter
 PREFILTER_COVERAGE = 0.99
+#: room a shortlist needs for the true Pareto front, in units of the probable front's expected
+#: size (``expected_front``): the shortlists that kept >= 95% of the true front held 1.9-2.5x it.
+#: Below it, the screening says which ``shortlist_share`` would give that room.
+FRONT_ROOM = 2.0
 _TARGETS = ("energy_j", "latency_ms", "memory_mb")
 
 
 class Predictor(TypingProtocol):
+    """What :func:`screen` needs of a model: its targets and a frame of predictions with intervals."""
+
     targets_: Sequence[str]
 
-    def predict(self, configs: pd.DataFrame) -> pd.DataFrame: ...
+    def predict(self, configs: pd.DataFrame) -> pd.DataFrame:
+        """Return the predictions of ``configs``, each target with its ``_lo`` and ``_hi`` interval bounds."""
+        ...
 
 
 @dataclass
@@ -114,7 +140,17 @@ class ScreenResult:
 
 
 def parse_budgets(specs: Sequence[str]) -> dict[str, float]:
-    """``["energy_j=75", "latency_ms=20"]`` -> ``{"energy_j": 75.0, "latency_ms": 20.0}``."""
+    """Read ``TARGET=VALUE`` budgets, e.g. ``["latency_ms=20"]`` -> ``{"latency_ms": 20.0}``.
+
+    Args:
+        specs: one ``TARGET=VALUE`` per budget, in the target's unit (J, ms, MB).
+
+    Returns:
+        Target -> budget.
+
+    Raises:
+        ValueError: an unknown target, or a value that is not a finite number > 0.
+    """
     out: dict[str, float] = {}
     for s in specs:
         key, sep, val = s.partition("=")
@@ -141,15 +177,28 @@ def _with_derived(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-def predict_at(model: Predictor, configs: pd.DataFrame, confidence: float,
-               budgets: Mapping[str, float] | None = None) -> pd.DataFrame:
-    """``model.predict(configs)`` with intervals at coverage ``confidence``: the model's own
-    (``predict(..., coverage=)``, e.g. CARB's conformal intervals) where it takes one; else
-    its intervals, whose coverage is ``model.coverage`` (0.9 when it does not say), widened
-    or narrowed in log space as a normal error would be. With ``budgets``, also
-    ``<target>_p_within`` per budget: the chance the true value is within it, the model's
-    own (``predict(..., budgets=)``, CARB's conformal scores) where it gives one, else read
-    off the interval as a log-Student-t error with :data:`TAIL_DF` degrees of freedom."""
+def predict_at(
+    model: Predictor, configs: pd.DataFrame, confidence: float, budgets: Mapping[str, float] | None = None
+) -> pd.DataFrame:
+    """Predict ``configs`` with intervals at coverage ``confidence``.
+
+    The intervals are the model's own (``predict(..., coverage=)``, e.g. CARB's conformal
+    intervals) where it takes a coverage; else its intervals, whose coverage is
+    ``model.coverage`` (0.9 when it does not say), widened or narrowed in log space as a
+    normal error would be.
+
+    Args:
+        model: the predictor.
+        configs: the configs to predict.
+        confidence: the intervals' coverage, in (0, 1).
+        budgets: target -> budget; with it, also ``<target>_p_within`` per budget: the chance
+            the true value is within it, the model's own (``predict(..., budgets=)``, CARB's
+            conformal scores) where it gives one, else read off the interval as a
+            log-Student-t error with :data:`TAIL_DF` degrees of freedom.
+
+    Returns:
+        The model's prediction frame at that coverage.
+    """
     import inspect
 
     try:
@@ -171,19 +220,18 @@ def predict_at(model: Predictor, configs: pd.DataFrame, confidence: float,
 
 
 def _t_within(p: pd.DataFrame, t: str, budget: float, confidence: float) -> np.ndarray:
-    """Chance the true value is within ``budget`` for a predictor that gives only its
-    ``confidence`` interval: a log-Student-t error (TAIL_DF) whose ``confidence`` interval is
-    that one (the upper half toward a budget above the point, the lower half below)."""
-    from scipy.stats import t as student
+    """Return the chance that the true value is within ``budget``, for a predictor that gives only its interval.
 
+    The error is taken as log-Student-t (TAIL_DF) whose ``confidence`` interval is the predictor's one (the upper
+    half toward a budget above the point, the lower half below).
+    """
     v = p[t].to_numpy(float)
     with np.errstate(divide="ignore", invalid="ignore"):
         d = np.log(budget / v)
         half = np.where(d >= 0, np.log(p[f"{t}_hi"].to_numpy(float) / v), np.log(v / p[f"{t}_lo"].to_numpy(float)))
-        z = d / (half / float(student.ppf((1 + confidence) / 2, TAIL_DF)))
-    out = student.cdf(z, TAIL_DF)
-    # a zero-width interval is a sure call; an unknown one (NaN) none
-    return np.where(half == 0, (d >= 0).astype(float), np.where(np.isfinite(z), out, 0.5))
+    chance = chance_within(d, half, confidence, TAIL_DF)
+    # a budget or a prediction that is not a finite positive number: no call
+    return np.where(np.isfinite(d) | (half == 0), chance, 0.5)
 
 
 def _rescaled(model: Predictor, p: pd.DataFrame, confidence: float) -> pd.DataFrame:
@@ -210,24 +258,56 @@ def _stage1_map(src: pd.DataFrame, tgt: pd.DataFrame, target: str) -> dict[str, 
     x, y = x[ok], y[ok]
     b, a = np.polyfit(x, y, 1)
     resid = y - (a + b * x)
-    return {"slope": float(b), "intercept": float(a), "sigma": float(np.std(resid, ddof=2)),
-            "spearman": float(spearmanr(x, y).statistic), "n": int(len(x))}
+    return {
+        "slope": float(b),
+        "intercept": float(a),
+        "sigma": float(np.std(resid, ddof=2)),
+        "spearman": float(spearmanr(x, y).statistic),
+        "n": int(len(x)),
+    }
 
 
-#: room a shortlist needs for the true Pareto front, in units of the probable front's expected
-#: size (the sum of the configs' chances, ``expected_front``): on cpu-1t -> cpu-2t and
-#: cpu-1t -> cpu-avx2-1t the shortlists that kept >= 95% of the true front held 1.9-2.5x it,
-#: the two cut by the 10% cap to 1.1-1.3x kept 73-87% (benchmarks/RESULTS.md, issue 18).
-#: Below it, the screening says which ``shortlist_share`` would give that room.
-FRONT_ROOM = 2.0
+@dataclass(frozen=True)
+class _Settings:
+    """A screening's settings, checked and converted as its steps use them."""
+
+    risk: str
+    rule: str
+    front: str
+    confidence: float
+    z: float
+    calibration: int
+    seed: int
+    front_min_prob: float
+    samples: int
+    max_shortlist: int | None
+    shortlist_share: float | None
+
+    @property
+    def three_way(self) -> bool:
+        """Whether Stage 2 needs intervals at ``confidence`` (three-way calls or the probable front)."""
+        return self.risk == "decide" or self.front == "probable"
 
 
-def screen(candidates: pd.DataFrame, target: Predictor, budgets: Mapping[str, float], *,
-           source: Predictor | None = None, objectives: Sequence[tuple[str, str]] | None = None,
-           risk: str = "decide", z: float = 2.0, calibration: int = 512, seed: int = 0,
-           confidence: float = 0.9, front: str | None = None, front_min_prob: float = FRONT_MIN_PROB,
-           samples: int = 1000, max_shortlist: int | None = None,
-           shortlist_share: float | None = SHORTLIST_SHARE, rule: str = "interval") -> ScreenResult:
+def screen(
+    candidates: pd.DataFrame,
+    target: Predictor,
+    budgets: Mapping[str, float],
+    *,
+    source: Predictor | None = None,
+    objectives: Sequence[tuple[str, str]] | None = None,
+    risk: str = "decide",
+    z: float = 2.0,
+    calibration: int = 512,
+    seed: int = 0,
+    confidence: float = 0.9,
+    front: str | None = None,
+    front_min_prob: float = FRONT_MIN_PROB,
+    samples: int = 1000,
+    max_shortlist: int | None = None,
+    shortlist_share: float | None = SHORTLIST_SHARE,
+    rule: str = "interval",
+) -> ScreenResult:
     """Screen ``candidates`` (a DataFrame of configs: ``config_id`` and the parameters).
 
     Args:
@@ -242,28 +322,10 @@ def screen(candidates: pd.DataFrame, target: Predictor, budgets: Mapping[str, fl
         confidence: in (0, 1), at least 0.5 with ``risk="decide"``: the coverage of the
             intervals the ``decide`` calls (rule ``interval``), the probable front and
             Stage 1's margin use; with rule ``joint``, the least chance a call is right.
-        rule: how ``risk="decide"`` calls. ``interval`` (default): accept when the whole
-            two-sided ``confidence`` interval of every target is within its budget (each
-            target's one-sided level is ``(1 + confidence) / 2``, so two budgets are met
-            together with chance >= ``confidence``), reject when the chance that one
-            target is over its budget is at least ``confidence`` (``<target>_p_within``
-            from the model's conformal scores: its one-sided ``confidence`` lower bound,
-            the lower end of the ``2 * confidence - 1`` interval, is over the budget; a
-            single target over suffices, so no Bonferroni share is needed; before
-            2026-12-03 the lower end of the ``confidence`` interval, a one-sided
-            ``(1 + confidence) / 2``, stricter than asked). ``joint``: accept when the chance
-            that *every* budget is met is at least ``confidence`` (per-target chances
-            ``<target>_p_within`` from the model's conformal scores, multiplied: errors of
-            different targets taken as independent), reject when the chance that some
-            budget is missed is at least ``confidence`` (the largest single-target chance,
-            a lower bound), measure otherwise; with one budget, accept is the one-sided
-            ``confidence`` upper bound within it. Measured side by side
-            (``benchmarks/bench_decisions.py``, cpu-1t -> cpu-2t, device model out of fold,
-            median budgets): ``joint`` sent 13% to measure against 16% (18% with the
-            stricter rejects of before) but let false accepts reach 1.5% against 0.9%; the
-            default is the rule that keeps false accepts (a config deployed over budget)
-            under 1%. The one-sided rejects decided 1.1-3.1 points more of the space at
-            every budget quantile, accuracy on the decided >= 0.994, false accepts equal.
+        rule: how ``risk="decide"`` calls: ``interval`` (default; accept when every target's
+            whole ``confidence`` interval is within its budget) or ``joint`` (accept when the
+            chance that every budget is met is at least ``confidence``); both reject when one
+            target is over its budget with chance >= ``confidence``. See the module docstring.
         front: ``point`` or ``probable`` (see the module docstring); default ``probable``
             with ``risk="decide"``, ``point`` otherwise.
         front_min_prob: the probable shortlist keeps configs on the sampled front at least
@@ -273,12 +335,88 @@ def screen(candidates: pd.DataFrame, target: Predictor, budgets: Mapping[str, fl
             profiling budget. ``None``: no cap.
         shortlist_share: with the probable front, keep at most ``ceil(shortlist_share *
             len(candidates))`` configs (the likeliest on the front); default
-            :data:`SHORTLIST_SHARE` (chosen by measurement, see the module docstring).
-            ``None``: no share cap. With ``max_shortlist`` too, the smaller cap holds.
+            :data:`SHORTLIST_SHARE`. ``None``: no share cap. With ``max_shortlist`` too, the
+            smaller cap holds.
         z: Stage 1 margin in residual standard deviations of the source-to-target map.
         calibration: configs predicted by both models to fit the Stage 1 map.
         seed: seed of the calibration sample.
+
+    Returns:
+        The shortlist, the feasible configs, the calls and a summary (:class:`ScreenResult`).
+
+    Raises:
+        ValueError: a setting out of range, no candidates, or a budget on a target the
+            target model does not predict.
     """
+    st = _check_settings(
+        risk=risk,
+        rule=rule,
+        front=front,
+        confidence=confidence,
+        z=z,
+        calibration=calibration,
+        seed=seed,
+        front_min_prob=front_min_prob,
+        samples=samples,
+        max_shortlist=max_shortlist,
+        shortlist_share=shortlist_share,
+    )
+    _check_inputs(candidates, target, budgets)
+    timings: dict[str, float] = {}
+    n = len(candidates)
+    summary: dict[str, Any] = {
+        "candidates": n,
+        "budgets": dict(budgets),
+        "risk": st.risk,
+        "confidence": st.confidence,
+        "front": st.front,
+    }
+    if st.risk == "decide":
+        summary["rule"] = st.rule
+
+    t0 = time.perf_counter()
+    survivors, stage1 = _stage1(candidates, target, source, budgets, st)
+    if stage1 is not None:
+        summary["stage1"] = stage1
+    timings["stage1_s"] = time.perf_counter() - t0
+    summary["after_stage1"] = int(len(survivors))
+
+    t0 = time.perf_counter()
+    pred, feasible, possible = _stage2(candidates, survivors, target, budgets, st)
+    objs = _objectives(objectives, target)
+    summary["objectives"] = [f"{d}:{c}" for c, d in objs]
+    shortlist, pred = _shortlist(pred, feasible, possible, objs, budgets, st, n, summary)
+    measure = decisions = pd.DataFrame()
+    if st.risk == "decide" and len(pred):
+        measure = _measure_set(pred, budgets)
+        summary.update(_call_counts(pred, measure, budgets, n, len(survivors)))
+    if len(pred):
+        decisions = _decisions_table(pred)
+    timings["stage2_s"] = time.perf_counter() - t0
+    summary.update(
+        feasible=int(len(feasible)),
+        shortlist=int(len(shortlist)),
+        pruning_ratio=1.0 - len(shortlist) / n,
+        timings=timings,
+    )
+    return ScreenResult(shortlist=shortlist, feasible=feasible, summary=summary, measure=measure, decisions=decisions)
+
+
+def _check_settings(
+    *,
+    risk: str,
+    rule: str,
+    front: str | None,
+    confidence: float,
+    z: float,
+    calibration: int,
+    seed: int,
+    front_min_prob: float,
+    samples: int,
+    max_shortlist: int | None,
+    shortlist_share: float | None,
+) -> _Settings:
+    """:func:`screen`'s settings, checked (a ValueError names the first one out of range)."""
     if risk not in RISKS:
         raise ValueError(f"risk {risk!r}: expected one of {', '.join(RISKS)}")
     if rule not in RULES:
@@ -297,170 +435,300 @@ def screen(candidates: pd.DataFrame, target: Predictor, budgets: Mapping[str, fl
         raise ValueError(f"max_shortlist {max_shortlist!r}: must be >= 1 (or None: no cap)")
     if shortlist_share is not None and not 0 < float(shortlist_share) <= 1:
         raise ValueError(f"shortlist_share {shortlist_share!r}: must be in (0, 1] (or None: no cap)")
+    return _Settings(
+        risk=risk,
+        rule=rule,
+        front=front,
+        confidence=float(confidence),
+        z=z,
+        calibration=calibration,
+        seed=seed,
+        front_min_prob=float(front_min_prob),
+        samples=int(samples),
+        max_shortlist=None if max_shortlist is None else int(max_shortlist),
+        shortlist_share=None if shortlist_share is None else float(shortlist_share),
+    )
+
+
+def _check_inputs(candidates: pd.DataFrame, target: Predictor, budgets: Mapping[str, float]) -> None:
+    """Refuse an empty space and a budget on a target the target model does not predict."""
     if candidates.empty:
         raise ValueError("no candidates to screen")
     missing = [t for t in budgets if t not in target.targets_]
     if missing:
-        raise ValueError(f"budget on {missing[0]}, which the target model does not predict "
-                         f"(it predicts {', '.join(target.targets_)})")
-    timings: dict[str, float] = {}
+        raise ValueError(
+            f"budget on {missing[0]}, which the target model does not predict "
+            f"(it predicts {', '.join(target.targets_)})"
+        )
+
+
+def _stage1(
+    candidates: pd.DataFrame, target: Predictor, source: Predictor | None, budgets: Mapping[str, float], st: _Settings
+) -> tuple[pd.DataFrame, dict[str, Any] | None]:
+    """Run Stage 1: return the candidates the source model's mapped predictions keep, and its summary.
+
+    The summary is ``None`` without a source model or budgets, and then every candidate is kept.
+    """
+    if source is None or not budgets:
+        return candidates, None
     n = len(candidates)
-    summary: dict[str, Any] = {"candidates": n, "budgets": dict(budgets), "risk": risk,
-                               "confidence": float(confidence), "front": front}
-    if risk == "decide":
-        summary["rule"] = rule
+    shared = [t for t in budgets if t in source.targets_]
+    src_all = source.predict(candidates)
+    cal_idx = np.random.default_rng(st.seed).choice(n, size=min(st.calibration, n), replace=False)
+    cal = candidates.iloc[cal_idx]
+    tgt_cal = predict_at(target, cal, st.confidence) if st.three_way else target.predict(cal)
+    keep = np.ones(n, dtype=bool)
+    maps = {}
+    for t in shared:
+        m = _stage1_map(src_all.iloc[cal_idx], tgt_cal, t)
+        if st.three_way:
+            m["interval_margin"] = _interval_margin(tgt_cal, t)
+        maps[t] = m
+        mapped = m["intercept"] + m["slope"] * np.log(src_all[t].to_numpy(float))
+        keep &= mapped <= np.log(budgets[t]) + st.z * m["sigma"] + m.get("interval_margin", 0.0)
+    return candidates[keep], {"z": st.z, "maps": maps, "targets": shared}
 
-    # -- Stage 1 ----------------------------------------------------------------------------
-    t0 = time.perf_counter()
-    survivors = candidates
-    if source is not None and budgets:
-        shared = [t for t in budgets if t in source.targets_]
-        src_all = source.predict(candidates)
-        cal_idx = np.random.default_rng(seed).choice(n, size=min(calibration, n), replace=False)
-        cal = candidates.iloc[cal_idx]
-        three_way = risk == "decide" or front == "probable"
-        tgt_cal = predict_at(target, cal, float(confidence)) if three_way else target.predict(cal)
-        keep = np.ones(n, dtype=bool)
-        maps = {}
-        for t in shared:
-            m = _stage1_map(src_all.iloc[cal_idx], tgt_cal, t)
-            if three_way:
-                # a Stage 1 prune is a reject call: keep whatever the target's interval could
-                # bring within budget (the 95th percentile of its log upper half-width)
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    up = np.log(tgt_cal[f"{t}_hi"].to_numpy(float) / tgt_cal[t].to_numpy(float))
-                up = up[np.isfinite(up)]
-                m["interval_margin"] = float(np.quantile(up, 0.95)) if len(up) else 0.0
-            maps[t] = m
-            mapped = m["intercept"] + m["slope"] * np.log(src_all[t].to_numpy(float))
-            keep &= mapped <= np.log(budgets[t]) + z * m["sigma"] + m.get("interval_margin", 0.0)
-        survivors = candidates[keep]
-        summary["stage1"] = {"z": z, "maps": maps, "targets": shared}
-    timings["stage1_s"] = time.perf_counter() - t0
-    summary["after_stage1"] = int(len(survivors))
 
-    # -- Stage 2 ----------------------------------------------------------------------------
-    t0 = time.perf_counter()
-    decided = risk == "decide" or front == "probable"
-    # both rules' rejects read each target's chance of being within its budget
-    pred = (predict_at(target, survivors, float(confidence), budgets=budgets if risk == "decide" else None)
-            if decided else target.predict(survivors)) if len(survivors) else pd.DataFrame()
-    measure = decisions = pd.DataFrame()
-    possible = None
-    if len(survivors):
-        # the predictions win over same-named candidate columns: candidates taken from a
-        # measured dataset carry the measured targets, which must not decide the screening
-        pred = pd.concat([survivors.drop(columns=[c for c in pred.columns if c in survivors.columns])
-                          .reset_index(drop=True), pred.reset_index(drop=True)], axis=1)
-        if risk == "decide":
-            call = _calls(pred, budgets, float(confidence), rule)
-            if budgets:  # the chance every budget is met (errors of targets taken as independent)
-                pred["p_within"] = np.prod([pred[f"{t}_p_within"].to_numpy(float) for t in budgets], axis=0)
-            ok = call == "accept"
-            possible = call != "reject"
-        else:
-            col = {"safe": "_hi", "point": "", "optimistic": "_lo"}[risk]
-            ok = np.ones(len(pred), dtype=bool)
-            for t, b in budgets.items():
-                ok &= pred[f"{t}{col}"].to_numpy(float) <= b
-            call = np.where(ok, "accept", "reject")
-            if front == "probable":
-                possible = _calls(pred, budgets) != "reject"
-        pred = _with_derived(pred.assign(decision=call))
-        if "flops_per_image" not in pred.columns:
-            from carb.families.features import compute
+def _interval_margin(tgt_cal: pd.DataFrame, t: str) -> float:
+    """Return Stage 1's extra margin when its prunes are reject calls.
 
-            pred = pred.join(compute(pred)[["flops_per_image"]])
-        feasible = pred[ok].reset_index(drop=True)
-    else:
+    The margin is whatever the target's interval could bring within budget (the 95th percentile of its log upper
+    half-width).
+    """
+    with np.errstate(divide="ignore", invalid="ignore"):
+        up = np.log(tgt_cal[f"{t}_hi"].to_numpy(float) / tgt_cal[t].to_numpy(float))
+    up = up[np.isfinite(up)]
+    return float(np.quantile(up, 0.95)) if len(up) else 0.0
+
+
+def _stage2(
+    candidates: pd.DataFrame, survivors: pd.DataFrame, target: Predictor, budgets: Mapping[str, float], st: _Settings
+) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarray | None]:
+    """Run Stage 2: return the target model's predictions of the survivors, the feasible ones, and the possible ones.
+
+    The predictions carry their calls (``decision``); the possible ones are those that may be within budget (for the
+    probable front; ``None`` when it does not apply).
+    """
+    if not len(survivors):
         pred = feasible = pd.DataFrame(columns=candidates.columns)
-    objs = list(objectives) if objectives is not None else [
-        o for o in pareto.DEFAULT_OBJECTIVES
-        if o[0] in ("flops_per_image",) or o[0].removesuffix("_per_image") in target.targets_]
-    summary["objectives"] = [f"{d}:{c}" for c, d in objs]
-    if front == "probable" and possible is not None and possible.any():
-        cand = pred[possible].reset_index(drop=True)
-        p_front, p_feas = _probable_front(cand, objs, budgets, float(confidence), int(samples), seed)
-        cand = cand.assign(p_feasible=p_feas, p_front=p_front)
-        pred = pred.drop(columns=["p_feasible", "p_front"], errors="ignore")
-        pred = pred.merge(cand[["config_id", "p_feasible", "p_front"]], on="config_id", how="left") \
-            if "config_id" in pred.columns else pred
-        pick = cand[cand["p_front"] >= max(float(front_min_prob), 1e-12)].copy()
-        # most likely on the front first; ties by the mean of the per-objective ranks
-        ranks = np.column_stack([pick[c].rank(ascending=(d == "min")).to_numpy() for c, d in objs])
-        pick["_tie"] = ranks.mean(axis=1) if len(pick) else []
-        shortlist = pick.sort_values(["p_front", "_tie"], ascending=[False, True]).drop(columns="_tie")
-        shortlist = shortlist.assign(rank=np.arange(1, len(shortlist) + 1)).reset_index(drop=True)
-        summary["front_min_prob"] = float(front_min_prob)
-        summary["samples"] = int(samples)
-        summary["front_candidates"] = int(len(cand))
-        # the sampled fronts' mean size (it ran 0.64-0.87x the true front on our two CPU pairs)
-        summary["expected_front"] = float(np.sum(p_front))
-        if shortlist_share is not None:
-            share_cap = max(1, math.ceil(float(shortlist_share) * n))
-            summary["shortlist_share"] = float(shortlist_share)
-            if len(shortlist) > share_cap:
-                summary["shortlist_share_cap"] = share_cap
-                max_shortlist = share_cap if max_shortlist is None else min(int(max_shortlist), share_cap)
-                if share_cap < FRONT_ROOM * summary["expected_front"]:
-                    # a small space's front is a large share of it: the cap cuts into it
-                    summary["share_for_front"] = min(1.0, math.ceil(
-                        100 * FRONT_ROOM * summary["expected_front"] / n) / 100)
+        return pred, feasible, None
+    # both rules' rejects read each target's chance of being within its budget
+    pred = (
+        predict_at(target, survivors, st.confidence, budgets=budgets if st.risk == "decide" else None)
+        if st.three_way
+        else target.predict(survivors)
+    )
+    # the predictions win over same-named candidate columns: candidates taken from a
+    # measured dataset carry the measured targets, which must not decide the screening
+    pred = pd.concat(
+        [
+            survivors.drop(columns=[c for c in pred.columns if c in survivors.columns]).reset_index(drop=True),
+            pred.reset_index(drop=True),
+        ],
+        axis=1,
+    )
+    call, ok, possible = _budget_calls(pred, budgets, st)
+    pred = _with_derived(pred.assign(decision=call))
+    if "flops_per_image" not in pred.columns:
+        from carb.families.features import compute
+
+        pred = pred.join(compute(pred)[["flops_per_image"]])
+    return pred, pred[ok].reset_index(drop=True), possible
+
+
+def _budget_calls(
+    pred: pd.DataFrame, budgets: Mapping[str, float], st: _Settings
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Return each config's call, whether it is feasible, and whether it may be within budget.
+
+    Those that may be within budget are the probable front's candidates (``None`` when it does not apply). With
+    three-way calls it adds ``p_within`` to ``pred``: the chance every budget is met (targets independent).
+    """
+    possible = None
+    if st.risk == "decide":
+        call = _calls(pred, budgets, st.confidence, st.rule)
+        if budgets:
+            pred["p_within"] = np.prod([pred[f"{t}_p_within"].to_numpy(float) for t in budgets], axis=0)
+        return call, call == "accept", call != "reject"
+    col = {"safe": "_hi", "point": "", "optimistic": "_lo"}[st.risk]
+    ok = np.ones(len(pred), dtype=bool)
+    for t, b in budgets.items():
+        ok &= pred[f"{t}{col}"].to_numpy(float) <= b
+    if st.front == "probable":
+        possible = _calls(pred, budgets) != "reject"
+    return np.where(ok, "accept", "reject"), ok, possible
+
+
+def _objectives(objectives: Sequence[tuple[str, str]] | None, target: Predictor) -> list[tuple[str, str]]:
+    """The front's objectives: those given, else the defaults the target model predicts."""
+    if objectives is not None:
+        return list(objectives)
+    return [
+        o
+        for o in pareto.DEFAULT_OBJECTIVES
+        if o[0] in ("flops_per_image",) or o[0].removesuffix("_per_image") in target.targets_
+    ]
+
+
+def _shortlist(
+    pred: pd.DataFrame,
+    feasible: pd.DataFrame,
+    possible: np.ndarray | None,
+    objs: list[tuple[str, str]],
+    budgets: Mapping[str, float],
+    st: _Settings,
+    n: int,
+    summary: dict[str, Any],
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Return the ranked shortlist (probable or point front, capped) and ``pred``.
+
+    ``pred`` carries the probable front's chances where it was drawn.
+    """
+    max_shortlist = st.max_shortlist
+    if st.front == "probable" and possible is not None and possible.any():
+        shortlist, pred = _probable_shortlist(pred, possible, objs, budgets, st, summary)
+        max_shortlist = _share_cap(len(shortlist), max_shortlist, st, n, summary)
     elif len(feasible):
-        front_rows = feasible[pareto.front_mask(feasible, objs)].copy()
-        # rank: mean of the per-objective ranks (1 = best), a simple, explainable order
-        ranks = np.column_stack([front_rows[c].rank(ascending=(d == "min")).to_numpy() for c, d in objs])
-        front_rows["rank"] = pd.Series(ranks.mean(axis=1), index=front_rows.index).rank(method="first").astype(int)
-        shortlist = front_rows.sort_values("rank").reset_index(drop=True)
+        shortlist = _point_shortlist(feasible, objs)
     else:
         shortlist = feasible.assign(rank=pd.Series(dtype=int))
-    if max_shortlist is not None and len(shortlist) > int(max_shortlist):
-        shortlist = shortlist.sort_values("rank").head(int(max_shortlist)).reset_index(drop=True)
-        summary["max_shortlist"] = int(max_shortlist)
-    if risk == "decide" and len(pred):
-        measure = pred[pred["decision"] == "measure"].copy()
-        # the most useful to profile first: likely on the front, then nearest a budget
-        measure["_near"] = np.min([np.abs(np.log(measure[t].to_numpy(float) / b)) for t, b in budgets.items()],
-                                  axis=0) if budgets and len(measure) else 0.0
-        keys = (["p_front"] if "p_front" in measure.columns else []) + ["_near"]
-        measure = measure.sort_values(keys, ascending=[False] * (len(keys) - 1) + [True]).drop(columns="_near")
-        measure = measure.reset_index(drop=True)
-        counts = {d: int((pred["decision"] == d).sum()) for d in DECISIONS}
-        counts["reject"] += n - len(survivors)  # Stage 1 prunes are rejects
-        summary["decisions"] = counts
-        summary["decided_share"] = 1.0 - counts["measure"] / n
-        # which budget keeps each undecided config from a call (its upper bound over that
-        # budget; a config can count under several), and how crowded the candidates are at
-        # it: the share whose point prediction lies within the interval's median relative
-        # half-width of the budget. Where that share is large, narrower intervals decide few
-        # more: the configs sit on the budget (benchmarks/RESULTS.md, issue 18)
-        straddle, crowd = {}, {}
-        for t, b in budgets.items():
-            if f"{t}_hi" not in pred.columns or f"{t}_lo" not in pred.columns:
-                continue
-            straddle[t] = int((measure[f"{t}_hi"].to_numpy(float) > b).sum()) if len(measure) else 0
-            p, lo, hi = (pred[c].to_numpy(float) for c in (t, f"{t}_lo", f"{t}_hi"))
-            with np.errstate(divide="ignore", invalid="ignore"):
-                hw = np.log(hi / lo) / 2
-                hw = float(np.median(hw[np.isfinite(hw)])) if np.isfinite(hw).any() else float("nan")
-                near = np.abs(np.log(p / b)) < hw
-            crowd[t] = {"half_width_rel": float(np.expm1(hw)), "share_within": float(near.sum() / n)}
-        summary["measure_by_budget"] = straddle
-        summary["crowding"] = crowd
-    if len(pred):
-        keep = [c for c in ("config_id", "decision", "p_within", "p_feasible", "p_front") if c in pred.columns]
-        decisions = pred[keep + [c for c in pred.columns if c not in keep and c.split("_")[0] in
-                                 ("energy", "latency", "memory")]].copy()
-    timings["stage2_s"] = time.perf_counter() - t0
-    summary.update(feasible=int(len(feasible)), shortlist=int(len(shortlist)),
-                   pruning_ratio=1.0 - len(shortlist) / n, timings=timings)
-    return ScreenResult(shortlist=shortlist, feasible=feasible, summary=summary, measure=measure,
-                        decisions=decisions)
+    if max_shortlist is not None and len(shortlist) > max_shortlist:
+        shortlist = shortlist.sort_values("rank").head(max_shortlist).reset_index(drop=True)
+        summary["max_shortlist"] = max_shortlist
+    return shortlist, pred
 
 
-def _calls(pred: pd.DataFrame, budgets: Mapping[str, float], confidence: float | None = None,
-           rule: str = "interval") -> np.ndarray:
-    """Three-way budget calls.
+def _probable_shortlist(
+    pred: pd.DataFrame,
+    possible: np.ndarray,
+    objs: list[tuple[str, str]],
+    budgets: Mapping[str, float],
+    st: _Settings,
+    summary: dict[str, Any],
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Return the configs likeliest on the front, ranked (``p_front``), and ``pred``.
+
+    ``pred`` carries each config's ``p_feasible`` and ``p_front``.
+    """
+    cand = pred[possible].reset_index(drop=True)
+    p_front, p_feas = _probable_front(cand, objs, budgets, st.confidence, st.samples, st.seed)
+    cand = cand.assign(p_feasible=p_feas, p_front=p_front)
+    pred = pred.drop(columns=["p_feasible", "p_front"], errors="ignore")
+    pred = (
+        pred.merge(cand[["config_id", "p_feasible", "p_front"]], on="config_id", how="left")
+        if "config_id" in pred.columns
+        else pred
+    )
+    pick = cand[cand["p_front"] >= max(st.front_min_prob, 1e-12)].copy()
+    # most likely on the front first; ties by the mean of the per-objective ranks
+    ranks = np.column_stack([pick[c].rank(ascending=(d == "min")).to_numpy() for c, d in objs])
+    pick["_tie"] = ranks.mean(axis=1) if len(pick) else []
+    shortlist = pick.sort_values(["p_front", "_tie"], ascending=[False, True]).drop(columns="_tie")
+    shortlist = shortlist.assign(rank=np.arange(1, len(shortlist) + 1)).reset_index(drop=True)
+    summary["front_min_prob"] = st.front_min_prob
+    summary["samples"] = st.samples
+    summary["front_candidates"] = int(len(cand))
+    # the sampled fronts' mean size (0.64-0.87x the true front on two CPU pairs)
+    summary["expected_front"] = float(np.sum(p_front))
+    return shortlist, pred
+
+
+def _share_cap(size: int, max_shortlist: int | None, st: _Settings, n: int, summary: dict[str, Any]) -> int | None:
+    """Return the shortlist cap once ``shortlist_share`` applies to a probable shortlist of ``size`` configs.
+
+    When the cap cuts into the front, it says in ``summary`` which share would leave the front room.
+    """
+    if st.shortlist_share is None:
+        return max_shortlist
+    share_cap = max(1, math.ceil(st.shortlist_share * n))
+    summary["shortlist_share"] = st.shortlist_share
+    if size > share_cap:
+        summary["shortlist_share_cap"] = share_cap
+        max_shortlist = share_cap if max_shortlist is None else min(max_shortlist, share_cap)
+        if share_cap < FRONT_ROOM * summary["expected_front"]:
+            # a small space's front is a large share of it: the cap cuts into it
+            summary["share_for_front"] = min(1.0, math.ceil(100 * FRONT_ROOM * summary["expected_front"] / n) / 100)
+    return max_shortlist
+
+
+def _point_shortlist(feasible: pd.DataFrame, objs: list[tuple[str, str]]) -> pd.DataFrame:
+    """Return the Pareto front of the feasible configs' predicted values, ranked.
+
+    The rank is that of the mean of the per-objective ranks (1 = best): a simple, explainable order.
+    """
+    front_rows = feasible[pareto.front_mask(feasible, objs)].copy()
+    ranks = np.column_stack([front_rows[c].rank(ascending=(d == "min")).to_numpy() for c, d in objs])
+    front_rows["rank"] = pd.Series(ranks.mean(axis=1), index=front_rows.index).rank(method="first").astype(int)
+    return front_rows.sort_values("rank").reset_index(drop=True)
+
+
+def _measure_set(pred: pd.DataFrame, budgets: Mapping[str, float]) -> pd.DataFrame:
+    """The configs called ``measure``, the most useful to profile first: likely on the front, then nearest a budget."""
+    measure = pred[pred["decision"] == "measure"].copy()
+    measure["_near"] = (
+        np.min([np.abs(np.log(measure[t].to_numpy(float) / b)) for t, b in budgets.items()], axis=0)
+        if budgets and len(measure)
+        else 0.0
+    )
+    keys = (["p_front"] if "p_front" in measure.columns else []) + ["_near"]
+    measure = measure.sort_values(keys, ascending=[False] * (len(keys) - 1) + [True]).drop(columns="_near")
+    return measure.reset_index(drop=True)
+
+
+def _call_counts(
+    pred: pd.DataFrame, measure: pd.DataFrame, budgets: Mapping[str, float], n: int, survivors: int
+) -> dict[str, Any]:
+    """Return the three-way summary (see :class:`ScreenResult`).
+
+    It holds ``decisions`` (Stage 1 prunes counted as rejects), ``decided_share``, ``measure_by_budget`` and
+    ``crowding``.
+    """
+    counts = {d: int((pred["decision"] == d).sum()) for d in DECISIONS}
+    counts["reject"] += n - survivors  # Stage 1 prunes are rejects
+    straddle, crowd = _crowding(pred, measure, budgets, n)
+    return {
+        "decisions": counts,
+        "decided_share": 1.0 - counts["measure"] / n,
+        "measure_by_budget": straddle,
+        "crowding": crowd,
+    }
+
+
+def _crowding(
+    pred: pd.DataFrame, measure: pd.DataFrame, budgets: Mapping[str, float], n: int
+) -> tuple[dict[str, int], dict[str, dict[str, float]]]:
+    """Return, per budgeted target, how many configs to measure straddle its budget and how crowded it is.
+
+    The first counts the configs to measure whose upper bound is over the budget (a config can count under
+    several). The crowding is the share of candidates whose point prediction lies within the intervals' median
+    relative half-width of the budget: where that share is large, narrower intervals decide few more.
+    """
+    straddle, crowd = {}, {}
+    for t, b in budgets.items():
+        if f"{t}_hi" not in pred.columns or f"{t}_lo" not in pred.columns:
+            continue
+        straddle[t] = int((measure[f"{t}_hi"].to_numpy(float) > b).sum()) if len(measure) else 0
+        p, lo, hi = (pred[c].to_numpy(float) for c in (t, f"{t}_lo", f"{t}_hi"))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            hw = np.log(hi / lo) / 2
+            hw = float(np.median(hw[np.isfinite(hw)])) if np.isfinite(hw).any() else float("nan")
+            near = np.abs(np.log(p / b)) < hw
+        crowd[t] = {"half_width_rel": float(np.expm1(hw)), "share_within": float(near.sum() / n)}
+    return straddle, crowd
+
+
+def _decisions_table(pred: pd.DataFrame) -> pd.DataFrame:
+    """Every Stage 2 survivor: its id, call and chances, then its predicted costs."""
+    keep = [c for c in ("config_id", "decision", "p_within", "p_feasible", "p_front") if c in pred.columns]
+    return pred[
+        keep + [c for c in pred.columns if c not in keep and c.split("_")[0] in ("energy", "latency", "memory")]
+    ].copy()
+
+
+def _calls(
+    pred: pd.DataFrame, budgets: Mapping[str, float], confidence: float | None = None, rule: str = "interval"
+) -> np.ndarray:
+    """Return the three-way budget calls.
 
     ``rule="joint"``, from the chances ``<target>_p_within``: ``accept`` when their product
     is at least ``confidence``, ``reject`` when one target's chance of being over is at
@@ -468,7 +736,8 @@ def _calls(pred: pd.DataFrame, budgets: Mapping[str, float], confidence: float |
     ``rule="interval"``: ``accept`` when every upper bound is within its budget;
     ``reject`` when one target's chance of being over is at least ``confidence`` (with
     ``confidence`` and the ``<target>_p_within`` columns; else when a lower bound is over
-    its budget); ``measure`` otherwise."""
+    its budget); ``measure`` otherwise.
+    """
     n = len(pred)
     if not budgets:
         return np.full(n, "accept")
@@ -487,19 +756,31 @@ def _calls(pred: pd.DataFrame, budgets: Mapping[str, float], confidence: float |
     return np.where(over, "reject", np.where(within, "accept", "measure"))
 
 
-def _probable_front(cand: pd.DataFrame, objs: Sequence[tuple[str, str]], budgets: Mapping[str, float],
-                    confidence: float, samples: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Chance of each candidate being on the front of the feasible configs, and of being
-    within budget, by Monte-Carlo draws of the true costs (log-normal per config and
-    target, spread from its ``confidence`` interval). Configs that an accepted config
-    dominates even at the ends of both intervals get 0 without being drawn."""
+def _probable_front(
+    cand: pd.DataFrame,
+    objs: Sequence[tuple[str, str]],
+    budgets: Mapping[str, float],
+    confidence: float,
+    samples: int,
+    seed: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Return each candidate's chance of being on the front of the feasible configs, and of being within budget.
+
+    Both come from Monte-Carlo draws of the true costs (log-Student-t per config and target, spread from its
+    ``confidence`` interval). Configs that an accepted config dominates even at the ends of both intervals get 0
+    without being drawn.
+    """
     from scipy.stats import t as student
 
-    # heavy tails: the normalized out-of-fold scores of CARB on cpu-2t have q97.5/q90 of
-    # 1.6-1.8 and q99/q90 of 2-3, a Student t with 3 degrees of freedom (a normal: 1.36, 1.57)
+    # heavy tails: CARB's normalized out-of-fold scores have q99/q90 of 2-3, as a t with 3 degrees of freedom
     zc = float(student.ppf((1 + confidence) / 2, TAIL_DF))
-    cost = [t for t in _TARGETS if t in cand.columns and f"{t}_lo" in cand.columns
-            and (t in budgets or any(c.removesuffix("_per_image") == t for c, _ in objs))]
+    cost = [
+        t
+        for t in _TARGETS
+        if t in cand.columns
+        and f"{t}_lo" in cand.columns
+        and (t in budgets or any(c.removesuffix("_per_image") == t for c, _ in objs))
+    ]
     # best and worst plausible values of every objective: the intervals widened in log space
     # to PREFILTER_COVERAGE under the same t (a config is dropped only when dominated w.h.p.)
     widen = float(student.ppf((1 + PREFILTER_COVERAGE) / 2, TAIL_DF)) / zc if PREFILTER_COVERAGE > confidence else 1.0
@@ -516,8 +797,10 @@ def _probable_front(cand: pd.DataFrame, objs: Sequence[tuple[str, str]], budgets
     keep = np.flatnonzero(~out)
     k = cand.iloc[keep].reset_index(drop=True)
     logp = {t: np.log(np.maximum(k[t].to_numpy(float), 1e-300)) for t in cost}
-    sig = {t: np.clip((np.log(k[f"{t}_hi"].to_numpy(float)) - np.log(k[f"{t}_lo"].to_numpy(float))) / (2 * zc),
-                      0.0, 5.0) for t in cost}
+    sig = {
+        t: np.clip((np.log(k[f"{t}_hi"].to_numpy(float)) - np.log(k[f"{t}_lo"].to_numpy(float))) / (2 * zc), 0.0, 5.0)
+        for t in cost
+    }
     sig = {t: np.where(np.isfinite(v), v, 5.0) for t, v in sig.items()}
     fixed = pareto.oriented(k, [o for o in objs if o[0].removesuffix("_per_image") not in cost])
     rng = np.random.default_rng(seed)

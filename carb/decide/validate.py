@@ -1,5 +1,7 @@
-"""Validation of a screening against measurements: did the budgets classify configs
-correctly, and did the shortlist recover the true Pareto front?
+"""Validation of a screening against measurements.
+
+It asks two questions: did the budgets classify configs correctly, and did the shortlist recover the true Pareto
+front?
 
 Budget classification counts a config *accepted* when the screening kept it as feasible
 (Stage 1 and Stage 2 both), and *truly feasible* when its measured targets are all within
@@ -27,8 +29,15 @@ import pandas as pd
 from carb.campaign import speed as drift
 from carb.decide import pareto
 
-__all__ = ["budget_metrics", "decision_metrics", "truly_feasible", "validate_against_truth", "with_per_image",
-           "corrected_latency", "drift_corrected_calls"]
+__all__ = [
+    "budget_metrics",
+    "decision_metrics",
+    "truly_feasible",
+    "validate_against_truth",
+    "with_per_image",
+    "corrected_latency",
+    "drift_corrected_calls",
+]
 
 
 def with_per_image(df: pd.DataFrame) -> pd.DataFrame:
@@ -55,21 +64,25 @@ def budget_metrics(accepted: np.ndarray, feasible: np.ndarray) -> dict[str, floa
     tn = int(np.sum(~accepted & ~feasible))
     fn = int(np.sum(~accepted & feasible))
     return {
-        "n": n, "accepted": tp + fp, "truly_feasible": tp + fn,
+        "n": n,
+        "accepted": tp + fp,
+        "truly_feasible": tp + fn,
         "accuracy": (tp + tn) / n if n else float("nan"),
         "false_accept_rate": fp / (fp + tn) if fp + tn else 0.0,
         "false_reject_rate": fn / (fn + tp) if fn + tp else 0.0,
-        "false_accepts": fp, "false_rejects": fn,
+        "false_accepts": fp,
+        "false_rejects": fn,
     }
 
 
 def decision_metrics(calls: Sequence[str] | np.ndarray, feasible: np.ndarray) -> dict[str, float]:
-    """Three-way budget calls (``accept`` / ``measure`` / ``reject``, :func:`carb.decide.screen.screen`
-    with ``risk="decide"``) against the truth. Accuracy and the false-accept and
-    false-reject rates are over the *decided* configs (accept or reject); ``decided`` is
-    their share of all configs and ``measure_share`` the rest, sent to profiling.
-    ``accuracy_after_measuring``: over all configs, once the ``measure`` ones are measured
-    (and so called right)."""
+    """Score three-way budget calls against the truth.
+
+    The calls are ``accept`` / ``measure`` / ``reject`` (:func:`carb.decide.screen.screen` with ``risk="decide"``).
+    Accuracy and the false-accept and false-reject rates are over the *decided* configs (accept or reject);
+    ``decided`` is their share of all configs and ``measure_share`` the rest, sent to profiling.
+    ``accuracy_after_measuring``: over all configs, once the ``measure`` ones are measured (and so called right).
+    """
     calls = np.asarray(calls).astype(str)
     feasible = np.asarray(feasible, bool)
     bad = set(np.unique(calls)) - {"accept", "measure", "reject"}
@@ -79,22 +92,32 @@ def decision_metrics(calls: Sequence[str] | np.ndarray, feasible: np.ndarray) ->
     out = budget_metrics(calls[dec] == "accept", feasible[dec])
     n = len(calls)
     m = int((~dec).sum())
-    out.update(n_all=n, decided=(n - m) / n if n else float("nan"), measure=m,
-               measure_share=m / n if n else float("nan"),
-               accuracy_after_measuring=(n - out["false_accepts"] - out["false_rejects"]) / n if n else float("nan"))
+    out.update(
+        n_all=n,
+        decided=(n - m) / n if n else float("nan"),
+        measure=m,
+        measure_share=m / n if n else float("nan"),
+        accuracy_after_measuring=(n - out["false_accepts"] - out["false_rejects"]) / n if n else float("nan"),
+    )
     return out
 
 
-def validate_against_truth(summary_feasible_ids: Sequence[str], shortlist_ids: Sequence[str],
-                           truth: pd.DataFrame, budgets: Mapping[str, float],
-                           objectives: Sequence[tuple[str, str]],
-                           measure_ids: Sequence[str] | None = None) -> dict[str, Any]:
-    """Validate a screening of a space whose every config was measured (``truth``: one
-    row per config with ``config_id`` and measured targets, ``status == "ok"``).
+def validate_against_truth(
+    summary_feasible_ids: Sequence[str],
+    shortlist_ids: Sequence[str],
+    truth: pd.DataFrame,
+    budgets: Mapping[str, float],
+    objectives: Sequence[tuple[str, str]],
+    measure_ids: Sequence[str] | None = None,
+) -> dict[str, Any]:
+    """Validate a screening of a space whose every config was measured.
+
+    ``truth`` holds one row per config with ``config_id`` and measured targets, ``status == "ok"``.
 
     ``measure_ids``: the configs a three-way screening sent to ``measure``; given, the
     result also holds :func:`decision_metrics` under ``"decisions"`` (every other config
-    not accepted counts as rejected)."""
+    not accepted counts as rejected).
+    """
     truth = with_per_image(truth[truth["status"] == "ok"] if "status" in truth.columns else truth)
     truth = truth.reset_index(drop=True)
     accepted = truth["config_id"].isin(set(summary_feasible_ids)).to_numpy()
@@ -114,16 +137,21 @@ def validate_against_truth(summary_feasible_ids: Sequence[str], shortlist_ids: S
         hv_true = pareto.hypervolume(front, objs, bounds)
         # only shortlisted configs that really meet the budgets count toward the shortlist's volume
         hv_short = pareto.hypervolume(short[truly_feasible(short, budgets)], objs, bounds)
-        out.update(true_front=int(len(front)), pareto_recall=pareto.pareto_recall(
-            list(shortlist_ids), true_feasible, objs), hypervolume_ratio=hv_short / hv_true if hv_true else float("nan"))
+        out.update(
+            true_front=int(len(front)),
+            pareto_recall=pareto.pareto_recall(list(shortlist_ids), true_feasible, objs),
+            hypervolume_ratio=hv_short / hv_true if hv_true else float("nan"),
+        )
     return out
 
 
 def corrected_latency(measured: pd.DataFrame, ref_ms: float | None) -> pd.DataFrame:
-    """``measured`` with ``latency_ms`` put at the sentinel speed ``ref_ms`` (ms) where a row
-    carries its own ``sentinel_ms`` (:func:`carb.campaign.speed.normalize`; ``None``: the rows' own
-    median sentinel), the raw value where it does not; the raw median kept as
-    ``latency_ms_raw``. Units: ms."""
+    """Return ``measured`` with ``latency_ms`` put at the sentinel speed ``ref_ms`` (ms).
+
+    A row that carries its own ``sentinel_ms`` is normalized (:func:`carb.campaign.speed.normalize`; ``ref_ms``
+    ``None``: the rows' own median sentinel); a row that does not keeps its raw value. The raw median is kept as
+    ``latency_ms_raw``. Units: ms.
+    """
     out = measured.copy()
     if "latency_ms" not in out.columns:
         return out
@@ -133,9 +161,13 @@ def corrected_latency(measured: pd.DataFrame, ref_ms: float | None) -> pd.DataFr
     return out
 
 
-def drift_corrected_calls(measured: pd.DataFrame, budgets: Mapping[str, float], calls: Sequence[str] | np.ndarray,
-                          calibration_sentinel_ms: Sequence[float] | None = None) -> dict[str, Any]:
-    """Budget calls scored against drift-corrected latencies as well as raw ones (issue 16).
+def drift_corrected_calls(
+    measured: pd.DataFrame,
+    budgets: Mapping[str, float],
+    calls: Sequence[str] | np.ndarray,
+    calibration_sentinel_ms: Sequence[float] | None = None,
+) -> dict[str, Any]:
+    """Budget calls scored against drift-corrected latencies as well as raw ones.
 
     A validation sitting measures each config once, at whatever speed the machine runs
     then; on a VM whose speed swings 2x within a minute, a config timed at a slow moment
@@ -144,19 +176,30 @@ def drift_corrected_calls(measured: pd.DataFrame, budgets: Mapping[str, float], 
     median sentinel (``calibration_sentinel_ms``, kept by ``carb calibrate``: the speed the
     target model was fitted at) or, without it, the validation's own median.
 
-    Returns ``drift`` (:func:`carb.campaign.speed.phase_drift` between the calibration's readings and
-    the validation rows, with its ``line``), and, when rows carry a sentinel and a latency
-    budget is set, ``corrected``: ``reference`` (which speed), ``reference_ms``, ``rows``
-    (how many rows were corrected) and the :func:`decision_metrics` of ``calls`` against the
-    corrected values (``calls``: accept / measure / reject per row of ``measured``)."""
+    Args:
+        measured: the validation rows, with ``latency_ms`` (ms) and, where timed with the
+            paired sentinel, ``sentinel_ms`` (ms).
+        budgets: target -> budget.
+        calls: accept / measure / reject per row of ``measured``.
+        calibration_sentinel_ms: the calibration's sentinel readings (ms), if kept.
+
+    Returns:
+        ``drift`` (:func:`carb.campaign.speed.phase_drift` between the calibration's readings
+        and the validation rows, with its ``line``), and, when rows carry a sentinel and a
+        latency budget is set, ``corrected``: ``reference`` (which speed), ``reference_ms``,
+        ``rows`` (how many rows were corrected) and the :func:`decision_metrics` of ``calls``
+        against the corrected values.
+    """
     cal = pd.DataFrame({"sentinel_ms": list(calibration_sentinel_ms or [])})
     if len(cal):
         moved = drift.phase_drift(cal, measured)
         line = drift.drift_line(moved)
     else:
         moved = {"note": drift.NO_INDEX}
-        line = ("machine speed between calibration and validation: no calibration speed index (a target model "
-                "not calibrated by carb calibrate, or calibrated before the sentinel)")
+        line = (
+            "machine speed between calibration and validation: no calibration speed index (a target model "
+            "not calibrated by carb calibrate, or calibrated before the sentinel)"
+        )
     out: dict[str, Any] = {"drift": {**moved, "line": line}}
     s = pd.to_numeric(measured["sentinel_ms"], errors="coerce") if "sentinel_ms" in measured.columns else None
     if "latency_ms" not in budgets or s is None or not (s > 0).any():
@@ -166,6 +209,10 @@ def drift_corrected_calls(measured: pd.DataFrame, budgets: Mapping[str, float], 
     else:
         ref, what = float(s[s > 0].median()), "this validation's median sentinel speed"
     corr = corrected_latency(measured, ref)
-    out["corrected"] = {"reference": what, "reference_ms": ref, "rows": int((s > 0).sum()),
-                        **decision_metrics(calls, truly_feasible(corr, budgets))}
+    out["corrected"] = {
+        "reference": what,
+        "reference_ms": ref,
+        "rows": int((s > 0).sum()),
+        **decision_metrics(calls, truly_feasible(corr, budgets)),
+    }
     return out

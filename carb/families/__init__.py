@@ -1,21 +1,39 @@
-"""Network families, pluggable: a family is one module that says how to read its configs
-from a table row, build the network, and compute its closed-form features; registering it
-here makes every part of CARB that handles configs handle it (config files and tables,
-:func:`carb.families.arch.build`, :func:`carb.families.features.compute`, the measurement backends and the
-campaign store).
+"""Network families, pluggable: one module per family, registered here, makes CARB handle its configs.
 
-Built in: ``cifar`` and ``imagenet`` (:mod:`carb.families.resnet`) and ``fbnet``
-(:mod:`carb.families.fbnet`). The record and the primitives every family shares (the
-one-line :class:`SpaceError`, value coercion, the config-id hash) are in
-:mod:`carb.families._base`; a family module imports only that, so that families sit at the
-bottom of CARB's import layers (no family imports the space, the features or the builder). Another package adds one with an entry point in the
-group ``carb.families`` that names a :class:`Family` object::
+A family is one module that says how to read its configs from a table row, build the network, and compute its
+features; registering it here makes every part of CARB that handles configs handle it (config files and tables,
+:func:`carb.families.arch.build`, :func:`carb.families.features.compute`, the measurement backends and the campaign
+store).
+
+The room:
+
+- :mod:`~carb.families.resnet`: the ``cifar`` and ``imagenet`` ResNets (closed-form features);
+  torch modules in ``_resnet_nets``, fixed tables in ``_resnet_tables``.
+- :mod:`~carb.families.fbnet`: ``fbnet``, HW-NAS-Bench's FBNet space (closed-form features);
+  ``_fbnet_nets``, ``_fbnet_tables``.
+- :mod:`~carb.families.nb201`: ``nb201``, the NAS-Bench-201 cells (closed-form features);
+  ``_nb201_nets``, ``_nb201_tables``, ``_nb201_cells`` (a cell's effective DAG).
+- :mod:`~carb.families.layers`: ``layers``, one CNN operator per config, for per-operator models.
+- :mod:`~carb.families.zoo`: ``zoo``, published CNN designs in plain torch (``_zoo_nets``).
+- :mod:`~carb.families.nets`: ``net``, any network a user names (``pkg.mod:callable``);
+  ``zoo`` and ``net`` take their features from :func:`carb.graph.capture`.
+- :mod:`~carb.families.space` (TOML spaces over any family), :mod:`~carb.families.arch`
+  (:func:`~carb.families.arch.build` of any config) and :mod:`~carb.families.features`
+  (:func:`~carb.families.features.compute` of any table): the dispatch over families.
+- :mod:`~carb.families._base`: the record and the primitives every family shares (the
+  one-line :class:`SpaceError`, value coercion, the config-id hash, the steps of a
+  vectorised ``features``). Of this package a family module imports ``_base`` and its own
+  private modules only (``zoo`` also ``nets``): no family imports the space, the features
+  or the builder.
+
+Another package adds a family with an entry point in the group ``carb.families`` that names
+a :class:`Family` object::
 
     [project.entry-points."carb.families"]
     mobilenet = "my_pkg.mobilenet:FAMILY"
 
-or, in a running program, with :func:`register`. The contracts a family's tests must
-check (as ``tests/test_fbnet.py`` does for FBNet): ``features`` gives the same FLOPs as
+or, in a running program, with :func:`register`. The contracts a family's tests check (as
+the FBNet tests do): ``features`` gives the same FLOPs as
 ``torch.utils.flop_counter.FlopCounterMode`` on the built module and the module's exact
 parameter count; ``config_id`` is stable and includes the family's name, so that no two
 families share an id.
@@ -33,8 +51,18 @@ from typing import Any, Mapping
 from . import fbnet, layers, nb201, nets, resnet, zoo
 from ._base import PRECISIONS, Family, SpaceError, missing, stable_id
 
-__all__ = ["Family", "SpaceError", "PRECISIONS", "register", "get", "names", "of", "config_from_row",
-           "to_row", "stable_id"]
+__all__ = [
+    "Family",
+    "SpaceError",
+    "PRECISIONS",
+    "register",
+    "get",
+    "names",
+    "of",
+    "config_from_row",
+    "to_row",
+    "stable_id",
+]
 
 _REGISTRY: dict[str, Family] = {}
 _LOADED = False

@@ -1,5 +1,8 @@
-"""Primitives every family shares: the one-line error type, value coercion, precisions,
-the stable config-id hash, He/BN initialisation, and the :class:`Family` record itself.
+"""Primitives every family shares.
+
+The one-line error type, value coercion, precisions, the stable config-id hash, He/BN initialisation, the
+:class:`Family` record itself, and the steps of a vectorised ``features`` (column reading, distinct networks, per-row
+scaling).
 
 This module is the bottom of CARB's import layers: it imports nothing of CARB.
 """
@@ -28,8 +31,10 @@ class SpaceError(ValueError):
 
 
 def stable_id(canonical: Mapping[str, Any] | str) -> str:
-    """Stable 16-hex-digit id: SHA-256 of a config's canonical JSON text (sorted keys, no
-    spaces). A mapping is serialised first."""
+    """Stable 16-hex-digit id: SHA-256 of a config's canonical JSON text (sorted keys, no spaces).
+
+    A mapping is serialised first.
+    """
     text = canonical if isinstance(canonical, str) else json.dumps(canonical, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -73,10 +78,15 @@ MAX_CLASSES = 1_000_000
 
 
 def run_limits_problem(input_size: int, batch: int, classes: int) -> str | None:
-    """Why ``input_size``/``batch``/``classes`` exceed :data:`MAX_INPUT_SIZE`,
-    :data:`MAX_BATCH` or :data:`MAX_CLASSES` (one line), or ``None``."""
-    for name, v, hi in (("input_size", input_size, MAX_INPUT_SIZE), ("batch", batch, MAX_BATCH),
-                        ("classes", classes, MAX_CLASSES)):
+    """Why ``input_size``/``batch``/``classes`` exceed their limits (one line), or ``None``.
+
+    The limits are :data:`MAX_INPUT_SIZE`, :data:`MAX_BATCH` and :data:`MAX_CLASSES`.
+    """
+    for name, v, hi in (
+        ("input_size", input_size, MAX_INPUT_SIZE),
+        ("batch", batch, MAX_BATCH),
+        ("classes", classes, MAX_CLASSES),
+    ):
         if v > hi:
             return f"{name}: {v} is above the limit {hi:,}"
     return None
@@ -90,8 +100,10 @@ def _as_bool(name: str, v: Any) -> bool:
 
 
 def init_weights(model: Any) -> None:
-    """torchvision's initialisation: He normal (fan_out) for convolutions, BN at identity;
-    Linear keeps PyTorch's default. Shared by the built-in families."""
+    """Initialise a model as torchvision does: He normal (fan_out) for convolutions, BN at identity.
+
+    Linear keeps PyTorch's default. Shared by the built-in families.
+    """
     from torch import nn  # here: importing a family must not import torch
 
     for m in model.modules():
@@ -134,19 +146,27 @@ class Family:
 
 
 def row_parameters(row: Mapping[str, Any], parameters: tuple[str, ...]) -> dict[str, Any]:
-    """A family's non-empty ``parameters`` from a flat row; in a store row the family's own
-    parameters are JSON in its ``arch`` column (:meth:`carb.campaign.store.Store.measurements`) and
-    are read from there (they win over same-named columns)."""
+    """A family's non-empty ``parameters`` from a flat row.
+
+    In a store row the family's own parameters are JSON in its ``arch`` column
+    (:meth:`carb.campaign.store.Store.measurements`) and are read from there (they win over same-named columns).
+    """
     a = row.get("arch")
     if isinstance(a, str) and a.startswith("{"):
         row = {**row, **json.loads(a)}
     return {k: row[k] for k in parameters if k in row and not missing(row[k])}
 
 
-def own_parameters(d: Mapping[str, Any], family: str, parameters: tuple[str, ...],
-                   required: tuple[str, ...] = ()) -> dict[str, Any]:
-    """A family's parameters from a mapping: ``family``, if present, must be ``family``; an
-    unknown key or a missing ``required`` one raises a one-line :class:`SpaceError`."""
+def own_parameters(
+    d: Mapping[str, Any], family: str, parameters: tuple[str, ...], required: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """A family's parameters from a mapping.
+
+    The mapping's ``family``, if present, must be ``family``.
+
+    Raises:
+        SpaceError: an unknown key or a missing ``required`` one (one line).
+    """
     d = dict(d)
     name = d.pop("family", family)
     if name != family:
@@ -158,3 +178,133 @@ def own_parameters(d: Mapping[str, Any], family: str, parameters: tuple[str, ...
         if need not in d:
             raise SpaceError(f"{need}: missing")
     return d
+
+
+# --- steps of a family's vectorised ``features`` ---------------------------------------
+
+#: A family's integer feature columns per distinct network: column -> (value per network,
+#: scaled by batch?, scaled by bytes per element?).
+PerNetColumns = dict[str, tuple[np.ndarray, bool, bool]]
+
+
+def int_values(df: pd.DataFrame, name: str, default: int, where: str) -> np.ndarray:
+    """The integer column ``name`` of ``df`` as int64 (``default`` in every row when absent).
+
+    Raises:
+        ValueError: a value is not numeric or not an integer (one line starting ``where``,
+            naming the row and column).
+    """
+    if name not in df.columns:
+        return np.full(len(df), default, dtype=np.int64)
+    col = df[name]
+    try:
+        values = col.to_numpy(dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{where}: {name}: not numeric") from None
+    bad = np.isnan(values) | (values != np.round(values))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"{where}: row {i}: {name}: {col.iloc[i]!r} is not an integer")
+    return values.astype(np.int64)
+
+
+def precision_bytes(df: pd.DataFrame, where: str) -> np.ndarray:
+    """Bytes per element of each row's ``precision`` (``fp32`` when the column is absent), int64. Units: B.
+
+    Vectorised over the few distinct values.
+
+    Raises:
+        ValueError: an unknown or missing precision (one line starting ``where``, naming the row).
+    """
+    n = len(df)
+    if "precision" not in df.columns:
+        return np.full(n, BYTES_PER_ELEMENT["fp32"], dtype=np.int64)
+    prec = df["precision"]
+    pcodes, puniq = pd.factorize(prec, use_na_sentinel=True)
+    pbytes = np.array([BYTES_PER_ELEMENT.get(p, 0) if isinstance(p, str) else 0 for p in puniq], dtype=np.int64)
+    bpe = pbytes[pcodes] if len(puniq) else np.zeros(n, np.int64)
+    bad = (pcodes < 0) | (bpe == 0)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(
+            f"{where}: row {i}: precision: unknown value {prec.iloc[i]!r} (expected one of {', '.join(PRECISIONS)})"
+        )
+    return bpe
+
+
+def distinct_networks(codes: np.ndarray, *columns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct rows of ``codes`` (n, k) with the per-row ``columns`` appended, and each row's index into them.
+
+    Returns:
+        ``(networks (g, k + len(columns)), group (n,))``, int64.
+    """
+    width = codes.shape[1] + len(columns)
+    key = np.column_stack([codes, *columns]) if len(codes) else np.zeros((0, width), np.int64)
+    nets, group = np.unique(key, axis=0, return_inverse=True)
+    return nets, group.reshape(-1)
+
+
+def _scaled_rows(
+    per_net: PerNetColumns, group: np.ndarray, batch: np.ndarray, bpe: np.ndarray, widen: bool
+) -> np.ndarray:
+    """The per-network values gathered to the rows and scaled by batch and bytes per element.
+
+    With ``widen``, float64 for the whole table where a value would overflow int64.
+    """
+    g = len(next(iter(per_net.values()))[0])
+    rows = np.stack([v for v, _, _ in per_net.values()], axis=1)[group] if g else np.zeros((0, len(per_net)), np.int64)
+    if widen:  # a huge batch is a legitimate what-if; int64 would wrap around silently
+        for k, (_, by_batch, by_bpe) in enumerate(per_net.values()):
+            if rows.dtype == np.int64 and (by_batch or by_bpe) and len(rows):
+                scaled = rows[:, k].astype(np.float64) * (batch if by_batch else 1) * (bpe if by_bpe else 1)
+                if scaled.max() >= 2.0**62:
+                    rows = rows.astype(np.float64)
+    for k, (_, by_batch, by_bpe) in enumerate(per_net.values()):
+        if by_batch:
+            rows[:, k] *= batch
+        if by_bpe:
+            rows[:, k] *= bpe
+    return rows
+
+
+def per_row_features(
+    per_net: PerNetColumns,
+    group: np.ndarray,
+    batch: np.ndarray,
+    bpe: np.ndarray,
+    n_bn: np.ndarray,
+    index: pd.Index,
+    *,
+    widen: bool = True,
+) -> pd.DataFrame:
+    """The integer feature columns of every row, then ``arithmetic_intensity``.
+
+    Args:
+        per_net: the columns per distinct network (:data:`PerNetColumns`), ``model_bytes``
+            among them without the BNs' counters.
+        group: each row's network (index into the per-network values).
+        batch: each row's batch. Units: images.
+        bpe: each row's bytes per element. Units: B.
+        n_bn: BNs per network; each adds its 8-byte ``num_batches_tracked`` to ``model_bytes``.
+        index: the index of the result.
+        widen: float64 integer columns for the whole table where int64 would overflow.
+
+    Returns:
+        A DataFrame of the ``per_net`` columns (int64, or float64 when widened) and
+        ``arithmetic_intensity`` (``flops / (weight_bytes + activation_bytes)``, FLOP/B).
+    """
+    int_cols = list(per_net)
+    rows = _scaled_rows(per_net, group, batch, bpe, widen)
+    rows[:, int_cols.index("model_bytes")] += 8 * n_bn[group]
+    col = {c: rows[:, k] for k, c in enumerate(int_cols)}
+    feats = pd.DataFrame(rows, columns=int_cols, index=index, copy=False)
+    moved = (col["weight_bytes"] + col["activation_bytes"]).astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        feats["arithmetic_intensity"] = col["flops"] / moved
+    return feats
+
+
+def flop_fraction(part: np.ndarray, flops: np.ndarray, group: np.ndarray) -> np.ndarray:
+    """Each row's share ``part / flops`` of its network's FLOPs (NaN where ``flops`` is 0)."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (part / flops.astype(np.float64))[group]

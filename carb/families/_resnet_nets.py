@@ -1,5 +1,6 @@
-"""The PyTorch networks of the ResNet families (:class:`carb.families.resnet.Config`); built by
-:func:`carb.families.resnet.build`.
+"""The PyTorch networks of the ResNet families (:class:`carb.families.resnet.Config`).
+
+They are built by :func:`carb.families.resnet.build`.
 
 Two families, both plain ``nn.Module`` trees with no data-dependent Python control flow
 (so they trace, script, export and run on the ``meta`` device):
@@ -38,19 +39,11 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from ._resnet_tables import IMAGENET_LAYERS
+from ._resnet_tables import IMAGENET_LAYERS, channels
 
 __all__ = ["dtype_of", "channels", "BasicBlock", "Bottleneck", "CifarResNet", "ImageNetResNet"]
 
 _DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
-
-
-def channels(base: int, width: float) -> int:
-    """Channels of a layer with ``base`` channels at width multiplier ``width``.
-
-    Units: channels. ``max(1, round(base * width))`` with Python's round (half to even).
-    """
-    return max(1, round(base * width))
 
 
 def dtype_of(precision: str) -> torch.dtype:
@@ -155,8 +148,9 @@ class Bottleneck(nn.Module):
 _BLOCKS: dict[str, type[BasicBlock] | type[Bottleneck]] = {"basic": BasicBlock, "bottleneck": Bottleneck}
 
 
-def _stage(block: type[BasicBlock] | type[Bottleneck], cin: int, planes: int, n: int,
-           stride: int) -> tuple[nn.Sequential, int]:
+def _stage(
+    block: type[BasicBlock] | type[Bottleneck], cin: int, planes: int, n: int, stride: int
+) -> tuple[nn.Sequential, int]:
     """``n`` blocks, the first with ``stride``; returns the stage and its output channels."""
     layers = []
     for i in range(n):
@@ -176,8 +170,14 @@ class CifarResNet(nn.Module):
         classes: classifier outputs.
     """
 
-    def __init__(self, block: str = "basic", depth: int = 20, width: float = 1.0,
-                 early_downsample: bool = False, classes: int = 10) -> None:
+    def __init__(
+        self,
+        block: str = "basic",
+        depth: int = 20,
+        width: float = 1.0,
+        early_downsample: bool = False,
+        classes: int = 10,
+    ) -> None:
         super().__init__()
         blk = _BLOCKS[block]
         per = 6 if block == "basic" else 9

@@ -1,5 +1,8 @@
-"""The ResNet families' fixed tables, shared by their config (:mod:`.resnet`) and their
-networks (:mod:`._resnet_nets`) without either importing the other."""
+"""The ResNet families' fixed tables.
+
+They are shared by their config (:mod:`.resnet`) and their networks (:mod:`._resnet_nets`) without either importing
+the other.
+"""
 
 FAMILIES = ("cifar", "imagenet")
 BLOCKS = ("basic", "bottleneck")
@@ -12,3 +15,11 @@ IMAGENET_LAYERS: dict[int, tuple[str, tuple[int, int, int, int]]] = {
     152: ("bottleneck", (3, 8, 36, 3)),
 }
 DEFAULT_CLASSES = {"cifar": 10, "imagenet": 1000}
+
+
+def channels(base: int, width: float) -> int:
+    """Channels of a layer with ``base`` channels at width multiplier ``width``.
+
+    Units: channels. ``max(1, round(base * width))`` with Python's round (half to even).
+    """
+    return max(1, round(base * width))

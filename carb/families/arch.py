@@ -1,5 +1,6 @@
-"""The PyTorch network of a config of any family: :func:`build` dispatches to the config's
-family (:mod:`carb.families`). The ResNet networks themselves live in
+"""The PyTorch network of a config of any family.
+
+:func:`build` dispatches to the config's family (:mod:`carb.families`). The ResNet networks themselves live in
 :mod:`carb.families._resnet_nets` and are re-exported here.
 
 The ResNet families' networks (``cifar``: He et al. 2016; ``imagenet``: torchvision's
@@ -12,8 +13,6 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from carb import families
-from carb.families._base import init_weights as _init
-from carb.families.resnet import FAMILIES, Config
 from carb.families._resnet_nets import (
     BasicBlock,
     Bottleneck,
@@ -22,6 +21,7 @@ from carb.families._resnet_nets import (
     channels,
     dtype_of,
 )
+from carb.families.resnet import FAMILIES, Config
 
 __all__ = ["build", "dtype_of", "channels", "BasicBlock", "Bottleneck", "CifarResNet", "ImageNetResNet"]
 
@@ -43,9 +43,7 @@ def build(config: Any | Mapping[str, Any]) -> Any:
     """
     if isinstance(config, Mapping):
         # a ResNet dict is read strictly (an unknown key is an error, not an ignored column)
-        config = Config.from_dict(config) if config.get("family", "cifar") in FAMILIES \
-            else families.config_from_row(config)
+        config = (
+            Config.from_dict(config) if config.get("family", "cifar") in FAMILIES else families.config_from_row(config)
+        )
     return families.of(config).build(config)
-
-
-_COMPAT = (_init,)  # carb.families.arch._init: the shared initialisation, for older callers

@@ -3,8 +3,9 @@
 One :class:`FBNetConfig` is the FBNet macro-architecture (CIFAR-100 variant, the one of
 HW-NAS-Bench and of HELP's public data, :mod:`carb.datasets.help_fbnet`) with one of 9 operations
 chosen for each of its 22 searchable layers, run at an input size, batch and precision.
-The channel, stride and layer tables are this module's (``STEM_CHANNELS``,
-``STAGE_LAYERS``, ``STAGE_CHANNELS``, ``STAGE_STRIDES``, ``HEAD_CHANNELS``, ``OP_SPECS``).
+The channel, stride and layer tables (``STEM_CHANNELS``, ``STAGE_LAYERS``, ``STAGE_CHANNELS``,
+``STAGE_STRIDES``, ``HEAD_CHANNELS``, ``OP_SPECS``) live in :mod:`carb.families._fbnet_tables`
+and the torch modules in :mod:`carb.families._fbnet_nets`; this module re-exports both.
 
 The network (:func:`build`), operator by operator:
 
@@ -61,7 +62,6 @@ can use :func:`features` without it.
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
@@ -72,13 +72,33 @@ import pandas as pd
 from ._base import (
     PRECISIONS,
     Family,
+    PerNetColumns,
     SpaceError,
     _as_int,
     _py,
+    distinct_networks,
+    flop_fraction,
     init_weights,
+    int_values,
     missing,
     own_parameters,
+    per_row_features,
+    precision_bytes,
     run_limits_problem,
+    stable_id,
+)
+from ._fbnet_tables import (
+    CLASSES,
+    HEAD_CHANNELS,
+    INPUT_SIZE,
+    N_LAYERS,
+    OP_SPECS,
+    OPS,
+    STAGE_CHANNELS,
+    STAGE_LAYERS,
+    STAGE_STRIDES,
+    STEM_CHANNELS,
+    layer_plan,
 )
 
 if TYPE_CHECKING:  # pragma: no cover - types only; torch is imported lazily
@@ -88,10 +108,17 @@ __all__ = [
     "FAMILY",
     "OPS",
     "N_LAYERS",
+    "LAYER_COLUMNS",
     "PARAMETERS",
     "FEATURE_COLUMNS",
     "OP_COUNT_COLUMNS",
     "MIN_INPUT_SIZE",
+    "OP_SPECS",
+    "STEM_CHANNELS",
+    "STAGE_LAYERS",
+    "STAGE_CHANNELS",
+    "STAGE_STRIDES",
+    "HEAD_CHANNELS",
     "FBNetConfig",
     "build",
     "features",
@@ -102,58 +129,9 @@ __all__ = [
 #: The ``family`` key of a config's canonical form.
 FAMILY = "fbnet"
 
-# --- the macro-architecture (HW-NAS-Bench's FBNet space, CIFAR-100 variant) ------------
-
-#: The 9 candidate operations of a searchable layer, in HW-NAS-Bench's index order:
-#: inverted-residual block with kernel k, expansion e, optional 2-group 1x1 convs; or skip.
-OPS: tuple[str, ...] = (
-    "k3_e1", "k3_e1_g2", "k3_e3", "k3_e6", "k5_e1", "k5_e1_g2", "k5_e3", "k5_e6", "skip",
-)
-N_LAYERS = 22
+#: The table columns of the 22 layers' operations (HELP's names).
 LAYER_COLUMNS: tuple[str, ...] = tuple(f"layer_{i:02d}" for i in range(N_LAYERS))
 _OPS_INDEX = pd.Index(OPS)
-
-#: (kernel, expansion, groups of the two 1x1 convolutions) of each op; skip is coded
-#: 0, 0, 0 (no convolution of its own, except a projection where the shape changes).
-OP_SPECS: dict[str, tuple[int, int, int]] = {
-    "k3_e1": (3, 1, 1), "k3_e1_g2": (3, 1, 2), "k3_e3": (3, 3, 1), "k3_e6": (3, 6, 1),
-    "k5_e1": (5, 1, 1), "k5_e1_g2": (5, 1, 2), "k5_e3": (5, 3, 1), "k5_e6": (5, 6, 1),
-    "skip": (0, 0, 0),
-}
-
-# FBNet macro-architecture, CIFAR-100 variant (HW-NAS-Bench, hw_nas_bench_api's
-# fbnet_get_metrics for "cifar100"): a 3x3 stem to 16 channels at stride 1 on 32x32, then
-# 7 stages of searchable layers (the first of a stage carries its stride), then a 1x1 head
-# conv to 1504 channels, global average pooling and a 100-way classifier.
-# this module builds and counts the network from these tables.
-#: Input height = width of the published data. Units: px.
-INPUT_SIZE = 32
-#: Output channels of the 3x3, stride-1 stem convolution. Units: channels.
-STEM_CHANNELS = 16
-#: Searchable layers per stage (22 in all).
-STAGE_LAYERS: tuple[int, ...] = (1, 4, 4, 4, 4, 4, 1)
-#: Output channels of each stage. Units: channels.
-STAGE_CHANNELS: tuple[int, ...] = (16, 24, 32, 64, 112, 184, 352)
-#: Stride of the first layer of each stage (the others have stride 1).
-STAGE_STRIDES: tuple[int, ...] = (1, 1, 2, 2, 1, 2, 1)
-#: Output channels of the 1x1 head convolution (FBNet v1's 1504). Units: channels.
-HEAD_CHANNELS = 1504
-#: Classifier outputs (CIFAR-100).
-CLASSES = 100
-
-
-@functools.cache
-def layer_plan() -> tuple[tuple[int, int, int, int, bool], ...]:
-    """(stage, in channels, out channels, stride, first of its stage) of each of the 22
-    searchable layers, whatever the input size. Units: channels."""
-    out = []
-    cin = STEM_CHANNELS
-    for stage, (n, cout, stride) in enumerate(zip(STAGE_LAYERS, STAGE_CHANNELS, STAGE_STRIDES)):
-        for i in range(n):
-            out.append((stage, cin, cout, stride if i == 0 else 1, i == 0))
-            cin = cout
-    return tuple(out)
-
 
 
 def op_codes(archs: pd.DataFrame) -> np.ndarray:
@@ -180,7 +158,6 @@ PARAMETERS: tuple[str, ...] = ("ops", "input_size", "batch", "precision", "class
 #: Smallest input side accepted: the three stride-2 stages take 8 px to 1 px. Units: px.
 MIN_INPUT_SIZE = 8
 _OP_INDEX = {op: i for i, op in enumerate(OPS)}
-_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
 
 
 # --- configs -------------------------------------------------------------------------
@@ -208,6 +185,7 @@ class FBNetConfig:
     classes: int = CLASSES
 
     def __post_init__(self) -> None:
+        """Normalise the fields' types and check the config; raises :class:`SpaceError` when it is invalid."""
         # Normalise types so that equal configs hash equally whatever their source (lists,
         # numpy strings and integers from a DataFrame, ...).
         ops = self.ops
@@ -243,15 +221,23 @@ class FBNetConfig:
         return tuple(_OP_INDEX[op] for op in self.ops)
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-serialisable dict: ``family`` (``"fbnet"``) and the parameters
-        (``ops`` as a list)."""
-        return {"family": FAMILY, "ops": list(self.ops), "input_size": self.input_size,
-                "batch": self.batch, "precision": self.precision, "classes": self.classes}
+        """Plain JSON-serialisable dict: ``family`` (``"fbnet"``) and the parameters (``ops`` as a list)."""
+        return {
+            "family": FAMILY,
+            "ops": list(self.ops),
+            "input_size": self.input_size,
+            "batch": self.batch,
+            "precision": self.precision,
+            "classes": self.classes,
+        }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "FBNetConfig":
-        """A config from a mapping of its parameters (``family``, if present, must be
-        ``"fbnet"``); unknown keys raise :class:`~carb.families.space.SpaceError`."""
+        """A config from a mapping of its parameters (``family``, if present, must be ``"fbnet"``).
+
+        Raises:
+            ~carb.families.space.SpaceError: an unknown key.
+        """
         d = own_parameters(d, FAMILY, PARAMETERS, required=("ops",))
         return cls(**d)
 
@@ -261,9 +247,11 @@ class FBNetConfig:
 
     @property
     def config_id(self) -> str:
-        """Stable 16-hex-digit id: SHA-256 of :meth:`canonical`. The ``family`` key keeps
-        it apart from every :class:`carb.families.space.Config` id."""
-        return hashlib.sha256(self.canonical().encode()).hexdigest()[:16]
+        """Stable 16-hex-digit id: SHA-256 of :meth:`canonical`.
+
+        The ``family`` key keeps it apart from every :class:`carb.families.space.Config` id.
+        """
+        return stable_id(self.canonical())
 
     @property
     def arch_key(self) -> tuple:
@@ -271,29 +259,35 @@ class FBNetConfig:
         return (self.ops, self.input_size, self.classes)
 
     def label(self) -> str:
-        """Short label: op indices (0..8, :data:`OPS` order) then size, batch, precision,
-        e.g. ``fbnet-0000000000000000000008-i32-b1-fp32``."""
+        """Short label: op indices (0..8, :data:`OPS` order) then size, batch, precision.
+
+        For example ``fbnet-0000000000000000000008-i32-b1-fp32``.
+        """
         return f"fbnet-{''.join(map(str, self.codes))}-i{self.input_size}-b{self.batch}-{self.precision}"
 
 
 def from_help(archs: pd.DataFrame, *, batch: int = 1, precision: str = "fp32") -> list[FBNetConfig]:
-    """Configs of HELP's architectures (rows with ``layer_00`` .. ``layer_21``), at HELP's
-    32x32 input and 100 classes, in row order.
+    """Configs of HELP's architectures (rows with ``layer_00`` .. ``layer_21``), in row order.
+
+    At HELP's 32x32 input and 100 classes.
 
     Raises:
         ValueError: a layer column is missing or holds an unknown operation (one line).
     """
     missing = [c for c in LAYER_COLUMNS if c not in archs.columns]
     if missing:
-        raise ValueError(f"fbnet.from_help: missing column {missing[0]} (need {LAYER_COLUMNS[0]} .. "
-                         f"{LAYER_COLUMNS[-1]})")
+        raise ValueError(
+            f"fbnet.from_help: missing column {missing[0]} (need {LAYER_COLUMNS[0]} .. {LAYER_COLUMNS[-1]})"
+        )
     codes = op_codes(archs)
     return [FBNetConfig(tuple(OPS[j] for j in row), batch=batch, precision=precision) for row in codes.tolist()]
 
 
 def to_frame(configs: FBNetConfig | Iterable[FBNetConfig]) -> pd.DataFrame:
-    """The parameter table of configs: ``config_id``, ``layer_00`` .. ``layer_21``
-    (categorical, categories :data:`OPS`), ``input_size``, ``batch``, ``precision``, ``classes``."""
+    """The parameter table of configs: ``config_id``, ``layer_00`` ..
+
+    ``layer_21`` (categorical, categories :data:`OPS`), ``input_size``, ``batch``, ``precision``, ``classes``.
+    """
     cs = [configs] if isinstance(configs, FBNetConfig) else list(configs)
     bad = next((c for c in cs if not isinstance(c, FBNetConfig)), None)
     if bad is not None:
@@ -312,128 +306,12 @@ def to_frame(configs: FBNetConfig | Iterable[FBNetConfig]) -> pd.DataFrame:
 # --- the network ---------------------------------------------------------------------
 
 
-@functools.cache
-def _torch_modules() -> Any:
-    """The nn.Module classes, defined on first use so that importing this module (and
-    :mod:`carb.datasets.help_fbnet`) does not import torch."""
-    from types import SimpleNamespace
-
-    import torch
-    from torch import Tensor, nn
-
-    def channel_shuffle(x: Tensor, groups: int) -> Tensor:
-        # FBNet's ChannelShuffle: [N, g, C/g, H, W] -> [N, C/g, g, H, W]; one copy
-        n, c, h, w = x.shape
-        return x.view(n, groups, c // groups, h, w).transpose(1, 2).contiguous().view(n, c, h, w)
-
-    class IRBlock(nn.Module):
-        """FBNet's inverted-residual block (see the module docstring).
-
-        Args:
-            cin, cout: input and output channels.
-            kernel: side of the depthwise convolution (3 or 5).
-            expansion: the expanded width is ``expansion * cin``.
-            groups: groups of both 1x1 convolutions (2 adds a channel shuffle).
-            stride: stride of the depthwise convolution.
-        """
-
-        def __init__(self, cin: int, cout: int, kernel: int, expansion: int, groups: int, stride: int) -> None:
-            super().__init__()
-            mid = cin * expansion
-            self.groups = groups
-            self.residual = stride == 1 and cin == cout
-            self.conv_pw = nn.Conv2d(cin, mid, 1, groups=groups, bias=False)
-            self.bn_pw = nn.BatchNorm2d(mid)
-            self.conv_dw = nn.Conv2d(mid, mid, kernel, stride=stride, padding=kernel // 2, groups=mid, bias=False)
-            self.bn_dw = nn.BatchNorm2d(mid)
-            self.conv_pwl = nn.Conv2d(mid, cout, 1, groups=groups, bias=False)
-            self.bn_pwl = nn.BatchNorm2d(cout)
-            self.relu = nn.ReLU(inplace=True)
-
-        def forward(self, x: Tensor) -> Tensor:
-            # one statement per operator, as carb.families.arch, so that eager PyTorch frees each
-            # intermediate tensor where features() assumes it does
-            out = self.conv_pw(x)
-            out = self.bn_pw(out)
-            out = self.relu(out)
-            if self.groups > 1:  # structural (fixed at construction), not data-dependent
-                out = channel_shuffle(out, self.groups)
-            out = self.conv_dw(out)
-            out = self.bn_dw(out)
-            out = self.relu(out)
-            out = self.conv_pwl(out)
-            out = self.bn_pwl(out)
-            if self.residual:
-                out += x
-            return out
-
-    class SkipProjection(nn.Module):
-        """FBNet v1's ``Identity`` where the shape changes: 1x1 conv (stride) + BN + ReLU."""
-
-        def __init__(self, cin: int, cout: int, stride: int) -> None:
-            super().__init__()
-            self.conv = nn.Conv2d(cin, cout, 1, stride=stride, bias=False)
-            self.bn = nn.BatchNorm2d(cout)
-            self.relu = nn.ReLU(inplace=True)
-
-        def forward(self, x: Tensor) -> Tensor:
-            out = self.conv(x)
-            out = self.bn(out)
-            return self.relu(out)
-
-    class FBNet(nn.Module):
-        """The FBNet macro-architecture with the given 22 operations.
-
-        Args:
-            ops: 22 names of :data:`OPS`.
-            classes: classifier outputs.
-        """
-
-        def __init__(self, ops: tuple[str, ...], classes: int = CLASSES) -> None:
-            super().__init__()
-            self.conv_stem = nn.Conv2d(3, STEM_CHANNELS, 3, padding=1, bias=False)
-            self.bn_stem = nn.BatchNorm2d(STEM_CHANNELS)
-            self.relu = nn.ReLU(inplace=True)
-            layers: list[nn.Module] = []
-            for op, (_, cin, cout, stride, _) in zip(ops, layer_plan()):
-                kernel, expansion, groups = OP_SPECS[op]
-                if op != "skip":
-                    layers.append(IRBlock(cin, cout, kernel, expansion, groups, stride))
-                elif stride == 1 and cin == cout:
-                    layers.append(nn.Identity())
-                else:
-                    layers.append(SkipProjection(cin, cout, stride))
-            self.layers = nn.ModuleList(layers)
-            last = STAGE_CHANNELS[-1]
-            self.conv_head = nn.Conv2d(last, HEAD_CHANNELS, 1, bias=False)
-            self.bn_head = nn.BatchNorm2d(HEAD_CHANNELS)
-            self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
-            self.fc = nn.Linear(HEAD_CHANNELS, classes)
-
-        def forward(self, x: Tensor) -> Tensor:
-            x = self.conv_stem(x)
-            x = self.bn_stem(x)
-            x = self.relu(x)
-            # a loop, not one nn.Sequential call, so that no variable keeps the stem's
-            # output alive while the 22 layers run (each layer's input is freed when the
-            # next one starts)
-            for layer in self.layers:
-                x = layer(x)
-            x = self.conv_head(x)
-            x = self.bn_head(x)
-            x = self.relu(x)
-            x = self.avgpool(x)
-            x = torch.flatten(x, 1)
-            return self.fc(x)
-
-    return SimpleNamespace(IRBlock=IRBlock, SkipProjection=SkipProjection, FBNet=FBNet,
-                           channel_shuffle=channel_shuffle)
-
-
 def __getattr__(name: str) -> Any:
     # carb.families.fbnet.FBNet, .IRBlock, .SkipProjection: the module classes, torch imported on use
     if name in ("FBNet", "IRBlock", "SkipProjection"):
-        return getattr(_torch_modules(), name)
+        from . import _fbnet_nets
+
+        return getattr(_fbnet_nets, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -452,9 +330,10 @@ def build(config: FBNetConfig | Mapping[str, Any]) -> "nn.Module":
     Raises:
         carb.families.space.SpaceError: (a ``ValueError``, one line) the config is invalid.
     """
-    cfg = config if isinstance(config, FBNetConfig) else FBNetConfig.from_dict(config)
+    from ._fbnet_nets import FBNet  # torch is imported here, on use
 
-    model = _torch_modules().FBNet(cfg.ops, cfg.classes)
+    cfg = config if isinstance(config, FBNetConfig) else FBNetConfig.from_dict(config)
+    model = FBNet(cfg.ops, cfg.classes)
     init_weights(model)  # the same He (fan_out) / BN-identity initialisation as the ResNets
     return model.eval()
 
@@ -493,29 +372,66 @@ OP_COUNT_COLUMNS: list[str] = [f"n_{op}" for op in OPS]
 #:   ``conv1x1_flop_fraction`` and ``depthwise_flop_fraction`` (shares of ``flops`` in
 #:   1x1 and in k x k depthwise convolutions, in [0, 1]).
 FEATURE_COLUMNS: list[str] = [
-    "bytes_per_element", "flops", "flops_per_image", "params", "weight_bytes", "model_bytes",
-    "input_bytes", "output_bytes", "activation_bytes", "peak_activation_bytes",
-    "live_activation_bytes", "largest_activation_bytes",
-    "n_conv", "n_bn", "n_linear", "n_layers", "n_ops", "n_stages", "n_blocks", "n_projections",
-    "n_residual", "min_channels", "max_channels", "final_channels", "stem_output_size",
-    "final_feature_size", *OP_COUNT_COLUMNS,
-    "arithmetic_intensity", "conv1x1_flop_fraction", "depthwise_flop_fraction",
+    "bytes_per_element",
+    "flops",
+    "flops_per_image",
+    "params",
+    "weight_bytes",
+    "model_bytes",
+    "input_bytes",
+    "output_bytes",
+    "activation_bytes",
+    "peak_activation_bytes",
+    "live_activation_bytes",
+    "largest_activation_bytes",
+    "n_conv",
+    "n_bn",
+    "n_linear",
+    "n_layers",
+    "n_ops",
+    "n_stages",
+    "n_blocks",
+    "n_projections",
+    "n_residual",
+    "min_channels",
+    "max_channels",
+    "final_channels",
+    "stem_output_size",
+    "final_feature_size",
+    *OP_COUNT_COLUMNS,
+    "arithmetic_intensity",
+    "conv1x1_flop_fraction",
+    "depthwise_flop_fraction",
 ]
 _FLOAT_COLUMNS = ("arithmetic_intensity", "conv1x1_flop_fraction", "depthwise_flop_fraction")
 
 # per-image figures in elements or counts: those that add up over layers, those that are
 # maxima over operators, and the one minimum
-_ADD = ("flops", "flops_1x1", "flops_dw", "params", "bn_channels", "n_bn", "n_conv", "n_linear",
-        "activation", "n_ops", "n_blocks", "n_projections", "n_residual")
+_ADD = (
+    "flops",
+    "flops_1x1",
+    "flops_dw",
+    "params",
+    "bn_channels",
+    "n_bn",
+    "n_conv",
+    "n_linear",
+    "activation",
+    "n_ops",
+    "n_blocks",
+    "n_projections",
+    "n_residual",
+)
 _MAX = ("peak_io", "live", "largest", "max_channels")
 _NO_MIN = np.iinfo(np.int64).max  # the minimum of a layer without convolutions (identity)
 
 
 class _Walk:
-    """Walks one piece of a forward for one image (a layer, or the stem and head),
-    accumulating its figures in elements and counts; mirrors :func:`build`'s forwards
-    operator by operator. ``live_before``: elements alive when an operator starts (its
-    input included when counted)."""
+    """Walks one piece of a forward for one image (a layer, or the stem and head).
+
+    It accumulates the piece's figures in elements and counts, and mirrors :func:`build`'s forwards operator by
+    operator. ``live_before``: elements alive when an operator starts (its input included when counted).
+    """
 
     def __init__(self) -> None:
         self.v = dict.fromkeys(_ADD + _MAX, 0)
@@ -532,8 +448,7 @@ class _Walk:
         if live is not None:
             v["live"] = max(v["live"], live)
 
-    def conv(self, cin: int, cout: int, k: int, stride: int, groups: int, h: int,
-             live_before: int) -> tuple[int, int]:
+    def conv(self, cin: int, cout: int, k: int, stride: int, groups: int, h: int, live_before: int) -> tuple[int, int]:
         """A bias-free k x k convolution, padding k // 2; returns (output side, elements)."""
         ho = (h - 1) // stride + 1
         o = cout * ho * ho
@@ -561,18 +476,18 @@ class _Walk:
         """IRBlock.forward; its input x stays alive throughout (the caller holds it)."""
         x, mid = cin * h * h, cin * e
         _, m = self.conv(cin, mid, 1, 1, g, h, x)
-        self.bn(mid, m, x + m)                    # the conv output is alive until bn returns
-        self.out(m)                               # relu, in place
+        self.bn(mid, m, x + m)  # the conv output is alive until bn returns
+        self.out(m)  # relu, in place
         if g > 1:
-            self.out(m, inp=m, live=x + 2 * m)    # channel shuffle: a contiguous copy
+            self.out(m, inp=m, live=x + 2 * m)  # channel shuffle: a contiguous copy
         ho, m2 = self.conv(mid, mid, k, stride, mid, h, x + m)
         self.bn(mid, m2, x + m2)
-        self.out(m2)                              # relu
+        self.out(m2)  # relu
         _, o = self.conv(mid, cout, 1, 1, g, ho, x + m2)
         self.bn(cout, o, x + o)
         self.v["n_blocks"] += 1
         if stride == 1 and cin == cout:
-            self.out(o)                           # out += x, in place
+            self.out(o)  # out += x, in place
             self.v["n_residual"] += 1
 
     def skip(self, cin: int, cout: int, stride: int, h: int) -> None:
@@ -582,14 +497,17 @@ class _Walk:
         x = cin * h * h
         _, o = self.conv(cin, cout, 1, stride, 1, h, x)
         self.bn(cout, o, x + o)
-        self.out(o)                               # relu
+        self.out(o)  # relu
         self.v["n_projections"] += 1
 
 
 @functools.lru_cache(maxsize=512)
 def _layer_tables(input_size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per (layer, op) figures at one input size: additive (22, 9, len(_ADD)), maxima
-    (22, 9, len(_MAX)) and minimum channels (22, 9); int64, read-only."""
+    """Per (layer, op) figures at one input size.
+
+    Returns:
+        Additive (22, 9, len(_ADD)), maxima (22, 9, len(_MAX)) and minimum channels (22, 9); int64, read-only.
+    """
     add = np.zeros((N_LAYERS, len(OPS), len(_ADD)), dtype=np.int64)
     mx = np.zeros((N_LAYERS, len(OPS), len(_MAX)), dtype=np.int64)
     mn = np.full((N_LAYERS, len(OPS)), _NO_MIN, dtype=np.int64)
@@ -613,42 +531,35 @@ def _layer_tables(input_size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 @functools.lru_cache(maxsize=512)
 def _fixed(input_size: int, classes: int) -> tuple[np.ndarray, np.ndarray, int, int, int]:
-    """Stem and head (the same in every network of a size and class count): additive and
-    maxima vectors, minimum channels, stem output side, final feature side."""
+    """Figures of the stem and head, the same in every network of a size and class count.
+
+    Returns:
+        Additive and maxima vectors, minimum channels, stem output side, final feature side.
+    """
     w = _Walk()
     h, s = w.conv(3, STEM_CHANNELS, 3, 1, 1, input_size, 0)  # the input batch is not counted
     w.bn(STEM_CHANNELS, s, s)
-    w.out(s)                                                     # relu
+    w.out(s)  # relu
     stem_side = hf = h
     for _, _, _, stride, _ in layer_plan():
         hf = (hf - 1) // stride + 1
     last, head = STAGE_CHANNELS[-1], HEAD_CHANNELS
     x = last * hf * hf
     _, o = w.conv(last, head, 1, 1, 1, hf, x)
-    w.bn(head, o, o)                 # the last layer's output is freed when the conv returns
-    w.out(o)                         # relu
-    w.out(head, inp=o, live=o + head)                            # global average pooling
-    w.v["flops"] += 2 * head * classes                           # linear (flatten is a view)
+    w.bn(head, o, o)  # the last layer's output is freed when the conv returns
+    w.out(o)  # relu
+    w.out(head, inp=o, live=o + head)  # global average pooling
+    w.v["flops"] += 2 * head * classes  # linear (flatten is a view)
     w.v["params"] += head * classes + classes
     w.v["n_linear"] += 1
     w.out(classes, inp=head, live=head + classes)
-    return (np.array([w.v[f] for f in _ADD], dtype=np.int64), np.array([w.v[f] for f in _MAX], dtype=np.int64),
-            w.min_channels, stem_side, hf)
-
-
-def _int_values(df: pd.DataFrame, name: str, default: int) -> np.ndarray:
-    if name not in df.columns:
-        return np.full(len(df), default, dtype=np.int64)
-    col = df[name]
-    try:
-        values = col.to_numpy(dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ValueError(f"fbnet.features: {name}: not numeric") from None
-    bad = np.isnan(values) | (values != np.round(values))
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        raise ValueError(f"fbnet.features: row {i}: {name}: {col.iloc[i]!r} is not an integer")
-    return values.astype(np.int64)
+    return (
+        np.array([w.v[f] for f in _ADD], dtype=np.int64),
+        np.array([w.v[f] for f in _MAX], dtype=np.int64),
+        w.min_channels,
+        stem_side,
+        hf,
+    )
 
 
 def _check_min(values: np.ndarray, name: str, low: int, why: str = "") -> None:
@@ -657,63 +568,46 @@ def _check_min(values: np.ndarray, name: str, low: int, why: str = "") -> None:
         raise ValueError(f"fbnet.features: row {i}: {name}: {values[i]} must be >= {low}{why}")
 
 
-def features(configs: FBNetConfig | Iterable[FBNetConfig] | pd.DataFrame) -> pd.DataFrame:
-    """Closed-form static features of FBNet configs, vectorized: :data:`FEATURE_COLUMNS`.
-
-    Each distinct network (operations, input size, classes) is counted once, by summing and
-    maximising per-(layer, op) tables with numpy; batch and precision then scale its
-    per-image figures for every row. No torch module is built.
-
-    Args:
-        configs: :class:`FBNetConfig` (one or many: the result starts with
-            :func:`to_frame`'s columns), or a DataFrame with the columns ``layer_00`` ..
-            ``layer_21`` (operation names, as HELP's) and optionally ``input_size`` (default
-            32), ``batch`` (1), ``precision`` (``fp32``), ``classes`` (100): the result is a
-            copy with the feature columns added (recomputed if present), index kept.
-
-    Raises:
-        ValueError: a missing layer column or an invalid value (one line naming the row
-            and column).
-    """
-    if isinstance(configs, pd.DataFrame):
-        df = configs
-        missing = [c for c in LAYER_COLUMNS if c not in df.columns]
-        if missing:
-            raise ValueError(f"fbnet.features: missing column {missing[0]} (need {LAYER_COLUMNS[0]} .. "
-                             f"{LAYER_COLUMNS[-1]})")
-        try:
-            codes = op_codes(df).astype(np.int64)
-        except ValueError as e:
-            raise ValueError(f"fbnet.features: {e}") from None
-    else:
+def _frame_and_codes(configs: FBNetConfig | Iterable[FBNetConfig] | pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
+    """The table of :func:`features`' input and its op codes, shape (n, 22), int64."""
+    if not isinstance(configs, pd.DataFrame):
         df = to_frame(configs)
-        codes = np.stack([df[c].cat.codes.to_numpy() for c in LAYER_COLUMNS], axis=1).astype(np.int64) \
-            if len(df) else np.zeros((0, N_LAYERS), np.int64)
-    df = df.drop(columns=[c for c in FEATURE_COLUMNS if c in df.columns])
-    n = len(df)
-    size = _int_values(df, "input_size", INPUT_SIZE)
-    batch = _int_values(df, "batch", 1)
-    classes = _int_values(df, "classes", CLASSES)
+        codes = (
+            np.stack([df[c].cat.codes.to_numpy() for c in LAYER_COLUMNS], axis=1).astype(np.int64)
+            if len(df)
+            else np.zeros((0, N_LAYERS), np.int64)
+        )
+        return df, codes
+    absent = [c for c in LAYER_COLUMNS if c not in configs.columns]
+    if absent:
+        raise ValueError(f"fbnet.features: missing column {absent[0]} (need {LAYER_COLUMNS[0]} .. {LAYER_COLUMNS[-1]})")
+    try:
+        return configs, op_codes(configs).astype(np.int64)
+    except ValueError as e:
+        raise ValueError(f"fbnet.features: {e}") from None
+
+
+def _run_values(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Each row's input size, batch, classes and bytes per element, checked."""
+    where = "fbnet.features"
+    size = int_values(df, "input_size", INPUT_SIZE, where)
+    batch = int_values(df, "batch", 1, where)
+    classes = int_values(df, "classes", CLASSES, where)
     _check_min(size, "input_size", MIN_INPUT_SIZE, " for the fbnet family")
     _check_min(batch, "batch", 1)
     _check_min(classes, "classes", 1)
-    if "precision" in df.columns:
-        prec = df["precision"]
-        pcodes, puniq = pd.factorize(prec, use_na_sentinel=True)
-        pbytes = np.array([_BYTES.get(p, 0) if isinstance(p, str) else 0 for p in puniq], dtype=np.int64)
-        bpe = pbytes[pcodes] if len(puniq) else np.zeros(n, np.int64)
-        bad = (pcodes < 0) | (bpe == 0)
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
-            raise ValueError(f"fbnet.features: row {i}: precision: unknown value {prec.iloc[i]!r} "
-                             f"(expected one of {', '.join(_BYTES)})")
-    else:
-        bpe = np.full(n, _BYTES["fp32"], dtype=np.int64)
+    return size, batch, classes, precision_bytes(df, where)
 
-    # distinct networks: unique rows of (22 op codes, input size, classes)
-    key = np.column_stack([codes, size, classes]) if n else np.zeros((0, N_LAYERS + 2), np.int64)
-    nets, group = np.unique(key, axis=0, return_inverse=True)
-    group = group.reshape(-1)
+
+def _network_figures(nets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per-image figures of each distinct network (rows of 22 op codes, input size, classes).
+
+    Summed and maximised from the per-(layer, op) tables.
+
+    Returns:
+        Additive (g, len(_ADD)) and maxima (g, len(_MAX)) figures, minimum channels, stem output side and final
+        feature side.
+    """
     g = len(nets)
     add = np.zeros((g, len(_ADD)), np.int64)
     mx = np.zeros((g, len(_MAX)), np.int64)
@@ -735,18 +629,32 @@ def features(configs: FBNetConfig | Iterable[FBNetConfig] | pd.DataFrame) -> pd.
             mx[sub] = np.maximum(mx[sub], f_max)
             mn[sub] = np.minimum(mn[sub], f_min)
             stem_side[sub], final_side[sub] = ss, fs
-    a = {f: add[:, k] for k, f in enumerate(_ADD)}
-    m = {f: mx[:, k] for k, f in enumerate(_MAX)}
-    op_counts = (nets[:, :N_LAYERS, None] == np.arange(len(OPS))).sum(axis=1) if g else \
-        np.zeros((0, len(OPS)), np.int64)
+    return add, mx, mn, stem_side, final_side
 
-    per_net = {  # column: (value per network, scaled by batch?, scaled by bytes per element?)
+
+def _per_net_columns(
+    nets: np.ndarray,
+    a: dict[str, np.ndarray],
+    m: dict[str, np.ndarray],
+    mn: np.ndarray,
+    stem_side: np.ndarray,
+    final_side: np.ndarray,
+) -> PerNetColumns:
+    """The integer feature columns per distinct network (see :data:`PerNetColumns`).
+
+    Computed from its additive figures ``a`` and maxima ``m``.
+    """
+    g = len(nets)
+    op_counts = (
+        (nets[:, :N_LAYERS, None] == np.arange(len(OPS))).sum(axis=1) if g else np.zeros((0, len(OPS)), np.int64)
+    )
+    return {
         "bytes_per_element": (np.ones(g, np.int64), False, True),
         "flops": (a["flops"], True, False),
         "flops_per_image": (a["flops"], False, False),
         "params": (a["params"], False, False),
         "weight_bytes": (a["params"], False, True),
-        "model_bytes": (a["params"] + 2 * a["bn_channels"], False, True),  # + 8 B per BN below
+        "model_bytes": (a["params"] + 2 * a["bn_channels"], False, True),
         "input_bytes": (3 * nets[:, N_LAYERS] ** 2, True, True),
         "output_bytes": (nets[:, N_LAYERS + 1].copy(), True, True),
         "activation_bytes": (a["activation"], True, True),
@@ -769,23 +677,41 @@ def features(configs: FBNetConfig | Iterable[FBNetConfig] | pd.DataFrame) -> pd.
         "final_feature_size": (final_side, False, False),
         **{c: (op_counts[:, j].astype(np.int64), False, False) for j, c in enumerate(OP_COUNT_COLUMNS)},
     }
-    int_cols = [c for c in FEATURE_COLUMNS if c not in _FLOAT_COLUMNS]
-    assert list(per_net) == int_cols
-    rows = np.stack([v for v, _, _ in per_net.values()], axis=1)[group] if g else np.zeros((0, len(int_cols)), np.int64)
-    for k, (_, by_batch, by_bpe) in enumerate(per_net.values()):
-        if by_batch:
-            rows[:, k] *= batch
-        if by_bpe:
-            rows[:, k] *= bpe
-    rows[:, int_cols.index("model_bytes")] += 8 * a["n_bn"][group]
-    col = {c: rows[:, k] for k, c in enumerate(int_cols)}
-    feats = pd.DataFrame(rows, columns=int_cols, index=df.index, copy=False)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        moved = (col["weight_bytes"] + col["activation_bytes"]).astype(np.float64)
-        feats["arithmetic_intensity"] = col["flops"] / moved
-        flops = a["flops"].astype(np.float64)
-        feats["conv1x1_flop_fraction"] = (a["flops_1x1"] / flops)[group]
-        feats["depthwise_flop_fraction"] = (a["flops_dw"] / flops)[group]
+
+
+def features(configs: FBNetConfig | Iterable[FBNetConfig] | pd.DataFrame) -> pd.DataFrame:
+    """Closed-form static features of FBNet configs, vectorized: :data:`FEATURE_COLUMNS`.
+
+    Each distinct network (operations, input size, classes) is counted once, by summing and
+    maximising per-(layer, op) tables with numpy; batch and precision then scale its
+    per-image figures for every row. No torch module is built.
+
+    Args:
+        configs: :class:`FBNetConfig` (one or many: the result starts with
+            :func:`to_frame`'s columns), or a DataFrame with the columns ``layer_00`` ..
+            ``layer_21`` (operation names, as HELP's) and optionally ``input_size`` (default
+            32), ``batch`` (1), ``precision`` (``fp32``), ``classes`` (100): the result is a
+            copy with the feature columns added (recomputed if present), index kept.
+
+    Returns:
+        The table with the :data:`FEATURE_COLUMNS` appended.
+
+    Raises:
+        ValueError: a missing layer column or an invalid value (one line naming the row
+            and column).
+    """
+    df, codes = _frame_and_codes(configs)
+    df = df.drop(columns=[c for c in FEATURE_COLUMNS if c in df.columns])
+    size, batch, classes, bpe = _run_values(df)
+    nets, group = distinct_networks(codes, size, classes)
+    add, mx, mn, stem_side, final_side = _network_figures(nets)
+    a = {f: add[:, k] for k, f in enumerate(_ADD)}
+    m = {f: mx[:, k] for k, f in enumerate(_MAX)}
+    per_net = _per_net_columns(nets, a, m, mn, stem_side, final_side)
+    assert list(per_net) == [c for c in FEATURE_COLUMNS if c not in _FLOAT_COLUMNS]
+    feats = per_row_features(per_net, group, batch, bpe, a["n_bn"], df.index, widen=False)
+    feats["conv1x1_flop_fraction"] = flop_fraction(a["flops_1x1"], a["flops"], group)
+    feats["depthwise_flop_fraction"] = flop_fraction(a["flops_dw"], a["flops"], group)
     return pd.concat([df, feats[FEATURE_COLUMNS]], axis=1)
 
 
@@ -797,8 +723,9 @@ def _from_row(row: Mapping[str, Any]) -> Any:
     if "ops" not in d:  # a table row (the store expands its arch JSON into these columns)
         absent = [c for c in LAYER_COLUMNS if c not in d]
         if absent:
-            raise SpaceError(f"fbnet: missing column {absent[0]} (needs {LAYER_COLUMNS[0]} .. "
-                             f"{LAYER_COLUMNS[-1]} or ops)")
+            raise SpaceError(
+                f"fbnet: missing column {absent[0]} (needs {LAYER_COLUMNS[0]} .. {LAYER_COLUMNS[-1]} or ops)"
+            )
         d["ops"] = [str(d[c]) for c in LAYER_COLUMNS]
     keep = {k: d[k] for k in PARAMETERS if k in d}
     return FBNetConfig.from_dict(keep)
@@ -807,12 +734,17 @@ def _from_row(row: Mapping[str, Any]) -> Any:
 def _to_row(config: Any) -> dict[str, Any]:
     row: dict[str, Any] = {"family": FAMILY}
     row.update(zip(LAYER_COLUMNS, config.ops))
-    row.update(input_size=config.input_size, batch=config.batch, precision=config.precision,
-               classes=config.classes)
+    row.update(input_size=config.input_size, batch=config.batch, precision=config.precision, classes=config.classes)
     return row
 
 
-FBNET = Family(name=FAMILY, config_type=FBNetConfig, from_row=_from_row, to_row=_to_row, build=build,
-               features=lambda df: features(df),
-               description="FBNet v1 macro-architecture, 22 searchable layers x 9 operations (HW-NAS-Bench, HELP)",
-               parameters=(*LAYER_COLUMNS, "input_size", "batch", "precision", "classes"))
+FBNET = Family(
+    name=FAMILY,
+    config_type=FBNetConfig,
+    from_row=_from_row,
+    to_row=_to_row,
+    build=build,
+    features=lambda df: features(df),
+    description="FBNet v1 macro-architecture, 22 searchable layers x 9 operations (HW-NAS-Bench, HELP)",
+    parameters=(*LAYER_COLUMNS, "input_size", "batch", "precision", "classes"),
+)

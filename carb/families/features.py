@@ -1,5 +1,6 @@
-"""Closed-form static features of configs, for whole tables at once: :func:`compute`
-dispatches each row to its family's ``features`` (:mod:`carb.families`).
+"""Closed-form static features of configs, for whole tables at once.
+
+:func:`compute` dispatches each row to its family's ``features`` (:mod:`carb.families`).
 
 The ResNet features (:data:`FEATURE_COLUMNS`, every column's meaning and unit) are
 documented in :mod:`carb.families.resnet`; other families add the same columns where they
@@ -14,17 +15,17 @@ import numpy as np
 import pandas as pd
 
 from carb import families
+from carb.families._base import SpaceError
 from carb.families.resnet import (
     ARCH_KEYS,
-    FEATURE_COLUMNS,
     FAMILIES,
+    FEATURE_COLUMNS,
     PARAMETERS,
     REQUIRED_COLUMNS,
     Config,
     arch_features,
 )
 from carb.families.resnet import features as _resnet_features
-from carb.families._base import SpaceError
 
 __all__ = ["compute", "FEATURE_COLUMNS", "ARCH_KEYS", "REQUIRED_COLUMNS", "arch_features"]
 
@@ -51,8 +52,10 @@ def _as_frame(configs: pd.DataFrame | Config | Iterable[Config]) -> pd.DataFrame
 
 
 def _compute_families(df: pd.DataFrame, other: np.ndarray) -> pd.DataFrame:
-    """:func:`compute` of a table with rows of other families: each family's rows by its
-    own ``features`` (:mod:`carb.families`), in the table's row order."""
+    """:func:`compute` of a table with rows of other families.
+
+    Each family's rows go through its own ``features`` (:mod:`carb.families`), in the table's row order.
+    """
     pos = np.arange(len(df))
     parts = []
     if (~other).any():
@@ -67,8 +70,10 @@ def _compute_families(df: pd.DataFrame, other: np.ndarray) -> pd.DataFrame:
 
 
 def compute(configs: pd.DataFrame | Any | Iterable[Any]) -> pd.DataFrame:
-    """A copy of the configs table with the feature columns added (:data:`FEATURE_COLUMNS`
-    for ResNets; each family's own where rows of other families are present).
+    """A copy of the configs table with the feature columns added.
+
+    The columns are :data:`FEATURE_COLUMNS` for ResNets, and each family's own where rows of other families are
+    present.
 
     Closed form, vectorized: each distinct network is walked once, then batch and precision
     scale its figures per row with numpy (units: FLOP, B, count, channels, px; see

@@ -47,7 +47,6 @@ This module imports torch only when a module is built.
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
@@ -55,20 +54,51 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from ._base import (BYTES_PER_ELEMENT, MAX_INPUT_SIZE, PRECISIONS, Family, SpaceError, _as_int, _py, missing,
-                    own_parameters, run_limits_problem)
+from ._base import (
+    BYTES_PER_ELEMENT,
+    MAX_INPUT_SIZE,
+    PRECISIONS,
+    Family,
+    SpaceError,
+    _as_int,
+    _py,
+    init_weights,
+    missing,
+    own_parameters,
+    run_limits_problem,
+    stable_id,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from torch import nn
 
-__all__ = ["FAMILY", "OPS", "PARAMETERS", "LayerConfig", "build", "features", "layer_frame", "LAYER_COLUMNS",
-           "LAYERS"]
+__all__ = ["FAMILY", "OPS", "PARAMETERS", "LayerConfig", "build", "features", "layer_frame", "LAYER_COLUMNS", "LAYERS"]
 
 FAMILY = "layers"
 
 #: Operators of the family (see the module docstring).
-OPS: tuple[str, ...] = ("conv", "linear", "matmul", "bn", "relu", "relu6", "hardswish", "hardsigmoid", "sigmoid",
-                        "silu", "gelu", "maxpool", "avgpool", "gap", "add", "mul", "cat", "copy", "softmax", "se")
+OPS: tuple[str, ...] = (
+    "conv",
+    "linear",
+    "matmul",
+    "bn",
+    "relu",
+    "relu6",
+    "hardswish",
+    "hardsigmoid",
+    "sigmoid",
+    "silu",
+    "gelu",
+    "maxpool",
+    "avgpool",
+    "gap",
+    "add",
+    "mul",
+    "cat",
+    "copy",
+    "softmax",
+    "se",
+)
 _ACTS = ("bn", "relu", "relu6", "hardswish", "hardsigmoid", "sigmoid", "silu", "gelu", "softmax")
 #: Operators whose ``cout`` is a free parameter.
 _WITH_COUT = ("conv", "linear", "matmul", "cat", "se")
@@ -113,6 +143,7 @@ class LayerConfig:
     precision: str = "fp32"
 
     def __post_init__(self) -> None:
+        """Normalise the fields and check the op; raises :class:`SpaceError` on an unknown one."""
         object.__setattr__(self, "op", _py(self.op))
         for name in ("cin", "cout", "input_size", "kernel", "stride", "groups", "batch"):
             object.__setattr__(self, name, _as_int(name, getattr(self, name)))
@@ -160,9 +191,18 @@ class LayerConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict: ``family`` (``"layers"``) and the parameters."""
-        return {"family": FAMILY, "op": self.op, "cin": self.cin, "cout": self.cout, "input_size": self.input_size,
-                "kernel": self.kernel, "stride": self.stride, "groups": self.groups, "batch": self.batch,
-                "precision": self.precision}
+        return {
+            "family": FAMILY,
+            "op": self.op,
+            "cin": self.cin,
+            "cout": self.cout,
+            "input_size": self.input_size,
+            "kernel": self.kernel,
+            "stride": self.stride,
+            "groups": self.groups,
+            "batch": self.batch,
+            "precision": self.precision,
+        }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "LayerConfig":
@@ -177,12 +217,14 @@ class LayerConfig:
     @property
     def config_id(self) -> str:
         """Stable 16-hex-digit id: SHA-256 of :meth:`canonical` (``family`` included)."""
-        return hashlib.sha256(self.canonical().encode()).hexdigest()[:16]
+        return stable_id(self.canonical())
 
     def label(self) -> str:
         """e.g. ``conv-c64x128-s28-k3s2g1-b1-fp32``."""
-        return (f"{self.op}-c{self.cin}x{self.cout}-s{self.input_size}-k{self.kernel}s{self.stride}g{self.groups}"
-                f"-b{self.batch}-{self.precision}")
+        return (
+            f"{self.op}-c{self.cin}x{self.cout}-s{self.input_size}-k{self.kernel}s{self.stride}g{self.groups}"
+            f"-b{self.batch}-{self.precision}"
+        )
 
 
 # --------------------------------------------------------------------------- module
@@ -213,9 +255,15 @@ def _torch_classes() -> Any:
             elif op == "bn":
                 self.layer = nn.BatchNorm2d(c)
             elif op in ("relu", "relu6", "hardswish", "hardsigmoid", "sigmoid", "silu", "gelu"):
-                self.layer = {"relu": nn.ReLU, "relu6": nn.ReLU6, "hardswish": nn.Hardswish,
-                              "hardsigmoid": nn.Hardsigmoid, "sigmoid": nn.Sigmoid, "silu": nn.SiLU,
-                              "gelu": nn.GELU}[op]()
+                self.layer = {
+                    "relu": nn.ReLU,
+                    "relu6": nn.ReLU6,
+                    "hardswish": nn.Hardswish,
+                    "hardsigmoid": nn.Hardsigmoid,
+                    "sigmoid": nn.Sigmoid,
+                    "silu": nn.SiLU,
+                    "gelu": nn.GELU,
+                }[op]()
             elif op == "maxpool":
                 self.layer = nn.MaxPool2d(k, cfg.stride, padding=(k - 1) // 2)
             elif op == "avgpool":
@@ -267,15 +315,14 @@ def _torch_classes() -> Any:
 
 
 def build(config: LayerConfig | Mapping[str, Any]) -> "nn.Module":
-    """The module of a layer config, in eval mode, fp32 (cast it with ``.to(dtype)``: its
-    input buffers follow). Created on torch's current default device.
+    """The module of a layer config, in eval mode, fp32 (cast it with ``.to(dtype)``: its input buffers follow).
+
+    Created on torch's current default device.
 
     Raises:
         carb.families.space.SpaceError: the config is invalid (one line).
     """
     cfg = config if isinstance(config, LayerConfig) else LayerConfig.from_dict(config)
-    from ._base import init_weights
-
     m = _torch_classes()(cfg)
     init_weights(m)
     return m.eval()
@@ -286,140 +333,206 @@ def build(config: LayerConfig | Mapping[str, Any]) -> "nn.Module":
 #: The per-layer columns :func:`layer_frame` gives, the same as :func:`carb.graph.capture`'s
 #: (``h``/``w``: input side, ``ho``/``wo``: output side, px; ``cout``: output channels;
 #: FLOP, counts and B as there).
-LAYER_COLUMNS: list[str] = ["op", "batch", "cin", "h", "w", "cout", "ho", "wo", "kernel", "stride", "groups",
-                            "bytes_per_element", "flops", "params", "weight_bytes", "in_bytes", "out_bytes",
-                            "bytes", "n_inputs", "broadcast"]
+LAYER_COLUMNS: list[str] = [
+    "op",
+    "batch",
+    "cin",
+    "h",
+    "w",
+    "cout",
+    "ho",
+    "wo",
+    "kernel",
+    "stride",
+    "groups",
+    "bytes_per_element",
+    "flops",
+    "params",
+    "weight_bytes",
+    "in_bytes",
+    "out_bytes",
+    "bytes",
+    "n_inputs",
+    "broadcast",
+]
 
 
-def _ints(df: pd.DataFrame, name: str, default: int) -> np.ndarray:
-    if name not in df.columns:
-        return np.full(len(df), default, dtype=np.int64)
-    v = pd.to_numeric(df[name], errors="coerce").fillna(default).to_numpy()
-    return v.astype(np.int64)
+def _layer_configs(configs: LayerConfig | Iterable[LayerConfig] | pd.DataFrame) -> tuple[list[LayerConfig], pd.Index]:
+    """The configs of :func:`layer_frame`'s input and the index of its result."""
+    if not isinstance(configs, pd.DataFrame):
+        rows = [configs] if isinstance(configs, LayerConfig) else list(configs)
+        return rows, pd.RangeIndex(len(rows))
+    if len(configs) and "op" not in configs.columns:
+        raise SpaceError("layers: a table of layer configs needs an op column")
+    rows = [
+        LayerConfig.from_dict({k: v for k, v in r.items() if k in PARAMETERS and not missing(v)})
+        for r in configs.to_dict("records")
+    ]
+    return rows, configs.index
+
+
+class _Columns:
+    """The per-layer arrays of :func:`layer_frame`, one entry per config.
+
+    They are set operator group by operator group (a method each); ``weights`` are elements of parameters and
+    buffers.
+    """
+
+    def __init__(self, rows: list[LayerConfig]) -> None:
+        n = len(rows)
+        self.op = np.array([r.op for r in rows], dtype=object)
+        self.b = np.array([r.batch for r in rows], dtype=np.int64)
+        self.c = np.array([r.cin for r in rows], dtype=np.int64)
+        self.o = np.array([r.cout for r in rows], dtype=np.int64)
+        self.s = np.array([r.input_size for r in rows], dtype=np.int64)
+        self.k = np.array([r.kernel for r in rows], dtype=np.int64)
+        self.st = np.array([r.stride for r in rows], dtype=np.int64)
+        self.g = np.array([r.groups for r in rows], dtype=np.int64)
+        self.bpe = np.array([BYTES_PER_ELEMENT[r.precision] for r in rows], dtype=np.int64)
+        s = self.s
+        self.h, self.w, self.ho, self.wo = s.copy(), s.copy(), s.copy(), s.copy()
+        self.cout = self.c.copy()
+        self.flops = np.zeros(n, np.int64)
+        self.params = np.zeros(n, np.int64)
+        self.weights = np.zeros(n, np.int64)
+        self.in_el = self.b * self.c * s * s
+        self.out_el = self.in_el.copy()
+        self.n_in = np.ones(n, np.int64)
+        self.bcast = np.zeros(n, bool)
+        self.tokens = s * s
+        self.is_ = {name: self.op == name for name in OPS}
+
+    def conv(self) -> None:
+        m, b, c, o, k, g = self.is_["conv"], self.b, self.c, self.o, self.k, self.g
+        pad = k // 2
+        self.ho[m] = (self.s[m] + 2 * pad[m] - k[m]) // self.st[m] + 1
+        self.wo[m] = self.ho[m]
+        self.cout[m] = o[m]
+        self.flops[m] = 2 * b[m] * (c[m] // g[m]) * o[m] * k[m] ** 2 * self.ho[m] ** 2
+        self.params[m] = o[m] * (c[m] // g[m]) * k[m] ** 2
+        self.weights[m] = self.params[m]
+        self.out_el[m] = b[m] * o[m] * self.ho[m] ** 2
+
+    def linear(self) -> None:
+        m, b, c, o, s, tokens = self.is_["linear"], self.b, self.c, self.o, self.s, self.tokens
+        self.h[m] = np.where(s[m] == 1, 1, tokens[m])
+        self.w[m] = 1
+        self.ho[m], self.wo[m], self.cout[m] = self.h[m], 1, o[m]
+        self.flops[m] = 2 * b[m] * tokens[m] * c[m] * o[m]
+        self.params[m] = c[m] * o[m] + o[m]
+        self.weights[m] = self.params[m]
+        self.in_el[m] = b[m] * tokens[m] * c[m]
+        self.out_el[m] = b[m] * tokens[m] * o[m]
+
+    def matmul(self) -> None:
+        m, b, c, o, g, tokens = self.is_["matmul"], self.b, self.c, self.o, self.g, self.tokens
+        # graph reading of (batch, heads, T, C): batch, heads as channels, T x C as h x w
+        self.h[m], self.w[m] = tokens[m], c[m]
+        self.ho[m], self.wo[m] = tokens[m], o[m]
+        self.cout[m] = g[m]
+        self.flops[m] = 2 * b[m] * g[m] * tokens[m] * c[m] * o[m]
+        self.in_el[m] = b[m] * g[m] * (tokens[m] * c[m] + c[m] * o[m])
+        self.out_el[m] = b[m] * g[m] * tokens[m] * o[m]
+        self.n_in[m] = 2
+        c[m] = g[m]
+
+    def norm_and_pools(self) -> None:
+        m, b, c = self.is_["bn"], self.b, self.c
+        self.params[m] = 2 * c[m]
+        self.weights[m] = 4 * c[m]  # weight, bias, running mean and variance (+ an 8-byte counter)
+        for name in ("maxpool", "avgpool"):
+            m = self.is_[name]
+            p = (self.k[m] - 1) // 2
+            self.ho[m] = (self.s[m] + 2 * p - self.k[m]) // self.st[m] + 1
+            self.wo[m] = self.ho[m]
+            self.out_el[m] = b[m] * c[m] * self.ho[m] ** 2
+        m = self.is_["gap"]
+        self.ho[m] = self.wo[m] = 1
+        self.out_el[m] = b[m] * c[m]
+
+    def two_inputs(self) -> None:
+        b, c, o, s = self.b, self.c, self.o, self.s
+        m = self.is_["add"]
+        self.in_el[m] = 2 * b[m] * c[m] * s[m] ** 2
+        self.n_in[m] = 2
+        m = self.is_["mul"]
+        self.in_el[m] = b[m] * c[m] * s[m] ** 2 + b[m] * c[m]
+        self.n_in[m] = 2
+        self.bcast[m] = True
+        m = self.is_["cat"]
+        self.in_el[m] = b[m] * (c[m] + o[m]) * s[m] ** 2
+        self.out_el[m] = self.in_el[m]
+        self.cout[m] = c[m] + o[m]
+        self.n_in[m] = 2
+
+    def se(self) -> None:
+        m, b, c, o = self.is_["se"], self.b, self.c, self.o
+        self.flops[m] = 2 * 2 * b[m] * c[m] * o[m]
+        self.params[m] = 2 * c[m] * o[m] + c[m] + o[m]
+        self.weights[m] = self.params[m]
+
+    def frame(self, index: pd.Index) -> pd.DataFrame:
+        """The :data:`LAYER_COLUMNS` table."""
+        is_ = self.is_
+        self.g[is_["matmul"] | is_["copy"]] = 1  # the graph reads heads as channels and a shuffle as a copy
+        weight_bytes = self.weights * self.bpe + np.where(is_["bn"], 8, 0)
+        in_bytes, out_bytes = self.in_el * self.bpe, self.out_el * self.bpe
+        return pd.DataFrame(
+            {
+                "op": self.op,
+                "batch": self.b,
+                "cin": self.c,
+                "h": self.h,
+                "w": self.w,
+                "cout": self.cout,
+                "ho": self.ho,
+                "wo": self.wo,
+                "kernel": self.k,
+                "stride": self.st,
+                "groups": self.g,
+                "bytes_per_element": self.bpe,
+                "flops": self.flops,
+                "params": self.params,
+                "weight_bytes": weight_bytes,
+                "in_bytes": in_bytes,
+                "out_bytes": out_bytes,
+                "bytes": in_bytes + weight_bytes + out_bytes,
+                "n_inputs": self.n_in,
+                "broadcast": self.bcast,
+            },
+            index=index,
+        )
 
 
 def layer_frame(configs: LayerConfig | Iterable[LayerConfig] | pd.DataFrame) -> pd.DataFrame:
-    """Closed-form per-layer columns (:data:`LAYER_COLUMNS`) of layer configs, vectorised,
-    with the same meanings as :func:`carb.graph.capture`'s rows for the same operator
-    (``se`` rows: its totals; ``op`` stays ``se``). No module is built.
+    """Closed-form per-layer columns (:data:`LAYER_COLUMNS`) of layer configs, vectorised.
 
-    ``configs`` may be configs or a table of rows with the parameter columns.
+    The columns have the same meanings as :func:`carb.graph.capture`'s rows for the same operator (``se`` rows: its
+    totals; ``op`` stays ``se``). No module is built.
+
+    Args:
+        configs: configs, or a table of rows with the parameter columns (index kept).
+
+    Returns:
+        One row per config with the :data:`LAYER_COLUMNS`.
+
+    Raises:
+        carb.families.space.SpaceError: a table without an ``op`` column or an invalid row.
     """
-    if isinstance(configs, pd.DataFrame):
-        df = configs
-        if len(df) and "op" not in df.columns:
-            raise SpaceError("layers: a table of layer configs needs an op column")
-        rows = [LayerConfig.from_dict({k: v for k, v in r.items() if k in PARAMETERS and not missing(v)})
-                for r in df.to_dict("records")]
-        index = df.index
-    else:
-        rows = [configs] if isinstance(configs, LayerConfig) else list(configs)
-        index = pd.RangeIndex(len(rows))
-    n = len(rows)
-    op = np.array([r.op for r in rows], dtype=object)
-    b = np.array([r.batch for r in rows], dtype=np.int64)
-    c = np.array([r.cin for r in rows], dtype=np.int64)
-    o = np.array([r.cout for r in rows], dtype=np.int64)
-    s = np.array([r.input_size for r in rows], dtype=np.int64)
-    k = np.array([r.kernel for r in rows], dtype=np.int64)
-    st = np.array([r.stride for r in rows], dtype=np.int64)
-    g = np.array([r.groups for r in rows], dtype=np.int64)
-    bpe = np.array([BYTES_PER_ELEMENT[r.precision] for r in rows], dtype=np.int64)
-    h = s.copy()
-    w = s.copy()
-    ho = s.copy()
-    wo = s.copy()
-    cout = c.copy()
-    flops = np.zeros(n, np.int64)
-    params = np.zeros(n, np.int64)
-    weights = np.zeros(n, np.int64)  # elements of parameters and buffers
-    in_el = b * c * s * s
-    out_el = in_el.copy()
-    n_in = np.ones(n, np.int64)
-    bcast = np.zeros(n, bool)
-    is_ = {name: op == name for name in OPS}
-
-    m = is_["conv"]
-    pad = k // 2
-    ho[m] = (s[m] + 2 * pad[m] - k[m]) // st[m] + 1
-    wo[m] = ho[m]
-    cout[m] = o[m]
-    flops[m] = 2 * b[m] * (c[m] // g[m]) * o[m] * k[m] ** 2 * ho[m] ** 2
-    params[m] = o[m] * (c[m] // g[m]) * k[m] ** 2
-    weights[m] = params[m]
-    out_el[m] = b[m] * o[m] * ho[m] ** 2
-
-    m = is_["linear"]
-    tokens = s * s
-    h[m] = np.where(s[m] == 1, 1, tokens[m])
-    w[m] = 1
-    ho[m], wo[m], cout[m] = h[m], 1, o[m]
-    flops[m] = 2 * b[m] * tokens[m] * c[m] * o[m]
-    params[m] = c[m] * o[m] + o[m]
-    weights[m] = params[m]
-    in_el[m] = b[m] * tokens[m] * c[m]
-    out_el[m] = b[m] * tokens[m] * o[m]
-
-    m = is_["matmul"]
-    # graph reading of (batch, heads, T, C): batch, heads as channels, T x C as h x w
-    h[m], w[m] = tokens[m], c[m]
-    ho[m], wo[m] = tokens[m], o[m]
-    cout[m] = g[m]
-    flops[m] = 2 * b[m] * g[m] * tokens[m] * c[m] * o[m]
-    in_el[m] = b[m] * g[m] * (tokens[m] * c[m] + c[m] * o[m])
-    out_el[m] = b[m] * g[m] * tokens[m] * o[m]
-    n_in[m] = 2
-    c[m] = g[m]
-
-    m = is_["bn"]
-    params[m] = 2 * c[m]
-    weights[m] = 4 * c[m]  # weight, bias, running mean and variance (+ an 8-byte counter, below)
-
-    for name in ("maxpool", "avgpool"):
-        m = is_[name]
-        p = (k[m] - 1) // 2
-        ho[m] = (s[m] + 2 * p - k[m]) // st[m] + 1
-        wo[m] = ho[m]
-        out_el[m] = b[m] * c[m] * ho[m] ** 2
-    m = is_["gap"]
-    ho[m] = wo[m] = 1
-    out_el[m] = b[m] * c[m]
-
-    m = is_["add"]
-    in_el[m] = 2 * b[m] * c[m] * s[m] ** 2
-    n_in[m] = 2
-    m = is_["mul"]
-    in_el[m] = b[m] * c[m] * s[m] ** 2 + b[m] * c[m]
-    n_in[m] = 2
-    bcast[m] = True
-    m = is_["cat"]
-    in_el[m] = b[m] * (c[m] + o[m]) * s[m] ** 2
-    out_el[m] = in_el[m]
-    cout[m] = c[m] + o[m]
-    n_in[m] = 2
-
-    m = is_["se"]
-    flops[m] = 2 * 2 * b[m] * c[m] * o[m]
-    params[m] = 2 * c[m] * o[m] + c[m] + o[m]
-    weights[m] = params[m]
-
-    g[is_["matmul"] | is_["copy"]] = 1  # the graph reads heads as channels and a shuffle as a copy
-    weight_bytes = weights * bpe + np.where(is_["bn"], 8, 0)
-    in_bytes, out_bytes = in_el * bpe, out_el * bpe
-    out = pd.DataFrame({
-        "op": op, "batch": b, "cin": c, "h": h, "w": w, "cout": cout, "ho": ho, "wo": wo, "kernel": k,
-        "stride": st, "groups": g, "bytes_per_element": bpe, "flops": flops, "params": params,
-        "weight_bytes": weight_bytes, "in_bytes": in_bytes, "out_bytes": out_bytes,
-        "bytes": in_bytes + weight_bytes + out_bytes, "n_inputs": n_in, "broadcast": bcast,
-    }, index=index)
-    return out
+    rows, index = _layer_configs(configs)
+    cols = _Columns(rows)
+    for step in (cols.conv, cols.linear, cols.matmul, cols.norm_and_pools, cols.two_inputs, cols.se):
+        step()
+    return cols.frame(index)
 
 
 def features(df: pd.DataFrame) -> pd.DataFrame:
-    """The family's feature columns for a table of layer rows: :data:`LAYER_COLUMNS`
-    (prefixed ``layer_`` where a name would clash with a parameter: ``layer_cin`` ...) and the
-    :mod:`carb.families.features` columns that apply (``flops``, ``params``, ``weight_bytes``,
-    ``model_bytes``, ``input_bytes``, ``output_bytes``, ``bytes_per_element``)."""
+    """The family's feature columns for a table of layer rows.
+
+    These are :data:`LAYER_COLUMNS` (prefixed ``layer_`` where a name would clash with a parameter: ``layer_cin``
+    ...) and the :mod:`carb.families.features` columns that apply (``flops``, ``params``, ``weight_bytes``,
+    ``model_bytes``, ``input_bytes``, ``output_bytes``, ``bytes_per_element``).
+    """
     lf = layer_frame(df)
     out = df.copy()
     for col in LAYER_COLUMNS:
@@ -440,25 +553,55 @@ def _to_row(config: LayerConfig) -> dict[str, Any]:
     return config.to_dict()
 
 
-LAYERS = Family(name=FAMILY, config_type=LayerConfig, from_row=_from_row, to_row=_to_row, build=build,
-                features=features,
-                description="single CNN layers (conv incl. depthwise/grouped, linear, matmul, BN, activations, "
-                            "pools, add/mul/cat, shuffle, SE) for per-operator cost models",
-                parameters=tuple(p for p in PARAMETERS))
+LAYERS = Family(
+    name=FAMILY,
+    config_type=LayerConfig,
+    from_row=_from_row,
+    to_row=_to_row,
+    build=build,
+    features=features,
+    description="single CNN layers (conv incl. depthwise/grouped, linear, matmul, BN, activations, "
+    "pools, add/mul/cat, shuffle, SE) for per-operator cost models",
+    parameters=tuple(p for p in PARAMETERS),
+)
 
 
 #: Layers per operator group in :func:`balanced_sample` (for ``n = 400``; scaled to ``n``):
 #: the expensive, shape-rich convolutions get most, every operator gets some.
 QUOTAS: dict[str, int] = {
-    "conv_dense": 80, "conv_stem": 14, "conv_dw": 56, "conv_grouped": 44, "conv_fc": 12, "linear": 14, "matmul": 10,
-    "bn": 14, "relu": 9, "relu6": 7, "hardswish": 7, "hardsigmoid": 7, "sigmoid": 7, "silu": 7, "gelu": 5,
-    "softmax": 5, "gap": 9, "add": 12, "mul": 10, "maxpool": 9, "avgpool": 9, "cat": 12, "copy": 10, "se": 10,
+    "conv_dense": 80,
+    "conv_stem": 14,
+    "conv_dw": 56,
+    "conv_grouped": 44,
+    "conv_fc": 12,
+    "linear": 14,
+    "matmul": 10,
+    "bn": 14,
+    "relu": 9,
+    "relu6": 7,
+    "hardswish": 7,
+    "hardsigmoid": 7,
+    "sigmoid": 7,
+    "silu": 7,
+    "gelu": 5,
+    "softmax": 5,
+    "gap": 9,
+    "add": 12,
+    "mul": 10,
+    "maxpool": 9,
+    "avgpool": 9,
+    "cat": 12,
+    "copy": 10,
+    "se": 10,
 }
 
 
 def op_group(c: LayerConfig) -> str:
-    """The sampling group of a layer: its op, convolutions split into dense, stem (3 input
-    channels), depthwise, grouped and fully connected (1x1 on a 1x1 map)."""
+    """The sampling group of a layer: its op, with convolutions split by kind.
+
+    The convolution groups are dense, stem (3 input channels), depthwise, grouped and fully connected (1x1 on a 1x1
+    map).
+    """
     if c.op != "conv":
         return c.op
     if c.cin == 3:
@@ -471,9 +614,11 @@ def op_group(c: LayerConfig) -> str:
 
 
 def balanced_sample(configs: Iterable[LayerConfig], n: int = 400, seed: int = 0) -> list[LayerConfig]:
-    """A sample of about ``n`` layers with :data:`QUOTAS` per operator group, each group
-    space-filling over its own parameters (greedy farthest point on log-scaled shapes), so
-    that cheap operators are not crowded out by the many convolutions of a space."""
+    """A sample of about ``n`` layers with :data:`QUOTAS` per operator group.
+
+    Each group is space-filling over its own parameters (greedy farthest point on log-scaled shapes), so that cheap
+    operators are not crowded out by the many convolutions of a space.
+    """
     rng = np.random.default_rng(seed)
     groups: dict[str, list[LayerConfig]] = {}
     for c in configs:
@@ -483,8 +628,11 @@ def balanced_sample(configs: Iterable[LayerConfig], n: int = 400, seed: int = 0)
     for name in sorted(groups):
         cs = groups[name]
         k = min(len(cs), max(1, round(QUOTAS.get(name, 5) * n / total)))
-        X = np.log2(np.array([[c.cin, c.cout, c.input_size, c.kernel, c.stride, c.groups, c.batch] for c in cs],
-                             dtype=np.float64))
+        X = np.log2(
+            np.array(
+                [[c.cin, c.cout, c.input_size, c.kernel, c.stride, c.groups, c.batch] for c in cs], dtype=np.float64
+            )
+        )
         span = X.max(axis=0) - X.min(axis=0)
         X = (X - X.min(axis=0)) / np.where(span > 0, span, 1.0) + rng.uniform(0, 1e-6, X.shape)
         first = int(rng.integers(len(cs)))

@@ -1,5 +1,6 @@
-"""The NAS-Bench-201 family: the 15,625 cell-based CNNs of NAS-Bench-201 (Dong & Yang, ICLR
-2020) as PyTorch networks, with closed-form features.
+"""The NAS-Bench-201 family: its 15,625 cell-based CNNs as PyTorch networks, with closed-form features.
+
+The networks are those of NAS-Bench-201 (Dong & Yang, ICLR 2020).
 
 One :class:`NB201Config` is the NAS-Bench-201 macro skeleton with one operation chosen for
 each of the six edges of its cell, run at an input size, class count, batch and precision.
@@ -52,11 +53,14 @@ meanings as :mod:`carb.families.features` where they apply; the tests check them
 ``torch.utils.flop_counter.FlopCounterMode``, the module's parameters and a tracker of
 the tensors a forward allocates, exactly. This module imports torch only when a network
 is built.
+
+The fixed tables live in :mod:`carb.families._nb201_tables`, the torch modules in
+:mod:`carb.families._nb201_nets` and the effective-DAG figures of a cell
+(:func:`cell_features`) in :mod:`carb.families._nb201_cells`; this module re-exports them.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
@@ -65,56 +69,67 @@ import numpy as np
 import pandas as pd
 
 from ._base import (
-    BYTES_PER_ELEMENT,
     MAX_BATCH,
     MAX_CLASSES,
     MAX_INPUT_SIZE,
     PRECISIONS,
     Family,
+    PerNetColumns,
     SpaceError,
     _as_int,
     _py,
+    distinct_networks,
+    flop_fraction,
     init_weights,
+    int_values,
     missing,
     own_parameters,
+    per_row_features,
+    precision_bytes,
     run_limits_problem,
     stable_id,
 )
+from ._nb201_cells import CELL_FEATURE_COLUMNS, cell_features, effective_edges
+from ._nb201_tables import CELLS_PER_STAGE, CONV1, CONV3, EDGES, NONE, OPS, POOL, STAGE_CHANNELS, STEM_CHANNELS
 
 if TYPE_CHECKING:  # pragma: no cover - types only; torch is imported lazily
     from torch import nn
 
 __all__ = [
-    "FAMILY", "OPS", "EDGES", "EDGE_COLUMNS", "PARAMETERS", "FEATURE_COLUMNS", "OP_COUNT_COLUMNS",
-    "INPUT_VARIANTS", "NB201Config", "build", "features", "to_frame", "parse_arch_str", "arch_str",
-    "CELL_FEATURE_COLUMNS", "cell_features", "effective_edges", "edge_codes",
+    "FAMILY",
+    "OPS",
+    "EDGES",
+    "EDGE_COLUMNS",
+    "PARAMETERS",
+    "FEATURE_COLUMNS",
+    "OP_COUNT_COLUMNS",
+    "INPUT_VARIANTS",
+    "NB201Config",
+    "build",
+    "features",
+    "to_frame",
+    "parse_arch_str",
+    "arch_str",
+    "CELL_FEATURE_COLUMNS",
+    "cell_features",
+    "effective_edges",
+    "edge_codes",
 ]
 
 #: The ``family`` key of a config's canonical form.
 FAMILY = "nb201"
-#: The 5 candidate operations of a cell edge, in NAS-Bench-201's order (index = code).
-OPS: tuple[str, ...] = ("none", "skip_connect", "nor_conv_1x1", "nor_conv_3x3", "avg_pool_3x3")
-#: (target node, source node) of each of the 6 edges, in ``arch_str`` order.
-EDGES: tuple[tuple[int, int], ...] = ((1, 0), (2, 0), (2, 1), (3, 0), (3, 1), (3, 2))
+#: The table columns of the 6 edges' operations.
 EDGE_COLUMNS: tuple[str, ...] = tuple(f"edge_{i}" for i in range(6))
-#: Channels of the stem and of the three stages (C = 16). Units: channels.
-STEM_CHANNELS = 16
-STAGE_CHANNELS: tuple[int, ...] = (16, 32, 64)
-#: Cells per stage (N = 5).
-CELLS_PER_STAGE = 5
 #: HW-NAS-Bench's three input variants: dataset name -> (input side px, classes).
-INPUT_VARIANTS: dict[str, tuple[int, int]] = {"cifar10": (32, 10), "cifar100": (32, 100),
-                                              "ImageNet16-120": (16, 120)}
+INPUT_VARIANTS: dict[str, tuple[int, int]] = {"cifar10": (32, 10), "cifar100": (32, 100), "ImageNet16-120": (16, 120)}
 #: The parameters of a config (the fields of :class:`NB201Config`).
 PARAMETERS: tuple[str, ...] = ("edges", "input_size", "classes", "batch", "precision")
 _OP_INDEX = {op: i for i, op in enumerate(OPS)}
 _OPS_INDEX = pd.Index(OPS)
-NONE, SKIP, CONV1, CONV3, POOL = range(5)
 
 
 def parse_arch_str(text: str) -> tuple[str, ...]:
-    """The 6 edge operations of a NAS-Bench-201 ``arch_str``
-    (``|op~0|+|op~0|op~1|+|op~0|op~1|op~2|``), in edge order.
+    """The 6 edge operations of a NAS-Bench-201 ``arch_str`` (``|op~0|+|op~0|op~1|+|op~0|op~1|op~2|``), in edge order.
 
     Raises:
         SpaceError: (one line) not an arch string of this space.
@@ -132,7 +147,9 @@ def parse_arch_str(text: str) -> tuple[str, ...]:
                     raise ValueError
                 ops.append(op)
     except ValueError:
-        raise SpaceError(f"arch_str: {text!r} is not a NAS-Bench-201 cell (|op~0|+|op~0|op~1|+|op~0|op~1|op~2|)") from None
+        raise SpaceError(
+            f"arch_str: {text!r} is not a NAS-Bench-201 cell (|op~0|+|op~0|op~1|+|op~0|op~1|op~2|)"
+        ) from None
     if len(ops) != 6:
         raise SpaceError(f"arch_str: {text!r} is not a NAS-Bench-201 cell (6 edges)")
     return tuple(ops)
@@ -169,6 +186,7 @@ class NB201Config:
     precision: str = "fp32"
 
     def __post_init__(self) -> None:
+        """Normalise the fields (an ``arch_str`` becomes its edges) and check the config; raises :class:`SpaceError`."""
         edges = self.edges
         if isinstance(edges, str) and "~" in edges:
             edges = parse_arch_str(edges)
@@ -210,15 +228,23 @@ class NB201Config:
         return arch_str(self.edges)
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-serialisable dict: ``family`` (``"nb201"``) and the parameters
-        (``edges`` as a list)."""
-        return {"family": FAMILY, "edges": list(self.edges), "input_size": self.input_size,
-                "classes": self.classes, "batch": self.batch, "precision": self.precision}
+        """Plain JSON-serialisable dict: ``family`` (``"nb201"``) and the parameters (``edges`` as a list)."""
+        return {
+            "family": FAMILY,
+            "edges": list(self.edges),
+            "input_size": self.input_size,
+            "classes": self.classes,
+            "batch": self.batch,
+            "precision": self.precision,
+        }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "NB201Config":
-        """A config from a mapping of its parameters (``family``, if present, must be
-        ``"nb201"``); unknown keys raise :class:`~carb.families.space.SpaceError`."""
+        """A config from a mapping of its parameters (``family``, if present, must be ``"nb201"``).
+
+        Raises:
+            ~carb.families.space.SpaceError: an unknown key.
+        """
         d = own_parameters(d, FAMILY, PARAMETERS, required=("edges",))
         return cls(**d)
 
@@ -228,8 +254,10 @@ class NB201Config:
 
     @property
     def config_id(self) -> str:
-        """Stable 16-hex-digit id: SHA-256 of :meth:`canonical`; the ``family`` key keeps it
-        apart from every other family's ids."""
+        """Stable 16-hex-digit id: SHA-256 of :meth:`canonical`.
+
+        The ``family`` key keeps it apart from every other family's ids.
+        """
         return stable_id(self.canonical())
 
     @property
@@ -238,15 +266,19 @@ class NB201Config:
         return (self.edges, self.input_size, self.classes)
 
     def label(self) -> str:
-        """Short label: edge op codes (0..4, :data:`OPS` order), size, classes, batch,
-        precision, e.g. ``nb201-412313-i32-c10-b1-fp32``."""
-        return (f"nb201-{''.join(map(str, self.codes))}-i{self.input_size}-c{self.classes}-b{self.batch}-"
-                f"{self.precision}")
+        """Short label: edge op codes (0..4, :data:`OPS` order), size, classes, batch, precision.
+
+        For example ``nb201-412313-i32-c10-b1-fp32``.
+        """
+        return (
+            f"nb201-{''.join(map(str, self.codes))}-i{self.input_size}-c{self.classes}-b{self.batch}-{self.precision}"
+        )
 
 
 def edge_codes(df: pd.DataFrame) -> np.ndarray:
-    """Operation index (into :data:`OPS`) of each edge, shape (n, 6), int64, from the
-    columns ``edge_0`` .. ``edge_5`` (operation names).
+    """Operation index (into :data:`OPS`) of each edge, shape (n, 6), int64, from the columns ``edge_0`` ..
+
+    ``edge_5`` (operation names).
 
     Raises:
         ValueError: a missing column or an unknown operation (one line).
@@ -263,87 +295,11 @@ def edge_codes(df: pd.DataFrame) -> np.ndarray:
     return np.stack(cols, axis=1).astype(np.int64) if cols else np.zeros((len(df), 6), np.int64)
 
 
-#: The columns of :func:`cell_features` (counts per cell; the same cell is in all 15 places).
-CELL_FEATURE_COLUMNS: tuple[str, ...] = (
-    "n_eff_skip_connect", "n_eff_nor_conv_1x1", "n_eff_nor_conv_3x3", "n_eff_avg_pool_3x3", "n_eff_edges",
-    "eff_path_edges", "eff_path_convs", "n_dead_convs", "n_dead_edges",
-)
-
-
-def effective_edges(codes: np.ndarray) -> np.ndarray:
-    """Which edges of each cell are effective (see :func:`cell_features`), shape (n, 6),
-    bool, from edge codes of shape (n, 6) (negative codes count as ``none``). Cells with
-    equal codes on their effective edges compute the same function (NAS-Bench-201's
-    isomorphic cells, up to the constants a convolution of zeros leaves), though not at
-    the same cost: dead edges still run."""
-    codes = np.asarray(codes)
-    present = codes > NONE
-    n = len(codes)
-    reach_in = np.zeros((n, 4), bool)
-    reach_in[:, 0] = True
-    for j in (1, 2, 3):
-        for k, (dst, src) in enumerate(EDGES):
-            if dst == j:
-                reach_in[:, j] |= present[:, k] & reach_in[:, src]
-    reach_out = np.zeros((n, 4), bool)
-    reach_out[:, 3] = True
-    for j in (2, 1, 0):
-        for k, (dst, src) in enumerate(EDGES):
-            if src == j:
-                reach_out[:, j] |= present[:, k] & reach_out[:, dst]
-    return present & reach_in[:, [s for _, s in EDGES]] & reach_out[:, [d for d, _ in EDGES]]
-
-
-def cell_features(codes: np.ndarray) -> np.ndarray:
-    """Closed-form figures of each cell's effective DAG, vectorized: shape (n, 9), the
-    columns of :data:`CELL_FEATURE_COLUMNS`, float64.
-
-    An edge is *effective* when it is not ``none``, its source node is reached from the
-    cell input through edges that are not ``none``, and its target node reaches the cell
-    output (node 3) the same way; the other non-``none`` edges are *dead*: they run (the
-    network computes them, see the module docstring) but feed nothing or only zeros into
-    the output. Columns: effective edges per operation (skip, 1x1 conv, 3x3 conv, pooling)
-    and in all; the longest input-to-output path in effective edges and in convolutions
-    (0 when the output is zero); dead convolutions; dead edges. These say where a cell's
-    operations sit, which its totals (FLOPs, op counts) do not: on the Jetson TX2 they
-    bring LightGBM's energy error on unseen cells from 2.40% to 2.30% MAPE
-    (``benchmarks/RESULTS.md``, issue 14).
-
-    Args:
-        codes: operation index (into :data:`OPS`) of the 6 edges, shape (n, 6), as
-            :func:`edge_codes` gives; a row with a negative code (a row of another family in
-            a mixed table) gets -1 in every column.
-    """
-    codes = np.asarray(codes)
-    if codes.ndim != 2 or codes.shape[1] != 6:
-        raise ValueError(f"nb201.cell_features: codes of shape (n, 6) expected, got {codes.shape}")
-    other = (codes < 0).any(axis=1)
-    codes = np.where(other[:, None], NONE, codes).astype(np.int64)
-    n = len(codes)
-    present = codes != NONE
-    eff = effective_edges(codes)
-    conv = (codes == CONV1) | (codes == CONV3)
-    # longest paths over effective edges (nodes in topological order 0..3); -n: unreached
-    path_e = np.full((n, 4), -n - 10, np.int64)
-    path_e[:, 0] = 0
-    path_c = path_e.copy()
-    for j in (1, 2, 3):
-        for k, (dst, src) in enumerate(EDGES):
-            if dst == j:
-                path_e[:, j] = np.where(eff[:, k], np.maximum(path_e[:, j], path_e[:, src] + 1), path_e[:, j])
-                path_c[:, j] = np.where(eff[:, k], np.maximum(path_c[:, j], path_c[:, src] + conv[:, k]), path_c[:, j])
-    out = np.column_stack([
-        *((eff & (codes == op)).sum(axis=1) for op in (SKIP, CONV1, CONV3, POOL)),
-        eff.sum(axis=1), np.maximum(path_e[:, 3], 0), np.maximum(path_c[:, 3], 0),
-        (conv & ~eff).sum(axis=1), (present & ~eff).sum(axis=1),
-    ]).astype(np.float64)
-    out[other] = -1.0
-    return out
-
-
 def to_frame(configs: NB201Config | Iterable[NB201Config]) -> pd.DataFrame:
-    """The parameter table of configs: ``config_id``, ``family``, ``edge_0`` .. ``edge_5``,
-    ``input_size``, ``classes``, ``batch``, ``precision``."""
+    """The parameter table of configs: ``config_id``, ``family``, ``edge_0`` ..
+
+    ``edge_5``, ``input_size``, ``classes``, ``batch``, ``precision``.
+    """
     cs = [configs] if isinstance(configs, NB201Config) else list(configs)
     bad = next((c for c in cs if not isinstance(c, NB201Config)), None)
     if bad is not None:
@@ -360,130 +316,21 @@ def to_frame(configs: NB201Config | Iterable[NB201Config]) -> pd.DataFrame:
 # --- the network ---------------------------------------------------------------------
 
 
-@functools.cache
-def _torch_modules() -> Any:
-    """The nn.Module classes, defined on first use (importing this module imports no torch)."""
-    from types import SimpleNamespace
-
-    import torch
-    from torch import Tensor, nn
-
-    class ReLUConvBN(nn.Module):
-        """ReLU (not in place: its input is a node other edges read) + k x k convolution
-        (padding k // 2, no bias) + BN."""
-
-        def __init__(self, cin: int, cout: int, kernel: int, stride: int) -> None:
-            super().__init__()
-            self.relu = nn.ReLU(inplace=False)
-            self.conv = nn.Conv2d(cin, cout, kernel, stride=stride, padding=kernel // 2, bias=False)
-            self.bn = nn.BatchNorm2d(cout)
-
-        def forward(self, x: Tensor) -> Tensor:
-            # one statement per operator: each intermediate is freed when the next returns,
-            # where features() assumes it is
-            out = self.relu(x)
-            out = self.conv(out)
-            out = self.bn(out)
-            return out
-
-    class Cell(nn.Module):
-        """NAS-Bench-201's cell (``InferCell``) with ``none`` edges dropped (see the module
-        docstring). ``ops[k]`` is edge k's module (``None`` for none and skip)."""
-
-        def __init__(self, edges: tuple[str, ...], channels: int) -> None:
-            super().__init__()
-            self.edges = tuple(edges)
-            mods: list[nn.Module] = []
-            for op in self.edges:
-                if op == "nor_conv_1x1":
-                    mods.append(ReLUConvBN(channels, channels, 1, 1))
-                elif op == "nor_conv_3x3":
-                    mods.append(ReLUConvBN(channels, channels, 3, 1))
-                elif op == "avg_pool_3x3":
-                    mods.append(nn.AvgPool2d(3, stride=1, padding=1, count_include_pad=False))
-                else:
-                    mods.append(nn.Identity())  # skip_connect, and a placeholder for none
-            self.ops = nn.ModuleList(mods)
-            # per node: the (edge, source node) pairs that contribute (structural, fixed here)
-            self.inputs = tuple(tuple((k, src) for k, (dst, src) in enumerate(EDGES)
-                                      if dst == j and self.edges[k] != "none") for j in (1, 2, 3))
-
-        def forward(self, x: Tensor) -> Tensor:
-            nodes = [x]
-            for inputs in self.inputs:
-                acc = None
-                for k, src in inputs:
-                    # the edge's output is a temporary freed by the addition (no name keeps it)
-                    acc = self.ops[k](nodes[src]) if acc is None else acc + self.ops[k](nodes[src])
-                if acc is None:  # every incoming edge is none: the node is zero
-                    acc = torch.zeros_like(x)
-                nodes.append(acc)
-            return nodes[3]
-
-    class ReductionBlock(nn.Module):
-        """NAS-Bench-201's ``ResNetBasicblock`` at stride 2."""
-
-        def __init__(self, cin: int, cout: int) -> None:
-            super().__init__()
-            self.conv_a = ReLUConvBN(cin, cout, 3, 2)
-            self.conv_b = ReLUConvBN(cout, cout, 3, 1)
-            self.pool = nn.AvgPool2d(kernel_size=2, stride=2, padding=0)
-            self.shortcut = nn.Conv2d(cin, cout, 1, bias=False)
-
-        def forward(self, x: Tensor) -> Tensor:
-            out = self.conv_a(x)
-            out = self.conv_b(out)
-            res = self.pool(x)
-            res = self.shortcut(res)
-            return res + out
-
-    class NB201Net(nn.Module):
-        """The NAS-Bench-201 skeleton around one cell (``TinyNetwork``, C = 16, N = 5)."""
-
-        def __init__(self, edges: tuple[str, ...], classes: int = 10) -> None:
-            super().__init__()
-            self.stem_conv = nn.Conv2d(3, STEM_CHANNELS, 3, padding=1, bias=False)
-            self.stem_bn = nn.BatchNorm2d(STEM_CHANNELS)
-            cells: list[nn.Module] = []
-            cin = STEM_CHANNELS
-            for s, c in enumerate(STAGE_CHANNELS):
-                if s:
-                    cells.append(ReductionBlock(cin, c))
-                cells += [Cell(edges, c) for _ in range(CELLS_PER_STAGE)]
-                cin = c
-            self.cells = nn.ModuleList(cells)
-            self.last_bn = nn.BatchNorm2d(cin)
-            self.last_relu = nn.ReLU(inplace=True)
-            self.pool = nn.AdaptiveAvgPool2d(1)
-            self.classifier = nn.Linear(cin, classes)
-
-        def forward(self, x: Tensor) -> Tensor:
-            x = self.stem_conv(x)
-            x = self.stem_bn(x)
-            # a loop, not nn.Sequential: each cell's input is freed when the next starts
-            for cell in self.cells:
-                x = cell(x)
-            x = self.last_bn(x)
-            x = self.last_relu(x)
-            x = self.pool(x)
-            x = torch.flatten(x, 1)
-            return self.classifier(x)
-
-    return SimpleNamespace(ReLUConvBN=ReLUConvBN, Cell=Cell, ReductionBlock=ReductionBlock, NB201Net=NB201Net)
-
-
 def __getattr__(name: str) -> Any:
     # carb.families.nb201.NB201Net, .Cell, ...: the module classes, torch imported on use
     if name in ("NB201Net", "Cell", "ReductionBlock", "ReLUConvBN"):
-        return getattr(_torch_modules(), name)
+        from . import _nb201_nets
+
+        return getattr(_nb201_nets, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def build(config: NB201Config | Mapping[str, Any]) -> "nn.Module":
-    """The network of a config, in eval mode, with fp32 weights. Feed inputs of shape
-    ``(batch, 3, input_size, input_size)``; the output (logits) has shape
-    ``(batch, classes)``. Cast it yourself for other precisions; built on torch's current
-    default device (``with torch.device("meta")`` allocates nothing).
+    """The network of a config, in eval mode, with fp32 weights.
+
+    Feed inputs of shape ``(batch, 3, input_size, input_size)``; the output (logits) has shape ``(batch, classes)``.
+    Cast it yourself for other precisions; built on torch's current default device (``with torch.device("meta")``
+    allocates nothing).
 
     Initialisation: He normal (fan_out) for convolutions, BN at identity (the family
     record's shared :func:`~carb.families._base.init_weights`); the classifier keeps
@@ -492,8 +339,10 @@ def build(config: NB201Config | Mapping[str, Any]) -> "nn.Module":
     Raises:
         carb.families.space.SpaceError: (a ``ValueError``, one line) the config is invalid.
     """
+    from ._nb201_nets import NB201Net  # torch is imported here, on use
+
     cfg = config if isinstance(config, NB201Config) else NB201Config.from_dict(config)
-    model = _torch_modules().NB201Net(cfg.edges, cfg.classes)
+    model = NB201Net(cfg.edges, cfg.classes)
     init_weights(model)
     return model.eval()
 
@@ -530,21 +379,48 @@ OP_COUNT_COLUMNS: list[str] = [f"n_{op}" for op in OPS]
 #: - ``arithmetic_intensity`` (FLOP/B), ``conv1x1_flop_fraction``,
 #:   ``depthwise_flop_fraction`` (0: no depthwise convolution in this space).
 FEATURE_COLUMNS: list[str] = [
-    "bytes_per_element", "flops", "flops_per_image", "params", "weight_bytes", "model_bytes",
-    "input_bytes", "output_bytes", "activation_bytes", "peak_activation_bytes",
-    "live_activation_bytes", "largest_activation_bytes",
-    "n_conv", "n_bn", "n_linear", "n_layers", "n_ops", "n_stages", "n_blocks", "n_projections",
-    "n_residual", "min_channels", "max_channels", "final_channels", "stem_output_size",
-    "final_feature_size", *OP_COUNT_COLUMNS, "n_zero_nodes", "n_node_adds",
-    "arithmetic_intensity", "conv1x1_flop_fraction", "depthwise_flop_fraction",
+    "bytes_per_element",
+    "flops",
+    "flops_per_image",
+    "params",
+    "weight_bytes",
+    "model_bytes",
+    "input_bytes",
+    "output_bytes",
+    "activation_bytes",
+    "peak_activation_bytes",
+    "live_activation_bytes",
+    "largest_activation_bytes",
+    "n_conv",
+    "n_bn",
+    "n_linear",
+    "n_layers",
+    "n_ops",
+    "n_stages",
+    "n_blocks",
+    "n_projections",
+    "n_residual",
+    "min_channels",
+    "max_channels",
+    "final_channels",
+    "stem_output_size",
+    "final_feature_size",
+    *OP_COUNT_COLUMNS,
+    "n_zero_nodes",
+    "n_node_adds",
+    "arithmetic_intensity",
+    "conv1x1_flop_fraction",
+    "depthwise_flop_fraction",
 ]
 _FLOAT_COLUMNS = ("arithmetic_intensity", "conv1x1_flop_fraction", "depthwise_flop_fraction")
 
 
 class _Acc:
-    """Per-image figures of many networks at once (numpy arrays of length n; elements or
-    counts), accumulated operator by operator in the order :func:`build`'s forward runs
-    them. ``live``: elements alive now (held by callers) besides the new output."""
+    """Per-image figures of many networks at once (numpy arrays of length n; elements or counts).
+
+    The figures are accumulated operator by operator in the order :func:`build`'s forward runs them. ``live``:
+    elements alive now (held by callers) besides the new output.
+    """
 
     def __init__(self, n: int) -> None:
         z = lambda: np.zeros(n, np.int64)  # noqa: E731
@@ -553,8 +429,10 @@ class _Acc:
         self.peak_io, self.live_peak, self.largest = z(), z(), z()
 
     def out(self, elems: Any, mask: Any = True, inp: Any = None, live: Any = None) -> None:
-        """An operator's output of ``elems`` elements, where ``mask``; ``inp`` (its first
-        input) and ``live`` (elements alive once it is allocated) for allocating ones."""
+        """Book an operator's output of ``elems`` elements, where ``mask``.
+
+        For allocating operators, ``inp`` is its first input and ``live`` the elements alive once it is allocated.
+        """
         m = np.asarray(mask, dtype=bool)
         e = np.where(m, elems, 0)
         self.activation += e
@@ -565,8 +443,9 @@ class _Acc:
         if live is not None:
             self.live_peak = np.maximum(self.live_peak, np.where(m, live, 0))
 
-    def conv(self, cin: int, cout: int, k: int, h: int, stride: int, live: Any, mask: Any = True,
-             inp: int | None = None) -> int:
+    def conv(
+        self, cin: int, cout: int, k: int, h: int, stride: int, live: Any, mask: Any = True, inp: int | None = None
+    ) -> int:
         """A bias-free k x k convolution, padding k // 2; returns its output's elements."""
         ho = (h - 1) // stride + 1
         o = cout * ho * ho
@@ -588,28 +467,35 @@ class _Acc:
         self.out(elems, m, inp=elems, live=live + elems)
 
     def relu_conv_bn(self, cin: int, cout: int, k: int, h: int, stride: int, live: Any, mask: Any = True) -> int:
-        """ReLUConvBN on an input of ``cin x h x h`` held by the caller (counted in
-        ``live``); returns the output's elements (alive after it returns)."""
+        """Book a ReLUConvBN on an input of ``cin x h x h`` held by the caller (counted in ``live``).
+
+        Returns:
+            The output's elements (alive after it returns).
+        """
         x = cin * h * h
-        self.out(x, mask, inp=x, live=live + x)                 # relu, not in place
+        self.out(x, mask, inp=x, live=live + x)  # relu, not in place
         o = self.conv(cin, cout, k, h, stride, live + x, mask)  # relu output alive until conv returns
-        self.bn(cout, o, live + o, mask)                        # conv output alive until bn returns
+        self.bn(cout, o, live + o, mask)  # conv output alive until bn returns
         return o
 
 
 def _cells(acc: _Acc, codes: np.ndarray, c: int, h: int, live_out: int) -> None:
     """The 5 cells of a stage (identical, so the same figures five times; maxima once).
-    ``live_out``: elements held outside the cell (none: the caller holds only the input)."""
+
+    ``live_out``: elements held outside the cell (none: the caller holds only the input).
+    """
     e = c * h * h
-    before = {k: getattr(acc, k).copy() for k in ("flops", "flops_1x1", "params", "bn_channels", "n_conv",
-                                                 "n_bn", "n_ops", "activation")}
+    before = {
+        k: getattr(acc, k).copy()
+        for k in ("flops", "flops_1x1", "params", "bn_channels", "n_conv", "n_bn", "n_ops", "activation")
+    }
     n = len(codes)
     # elements held: the cell input (node 0) and every node that is a fresh tensor
     held = np.full(n, live_out + e, np.int64)
     fresh_node = {0: np.zeros(n, bool)}  # node 0 is the input, held by the caller
     for j in (1, 2, 3):
-        acc_alive = np.zeros(n, bool)    # an accumulator exists
-        acc_fresh = np.zeros(n, bool)    # ... and is a temporary (not an existing node)
+        acc_alive = np.zeros(n, bool)  # an accumulator exists
+        acc_fresh = np.zeros(n, bool)  # ... and is a temporary (not an existing node)
         for k, (dst, src) in enumerate(EDGES):
             if dst != j:
                 continue
@@ -619,7 +505,7 @@ def _cells(acc: _Acc, codes: np.ndarray, c: int, h: int, live_out: int) -> None:
             acc.relu_conv_bn(c, c, 1, h, 1, cur, conv1)
             acc.relu_conv_bn(c, c, 3, h, 1, cur, conv3)
             acc.out(e, pool, inp=e, live=cur + e)
-            computed = conv1 | conv3 | pool      # a fresh tensor y (skip: y is the source node)
+            computed = conv1 | conv3 | pool  # a fresh tensor y (skip: y is the source node)
             present = op != NONE
             add = present & acc_alive
             # acc + y: a new tensor while acc and y are alive
@@ -627,10 +513,10 @@ def _cells(acc: _Acc, codes: np.ndarray, c: int, h: int, live_out: int) -> None:
             acc_fresh = np.where(add, True, np.where(present & ~acc_alive, computed, acc_fresh))
             acc_alive = acc_alive | present
         zero = ~acc_alive
-        acc.out(e, zero, inp=e, live=held + e)   # torch.zeros_like(x)
+        acc.out(e, zero, inp=e, live=held + e)  # torch.zeros_like(x)
         fresh_node[j] = zero | acc_fresh
         held = held + np.where(fresh_node[j], e, 0)
-    for k, v in before.items():                 # the other four cells add the same again
+    for k, v in before.items():  # the other four cells add the same again
         setattr(acc, k, v + 5 * (getattr(acc, k) - v))
 
 
@@ -638,22 +524,24 @@ def _reduction(acc: _Acc, cin: int, cout: int, h: int) -> None:
     """ResNetBasicblock at stride 2 on a ``cin x h x h`` input held by the caller."""
     x = cin * h * h
     ho = h // 2
-    o = acc.relu_conv_bn(cin, cout, 3, h, 2, x)        # conv_a
-    acc.relu_conv_bn(cout, cout, 3, ho, 1, x + o)      # conv_b (conv_a's output held meanwhile)
-    cur = x + o                                        # conv_a's output freed, conv_b's kept
+    o = acc.relu_conv_bn(cin, cout, 3, h, 2, x)  # conv_a
+    acc.relu_conv_bn(cout, cout, 3, ho, 1, x + o)  # conv_b (conv_a's output held meanwhile)
+    cur = x + o  # conv_a's output freed, conv_b's kept
     p = cin * ho * ho
-    acc.out(p, True, inp=x, live=cur + p)              # 2x2 average pooling
-    acc.conv(cin, cout, 1, ho, 1, cur + p)             # shortcut conv (pool output alive until it returns)
-    acc.out(o, True, inp=o, live=cur + 2 * o)          # res + out
+    acc.out(p, True, inp=x, live=cur + p)  # 2x2 average pooling
+    acc.conv(cin, cout, 1, ho, 1, cur + p)  # shortcut conv (pool output alive until it returns)
+    acc.out(o, True, inp=o, live=cur + 2 * o)  # res + out
 
 
 def _network_table(codes: np.ndarray, size: int, classes: int) -> dict[str, np.ndarray]:
-    """Per-image figures (elements, counts) of the networks of the unique edge-code rows
-    ``codes`` at one input size and class count."""
+    """Per-image figures (elements, counts) of the networks of the unique edge-code rows ``codes``.
+
+    At one input size and class count.
+    """
     n = len(codes)
     acc = _Acc(n)
     s = STEM_CHANNELS * size * size
-    acc.conv(3, STEM_CHANNELS, 3, size, 1, np.zeros(n, np.int64))   # the input batch is not counted
+    acc.conv(3, STEM_CHANNELS, 3, size, 1, np.zeros(n, np.int64))  # the input batch is not counted
     acc.bn(STEM_CHANNELS, s, s)
     h, cin = size, STEM_CHANNELS
     for i, c in enumerate(STAGE_CHANNELS):
@@ -663,109 +551,105 @@ def _network_table(codes: np.ndarray, size: int, classes: int) -> dict[str, np.n
         _cells(acc, codes, c, h, 0)
         cin = c
     e = cin * h * h
-    acc.bn(cin, e, e)                                   # last BN (the last cell's output alive)
-    acc.out(e)                                          # ReLU, in place
-    acc.out(cin, True, inp=e, live=e + cin)             # global average pooling
-    acc.flops += 2 * cin * classes                      # linear (flatten is a view)
+    acc.bn(cin, e, e)  # last BN (the last cell's output alive)
+    acc.out(e)  # ReLU, in place
+    acc.out(cin, True, inp=e, live=e + cin)  # global average pooling
+    acc.flops += 2 * cin * classes  # linear (flatten is a view)
     acc.params += cin * classes + classes
     acc.out(classes, True, inp=cin, live=cin + classes)
     present = codes != NONE
-    in_deg = np.stack([present[:, [k for k, (d, _) in enumerate(EDGES) if d == j]].sum(axis=1)
-                       for j in (1, 2, 3)], axis=1)
-    return {"flops": acc.flops, "flops_1x1": acc.flops_1x1, "params": acc.params, "bn_channels": acc.bn_channels,
-            "n_conv": acc.n_conv, "n_bn": acc.n_bn, "n_ops": acc.n_ops, "activation": acc.activation,
-            "peak_io": acc.peak_io, "live": acc.live_peak, "largest": acc.largest,
-            "final_side": np.full(n, h, np.int64),
-            "max_channels": np.full(n, STAGE_CHANNELS[-1], np.int64),
-            "zero_nodes": (in_deg == 0).sum(axis=1), "node_adds": np.maximum(in_deg - 1, 0).sum(axis=1)}
+    in_deg = np.stack(
+        [present[:, [k for k, (d, _) in enumerate(EDGES) if d == j]].sum(axis=1) for j in (1, 2, 3)], axis=1
+    )
+    return {
+        "flops": acc.flops,
+        "flops_1x1": acc.flops_1x1,
+        "params": acc.params,
+        "bn_channels": acc.bn_channels,
+        "n_conv": acc.n_conv,
+        "n_bn": acc.n_bn,
+        "n_ops": acc.n_ops,
+        "activation": acc.activation,
+        "peak_io": acc.peak_io,
+        "live": acc.live_peak,
+        "largest": acc.largest,
+        "final_side": np.full(n, h, np.int64),
+        "max_channels": np.full(n, STAGE_CHANNELS[-1], np.int64),
+        "zero_nodes": (in_deg == 0).sum(axis=1),
+        "node_adds": np.maximum(in_deg - 1, 0).sum(axis=1),
+    }
 
 
-def _int_values(df: pd.DataFrame, name: str, default: int) -> np.ndarray:
-    if name not in df.columns:
-        return np.full(len(df), default, dtype=np.int64)
-    col = df[name]
-    try:
-        values = col.to_numpy(dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ValueError(f"nb201.features: {name}: not numeric") from None
-    bad = np.isnan(values) | (values != np.round(values))
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        raise ValueError(f"nb201.features: row {i}: {name}: {col.iloc[i]!r} is not an integer")
-    return values.astype(np.int64)
-
-
-def features(configs: NB201Config | Iterable[NB201Config] | pd.DataFrame) -> pd.DataFrame:
-    """Closed-form static features of NAS-Bench-201 configs, vectorized: :data:`FEATURE_COLUMNS`.
-
-    Each distinct network (edges, input size, classes) is counted once, by a walk over
-    the forward whose values are numpy arrays over all networks at once; batch and
-    precision then scale its per-image figures for every row. No torch module is built.
-
-    Args:
-        configs: :class:`NB201Config` (one or many: the result starts with :func:`to_frame`'s
-            columns), or a DataFrame with ``edge_0`` .. ``edge_5`` (operation names) and
-            optionally ``input_size`` (default 32), ``classes`` (10), ``batch`` (1),
-            ``precision`` (``fp32``): the result is a copy with the feature columns added
-            (recomputed if present), index kept.
-
-    Raises:
-        ValueError: a missing edge column or an invalid value (one line naming the row and
-            column).
-    """
-    df = configs if isinstance(configs, pd.DataFrame) else to_frame(configs)
-    try:
-        codes = edge_codes(df)
-    except ValueError as e:
-        raise ValueError(f"nb201.features: {e}") from None
-    df = df.drop(columns=[c for c in FEATURE_COLUMNS if c in df.columns])
-    n = len(df)
-    size = _int_values(df, "input_size", 32)
-    batch = _int_values(df, "batch", 1)
-    classes = _int_values(df, "classes", 10)
-    for name, v, ok, why in (("input_size", size, (size >= 4) & (size % 4 == 0) & (size <= MAX_INPUT_SIZE),
-                              f"must be a positive multiple of 4 and <= {MAX_INPUT_SIZE:,}"),
-                             ("batch", batch, (batch >= 1) & (batch <= MAX_BATCH), f"must be >= 1 and <= {MAX_BATCH:,}"),
-                             ("classes", classes, (classes >= 1) & (classes <= MAX_CLASSES),
-                              f"must be >= 1 and <= {MAX_CLASSES:,}")):
+def _run_values(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Each row's input size, batch, classes and bytes per element, checked against the limits."""
+    where = "nb201.features"
+    size = int_values(df, "input_size", 32, where)
+    batch = int_values(df, "batch", 1, where)
+    classes = int_values(df, "classes", 10, where)
+    checks = (
+        (
+            "input_size",
+            size,
+            (size >= 4) & (size % 4 == 0) & (size <= MAX_INPUT_SIZE),
+            f"must be a positive multiple of 4 and <= {MAX_INPUT_SIZE:,}",
+        ),
+        ("batch", batch, (batch >= 1) & (batch <= MAX_BATCH), f"must be >= 1 and <= {MAX_BATCH:,}"),
+        ("classes", classes, (classes >= 1) & (classes <= MAX_CLASSES), f"must be >= 1 and <= {MAX_CLASSES:,}"),
+    )
+    for name, v, ok, why in checks:
         if not ok.all():
             i = int(np.flatnonzero(~ok)[0])
-            raise ValueError(f"nb201.features: row {i}: {name}: {v[i]} {why}")
-    if "precision" in df.columns:
-        prec = df["precision"]
-        pcodes, puniq = pd.factorize(prec, use_na_sentinel=True)
-        pbytes = np.array([BYTES_PER_ELEMENT.get(p, 0) if isinstance(p, str) else 0 for p in puniq], np.int64)
-        bpe = pbytes[pcodes] if len(puniq) else np.zeros(n, np.int64)
-        bad = (pcodes < 0) | (bpe == 0)
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
-            raise ValueError(f"nb201.features: row {i}: precision: unknown value {prec.iloc[i]!r} "
-                             f"(expected one of {', '.join(PRECISIONS)})")
-    else:
-        bpe = np.full(n, BYTES_PER_ELEMENT["fp32"], np.int64)
+            raise ValueError(f"{where}: row {i}: {name}: {v[i]} {why}")
+    return size, batch, classes, precision_bytes(df, where)
 
-    # distinct networks, then per (size, classes) one vectorized walk over their edge codes
-    key = np.column_stack([codes, size, classes]) if n else np.zeros((0, 8), np.int64)
-    nets, group = np.unique(key, axis=0, return_inverse=True)
-    group = group.reshape(-1)
+
+#: The per-image figures :func:`_network_table` gives for each network.
+_FIGURES = (
+    "flops",
+    "flops_1x1",
+    "params",
+    "bn_channels",
+    "n_conv",
+    "n_bn",
+    "n_ops",
+    "activation",
+    "peak_io",
+    "live",
+    "largest",
+    "final_side",
+    "max_channels",
+    "zero_nodes",
+    "node_adds",
+)
+
+
+def _network_figures(nets: np.ndarray) -> dict[str, np.ndarray]:
+    """Per-image figures of each distinct network (rows of 6 edge codes, input size, classes).
+
+    One vectorized walk per (input size, classes).
+    """
     g = len(nets)
-    names = ("flops", "flops_1x1", "params", "bn_channels", "n_conv", "n_bn", "n_ops", "activation", "peak_io",
-             "live", "largest", "final_side", "max_channels", "zero_nodes", "node_adds")
-    t = {k: np.zeros(g, np.int64) for k in names}
+    t = {k: np.zeros(g, np.int64) for k in _FIGURES}
     for s, cl in {(int(a), int(b)) for a, b in nets[:, 6:8]} if g else ():
         rows = np.flatnonzero((nets[:, 6] == s) & (nets[:, 7] == cl))
         part = _network_table(nets[rows, :6], s, cl)
-        for k in names:
+        for k in _FIGURES:
             t[k][rows] = part[k]
+    return t
+
+
+def _per_net_columns(nets: np.ndarray, t: dict[str, np.ndarray]) -> PerNetColumns:
+    """The integer feature columns per distinct network, from its figures ``t`` (see :data:`PerNetColumns`)."""
+    g = len(nets)
     op_counts = (nets[:, :6, None] == np.arange(len(OPS))).sum(axis=1) if g else np.zeros((0, len(OPS)), np.int64)
     ones = np.ones(g, np.int64)
-    per_net = {  # column: (value per network, scaled by batch?, scaled by bytes per element?)
+    return {
         "bytes_per_element": (ones, False, True),
         "flops": (t["flops"], True, False),
         "flops_per_image": (t["flops"], False, False),
         "params": (t["params"], False, False),
         "weight_bytes": (t["params"], False, True),
-        "model_bytes": (t["params"] + 2 * t["bn_channels"], False, True),  # + 8 B per BN below
+        "model_bytes": (t["params"] + 2 * t["bn_channels"], False, True),
         "input_bytes": (3 * nets[:, 6] ** 2, True, True),
         "output_bytes": (nets[:, 7].copy(), True, True),
         "activation_bytes": (t["activation"], True, True),
@@ -790,29 +674,45 @@ def features(configs: NB201Config | Iterable[NB201Config] | pd.DataFrame) -> pd.
         "n_zero_nodes": (t["zero_nodes"], False, False),
         "n_node_adds": (t["node_adds"], False, False),
     }
-    int_cols = [c for c in FEATURE_COLUMNS if c not in _FLOAT_COLUMNS]
-    assert list(per_net) == int_cols
-    rows = np.stack([v for v, _, _ in per_net.values()], axis=1)[group] if g else np.zeros((0, len(int_cols)), np.int64)
-    # a huge batch (a legitimate what-if, up to MAX_BATCH) would overflow int64 silently:
-    # then the whole table's integer columns are float64, as carb.families.resnet does
-    for k, (_, by_batch, by_bpe) in enumerate(per_net.values()):
-        if rows.dtype == np.int64 and (by_batch or by_bpe) and len(rows):
-            scaled = rows[:, k].astype(np.float64) * (batch if by_batch else 1) * (bpe if by_bpe else 1)
-            if scaled.max() >= 2.0**62:
-                rows = rows.astype(np.float64)
-    for k, (_, by_batch, by_bpe) in enumerate(per_net.values()):
-        if by_batch:
-            rows[:, k] *= batch
-        if by_bpe:
-            rows[:, k] *= bpe
-    rows[:, int_cols.index("model_bytes")] += 8 * t["n_bn"][group]
-    col = {c: rows[:, k] for k, c in enumerate(int_cols)}
-    feats = pd.DataFrame(rows, columns=int_cols, index=df.index, copy=False)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        moved = (col["weight_bytes"] + col["activation_bytes"]).astype(np.float64)
-        feats["arithmetic_intensity"] = col["flops"] / moved
-        feats["conv1x1_flop_fraction"] = (t["flops_1x1"] / t["flops"].astype(np.float64))[group]
-        feats["depthwise_flop_fraction"] = 0.0
+
+
+def features(configs: NB201Config | Iterable[NB201Config] | pd.DataFrame) -> pd.DataFrame:
+    """Closed-form static features of NAS-Bench-201 configs, vectorized: :data:`FEATURE_COLUMNS`.
+
+    Each distinct network (edges, input size, classes) is counted once, by a walk over
+    the forward whose values are numpy arrays over all networks at once; batch and
+    precision then scale its per-image figures for every row. No torch module is built.
+    Where a huge batch (up to ``MAX_BATCH``) would overflow int64, the integer columns
+    are float64 for the whole table.
+
+    Args:
+        configs: :class:`NB201Config` (one or many: the result starts with :func:`to_frame`'s
+            columns), or a DataFrame with ``edge_0`` .. ``edge_5`` (operation names) and
+            optionally ``input_size`` (default 32), ``classes`` (10), ``batch`` (1),
+            ``precision`` (``fp32``): the result is a copy with the feature columns added
+            (recomputed if present), index kept.
+
+    Returns:
+        The table with the :data:`FEATURE_COLUMNS` appended.
+
+    Raises:
+        ValueError: a missing edge column or an invalid value (one line naming the row and
+            column).
+    """
+    df = configs if isinstance(configs, pd.DataFrame) else to_frame(configs)
+    try:
+        codes = edge_codes(df)
+    except ValueError as e:
+        raise ValueError(f"nb201.features: {e}") from None
+    df = df.drop(columns=[c for c in FEATURE_COLUMNS if c in df.columns])
+    size, batch, classes, bpe = _run_values(df)
+    nets, group = distinct_networks(codes, size, classes)
+    t = _network_figures(nets)
+    per_net = _per_net_columns(nets, t)
+    assert list(per_net) == [c for c in FEATURE_COLUMNS if c not in _FLOAT_COLUMNS]
+    feats = per_row_features(per_net, group, batch, bpe, t["n_bn"], df.index)
+    feats["conv1x1_flop_fraction"] = flop_fraction(t["flops_1x1"], t["flops"], group)
+    feats["depthwise_flop_fraction"] = 0.0
     return pd.concat([df, feats[FEATURE_COLUMNS]], axis=1)
 
 
@@ -828,20 +728,26 @@ def _from_row(row: Mapping[str, Any]) -> NB201Config:
             d["edges"] = parse_arch_str(d["arch_str"])
         else:
             absent = next(c for c in EDGE_COLUMNS if c not in d)
-            raise SpaceError(f"nb201: missing column {absent} (needs {EDGE_COLUMNS[0]} .. {EDGE_COLUMNS[-1]}, "
-                             "arch_str or edges)")
+            raise SpaceError(
+                f"nb201: missing column {absent} (needs {EDGE_COLUMNS[0]} .. {EDGE_COLUMNS[-1]}, arch_str or edges)"
+            )
     return NB201Config.from_dict({k: d[k] for k in PARAMETERS if k in d})
 
 
 def _to_row(config: NB201Config) -> dict[str, Any]:
     row: dict[str, Any] = {"family": FAMILY}
     row.update(zip(EDGE_COLUMNS, config.edges))
-    row.update(input_size=config.input_size, classes=config.classes, batch=config.batch,
-               precision=config.precision)
+    row.update(input_size=config.input_size, classes=config.classes, batch=config.batch, precision=config.precision)
     return row
 
 
-NB201 = Family(name=FAMILY, config_type=NB201Config, from_row=_from_row, to_row=_to_row, build=build,
-               features=lambda df: features(df),
-               description="NAS-Bench-201: 6 cell edges x 5 operations, 15,625 cells in a fixed 3-stage skeleton",
-               parameters=(*EDGE_COLUMNS, "input_size", "classes", "batch", "precision"))
+NB201 = Family(
+    name=FAMILY,
+    config_type=NB201Config,
+    from_row=_from_row,
+    to_row=_to_row,
+    build=build,
+    features=lambda df: features(df),
+    description="NAS-Bench-201: 6 cell edges x 5 operations, 15,625 cells in a fixed 3-stage skeleton",
+    parameters=(*EDGE_COLUMNS, "input_size", "classes", "batch", "precision"),
+)

@@ -16,14 +16,33 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import pandas as pd
 
-from carb.families._base import (PRECISIONS, Family, SpaceError, _as_int, _py, row_parameters, run_limits_problem,
-                                 stable_id)
+from carb.families._base import (
+    PRECISIONS,
+    Family,
+    SpaceError,
+    _as_int,
+    _py,
+    row_parameters,
+    run_limits_problem,
+    stable_id,
+)
 
-__all__ = ["FAMILY", "PARAMETERS", "NetConfig", "NET", "build", "capture", "features", "read_networks", "ensure_registered"]
+__all__ = [
+    "FAMILY",
+    "PARAMETERS",
+    "NetConfig",
+    "NET",
+    "build",
+    "capture",
+    "captured_features",
+    "features",
+    "read_networks",
+    "ensure_registered",
+]
 
 FAMILY = "net"
 PARAMETERS: tuple[str, ...] = ("module", "input_size", "batch", "precision")
@@ -46,6 +65,7 @@ class NetConfig:
     precision: str = "fp32"
 
     def __post_init__(self) -> None:
+        """Normalise the fields and check the config; raises :class:`SpaceError` when it is invalid."""
         m = _py(self.module)
         if not isinstance(m, str) or ":" not in m or not m.rpartition(":")[0] or not m.rpartition(":")[2]:
             raise SpaceError(f"module: {m!r} is not pkg.module:callable or file.py:callable")
@@ -61,11 +81,18 @@ class NetConfig:
             raise SpaceError(problem)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"family": FAMILY, "module": self.module, "input_size": self.input_size, "batch": self.batch,
-                "precision": self.precision}
+        """Plain JSON-serialisable dict: ``family`` (``"net"``) and the parameters."""
+        return {
+            "family": FAMILY,
+            "module": self.module,
+            "input_size": self.input_size,
+            "batch": self.batch,
+            "precision": self.precision,
+        }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "NetConfig":
+        """A config from a mapping of its parameters; raises :class:`SpaceError` on a bad or missing key."""
         d = dict(d)
         if d.pop("family", FAMILY) != FAMILY:
             raise SpaceError(f"family: not {FAMILY}")
@@ -78,15 +105,19 @@ class NetConfig:
 
     @property
     def config_id(self) -> str:
+        """Stable 16-hex-digit id of :meth:`to_dict`."""
         return stable_id(self.to_dict())
 
     def label(self) -> str:
+        """Short label: the builder's name, input size, batch and precision."""
         name = self.module.rpartition(":")[2]
         return f"{name}-i{self.input_size}-b{self.batch}-{self.precision}"
 
     def prepare(self) -> None:
-        """Import the builder's module (the measurement worker calls this before its
-        memory baseline, so the imported libraries are not counted as inference memory).
+        """Import the builder's module.
+
+        The measurement worker calls this before its memory baseline, so the imported libraries are not counted as
+        inference memory.
 
         Raises:
             carb.graph.CaptureError: the spec does not import (one line).
@@ -102,8 +133,9 @@ class NetConfig:
 
 
 def build(config: NetConfig | Mapping[str, Any]) -> Any:
-    """The network of a config with real weights on the CPU (eval mode; fp32 unless the
-    builder chose otherwise: the measurement worker casts it to the config's precision).
+    """The network of a config with real weights on the CPU, in eval mode.
+
+    Its weights are fp32 unless the builder chose otherwise: the measurement worker casts it to the config's precision.
 
     Raises:
         carb.graph.CaptureError: the spec does not import or does not give a module (one line).
@@ -128,18 +160,37 @@ def capture(config: NetConfig) -> Any:
     return graph.capture(graph.load_module(config.module), config.input_shape, config.precision)
 
 
-def features(df: pd.DataFrame) -> pd.DataFrame:
-    """``flops``, ``params``, ``model_bytes``, ``input_bytes``, ``live_activation_bytes``,
-    ``n_layers`` of ``net`` rows, from :func:`carb.graph.capture` on the meta device."""
+def captured_features(
+    df: pd.DataFrame, from_row: Callable[[Mapping[str, Any]], Any], capture_config: Callable[[Any], Any]
+) -> pd.DataFrame:
+    """Captured features of a family's rows, from :func:`carb.graph.capture` on the meta device.
+
+    The features are ``flops``, ``params``, ``model_bytes``, ``input_bytes``, ``live_activation_bytes`` and
+    ``n_layers``.
+
+    Args:
+        df: the family's rows.
+        from_row: the family's config of a row.
+        capture_config: the family's :func:`carb.graph.capture` of a config.
+
+    Returns:
+        A copy of ``df`` with the captured columns.
+    """
     from carb import graph
 
-    return graph.capture_features(df, lambda r: capture(_from_row(r)))
+    return graph.capture_features(df, lambda r: capture_config(from_row(r)))
+
+
+def features(df: pd.DataFrame) -> pd.DataFrame:
+    """:func:`captured_features` of ``net`` rows."""
+    return captured_features(df, _from_row, capture)
 
 
 def read_networks(path: str | Path) -> list[NetConfig]:
-    """Networks from a text file, one per line: ``SPEC INPUT [PRECISION]``, e.g.
-    ``torchvision.models:resnet18 1x3x224x224 fp32`` (``INPUT`` is ``BATCHx3xSIZExSIZE``;
-    precision ``fp32`` by default); blank lines and ``#`` comments are skipped.
+    """Networks from a text file, one per line: ``SPEC INPUT [PRECISION]``.
+
+    For example ``torchvision.models:resnet18 1x3x224x224 fp32`` (``INPUT`` is ``BATCHx3xSIZExSIZE``; precision
+    ``fp32`` by default); blank lines and ``#`` comments are skipped.
 
     Raises:
         SpaceError: an unreadable file or a malformed line (one line naming the line).
@@ -174,14 +225,24 @@ def _from_row(row: Mapping[str, Any]) -> NetConfig:
     return NetConfig.from_dict(row_parameters(row, PARAMETERS))
 
 
-NET = Family(name=FAMILY, config_type=NetConfig, from_row=_from_row, to_row=lambda c: c.to_dict(), build=build,
-             features=features, description="any network a user names (pkg.mod:callable or file.py:callable)",
-             parameters=PARAMETERS)
+NET = Family(
+    name=FAMILY,
+    config_type=NetConfig,
+    from_row=_from_row,
+    to_row=lambda c: c.to_dict(),
+    build=build,
+    features=features,
+    description="any network a user names (pkg.mod:callable or file.py:callable)",
+    parameters=PARAMETERS,
+)
 
 
 def ensure_registered() -> None:
     """Deprecated: :mod:`carb.families` registers ``net`` and ``zoo`` with the built-in families."""
     import warnings
 
-    warnings.warn("carb.families.nets.ensure_registered is no longer needed: the net and zoo families are built in",
-                  DeprecationWarning, stacklevel=2)
+    warnings.warn(
+        "carb.families.nets.ensure_registered is no longer needed: the net and zoo families are built in",
+        DeprecationWarning,
+        stacklevel=2,
+    )

@@ -1,5 +1,6 @@
-"""The ResNet families ``cifar`` and ``imagenet``: their config, their network (built on
-first use, :mod:`carb.families._resnet_nets`), and their closed-form static features.
+"""The ResNet families ``cifar`` and ``imagenet``: their config, network and closed-form static features.
+
+The network is built on first use (:mod:`carb.families._resnet_nets`).
 
 A :class:`Config` is one point of a ResNet deployment space: the network (family, block,
 depth, width multiplier, stem) and how it is run (input size, batch, precision). It is a
@@ -105,21 +106,50 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-from ._base import (MAX_BATCH, PRECISIONS, Family, SpaceError, _as_bool, _as_float, _as_int, _py,
-                    init_weights, run_limits_problem, stable_id)
+from ._base import (
+    MAX_BATCH,
+    PRECISIONS,
+    Family,
+    PerNetColumns,
+    SpaceError,
+    _as_bool,
+    _as_float,
+    _as_int,
+    _py,
+    flop_fraction,
+    init_weights,
+    missing,
+    per_row_features,
+    precision_bytes,
+    run_limits_problem,
+    stable_id,
+)
 
-__all__ = ["Config", "FAMILIES", "BLOCKS", "IMAGENET_LAYERS", "DEFAULT_CLASSES", "PARAMETERS",
-           "FEATURE_COLUMNS", "REQUIRED_COLUMNS", "ARCH_KEYS", "arch_features", "features", "build",
-           "config_id", "CIFAR", "IMAGENET"]
+__all__ = [
+    "Config",
+    "FAMILIES",
+    "BLOCKS",
+    "IMAGENET_LAYERS",
+    "DEFAULT_CLASSES",
+    "PARAMETERS",
+    "FEATURE_COLUMNS",
+    "REQUIRED_COLUMNS",
+    "ARCH_KEYS",
+    "arch_features",
+    "features",
+    "build",
+    "config_id",
+    "CIFAR",
+    "IMAGENET",
+]
 
-from ._resnet_tables import BLOCKS, DEFAULT_CLASSES, FAMILIES, IMAGENET_LAYERS
+from ._resnet_tables import BLOCKS, DEFAULT_CLASSES, FAMILIES, IMAGENET_LAYERS, channels
 
 #: Largest width multiplier (base channels 16..512 become 1,024..32,768).
 MAX_WIDTH = 64.0
 #: Largest depth (He et al.'s deepest CIFAR ResNet has 1,202 layers). With the shared
 #: limits of :mod:`carb.families._base` every per-image feature stays inside int64.
 MAX_DEPTH = 2000
-
 
 
 @dataclass(frozen=True)
@@ -151,6 +181,7 @@ class Config:
     classes: int | None = None
 
     def __post_init__(self) -> None:
+        """Normalise the fields' types and check the config; raises :class:`SpaceError` when it is invalid."""
         # Normalise types so that equal configs hash equally whatever their source
         # (TOML ints for widths, numpy scalars from a DataFrame, ...).
         object.__setattr__(self, "depth", _as_int("depth", self.depth))
@@ -230,14 +261,15 @@ class Config:
     @property
     def arch_key(self) -> tuple:
         """The parameters that define the network alone (not batch or precision)."""
-        return (self.family, self.block, self.depth, self.width, self.early_downsample,
-                self.input_size, self.classes)
+        return (self.family, self.block, self.depth, self.width, self.early_downsample, self.input_size, self.classes)
 
     def label(self) -> str:
         """Short human-readable label, e.g. ``cifar-basic20-w1-i32-b8-fp32``."""
         ed = "-ed" if self.early_downsample else ""
-        return (f"{self.family}-{self.block}{self.depth}-w{self.width:g}{ed}-i{self.input_size}"
-                f"-b{self.batch}-{self.precision}")
+        return (
+            f"{self.family}-{self.block}{self.depth}-w{self.width:g}{ed}-i{self.input_size}"
+            f"-b{self.batch}-{self.precision}"
+        )
 
 
 PARAMETERS: tuple[str, ...] = tuple(f.name for f in fields(Config))
@@ -250,12 +282,11 @@ def config_id(config: Config | Mapping[str, Any]) -> str:
     return config.config_id
 
 
-
 def config_ids(df: pd.DataFrame) -> np.ndarray:
-    """The ``config_id`` of every ResNet row of a table, vectorized and byte-identical to
-    ``Config(**row).config_id``: each distinct network-and-precision is checked and
-    serialised once through :class:`Config`; batch, the first key of the canonical JSON,
-    is joined as text; each distinct canonical text is hashed once.
+    """The ``config_id`` of every ResNet row of a table, vectorized and byte-identical to ``Config(**row).config_id``.
+
+    Each distinct network-and-precision is checked and serialised once through :class:`Config`; batch, the first key
+    of the canonical JSON, is joined as text; each distinct canonical text is hashed once.
 
     Raises:
         SpaceError: a column is missing or a row is not a valid config (names the row).
@@ -298,8 +329,10 @@ def config_ids(df: pd.DataFrame) -> np.ndarray:
     bcodes, buniq = pd.factorize(batch.astype(np.int64))
     pair, _ = pd.factorize(codes.astype(np.int64) * len(buniq) + bcodes)
     firsts = np.flatnonzero(np.r_[True, pair[1:] > np.maximum.accumulate(pair)[:-1]])
-    ids = np.array([hashlib.sha256(f'{{"batch":{int(batch[i])},{suffix[codes[i]]}'.encode()).hexdigest()[:16]
-                    for i in firsts], dtype=object)
+    ids = np.array(
+        [hashlib.sha256(f'{{"batch":{int(batch[i])},{suffix[codes[i]]}'.encode()).hexdigest()[:16] for i in firsts],
+        dtype=object,
+    )
     return ids[pair]
 
 
@@ -308,34 +341,86 @@ def config_ids(df: pd.DataFrame) -> np.ndarray:
 #: The parameters that define the network (not batch, not precision).
 ARCH_KEYS: tuple[str, ...] = ("family", "block", "depth", "width", "early_downsample", "input_size", "classes")
 #: Columns a table must have (``classes`` may be absent or missing: the family's default).
-REQUIRED_COLUMNS: tuple[str, ...] = ("family", "block", "depth", "width", "early_downsample",
-                                     "input_size", "batch", "precision")
-_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
+REQUIRED_COLUMNS: tuple[str, ...] = (
+    "family",
+    "block",
+    "depth",
+    "width",
+    "early_downsample",
+    "input_size",
+    "batch",
+    "precision",
+)
 
 # per-image, per-architecture quantities, in elements (or counts); see _Walk
-_ARCH_FIELDS = ("flops", "params", "bn_channels", "n_bn", "activation", "peak_io", "live",
-                "largest", "n_conv", "n_linear", "n_ops", "n_stages", "n_blocks", "n_projections",
-                "min_channels", "max_channels", "final_channels", "stem_output_size",
-                "final_feature_size", "flops_1x1")
+_ARCH_FIELDS = (
+    "flops",
+    "params",
+    "bn_channels",
+    "n_bn",
+    "activation",
+    "peak_io",
+    "live",
+    "largest",
+    "n_conv",
+    "n_linear",
+    "n_ops",
+    "n_stages",
+    "n_blocks",
+    "n_projections",
+    "min_channels",
+    "max_channels",
+    "final_channels",
+    "stem_output_size",
+    "final_feature_size",
+    "flops_1x1",
+)
 # the _Walk fields that add up over blocks (the others are maxima or set once)
-_ADDITIVE = ("flops", "params", "bn_channels", "n_bn", "activation", "n_conv", "n_linear", "n_ops",
-             "n_blocks", "n_projections", "flops_1x1")
+_ADDITIVE = (
+    "flops",
+    "params",
+    "bn_channels",
+    "n_bn",
+    "activation",
+    "n_conv",
+    "n_linear",
+    "n_ops",
+    "n_blocks",
+    "n_projections",
+    "flops_1x1",
+)
 
 #: The numeric columns :func:`compute` adds, in order.
 FEATURE_COLUMNS: list[str] = [
-    "bytes_per_element", "flops", "flops_per_image", "params", "weight_bytes", "model_bytes",
-    "input_bytes", "output_bytes", "activation_bytes", "peak_activation_bytes",
-    "live_activation_bytes", "largest_activation_bytes",
-    "n_conv", "n_bn", "n_linear", "n_layers", "n_ops", "n_stages", "n_blocks", "n_projections",
-    "min_channels", "max_channels", "final_channels", "stem_output_size", "final_feature_size",
-    "arithmetic_intensity", "conv1x1_flop_fraction",
+    "bytes_per_element",
+    "flops",
+    "flops_per_image",
+    "params",
+    "weight_bytes",
+    "model_bytes",
+    "input_bytes",
+    "output_bytes",
+    "activation_bytes",
+    "peak_activation_bytes",
+    "live_activation_bytes",
+    "largest_activation_bytes",
+    "n_conv",
+    "n_bn",
+    "n_linear",
+    "n_layers",
+    "n_ops",
+    "n_stages",
+    "n_blocks",
+    "n_projections",
+    "min_channels",
+    "max_channels",
+    "final_channels",
+    "stem_output_size",
+    "final_feature_size",
+    "arithmetic_intensity",
+    "conv1x1_flop_fraction",
 ]
 _INT_COLUMNS = FEATURE_COLUMNS[:-2]  # int64; the last two are float64
-
-
-def _channels(base: int, width: float) -> int:
-    # same rule as the builder's channels() (kept here so that this module never imports torch)
-    return max(1, round(base * width))
 
 
 class _Walk:
@@ -356,8 +441,10 @@ class _Walk:
         self.flops_1x1 = 0
 
     def _out(self, elems: int, inp: int | None = None, live: int | None = None) -> None:
-        """Book an operator's output; ``inp`` for the peak-io figure (allocating ops only),
-        ``live`` the live elements while it runs (allocating ops only)."""
+        """Book an operator's output of ``elems`` elements.
+
+        For allocating ops only, ``inp`` is for the peak-io figure and ``live`` the live elements while it runs.
+        """
         self.activation += elems
         self.n_ops += 1
         self.largest = max(self.largest, elems)
@@ -368,7 +455,9 @@ class _Walk:
 
     def conv(self, cin: int, cout: int, k: int, stride: int, h: int, live_before: int) -> tuple[int, int]:
         """A bias-free k x k convolution, padding k // 2; returns (output side, output elements).
-        ``live_before``: live elements when it starts (its input included when counted)."""
+
+        ``live_before``: live elements when it starts (its input included when counted).
+        """
         ho = (h - 1) // stride + 1
         out = cout * ho * ho
         flops = 2 * cin * cout * k * k * ho * ho
@@ -397,12 +486,12 @@ class _Walk:
         x = cin * h * h
         ho, a = self.conv(cin, planes, 3, stride, h, held + x)
         self.bn(planes, a, held + x + a)
-        self.inplace(a)                                   # relu
+        self.inplace(a)  # relu
         _, a2 = self.conv(planes, planes, 3, 1, ho, held + x + a)
-        self.bn(planes, a2, held + x + a2)                # conv1 output freed by out = conv2(out)
+        self.bn(planes, a2, held + x + a2)  # conv1 output freed by out = conv2(out)
         out = self._shortcut(cin, planes, stride, h, held + x + a2, a2)
-        self.inplace(a2)                                  # out += identity
-        self.inplace(a2)                                  # relu
+        self.inplace(a2)  # out += identity
+        self.inplace(a2)  # relu
         self.n_blocks += 1
         return planes, ho, out
 
@@ -450,18 +539,19 @@ class _Walk:
 
     def head(self, c: int, h: int, classes: int) -> None:
         x = c * h * h
-        self._out(c, inp=x, live=x + c)                        # global average pooling
+        self._out(c, inp=x, live=x + c)  # global average pooling
         self.flops += 2 * c * classes
         self.params += c * classes + classes
         self.n_linear += 1
-        self._out(classes, inp=c, live=c + classes)            # linear (flatten is a view)
+        self._out(classes, inp=c, live=c + classes)  # linear (flatten is a view)
         self.final_channels = c
         self.final_feature_size = h
 
 
 @lru_cache(maxsize=4096)
-def arch_features(family: str, block: str, depth: int, width: float, early_downsample: bool,
-                  input_size: int, classes: int) -> tuple[int, ...]:
+def arch_features(
+    family: str, block: str, depth: int, width: float, early_downsample: bool, input_size: int, classes: int
+) -> tuple[int, ...]:
     """Per-image figures of one network, in the order of ``_ARCH_FIELDS`` (elements, counts).
 
     Assumes a valid config (see :meth:`carb.families.space.Config.problem`).
@@ -471,22 +561,23 @@ def arch_features(family: str, block: str, depth: int, width: float, early_downs
     if family == "cifar":
         per = 6 if block == "basic" else 9
         n = (depth - 2) // per
-        c = _channels(16, width)
+        c = channels(16, width)
         h, s = w.conv(3, c, 3, 2 if early_downsample else 1, h, 0)
         w.bn(c, s, s)
         w.inplace(s)
-        plan = [(_channels(16, width), n, 1), (_channels(32, width), n, 2), (_channels(64, width), n, 2)]
+        plan = [(channels(16, width), n, 1), (channels(32, width), n, 2), (channels(64, width), n, 2)]
     else:
         block, counts = IMAGENET_LAYERS[depth]
-        c = _channels(64, width)
+        c = channels(64, width)
         h, s = w.conv(3, c, 7, 2, h, 0)
         w.bn(c, s, s)
         w.inplace(s)
-        h = (h - 1) // 2 + 1                                      # max-pool 3x3/2, padding 1
+        h = (h - 1) // 2 + 1  # max-pool 3x3/2, padding 1
         m = c * h * h
         w._out(m, inp=s, live=s + m)
-        plan = [(_channels(b, width), k, 1 if i == 0 else 2)
-                for i, (b, k) in enumerate(zip((64, 128, 256, 512), counts))]
+        plan = [
+            (channels(b, width), k, 1 if i == 0 else 2) for i, (b, k) in enumerate(zip((64, 128, 256, 512), counts))
+        ]
     w.stem_output_size = h
     for planes, n, stride in plan:
         c, h, _ = w.stage(block, c, planes, n, stride, h)
@@ -494,55 +585,21 @@ def arch_features(family: str, block: str, depth: int, width: float, early_downs
     return tuple(int(getattr(w, f)) for f in _ARCH_FIELDS)
 
 
-def features(df: pd.DataFrame) -> pd.DataFrame:
-    """A copy of the configs table with the feature columns :data:`FEATURE_COLUMNS` added.
+def _classes_column(df: pd.DataFrame) -> pd.Series:
+    """Each row's classes, the family's default where absent or missing."""
+    if "classes" not in df.columns:
+        return df["family"].map(DEFAULT_CLASSES)
+    classes = df["classes"]
+    return classes.fillna(df["family"].map(DEFAULT_CLASSES)) if classes.isna().any() else classes
 
-    Closed form, vectorized: each distinct network is walked once, then batch and precision
-    scale its figures per row with numpy. See the module docstring for every column and
-    its unit (FLOP, B, count, channels, px).
 
-    Args:
-        df: a DataFrame of ResNet rows with the columns :data:`REQUIRED_COLUMNS` (others are
-            kept; ``classes`` may be absent or missing, meaning the family's default).
+def _network_groups(cols: dict[str, pd.Series]) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's distinct network (numbered by first appearance) and the first row of each network.
 
-    The integer columns are int64; when a row's value would overflow int64 (a batch near
-    10^12 and beyond: the limit is ``MAX_BATCH``), they are float64 for the whole table
-    instead, never wrapped around.
-
-    Raises:
-        ValueError: a required column is missing, or a row is not a valid config (the
-            message names the column or the first bad row).
+    Computed from the :data:`ARCH_KEYS` columns: each key factorized, the codes combined in mixed radix, factorized
+    again.
     """
-    missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
-    if missing:
-        raise ValueError(f"features: missing column{'s' if len(missing) > 1 else ''} "
-                         f"{', '.join(missing)} (required: {', '.join(REQUIRED_COLUMNS)})")
-    clash = [c for c in FEATURE_COLUMNS if c in df.columns]
-    if clash:
-        df = df.drop(columns=clash)  # recompute rather than keep stale figures
-    n = len(df)
-
-    # precision -> bytes per element, vectorized over the few distinct values
-    pcodes, puniq = pd.factorize(df["precision"], use_na_sentinel=True)
-    pbytes = np.array([_BYTES.get(p, 0) if isinstance(p, str) else 0 for p in puniq], dtype=np.int64)
-    bpe = pbytes[pcodes] if len(puniq) else np.zeros(n, dtype=np.int64)
-    if n and ((pcodes < 0).any() or (bpe == 0).any()):
-        i = int(np.flatnonzero((pcodes < 0) | (bpe == 0))[0])
-        raise ValueError(f"features: row {i}: precision: unknown value {df['precision'].iloc[i]!r} "
-                         f"(expected one of {', '.join(_BYTES)})")
-    batch = _int_column(df, "batch")
-    if n and ((batch < 1) | (batch > MAX_BATCH)).any():
-        i = int(np.flatnonzero((batch < 1) | (batch > MAX_BATCH))[0])
-        raise ValueError(f"features: row {i}: batch: {df['batch'].iloc[i]} must be >= 1 and <= {MAX_BATCH:,}")
-
-    # distinct networks: factorize each key column, combine the codes, factorize again
-    if "classes" in df.columns:
-        classes = df["classes"]
-        if classes.isna().any():
-            classes = classes.fillna(df["family"].map(DEFAULT_CLASSES))
-    else:
-        classes = df["family"].map(DEFAULT_CLASSES)
-    cols = {k: (classes if k == "classes" else df[k]) for k in ARCH_KEYS}
+    n = len(next(iter(cols.values())))
     combined = np.zeros(n, dtype=np.int64)
     radix = 1
     for k in ARCH_KEYS:
@@ -553,32 +610,40 @@ def features(df: pd.DataFrame) -> pd.DataFrame:
         combined = combined * (len(uniq) + 1) + codes
         radix *= len(uniq) + 1
     group, _ = pd.factorize(combined)
-    ngroups = int(group.max()) + 1 if n else 0
     # factorize numbers networks by first appearance: a row starts a network when its
     # code exceeds every earlier code
     first = np.flatnonzero(np.r_[True, group[1:] > np.maximum.accumulate(group)[:-1]]) if n else group
+    return group, first
 
-    table = np.empty((ngroups, len(_ARCH_FIELDS)), dtype=np.int64)
-    key_values = {k: cols[k].iloc[first].to_numpy() for k in ARCH_KEYS}
-    for g in range(ngroups):
+
+def _network_table(key_values: dict[str, np.ndarray], first: np.ndarray) -> np.ndarray:
+    """Per-image figures (:data:`_ARCH_FIELDS` order) of each distinct network, from its :data:`ARCH_KEYS` values.
+
+    ``first`` names each network's first row in errors.
+    """
+    table = np.empty((len(first), len(_ARCH_FIELDS)), dtype=np.int64)
+    for g in range(len(first)):
         raw = {k: key_values[k][g] for k in ARCH_KEYS}
         try:
             cfg = Config.from_dict(raw)
         except SpaceError as e:
             raise ValueError(f"features: row {int(first[g])}: {e}") from None
         table[g] = arch_features(*cfg.arch_key)
+    return table
 
-    # per network, then one gather to the rows and in-place scaling by batch and precision
-    a = {f: table[:, k] for k, f in enumerate(_ARCH_FIELDS)}
-    cls = np.asarray([int(v) for v in key_values["classes"]], dtype=np.int64)
-    side = np.asarray([int(v) for v in key_values["input_size"]], dtype=np.int64)
-    per_net = {  # column: (value per network, scaled by batch?, scaled by bytes per element?)
-        "bytes_per_element": (np.ones(ngroups, np.int64), False, True),
+
+def _per_net_columns(a: dict[str, np.ndarray], side: np.ndarray, cls: np.ndarray) -> PerNetColumns:
+    """The integer feature columns per distinct network (see :data:`PerNetColumns`).
+
+    Computed from its figures ``a``, input side and classes.
+    """
+    return {
+        "bytes_per_element": (np.ones(len(side), np.int64), False, True),
         "flops": (a["flops"], True, False),
         "flops_per_image": (a["flops"], False, False),
         "params": (a["params"], False, False),
         "weight_bytes": (a["params"], False, True),
-        "model_bytes": (a["params"] + 2 * a["bn_channels"], False, True),  # + 8 B per BN below
+        "model_bytes": (a["params"] + 2 * a["bn_channels"], False, True),
         "input_bytes": (3 * side * side, True, True),
         "output_bytes": (cls, True, True),
         "activation_bytes": (a["activation"], True, True),
@@ -599,29 +664,62 @@ def features(df: pd.DataFrame) -> pd.DataFrame:
         "stem_output_size": (a["stem_output_size"], False, False),
         "final_feature_size": (a["final_feature_size"], False, False),
     }
+
+
+def _checked_batch(df: pd.DataFrame) -> np.ndarray:
+    """Each row's batch, checked against 1 and ``MAX_BATCH``."""
+    batch = _int_column(df, "batch")
+    if len(df) and ((batch < 1) | (batch > MAX_BATCH)).any():
+        i = int(np.flatnonzero((batch < 1) | (batch > MAX_BATCH))[0])
+        raise ValueError(f"features: row {i}: batch: {df['batch'].iloc[i]} must be >= 1 and <= {MAX_BATCH:,}")
+    return batch
+
+
+def features(df: pd.DataFrame) -> pd.DataFrame:
+    """A copy of the configs table with the feature columns :data:`FEATURE_COLUMNS` added.
+
+    Closed form, vectorized: each distinct network is walked once, then batch and precision
+    scale its figures per row with numpy. See the module docstring for every column and
+    its unit (FLOP, B, count, channels, px).
+
+    The integer columns are int64; when a row's value would overflow int64 (a batch near
+    10^12 and beyond: the limit is ``MAX_BATCH``), they are float64 for the whole table
+    instead (exact to 2^53, then 16 significant digits), never wrapped around.
+
+    Args:
+        df: a DataFrame of ResNet rows with the columns :data:`REQUIRED_COLUMNS` (others are
+            kept; ``classes`` may be absent or missing, meaning the family's default).
+
+    Returns:
+        A copy of ``df`` with the :data:`FEATURE_COLUMNS` appended (recomputed if present).
+
+    Raises:
+        ValueError: a required column is missing, or a row is not a valid config (the
+            message names the column or the first bad row).
+    """
+    missing_cols = [c for c in REQUIRED_COLUMNS if c not in df.columns]
+    if missing_cols:
+        raise ValueError(
+            f"features: missing column{'s' if len(missing_cols) > 1 else ''} "
+            f"{', '.join(missing_cols)} (required: {', '.join(REQUIRED_COLUMNS)})"
+        )
+    clash = [c for c in FEATURE_COLUMNS if c in df.columns]
+    if clash:
+        df = df.drop(columns=clash)  # recompute rather than keep stale figures
+    bpe = precision_bytes(df, "features")
+    batch = _checked_batch(df)
+    classes = _classes_column(df)
+    cols = {k: (classes if k == "classes" else df[k]) for k in ARCH_KEYS}
+    group, first = _network_groups(cols)
+    key_values = {k: cols[k].iloc[first].to_numpy() for k in ARCH_KEYS}
+    table = _network_table(key_values, first)
+    a = {f: table[:, k] for k, f in enumerate(_ARCH_FIELDS)}
+    cls = np.asarray([int(v) for v in key_values["classes"]], dtype=np.int64)
+    side = np.asarray([int(v) for v in key_values["input_size"]], dtype=np.int64)
+    per_net = _per_net_columns(a, side, cls)
     assert list(per_net) == _INT_COLUMNS
-    rows = np.stack([v for v, _, _ in per_net.values()], axis=1)[group] if ngroups else \
-        np.zeros((0, len(_INT_COLUMNS)), np.int64)
-    # a huge batch (10^12 is a legitimate what-if) would overflow int64 silently: then the
-    # whole table's integer columns are float64 (exact to 2^53, then 16 significant digits)
-    for k, (_, by_batch, by_bpe) in enumerate(per_net.values()):
-        if rows.dtype == np.int64 and (by_batch or by_bpe) and len(rows):
-            scaled = rows[:, k].astype(np.float64) * (batch if by_batch else 1) * (bpe if by_bpe else 1)
-            if scaled.max() >= 2.0**62:
-                rows = rows.astype(np.float64)
-    for k, (_, by_batch, by_bpe) in enumerate(per_net.values()):
-        if by_batch:
-            rows[:, k] *= batch
-        if by_bpe:
-            rows[:, k] *= bpe
-    rows[:, _INT_COLUMNS.index("model_bytes")] += 8 * a["n_bn"][group]
-    col = {c: rows[:, k] for k, c in enumerate(_INT_COLUMNS)}
-    with np.errstate(invalid="ignore", divide="ignore"):
-        intensity = col["flops"] / (col["weight_bytes"] + col["activation_bytes"]).astype(np.float64)
-        frac_1x1 = (a["flops_1x1"] / a["flops"].astype(np.float64))[group]
-    feats = pd.DataFrame(rows, columns=_INT_COLUMNS, index=df.index, copy=False)
-    feats["arithmetic_intensity"] = intensity
-    feats["conv1x1_flop_fraction"] = frac_1x1
+    feats = per_row_features(per_net, group, batch, bpe, a["n_bn"], df.index)
+    feats["conv1x1_flop_fraction"] = flop_fraction(a["flops_1x1"], a["flops"], group)
     return pd.concat([df, feats], axis=1)
 
 
@@ -635,7 +733,7 @@ def _int_column(df: pd.DataFrame, name: str) -> np.ndarray:
         i = int(np.flatnonzero(np.isnan(values) | (values != np.round(values)))[0])
         raise ValueError(f"features: row {i}: {name}: {col.iloc[i]!r} is not an integer")
     if np.abs(values).max(initial=0) >= 2.0**62:  # beyond int64: the caller's limit check names it
-        values = np.clip(values, -2.0**62, 2.0**62)
+        values = np.clip(values, -(2.0**62), 2.0**62)
     return values.astype(np.int64)
 
 
@@ -665,12 +763,26 @@ def build(config: Config | Mapping[str, Any]) -> Any:
 
 
 def _from_row(row: Mapping[str, Any]) -> Config:
-    return Config.from_dict({k: v for k, v in row.items() if k in PARAMETERS and not (v is None or (isinstance(v, float) and v != v))})
+    return Config.from_dict({k: v for k, v in row.items() if k in PARAMETERS and not missing(v)})
 
 
-CIFAR = Family(name="cifar", config_type=Config, from_row=_from_row, to_row=Config.to_dict, build=build,
-               features=features, description="3-stage ResNets of He et al. 2016 (CIFAR-style)",
-               parameters=tuple(p for p in PARAMETERS if p != "family"))
-IMAGENET = Family(name="imagenet", config_type=Config, from_row=_from_row, to_row=Config.to_dict, build=build,
-                  features=features, description="torchvision's 4-stage ResNet-18/34/50/101/152",
-                  parameters=tuple(p for p in PARAMETERS if p != "family"))
+CIFAR = Family(
+    name="cifar",
+    config_type=Config,
+    from_row=_from_row,
+    to_row=Config.to_dict,
+    build=build,
+    features=features,
+    description="3-stage ResNets of He et al. 2016 (CIFAR-style)",
+    parameters=tuple(p for p in PARAMETERS if p != "family"),
+)
+IMAGENET = Family(
+    name="imagenet",
+    config_type=Config,
+    from_row=_from_row,
+    to_row=Config.to_dict,
+    build=build,
+    features=features,
+    description="torchvision's 4-stage ResNet-18/34/50/101/152",
+    parameters=tuple(p for p in PARAMETERS if p != "family"),
+)

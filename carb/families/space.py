@@ -1,5 +1,6 @@
-"""Configuration spaces: grids from TOML, constraints, enumeration, seeded sampling, ids,
-over whatever family (:mod:`carb.families`) a grid names.
+"""Configuration spaces: grids from TOML, constraints, enumeration, seeded sampling and ids.
+
+The grids range over whatever family (:mod:`carb.families`) they name.
 
 A :class:`Space` is a union of grids read from TOML (see ``carb/spaces/*.toml``), with
 optional constraints, and supports ``len()``, iteration, :meth:`Space.sample` and
@@ -8,8 +9,8 @@ optional constraints, and supports ``len()``, iteration, :meth:`Space.sample` an
 ``config_id`` (a stable hash of its canonical form) is the key everywhere (store, datasets,
 predictions).
 
-For compatibility this module re-exports the ResNet config (:class:`Config`,
-:data:`PARAMETERS`, ...) from :mod:`carb.families.resnet` and :class:`SpaceError`.
+It also offers the names its callers use with it: the ResNet config (:class:`Config`,
+:data:`PARAMETERS`, :func:`config_id`) of :mod:`carb.families.resnet` and :class:`SpaceError`.
 """
 
 from __future__ import annotations
@@ -26,13 +27,19 @@ import numpy as np
 import pandas as pd
 
 from carb import families
-from carb.families._base import (MAX_BATCH, MAX_CLASSES, MAX_INPUT_SIZE, PRECISIONS, SpaceError, _as_bool,
-                                 _as_float, _as_int, _py)
+from carb.families._base import (
+    MAX_BATCH,
+    MAX_CLASSES,
+    MAX_INPUT_SIZE,
+    PRECISIONS,
+    SpaceError,
+    _as_bool,
+    _as_float,
+    _as_int,
+)
 from carb.families.resnet import (
     BLOCKS,
-    DEFAULT_CLASSES,
     FAMILIES,
-    IMAGENET_LAYERS,
     MAX_DEPTH,
     MAX_WIDTH,
     PARAMETERS,
@@ -52,15 +59,15 @@ __all__ = [
     "config_id",
     "configs_from_frame",
 ]
-# re-exported names of the ResNet family and the primitives (kept for callers of carb.families.space)
+#: upper limits of the integer parameters a grid may set
 _UPPER = {"depth": MAX_DEPTH, "input_size": MAX_INPUT_SIZE, "batch": MAX_BATCH, "classes": MAX_CLASSES}
-_REEXPORTS = (BLOCKS, DEFAULT_CLASSES, FAMILIES, IMAGENET_LAYERS, PRECISIONS, _as_bool, _as_float, _as_int, _py)
 
 
 def configs_from_frame(df: pd.DataFrame) -> list[Any]:
-    """Configs from the parameter columns of a DataFrame (other columns are ignored). Rows
-    of other families than the ResNets (``family`` column) become their family's configs
-    (:mod:`carb.families`)."""
+    """Configs from the parameter columns of a DataFrame (other columns are ignored).
+
+    Rows of other families than the ResNets (``family`` column) become their family's configs (:mod:`carb.families`).
+    """
     i = 0
     try:  # a bad row is named by its position (0-based, header excluded)
         if "family" in df.columns and not df["family"].isin(FAMILIES).all():
@@ -78,8 +85,9 @@ def configs_from_frame(df: pd.DataFrame) -> list[Any]:
 
 
 def config_ids(df: pd.DataFrame) -> np.ndarray:
-    """The ``config_id`` of every row of a table of configs (ResNet tables vectorized:
-    a million rows in seconds, byte-identical to ``Config.config_id``).
+    """The ``config_id`` of every row of a table of configs.
+
+    ResNet tables are vectorized: a million rows in seconds, byte-identical to ``Config.config_id``.
 
     Raises:
         SpaceError: a row is not a valid config (the message names the row).
@@ -90,18 +98,21 @@ def config_ids(df: pd.DataFrame) -> np.ndarray:
 
 
 def with_config_ids(df: pd.DataFrame) -> pd.DataFrame:
-    """``df`` with a verified ``config_id`` column first. A user's ``config_id`` column is
-    never copied through on trust: it must equal the id of the row's parameters, else a
-    :class:`SpaceError` names the first row that differs (drop the column to let carb
-    compute it)."""
+    """``df`` with a verified ``config_id`` column first.
+
+    A user's ``config_id`` column is never copied through on trust: it must equal the id of the row's parameters, else a
+    :class:`SpaceError` names the first row that differs (drop the column to let carb compute it).
+    """
     ids = config_ids(df)
     if "config_id" in df.columns:
         given = df["config_id"].astype(str).to_numpy()
         bad = np.flatnonzero(given != ids.astype(str))
         if len(bad):
             i = int(bad[0])
-            raise SpaceError(f"row {i}: config_id {given[i]!r} is not the id of its parameters ({ids[i]}); "
-                             f"{len(bad):,} row(s) differ (drop the config_id column and carb computes it)")
+            raise SpaceError(
+                f"row {i}: config_id {given[i]!r} is not the id of its parameters ({ids[i]}); "
+                f"{len(bad):,} row(s) differ (drop the config_id column and carb computes it)"
+            )
         return df
     out = df.copy()
     out.insert(0, "config_id", ids)
@@ -109,11 +120,12 @@ def with_config_ids(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def missing_columns(df: pd.DataFrame) -> list[str]:
-    """The parameter columns a table of configs lacks: a missing column is never filled with
-    a default (a file of widths 0.25/0.5 must not be measured at width 1.0). ``family`` is
-    always needed; ResNet rows need :data:`carb.families.resnet.REQUIRED_COLUMNS` (``classes``
-    may be absent: the family's default), other families' rows their run parameters (their
-    own readers check the rest)."""
+    """The parameter columns a table of configs lacks.
+
+    A missing column is never filled with a default (a file of widths 0.25/0.5 must not be measured at width 1.0).
+    ``family`` is always needed; ResNet rows need :data:`carb.families.resnet.REQUIRED_COLUMNS` (``classes`` may be
+    absent: the family's default), other families' rows their run parameters (their own readers check the rest).
+    """
     if "family" not in df.columns:
         return [c for c in REQUIRED_COLUMNS if c not in df.columns]
     fams = set(map(str, df["family"].dropna().unique()))
@@ -125,12 +137,25 @@ def missing_columns(df: pd.DataFrame) -> list[str]:
 
 # --- constraints: a tiny, safe expression language over the parameters -----------------
 
-_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-           ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
-           ast.Pow: operator.pow}
-_CMPOPS = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
-           ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.In: lambda a, b: a in b,
-           ast.NotIn: lambda a, b: a not in b}
+_BINOPS = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+}
+_CMPOPS = {
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+    ast.In: lambda a, b: a in b,
+    ast.NotIn: lambda a, b: a not in b,
+}
 
 
 def _compile_constraint(expr: str, where: str, names: Iterable[str] = PARAMETERS) -> ast.Expression:
@@ -138,13 +163,30 @@ def _compile_constraint(expr: str, where: str, names: Iterable[str] = PARAMETERS
         tree = ast.parse(expr, mode="eval")
     except SyntaxError as e:
         raise SpaceError(f"{where}: constraint {expr!r} is not an expression ({e.msg})") from None
-    allowed = (ast.Expression, ast.BoolOp, ast.And, ast.Or, ast.UnaryOp, ast.Not, ast.USub,
-               ast.BinOp, ast.Compare, ast.Name, ast.Load, ast.Constant, ast.Tuple, ast.List,
-               *_BINOPS, *_CMPOPS)
+    allowed = (
+        ast.Expression,
+        ast.BoolOp,
+        ast.And,
+        ast.Or,
+        ast.UnaryOp,
+        ast.Not,
+        ast.USub,
+        ast.BinOp,
+        ast.Compare,
+        ast.Name,
+        ast.Load,
+        ast.Constant,
+        ast.Tuple,
+        ast.List,
+        *_BINOPS,
+        *_CMPOPS,
+    )
     for node in ast.walk(tree):
         if not isinstance(node, allowed):
-            raise SpaceError(f"{where}: constraint {expr!r} uses {type(node).__name__}, not allowed "
-                             "(use parameters, numbers, strings, arithmetic, comparisons, and/or/not)")
+            raise SpaceError(
+                f"{where}: constraint {expr!r} uses {type(node).__name__}, not allowed "
+                "(use parameters, numbers, strings, arithmetic, comparisons, and/or/not)"
+            )
         if isinstance(node, ast.Name) and node.id not in names and node.id not in ("true", "false"):
             raise SpaceError(f"{where}: constraint {expr!r} names unknown parameter {node.id!r}")
     return tree
@@ -192,8 +234,9 @@ def _eval(node: ast.AST, env: Mapping[str, Any]) -> Any:
 
 
 class Space:
-    """A finite configuration space: the union of one or more grids, minus what the
-    constraints exclude. Configs are enumerated once, in a stable order, without duplicates.
+    """A finite configuration space: the union of one or more grids, minus what the constraints exclude.
+
+    Configs are enumerated once, in a stable order, without duplicates.
 
     Args:
         name: the space's name.
@@ -205,9 +248,15 @@ class Space:
         source: where the space came from (file path or ``builtin:NAME``), used in errors.
     """
 
-    def __init__(self, name: str, grids: list[Mapping[str, list[Any]]],
-                 constraints: Iterable[str] = (), description: str = "",
-                 source: str | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        grids: list[Mapping[str, list[Any]]],
+        constraints: Iterable[str] = (),
+        description: str = "",
+        source: str | None = None,
+    ) -> None:
+        """Build the space from its grids and constraints and validate it (see the class's Args)."""
         self.name = name
         self.description = description
         self.source = source or name
@@ -236,8 +285,7 @@ class Space:
             resnet_only = all(f in FAMILIES for f in fams)
             for key, values in grid.items():
                 if key not in known:
-                    raise SpaceError(f"{where}: grid {gi + 1}: unknown parameter {key!r} "
-                                     f"(known: {', '.join(known)})")
+                    raise SpaceError(f"{where}: grid {gi + 1}: unknown parameter {key!r} (known: {', '.join(known)})")
                 if not isinstance(values, list):
                     grid[key] = values = [values]
                 if not values:
@@ -269,14 +317,17 @@ class Space:
         self._compiled = [_compile_constraint(c, where, self._names) for c in self.constraints]
 
     def size_bound(self) -> int:
-        """The number of configs counted before building any: the sum over grids of the
-        product of their value counts. Exact when there are no constraints and the grids
-        do not overlap, an upper bound otherwise."""
+        """The number of configs counted before building any: the sum over grids of the product of their value counts.
+
+        Exact when there are no constraints and the grids do not overlap, an upper bound otherwise.
+        """
         return sum(int(np.prod([len(v) for v in g.values()], dtype=object)) for g in self.grids)
 
     def size_text(self) -> str:
-        """``"17,280 configs"``, or ``"at most 10,000,000 configs"`` when constraints or
-        overlapping grids may remove some (counted without building any)."""
+        """The size as text: ``"17,280 configs"``, or ``"at most 10,000,000 configs"``.
+
+        The second form is used when constraints or overlapping grids may remove some (counted without building any).
+        """
         exact = not self.constraints and len(self.grids) == 1
         return f"{'' if exact else 'at most '}{self.size_bound():,} configs"
 
@@ -290,9 +341,11 @@ class Space:
         """
         if self._configs is None:
             if self.size_bound() > MAX_CONFIGS:
-                raise SpaceError(f"{self.source}: {self.size_text()} (the product of its grid sizes), above the "
-                                 f"{MAX_CONFIGS:,} carb lists in memory: take a uniform sample (carb characterize "
-                                 "--samples N --method uniform, Space.sample) or narrow the grids")
+                raise SpaceError(
+                    f"{self.source}: {self.size_text()} (the product of its grid sizes), above the "
+                    f"{MAX_CONFIGS:,} carb lists in memory: take a uniform sample (carb characterize "
+                    "--samples N --method uniform, Space.sample) or narrow the grids"
+                )
             self._configs = self._enumerate()
         return self._configs
 
@@ -321,9 +374,12 @@ class Space:
         return out
 
     def _admits(self, env: Mapping[str, Any], cfg: Any) -> bool:
-        """Whether a config satisfies every constraint; a constraint that cannot be
-        evaluated (division by zero, a string compared with a number, an overflow) is a
-        :class:`SpaceError` naming the file, the constraint and the config."""
+        """Whether a config satisfies every constraint.
+
+        Raises:
+            SpaceError: a constraint cannot be evaluated (division by zero, a string compared with a number, an
+                overflow); the message names the file, the constraint and the config.
+        """
         for expr, tree in zip(self.constraints, self._compiled):
             try:
                 if not _eval(tree, env):
@@ -331,27 +387,34 @@ class Space:
             except SpaceError as e:
                 raise SpaceError(f"{self.source}: constraint {expr!r} on {cfg.label()}: {e}") from None
             except (ArithmeticError, TypeError, ValueError) as e:
-                raise SpaceError(f"{self.source}: constraint {expr!r} fails on {cfg.label()}: "
-                                 f"{type(e).__name__}: {e}") from None
+                raise SpaceError(
+                    f"{self.source}: constraint {expr!r} fails on {cfg.label()}: {type(e).__name__}: {e}"
+                ) from None
         return True
 
     def __len__(self) -> int:
+        """The number of configs (enumerates the space)."""
         return len(self.configs)
 
     def __iter__(self) -> Iterator[Any]:
+        """Iterate over the configs in order."""
         return iter(self.configs)
 
     def __getitem__(self, i: int) -> Any:
+        """The ``i``-th config."""
         return self.configs[i]
 
     def __repr__(self) -> str:
+        """``Space(name, size)``, without listing a space too large to list."""
         if self.size_bound() > MAX_CONFIGS:  # never list a huge space just to print it
             return f"Space({self.name!r}, {self.size_text()})"
         return f"Space({self.name!r}, {len(self)} configs)"
 
     def to_frame(self, configs: Iterable[Any] | None = None) -> pd.DataFrame:
-        """DataFrame with one row per config: ``config_id`` and the parameter columns (the
-        ResNet columns of :data:`PARAMETERS` first; other families' parameters after them)."""
+        """DataFrame with one row per config: ``config_id`` and the parameter columns.
+
+        The ResNet columns of :data:`PARAMETERS` come first; other families' parameters after them.
+        """
         cs = self.configs if configs is None else list(configs)
         if all(isinstance(c, Config) for c in cs):
             df = pd.DataFrame([c.to_dict() for c in cs], columns=list(PARAMETERS))
@@ -382,8 +445,10 @@ class Space:
             raise SpaceError(f"sample: n = {n} must be >= 0")
         if self.size_bound() > MAX_CONFIGS:
             if method != "uniform":
-                raise SpaceError(f"{self.source}: {self.size_text()}: a {method} sample needs the whole space "
-                                 f"listed (at most {MAX_CONFIGS:,}); use --method uniform or narrow the grids")
+                raise SpaceError(
+                    f"{self.source}: {self.size_text()}: a {method} sample needs the whole space "
+                    f"listed (at most {MAX_CONFIGS:,}); use --method uniform or narrow the grids"
+                )
             return self._sample_unlisted(n, np.random.default_rng(seed))
         configs = self.configs
         if n >= len(configs):
@@ -397,17 +462,21 @@ class Space:
         raise SpaceError(f"sample: unknown method {method!r} (expected uniform or stratified)")
 
     def _sample_unlisted(self, n: int, rng: np.random.Generator) -> list[Any]:
-        """A uniform sample of a space too large to list: random points of the grids
-        (each grid in proportion to its size), decoded without enumerating, kept when the
-        constraints admit them and not drawn before; sorted by grid position."""
+        """A uniform sample of a space too large to list, sorted by grid position.
+
+        Random points of the grids (each grid in proportion to its size), decoded without enumerating, are kept when
+        the constraints admit them and were not drawn already.
+        """
         sizes = [int(np.prod([len(v) for v in g.values()], dtype=object)) for g in self.grids]
         total = sum(sizes)
         chosen: dict[Any, tuple[int, int]] = {}
         tries = 0
         while len(chosen) < n:
             if tries > 50 * n + 1000:
-                raise SpaceError(f"{self.source}: found only {len(chosen):,} of {n:,} configs that the constraints "
-                                 f"admit in {tries:,} random draws; narrow the grids")
+                raise SpaceError(
+                    f"{self.source}: found only {len(chosen):,} of {n:,} configs that the constraints "
+                    f"admit in {tries:,} random draws; narrow the grids"
+                )
             tries += 1
             flat = int(rng.integers(total))
             gi = 0
@@ -429,7 +498,7 @@ class Space:
         vals = self.values()
         rows = [families.to_row(c) for c in self.configs]
         cols = []
-        for p in vals:  # PARAMETERS order for ResNets: the same samples as before
+        for p in vals:  # PARAMETERS order for ResNets, so that a seed keeps drawing the same samples
             levels = {v: i for i, v in enumerate(vals[p])}
             k = max(len(levels) - 1, 1)
             # a parameter a config's family lacks sits at level -1 (apart from every value)
@@ -459,8 +528,9 @@ def _farthest_point(X: np.ndarray, n: int, rng: np.random.Generator) -> list[int
 
 def builtin_names() -> list[str]:
     """Names of the spaces shipped with CARB."""
-    return sorted(p.name.removesuffix(".toml") for p in resources.files("carb.spaces").iterdir()
-                  if p.name.endswith(".toml"))
+    return sorted(
+        p.name.removesuffix(".toml") for p in resources.files("carb.spaces").iterdir() if p.name.endswith(".toml")
+    )
 
 
 def from_toml(text: str, source: str, default_name: str) -> Space:
@@ -477,8 +547,9 @@ def from_toml(text: str, source: str, default_name: str) -> Space:
     if isinstance(grids, dict):
         grids = [grids]
     if not isinstance(grids, list) or not all(isinstance(g, dict) for g in grids):
-        raise SpaceError(f"{source}: grid must be a table or an array of tables ([[grid]] with "
-                         f"parameter = [values]), not {grids!r}")
+        raise SpaceError(
+            f"{source}: grid must be a table or an array of tables ([[grid]] with parameter = [values]), not {grids!r}"
+        )
     constraints = doc.get("constraints", [])
     if isinstance(constraints, str):
         constraints = [constraints]
@@ -487,8 +558,13 @@ def from_toml(text: str, source: str, default_name: str) -> Space:
     for key in ("name", "description"):
         if key in doc and not isinstance(doc[key], str):
             raise SpaceError(f"{source}: {key} must be a string, not {doc[key]!r}")
-    return Space(name=doc.get("name", default_name), grids=grids, constraints=constraints,
-                 description=doc.get("description", ""), source=source)
+    return Space(
+        name=doc.get("name", default_name),
+        grids=grids,
+        constraints=constraints,
+        description=doc.get("description", ""),
+        source=source,
+    )
 
 
 def load(name_or_path: str | Path) -> Space:

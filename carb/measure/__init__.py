@@ -1,7 +1,9 @@
-"""Measurement backends: one interface (:mod:`carb.measure.base`), one protocol
-(:mod:`carb.measure.protocol`), one module per device kind (:mod:`~carb.measure.cpu`,
-:mod:`~carb.measure.cuda`). Get one with :func:`get_backend` and use it as a context
-manager, so that whatever it changed on the device is restored::
+"""Measurement backends: one interface, one repeat/stop protocol, one module per device kind.
+
+The interface is :mod:`carb.measure.base`, the protocol :mod:`carb.measure.protocol`, the
+device kinds :mod:`~carb.measure.cpu` and :mod:`~carb.measure.cuda`. Get one with
+:func:`get_backend` and use it as a context manager, so that whatever it changed on the
+device is restored::
 
     with get_backend("cuda:0", lock_clocks=False) as backend:
         m = backend.measure(config)
@@ -22,13 +24,26 @@ import re
 from typing import Any
 
 from ._common import cpu_isa, foreign_precisions
-from .base import STATUSES, Backend, Measurement, Protocol, Stats
+from .base import STATUSES, Backend, ConfigLike, Measurement, Protocol, Stats
 from .cpu import CpuBackend
 from .cuda import CudaBackend
 from .protocol import median_ci, summarize
 
-__all__ = ["get_backend", "Backend", "Measurement", "Protocol", "Stats", "STATUSES", "CpuBackend",
-           "CudaBackend", "median_ci", "summarize", "cpu_isa", "foreign_precisions"]
+__all__ = [
+    "get_backend",
+    "Backend",
+    "ConfigLike",
+    "Measurement",
+    "Protocol",
+    "Stats",
+    "STATUSES",
+    "CpuBackend",
+    "CudaBackend",
+    "median_ci",
+    "summarize",
+    "cpu_isa",
+    "foreign_precisions",
+]
 
 
 def _public_options(cls: type) -> list[str]:

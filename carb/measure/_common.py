@@ -1,5 +1,7 @@
-"""Helpers shared by the backends: failure classification, one-line messages, host facts,
-and the test-only fault hook. Private: the public surface is :mod:`carb.measure`."""
+"""Helpers shared by the backends: failure classification, one-line messages, host facts, the test-only fault hook.
+
+Private: the public surface is :mod:`carb.measure`.
+"""
 
 from __future__ import annotations
 
@@ -28,8 +30,9 @@ def classify(exc: BaseException) -> str:
     try:  # torch.OutOfMemoryError (2.5+) is the base of torch.cuda.OutOfMemoryError
         import torch
 
-        oom_types = tuple(t for t in (getattr(torch, "OutOfMemoryError", None),
-                                      getattr(torch.cuda, "OutOfMemoryError", None)) if t)
+        oom_types = tuple(
+            t for t in (getattr(torch, "OutOfMemoryError", None), getattr(torch.cuda, "OutOfMemoryError", None)) if t
+        )
         if oom_types and isinstance(exc, oom_types):
             return "oom"
     except ImportError:  # pragma: no cover - torch is a dependency
@@ -102,20 +105,40 @@ def cpu_model() -> str | None:
 #: a precision's flags, oneDNN falls back to slow kernels (on an AVX2-only AMD EPYC, a bf16
 #: 3x3 conv took 105 ms against 3.8 ms in fp32; on the AVX512-BF16 machine of the shipped
 #: cpu-1t, bf16 ran at a median 0.84x fp32).
-ISA_FLAGS = ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16", "amx_fp16", "avx_ne_convert",
-             "avx_vnni", "avx512_vnni",
-             # Arm (the ``Features`` line): BF16 and half-precision arithmetic, SVE
-             "bf16", "asimdhp", "fphp", "sve", "sve2", "i8mm")
+ISA_FLAGS = (
+    "avx2",
+    "avx512f",
+    "avx512_bf16",
+    "avx512_fp16",
+    "amx_tile",
+    "amx_bf16",
+    "amx_fp16",
+    "avx_ne_convert",
+    "avx_vnni",
+    "avx512_vnni",
+    # Arm (the ``Features`` line): BF16 and half-precision arithmetic, SVE
+    "bf16",
+    "asimdhp",
+    "fphp",
+    "sve",
+    "sve2",
+    "i8mm",
+)
 #: precision -> the flags of which one makes it native on a CPU (x86 or Arm)
-NATIVE_FLAGS = {"bf16": ("avx512_bf16", "amx_bf16", "avx_ne_convert", "bf16"),
-                "fp16": ("avx512_fp16", "amx_fp16", "asimdhp")}
+NATIVE_FLAGS = {
+    "bf16": ("avx512_bf16", "amx_bf16", "avx_ne_convert", "bf16"),
+    "fp16": ("avx512_fp16", "amx_fp16", "asimdhp"),
+}
 
 
 def cpu_isa() -> dict[str, Any]:
-    """This CPU's instruction-set facts: ``flags`` (those of :data:`ISA_FLAGS` it has, from
+    """This CPU's instruction-set facts.
+
+    ``flags`` (those of :data:`ISA_FLAGS` it has, from
     /proc/cpuinfo; ``None`` where unreadable), ``torch_capability`` (the kernels torch
     dispatches to: ``AVX2``, ``AVX512``, ...) and ``native`` (per reduced precision, whether
-    the CPU runs it natively, :data:`NATIVE_FLAGS`; ``None`` without flags)."""
+    the CPU runs it natively, :data:`NATIVE_FLAGS`; ``None`` without flags).
+    """
     flags: list[str] | None = None
     text = read_text("/proc/cpuinfo")
     if text:
@@ -136,9 +159,11 @@ def cpu_isa() -> dict[str, Any]:
 
 
 def foreign_precisions(device: str, precisions: Any, isa: dict[str, Any] | None = None) -> list[str]:
-    """Reduced precisions among ``precisions`` that this machine's CPU has no native kernels
-    for (``isa``, default :func:`cpu_isa`: e.g. bf16 without AVX512_BF16 or AMX). Empty on a
-    GPU, and where the CPU's flags cannot be read."""
+    """Reduced precisions among ``precisions`` that this machine's CPU has no native kernels for.
+
+    ``isa`` defaults to :func:`cpu_isa` (e.g. bf16 without AVX512_BF16 or AMX). Empty on a
+    GPU, and where the CPU's flags cannot be read.
+    """
     if not device.startswith("cpu"):
         return []
     native = (isa if isa is not None else cpu_isa())["native"]
@@ -148,6 +173,7 @@ def foreign_precisions(device: str, precisions: Any, isa: dict[str, Any] | None 
 def host_facts() -> dict[str, Any]:
     """Hostname, platform, Python, torch and carb versions."""
     from carb._version import __version__ as carb_version
+
     try:
         import torch
 
@@ -193,10 +219,12 @@ def wait_reply(proc: Any, conn: Any, deadline: float) -> tuple[Any, tuple[str, s
 
 
 def builder_of(config: Any) -> Any:
-    """The ``build`` function a worker uses for a config of another family than the
-    ResNets (:mod:`carb.families`), or ``None`` for ResNets (the worker's ``arch.build``).
-    Passed to the worker with the job (pickled by reference), so that a family registered
-    at run time, not only through an entry point, also builds in a fresh worker process."""
+    """The ``build`` function a worker uses for a config of another family than the ResNets.
+
+    ``None`` for ResNets (the worker's ``arch.build``); see :mod:`carb.families`. Passed to
+    the worker with the job (pickled by reference), so that a family registered at run time,
+    not only through an entry point, also builds in a fresh worker process.
+    """
     from carb.families.space import Config
 
     if isinstance(config, Config):

@@ -1,7 +1,7 @@
 """The measurement interface shared by every backend.
 
-A backend measures one :class:`~carb.families.space.Config` at a time and returns a
-:class:`Measurement`; it never raises for a config-level failure (OOM, exception, timeout,
+A backend measures one config of any registered family (:class:`ConfigLike`) at a time and
+returns a :class:`Measurement`; it never raises for a config-level failure (OOM, exception, timeout,
 worker crash): those come back as a Measurement with a non-``ok`` status and a message, so
 that a campaign goes on. Adding a vendor (AMD, Apple) is one new module implementing
 :class:`Backend`.
@@ -10,17 +10,42 @@ that a campaign goes on. Adding a vendor (AMD, Apple) is one new module implemen
 from __future__ import annotations
 
 import math
-
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
 from typing import Any
+from typing import Protocol as TypingProtocol
 
-from carb.families.resnet import Config
-
-__all__ = ["Stats", "Protocol", "Measurement", "Backend", "STATUSES"]
+__all__ = ["Stats", "Protocol", "Measurement", "Backend", "ConfigLike", "STATUSES"]
 
 #: Row statuses. ``ok`` rows carry targets; the others carry a message.
 STATUSES = ("ok", "oom", "error", "timeout", "crash", "unsupported")
+
+
+class ConfigLike(TypingProtocol):
+    """A config of any registered family (:mod:`carb.families`): what a backend reads of it.
+
+    ResNet, FBNet, NAS-Bench-201, layer, zoo and user-network configs all qualify; the
+    worker builds the network through the family's ``build`` (:func:`carb.families.of`).
+    """
+
+    @property
+    def config_id(self) -> str:
+        """The config's stable id (the store's key)."""
+
+    @property
+    def batch(self) -> int:
+        """Images per forward pass."""
+
+    @property
+    def input_size(self) -> int:
+        """Input height = width. Units: px."""
+
+    @property
+    def precision(self) -> str:
+        """``fp32``, ``fp16`` or ``bf16``."""
+
+    def label(self) -> str:
+        """A short human-readable name of the config."""
 
 
 @dataclass(frozen=True)
@@ -34,11 +59,9 @@ class Stats:
         ci_rel: half-width of the 95% confidence interval of the median, divided by the
             median (unitless); ``nan`` when n is too small to say.
         min: the fastest (smallest) sample: the least disturbed by other work on the
-            machine, since contention only ever adds time; of the latency figures it is the
-            one that repeated best between campaigns with neighbours competing for memory
-            and caches (benchmarks/RESULTS.md, issue 16). A slow-down of the whole machine
+            machine, since contention only ever adds time. A slow-down of the whole machine
             that lasts minutes moves it too; the speed sentinel corrects that. ``nan`` where
-            unknown (stores and datasets written before it was kept).
+            unknown (stores and datasets that do not keep it).
     """
 
     median: float
@@ -83,6 +106,7 @@ class Protocol:
     timeout_s: float = 300.0
 
     def to_dict(self) -> dict[str, Any]:
+        """The protocol as a JSON-ready dict."""
         return asdict(self)
 
     @classmethod
@@ -125,26 +149,40 @@ class Measurement:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        """The measurement as a dict (its stats as dicts)."""
         return asdict(self)
 
 
 class Backend(ABC):
-    """A device that measures configs. Use as a context manager; :meth:`close` must
-    restore whatever the backend changed on the device (e.g. locked clocks)."""
+    """A device that measures configs.
+
+    Use as a context manager; :meth:`close` must restore whatever the backend changed on the
+    device (e.g. locked clocks).
+    """
 
     #: device string, e.g. ``cpu`` or ``cuda:0``
     device: str
 
     @abstractmethod
     def provenance(self) -> dict[str, Any]:
-        """Facts about the device and software for the store: device name, CPU/GPU model,
-        driver, CUDA, torch and carb versions, clocks, threads, power limits,
-        energy sensor availability. JSON-serialisable."""
+        """Facts about the device and software for the store (JSON-serialisable).
+
+        Device name, CPU/GPU model, driver, CUDA, torch and carb versions, clocks, threads,
+        power limits, energy sensor availability.
+        """
 
     @abstractmethod
-    def measure(self, config: Config, protocol: Protocol | None = None) -> Measurement:
-        """Measure one config (``protocol`` overrides the backend's for this call).
-        Never raises for config-level failures."""
+    def measure(self, config: ConfigLike, protocol: Protocol | None = None) -> Measurement:
+        """Measure one config of any registered family.
+
+        Args:
+            config: the config to measure (:class:`ConfigLike`).
+            protocol: overrides the backend's repeat/stop protocol for this call.
+
+        Returns:
+            The measurement; config-level failures (OOM, exception, timeout, crash) come
+            back as a non-``ok`` status, never raised.
+        """
 
     def close(self) -> None:
         """Release the device and restore any setting the backend changed."""

@@ -63,7 +63,7 @@ def median_ci_ranks(n: int, confidence: float = 0.95) -> tuple[int, int] | None:
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence {confidence!r} must be in (0, 1)")
     # exact: compare sum_{i<j} C(n, i) with alpha/2 * 2**n as rationals (no float overflow)
-    limit = Fraction(1 - Fraction(confidence).limit_denominator(10**9), 2) * (2 ** n)
+    limit = Fraction(1 - Fraction(confidence).limit_denominator(10**9), 2) * (2**n)
     cum = 0
     j = 0
     while j < n // 2 + 1:
@@ -136,8 +136,9 @@ def check_protocol(p: Protocol) -> Protocol:
     return p
 
 
-def stop_reason(samples: Mapping[str, Sequence[float]], elapsed_s: float, protocol: Protocol,
-                targets: Sequence[str] | None = None) -> str | None:
+def stop_reason(
+    samples: Mapping[str, Sequence[float]], elapsed_s: float, protocol: Protocol, targets: Sequence[str] | None = None
+) -> str | None:
     """Why sampling should stop now, or ``None`` to take another sample.
 
     Stops with ``"ci"`` once every target in ``targets`` (default: all keys of ``samples``)
@@ -174,10 +175,12 @@ def iters_per_sample(per_iter_s: float, min_sample_s: float) -> int:
     return max(1, math.ceil(min_sample_s / per_iter_s))
 
 
-def warm_up(step: Callable[[], None], protocol: Protocol,
-            clock: Callable[[], float] = time.perf_counter) -> tuple[int, float]:
-    """Run ``step`` (one forward, synchronised) at least ``protocol.warmup`` times and for
-    at least ``protocol.warmup_s`` seconds (at least once).
+def warm_up(
+    step: Callable[[], None], protocol: Protocol, clock: Callable[[], float] = time.perf_counter
+) -> tuple[int, float]:
+    """Run ``step`` (one forward, synchronised) ``protocol.warmup`` times and ``protocol.warmup_s`` seconds.
+
+    Each at least (and at least once).
 
     Returns ``(iterations, per_iter_s)`` where ``per_iter_s`` is the mean duration of the
     second half of the warm-up (the first calls pay one-off costs). Units: s.
@@ -191,7 +194,7 @@ def warm_up(step: Callable[[], None], protocol: Protocol,
         durations.append(t1 - t0)
         if len(durations) >= max(1, protocol.warmup) and t1 - t_start >= protocol.warmup_s:
             break
-    tail = durations[len(durations) // 2:]
+    tail = durations[len(durations) // 2 :]
     return len(durations), float(sum(tail) / len(tail))
 
 
@@ -214,11 +217,15 @@ class SampleRun:
         return {k: summarize(v) for k, v in self.samples.items() if v}
 
 
-def run_samples(sample: Callable[[], Mapping[str, float]], protocol: Protocol,
-                targets: Sequence[str] | None = None,
-                clock: Callable[[], float] = time.perf_counter) -> SampleRun:
-    """Call ``sample`` (one timed sample, returning target -> value) until
-    :func:`stop_reason` says stop. ``targets`` are the keys the CI rule applies to
+def run_samples(
+    sample: Callable[[], Mapping[str, float]],
+    protocol: Protocol,
+    targets: Sequence[str] | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+) -> SampleRun:
+    """Call ``sample`` (one timed sample, returning target -> value) until :func:`stop_reason` says stop.
+
+    ``targets`` are the keys the CI rule applies to
     (default: every key ``sample`` returns); other keys are collected but do not hold
     sampling up.
     """

@@ -1,5 +1,7 @@
-"""CARB models: predict energy (J), latency (ms) and peak memory (MB) of CNN inference
-configs on one device, with prediction intervals, and save them as safe bundles.
+"""CARB models: the config cost model of one device, with intervals, saved as safe bundles.
+
+A model predicts energy (J), latency (ms) and peak memory (MB) of CNN inference configs
+on one device, with prediction intervals.
 
 >>> from carb.model import CARB
 >>> model = CARB(preset="default").fit(dataset)          # doctest: +SKIP
@@ -11,5 +13,16 @@ from ._bundle import SCHEMA_VERSION, BundleError, load, save
 from ._estimator import CARB, CASCADE_ORDER, TARGETS, UNITS, TargetModel, training_hash
 from ._presets import PRESETS
 
-__all__ = ["CARB", "PRESETS", "TARGETS", "UNITS", "CASCADE_ORDER", "TargetModel", "BundleError",
-           "SCHEMA_VERSION", "load", "save", "training_hash"]
+__all__ = [
+    "CARB",
+    "PRESETS",
+    "TARGETS",
+    "UNITS",
+    "CASCADE_ORDER",
+    "TargetModel",
+    "BundleError",
+    "SCHEMA_VERSION",
+    "load",
+    "save",
+    "training_hash",
+]

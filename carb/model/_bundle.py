@@ -46,8 +46,7 @@ PRIOR_DIR = "prior"
 
 
 class BundleError(ValueError):
-    """A model bundle is missing, tampered with (checksum mismatch) or incompatible; the
-    message is one line."""
+    """A model bundle is missing, tampered with (checksum mismatch) or incompatible (a one-line message)."""
 
 
 def _sha256(path: Path) -> str:
@@ -59,21 +58,27 @@ def _sha256(path: Path) -> str:
 
 
 def doc_checksum(doc: dict[str, Any], key: str) -> str:
-    """SHA-256 of a JSON document's canonical text (sorted keys, no spaces) without its own
+    """Return the SHA-256 of a JSON document's canonical text without its own checksum field.
+
+    SHA-256 of a JSON document's canonical text (sorted keys, no spaces) without its own
     checksum field ``key``: every value of a manifest (blend weights, offsets, interval
-    widths, maps) is covered, so a one-digit edit fails to load."""
+    widths, maps) is covered, so a one-digit edit fails to load.
+    """
     body = {k: v for k, v in doc.items() if k != key}
-    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False)
-                          .encode()).hexdigest()
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()).hexdigest()
 
 
 def check_doc_checksum(doc: dict[str, Any], key: str, where: str, remedy: str) -> None:
-    """Refuse (one-line :class:`BundleError`) a document whose ``key`` field is absent (written
-    by an older carb: ``remedy`` says what to do) or does not match :func:`doc_checksum`."""
+    """Refuse a document whose checksum field is absent or does not match.
+
+    Refuse (one-line :class:`BundleError`) a document whose ``key`` field is absent (written
+    by an older carb: ``remedy`` says what to do) or does not match :func:`doc_checksum`.
+    """
     want = doc.get(key)
     if want is None:
-        raise BundleError(f"{where}: no {key} (written by an older carb, whose files were not checksummed "
-                          f"whole); {remedy}")
+        raise BundleError(
+            f"{where}: no {key} (written by an older carb, whose files were not checksummed whole); {remedy}"
+        )
     try:
         got = doc_checksum(doc, key)
     except ValueError:  # NaN or infinity edited in: not what this carb writes
@@ -98,8 +103,9 @@ def _versions() -> dict[str, str]:
     return out
 
 
-def save(model, directory: str | Path, holdout: dict[str, Any] | None = None,
-         training: dict[str, Any] | None = None) -> Path:
+def save(
+    model, directory: str | Path, holdout: dict[str, Any] | None = None, training: dict[str, Any] | None = None
+) -> Path:
     """Write a fitted :class:`~carb.model.CARB` as a bundle directory.
 
     ``directory`` must not exist, be empty, or hold a previous bundle (replaced). The
@@ -125,11 +131,16 @@ def save(model, directory: str | Path, holdout: dict[str, Any] | None = None,
         if getattr(model, "prior_columns_", None):
             # the prior travels inside the bundle, as a bundle of its own (checked on load)
             if not hasattr(model.prior_, "models_"):
-                raise BundleError(f"cannot save a model whose prior is a {type(model.prior_).__name__}: "
-                                  "only a CARB prior can be saved inside the bundle")
+                raise BundleError(
+                    f"cannot save a model whose prior is a {type(model.prior_).__name__}: "
+                    "only a CARB prior can be saved inside the bundle"
+                )
             save(model.prior_, tmp / PRIOR_DIR)
-            prior_entry = {"directory": PRIOR_DIR, "columns": list(model.prior_columns_),
-                           "manifest_sha256": json.loads((tmp / PRIOR_DIR / MANIFEST).read_text())["manifest_sha256"]}
+            prior_entry = {
+                "directory": PRIOR_DIR,
+                "columns": list(model.prior_columns_),
+                "manifest_sha256": json.loads((tmp / PRIOR_DIR / MANIFEST).read_text())["manifest_sha256"],
+            }
         targets: dict[str, Any] = {}
         for t, m in model.models_.items():
             learners = {}
@@ -138,12 +149,14 @@ def save(model, directory: str | Path, holdout: dict[str, Any] | None = None,
                 entry["weight"] = m.weights[name]
                 learners[name] = entry
             targets[t] = {
-                "upstream": m.upstream, "transform": m.transform,
+                "upstream": m.upstream,
+                "transform": m.transform,
                 "halfwidth": _finite_or_none(m.halfwidth),
                 "offset": m.offset.save(tmp, f"{t}.offset") if m.offset is not None else None,
                 "learners": learners,
                 "corrector": m.corrector.save(tmp, f"{t}.corrector") if m.corrector is not None else None,
-                "corrector_batch_max": m.corrector_batch_max, "corrector_scale": m.corrector_scale,
+                "corrector_batch_max": m.corrector_batch_max,
+                "corrector_scale": m.corrector_scale,
                 "cv": model.cv_metrics_.get(t, {}),
                 # locally adaptive intervals (absent in older bundles, which use halfwidth)
                 "interval": m.interval.to_json() if getattr(m, "interval", None) is not None else None,
@@ -167,8 +180,13 @@ def save(model, directory: str | Path, holdout: dict[str, Any] | None = None,
             "targets_trained": model.targets_,
             "targets_missing": model.missing_targets_,
             "units": {"energy_j": "J", "latency_ms": "ms", "memory_mb": "MB"},
-            "training": {"rows": model.n_train_rows_, "data_sha256": model.training_hash_,
-                         "cv_metrics": model.cv_metrics_, "coverage": model.coverage, **(training or {})},
+            "training": {
+                "rows": model.n_train_rows_,
+                "data_sha256": model.training_hash_,
+                "cv_metrics": model.cv_metrics_,
+                "coverage": model.coverage,
+                **(training or {}),
+            },
             "holdout": holdout,
             "targets": targets,
             # the training rows' ranges: predictions beyond them are flagged 'extrapolated'
@@ -198,21 +216,8 @@ def _json_default(o: Any) -> Any:
     raise TypeError(f"not JSON-serialisable: {type(o).__name__}")
 
 
-def load(directory: str | Path, n_jobs: int = 1):
-    """Load a bundle written by :func:`save` as a fitted :class:`~carb.model.CARB`.
-
-    Never runs code from the files. Checks, in order: the manifest is there and is JSON of
-    this format, the schema version is the one this carb reads, every file the manifest
-    lists exists with its SHA-256, the model refers to no unlisted file, and the input
-    columns are those this carb computes.
-
-    Raises:
-        BundleError: one line saying what is wrong (missing, tampered, incompatible).
-    """
-    from ._conformal import ConformalScale
-    from ._estimator import CARB, TARGETS, TargetModel
-
-    d = Path(directory)
+def _read_manifest(d: Path) -> dict[str, Any]:
+    """Return a bundle's manifest, checked for format, schema version, checksum and file list."""
     if not d.is_dir():
         raise BundleError(f"{d}: no such model bundle directory")
     mpath = d / MANIFEST
@@ -225,67 +230,127 @@ def load(directory: str | Path, n_jobs: int = 1):
     if not isinstance(man, dict) or man.get("format") != FORMAT:
         raise BundleError(f"{mpath}: not a CARB model bundle manifest")
     if man.get("schema_version") != SCHEMA_VERSION:
-        raise BundleError(f"{d}: incompatible bundle: schema version {man.get('schema_version')!r}, "
-                          f"this carb reads version {SCHEMA_VERSION} (retrain with this carb)")
+        raise BundleError(
+            f"{d}: incompatible bundle: schema version {man.get('schema_version')!r}, "
+            f"this carb reads version {SCHEMA_VERSION} (retrain with this carb)"
+        )
     check_doc_checksum(man, "manifest_sha256", str(mpath), "retrain the model with carb train")
-    files = man.get("files")
-    if not isinstance(files, dict):
+    if not isinstance(man.get("files"), dict):
         raise BundleError(f"{mpath}: malformed manifest (no file list)")
+    return man
+
+
+def _check_files(d: Path, files: dict[str, str]) -> None:
+    """Refuse a bundle whose listed files are misnamed, missing or not matching their SHA-256."""
     for name, digest in files.items():
         p = d / name
         if Path(name).name != name or name == MANIFEST:
-            raise BundleError(f"{mpath}: malformed manifest (bad file name {name!r})")
+            raise BundleError(f"{d / MANIFEST}: malformed manifest (bad file name {name!r})")
         if not p.is_file():
             raise BundleError(f"{d}: incomplete bundle: missing file {name}")
         if _sha256(p) != digest:
             raise BundleError(f"{d}: file {name} does not match its checksum (tampered or corrupt); refusing to load")
+
+
+def _load_prior(d: Path, man: dict[str, Any], n_jobs: int) -> tuple[Any, list[str]]:
+    """Return the bundle's prior model (checked against its recorded checksum) and its columns."""
+    if man.get("prior") is None:
+        return None, []
+    entry = man["prior"]
+    if entry.get("directory") != PRIOR_DIR:
+        raise BundleError(f"{d / MANIFEST}: malformed manifest (prior directory {entry.get('directory')!r})")
+    prior = load(d / PRIOR_DIR, n_jobs=n_jobs)
+    if prior.manifest_.get("manifest_sha256") != entry.get("manifest_sha256"):
+        raise BundleError(
+            f"{d}: its prior ({PRIOR_DIR}/) is not the one it was trained with (tampered or replaced); refusing to load"
+        )
+    return prior, [str(c) for c in entry["columns"]]
+
+
+def _input_columns(d: Path, man: dict[str, Any], pcols: list[str]) -> list[str]:
+    """Return the bundle's input columns less the prior's, checked against those this carb computes."""
+    feature_set = man["features"]
+    cols = man["input_columns"]
+    if pcols:
+        if cols[len(cols) - len(pcols) :] != pcols:
+            raise BundleError(f"{d / MANIFEST}: malformed manifest (prior columns)")
+        cols = cols[: len(cols) - len(pcols)]
+    fams = [f for f, (c, _) in FAMILY_COLUMNS.items() if isinstance(cols, list) and c[0] in cols]
+    if cols != input_columns(feature_set, sorted(fams)):
+        raise BundleError(
+            f"{d}: incompatible bundle: its input columns differ from those this carb "
+            f"computes for feature set {feature_set!r} (retrain with this carb)"
+        )
+    return cols
+
+
+def _load_targets(d: Path, man: dict[str, Any], n_jobs: int) -> dict[str, Any]:
+    """Return the per-target models of a bundle, in training order, from their listed learner files."""
+    from ._conformal import ConformalScale
+    from ._estimator import TARGETS, TargetModel
+
+    files = man["files"]
+
+    def get(entry):
+        if entry is None:
+            return None
+        if "file" in entry and entry["file"] not in files:
+            raise BundleError(f"{d}: the manifest refers to unlisted file {entry['file']!r}")
+        return load_learner(d, entry, n_jobs=n_jobs)
+
+    models = {}
+    for t in man["targets_trained"]:
+        e = man["targets"][t]
+        if t not in TARGETS:
+            raise BundleError(f"{d}: unknown target {t!r}")
+        learners = {n: get(le) for n, le in e["learners"].items()}
+        hw = e["halfwidth"]
+        models[t] = TargetModel(
+            target=t,
+            upstream=list(e["upstream"]),
+            offset=get(e["offset"]),
+            learners=learners,
+            weights={n: float(le["weight"]) for n, le in e["learners"].items()},
+            corrector=get(e["corrector"]),
+            corrector_batch_max=int(e["corrector_batch_max"]),
+            corrector_scale=float(e["corrector_scale"]),
+            halfwidth=float("inf") if hw is None else float(hw),
+            transform=str(e["transform"]),
+            interval=ConformalScale.from_json(e["interval"]) if e.get("interval") else None,
+        )
+        if any(u not in models for u in models[t].upstream):
+            raise BundleError(f"{d}: malformed manifest ({t} reads a target trained after it)")
+    return models
+
+
+def load(directory: str | Path, n_jobs: int = 1):
+    """Load a bundle written by :func:`save` as a fitted :class:`~carb.model.CARB`.
+
+    Never runs code from the files. Checks, in order: the manifest is there and is JSON of
+    this format, the schema version is the one this carb reads, every file the manifest
+    lists exists with its SHA-256, the model refers to no unlisted file, and the input
+    columns are those this carb computes.
+
+    Args:
+        directory: the bundle's directory.
+        n_jobs: threads of the loaded learners.
+
+    Returns:
+        The fitted :class:`~carb.model.CARB`.
+
+    Raises:
+        BundleError: one line saying what is wrong (missing, tampered, incompatible).
+    """
+    from ._estimator import CARB
+
+    d = Path(directory)
+    man = _read_manifest(d)
+    _check_files(d, man["files"])
     try:
-        prior, pcols = None, []
-        if man.get("prior") is not None:
-            entry = man["prior"]
-            if entry.get("directory") != PRIOR_DIR:
-                raise BundleError(f"{mpath}: malformed manifest (prior directory {entry.get('directory')!r})")
-            prior = load(d / PRIOR_DIR, n_jobs=n_jobs)
-            if prior.manifest_.get("manifest_sha256") != entry.get("manifest_sha256"):
-                raise BundleError(f"{d}: its prior ({PRIOR_DIR}/) is not the one it was trained with "
-                                  "(tampered or replaced); refusing to load")
-            pcols = [str(c) for c in entry["columns"]]
-        feature_set = man["features"]
-        cols = man["input_columns"]
-        if pcols:
-            if cols[len(cols) - len(pcols):] != pcols:
-                raise BundleError(f"{mpath}: malformed manifest (prior columns)")
-            cols = cols[:len(cols) - len(pcols)]
-        fams = [f for f, (c, _) in FAMILY_COLUMNS.items() if isinstance(cols, list) and c[0] in cols]
-        if cols != input_columns(feature_set, sorted(fams)):
-            raise BundleError(f"{d}: incompatible bundle: its input columns differ from those this carb "
-                              f"computes for feature set {feature_set!r} (retrain with this carb)")
-        params = man["params"]
-        model = CARB(**params)
-        models = {}
-        for t in man["targets_trained"]:
-            e = man["targets"][t]
-            if t not in TARGETS:
-                raise BundleError(f"{d}: unknown target {t!r}")
-
-            def get(entry):
-                if entry is None:
-                    return None
-                if "file" in entry and entry["file"] not in files:
-                    raise BundleError(f"{d}: the manifest refers to unlisted file {entry['file']!r}")
-                return load_learner(d, entry, n_jobs=model.n_jobs)
-
-            learners = {n: get(le) for n, le in e["learners"].items()}
-            hw = e["halfwidth"]
-            models[t] = TargetModel(
-                target=t, upstream=list(e["upstream"]), offset=get(e["offset"]), learners=learners,
-                weights={n: float(le["weight"]) for n, le in e["learners"].items()},
-                corrector=get(e["corrector"]), corrector_batch_max=int(e["corrector_batch_max"]),
-                corrector_scale=float(e["corrector_scale"]),
-                halfwidth=float("inf") if hw is None else float(hw), transform=str(e["transform"]),
-                interval=ConformalScale.from_json(e["interval"]) if e.get("interval") else None)
-            if any(u not in models for u in models[t].upstream):
-                raise BundleError(f"{d}: malformed manifest ({t} reads a target trained after it)")
+        prior, pcols = _load_prior(d, man, n_jobs)
+        cols = _input_columns(d, man, pcols)
+        model = CARB(**man["params"])
+        models = _load_targets(d, man, model.n_jobs)
         spec = dict(man["spec"])
         spec["learners"] = {n: (v["kind"], v["params"]) for n, v in spec["learners"].items()}
     except BundleError:
@@ -295,7 +360,8 @@ def load(directory: str | Path, n_jobs: int = 1):
     except (KeyError, TypeError, ValueError, OSError) as e:
         raise BundleError(f"{d}: malformed bundle ({type(e).__name__}: {' '.join(str(e).split())[:200]})") from None
     except Exception as e:  # xgboost / lightgbm parse errors have their own classes
-        raise BundleError(f"{d}: unreadable model file ({type(e).__name__}: {' '.join(str(e).split())[:200]})") from None
+        why = " ".join(str(e).split())[:200]
+        raise BundleError(f"{d}: unreadable model file ({type(e).__name__}: {why})") from None
     model.spec_ = spec
     model.input_columns_ = cols
     model.prior = model.prior_ = prior

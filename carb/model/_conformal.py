@@ -10,8 +10,8 @@ some regimes and too wide for others.
 :class:`ConformalScale` is a **normalized, Mondrian** CV-conformal interval:
 
 * a small *scale model* ``log sigma(x) = coef . basis(x)`` is fitted to ``log |r|`` of
-  the out-of-fold residuals ``r`` (least squares, or a quantile regression: below); the basis is ``1``, ``log2 batch`` and its
-  square, a full-width (4-byte) precision flag alone and times both batch terms (on
+  the out-of-fold residuals ``r`` (least squares, or a quantile regression: below); the basis is ``1``,
+  ``log2 batch`` and its square, a full-width (4-byte) precision flag alone and times both batch terms (on
   cpu-2t, 90% memory intervals of one width covered 100% of batch-1 bf16 configs but 80%
   of batch-1 fp32 ones, and the other way round at batch 8), and the (centred) log
   prediction and its square (relative memory errors are largest for the smallest and
@@ -62,8 +62,17 @@ import numpy as np
 import pandas as pd
 from scipy.stats import norm
 
-__all__ = ["ConformalScale", "REGIME_EDGES", "MIN_REGIME_ROWS", "gaussian_rescale", "conformal_quantile",
-           "aux_inputs", "quantile_lstsq", "TARGET_TAIL"]
+__all__ = [
+    "ConformalScale",
+    "REGIME_EDGES",
+    "MIN_REGIME_ROWS",
+    "gaussian_rescale",
+    "chance_within",
+    "conformal_quantile",
+    "aux_inputs",
+    "quantile_lstsq",
+    "TARGET_TAIL",
+]
 
 #: upper batch bound of each Mondrian regime but the last (launch-bound, middle, throughput-bound)
 REGIME_EDGES: tuple[int, ...] = (2, 8)
@@ -89,11 +98,12 @@ SCALE_ITERATIONS, SCALE_EPS = 100, 1e-4
 
 
 def quantile_lstsq(B: np.ndarray, u: np.ndarray, tau: float, penalty: np.ndarray, start: np.ndarray) -> np.ndarray:
-    """Coefficients ``c`` minimizing the pinball loss of ``u - B c`` at quantile ``tau`` plus
-    ``c . penalty c`` (a ridge, scaled like the weights), by iteratively reweighted least
-    squares from ``start`` (each row weighted ``tau`` or ``1 - tau`` over its absolute
-    residual, floored at :data:`SCALE_EPS`). A step that is not finite stops the
-    iterations (the last finite coefficients are returned)."""
+    """Return the coefficients ``c`` minimizing the pinball loss of ``u - B c`` at quantile ``tau`` plus a ridge.
+
+    The ridge is ``c . penalty c`` (scaled like the weights). The fit is by iteratively reweighted least squares from
+    ``start`` (each row weighted ``tau`` or ``1 - tau`` over its absolute residual, floored at :data:`SCALE_EPS`). A
+    step that is not finite stops the iterations (the last finite coefficients are returned).
+    """
     c = np.asarray(start, float)
     for _ in range(SCALE_ITERATIONS):
         e = u - B @ c
@@ -113,22 +123,61 @@ def quantile_lstsq(B: np.ndarray, u: np.ndarray, tau: float, penalty: np.ndarray
 
 
 def conformal_quantile(sorted_scores: np.ndarray, coverage: float) -> float:
-    """The ``ceil((n + 1) coverage)``-th smallest of ``n`` sorted scores (``inf`` when that
-    exceeds ``n``): the split-conformal quantile with its finite-sample correction."""
+    """Return the split-conformal quantile of sorted scores, with its finite-sample correction.
+
+    It is the ``ceil((n + 1) coverage)``-th smallest of ``n`` sorted scores (``inf`` when that exceeds ``n``).
+    """
     n = len(sorted_scores)
     k = math.ceil((n + 1) * float(coverage))
     return float(sorted_scores[k - 1]) if 0 < k <= n else float("inf")
 
 
 def gaussian_rescale(halfwidth: np.ndarray | float, from_coverage: float, to_coverage: float) -> Any:
-    """A half-width at ``from_coverage`` rescaled to ``to_coverage`` assuming a normal error
-    (log space); for intervals whose scores were not kept (old bundles, other predictors)."""
+    """Rescale a half-width at ``from_coverage`` to ``to_coverage``, assuming a normal error (log space).
+
+    It serves intervals whose scores were not kept (old bundles, other predictors).
+    """
     return np.asarray(halfwidth) * (norm.ppf((1 + to_coverage) / 2) / norm.ppf((1 + from_coverage) / 2))
 
 
+def chance_within(
+    d: np.ndarray | float, halfwidth: np.ndarray | float, coverage: float, tail_df: float | None = None
+) -> np.ndarray:
+    """Chance that a true value is within its budget, read off a ``coverage`` interval alone.
+
+    For intervals whose conformal scores were not kept (old bundles, other predictors): the
+    log-space error is taken as symmetric, normal or Student t, with the interval as its
+    central ``coverage`` interval.
+
+    Args:
+        d: log of the budget over the point prediction, per config.
+        halfwidth: the interval's half-width in log space (per config, or one for all).
+        coverage: the interval's coverage, in (0, 1).
+        tail_df: degrees of freedom of a Student-t error; ``None``: a normal error.
+
+    Returns:
+        The chance per config: ``d >= 0`` (0 or 1) where the width is 0, 0.5 (no call)
+        where it is not finite.
+    """
+    from scipy.stats import t as student
+
+    d, halfwidth = np.asarray(d, float), np.asarray(halfwidth, float)
+    if tail_df is None:
+        cdf, q = norm.cdf, norm.ppf((1 + coverage) / 2)
+    else:
+        cdf, q = (lambda z: student.cdf(z, tail_df)), float(student.ppf((1 + coverage) / 2, tail_df))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = d / (halfwidth / q)
+        chance = cdf(z)
+    return np.where(halfwidth == 0, (d >= 0).astype(float), np.where(np.isfinite(halfwidth), chance, 0.5))
+
+
 def aux_inputs(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """``(batch, wide)`` of a config frame: images per forward (1 when absent) and whether
-    the precision is 4 bytes wide (from ``bytes_per_element`` or ``precision``; 1 when absent)."""
+    """Return ``(batch, wide)`` of a config frame.
+
+    ``batch`` is the images per forward (1 when absent); ``wide`` is whether the precision is 4 bytes wide (from
+    ``bytes_per_element`` or ``precision``; 1 when absent).
+    """
     n = len(df)
     batch = df["batch"].to_numpy(float) if "batch" in df.columns else np.ones(n)
     if "bytes_per_element" in df.columns:
@@ -146,8 +195,10 @@ def _regimes(batch: np.ndarray, edges: tuple[int, ...]) -> np.ndarray:
 
 @dataclass
 class ConformalScale:
-    """Normalized, Mondrian-by-batch-regime CV-conformal half-widths in log space (see the
-    module docstring). Build with :meth:`fit`; :meth:`halfwidth` gives per-config widths."""
+    """Normalized, Mondrian-by-batch-regime CV-conformal half-widths in log space (see the module docstring).
+
+    Build with :meth:`fit`; :meth:`halfwidth` gives per-config widths.
+    """
 
     coef: list[float]
     ranges: list[list[float]]  # clip range of log2 batch and of the log prediction
@@ -165,14 +216,29 @@ class ConformalScale:
     # -- fitting ----------------------------------------------------------------------------
 
     @classmethod
-    def fit(cls, resid: np.ndarray, batch: np.ndarray, wide: np.ndarray, pred_log: np.ndarray,
-            edges: tuple[int, ...] = REGIME_EDGES, spread: np.ndarray | None = None,
-            tail: float | None | str = "default") -> "ConformalScale":
-        """From out-of-fold residuals ``resid`` (log space) of configs with ``batch``,
-        ``wide`` precision flags and out-of-fold predictions ``pred_log``; ``spread``: the
-        out-of-fold standard deviation of the blend members' predictions (log space), or
-        ``None`` (one member: not used); ``tail``: the quantile of ``log |r|`` the scale
-        is fitted to (default :data:`SCALE_QUANTILE`; ``None``: least squares)."""
+    def fit(
+        cls,
+        resid: np.ndarray,
+        batch: np.ndarray,
+        wide: np.ndarray,
+        pred_log: np.ndarray,
+        edges: tuple[int, ...] = REGIME_EDGES,
+        spread: np.ndarray | None = None,
+        tail: float | None | str = "default",
+    ) -> "ConformalScale":
+        """Fit the scale model and the conformal scores from out-of-fold residuals.
+
+        Args:
+            resid: out-of-fold residuals (log space) of the configs.
+            batch: the configs' batch sizes.
+            wide: the configs' precision flags (1 when 4 bytes wide).
+            pred_log: out-of-fold predictions (log space).
+            edges: the batch regimes' upper edges.
+            spread: the out-of-fold standard deviation of the blend members' predictions (log space), or ``None``
+                (one member: not used).
+            tail: the quantile of ``log |r|`` the scale is fitted to (default :data:`SCALE_QUANTILE`; ``None``:
+                least squares).
+        """
         if isinstance(tail, str):
             tail = SCALE_QUANTILE
         if tail is not None and not 0 < float(tail) < 1:
@@ -185,7 +251,9 @@ class ConformalScale:
             ls = np.log(np.maximum(np.asarray(spread, float), SPREAD_FLOOR))
             ranges.append([float(ls.min()), float(ls.max())])
         center = float(pl.mean())
-        knots = sorted(set(float(k) - center for k in np.quantile(pl, KNOT_QUANTILES))) if len(r) >= MIN_SCALE_ROWS else []
+        knots = (
+            sorted(set(float(k) - center for k in np.quantile(pl, KNOT_QUANTILES))) if len(r) >= MIN_SCALE_ROWS else []
+        )
         self = cls(coef=[0.0] * N_BASIS, ranges=ranges, center=center, edges=list(edges), knots=knots)
         B = self._basis(lb, np.asarray(wide, float), pl, spread)
         nb = B.shape[1]
@@ -218,7 +286,7 @@ class ConformalScale:
     def _basis(self, lb: np.ndarray, wide: np.ndarray, pl: np.ndarray, spread: np.ndarray | None = None) -> np.ndarray:
         lb = np.clip(lb, *self.ranges[0])
         pl = np.clip(pl, *self.ranges[1]) - self.center
-        cols = [np.ones(len(lb)), lb, lb ** 2, wide, wide * lb, wide * lb ** 2, pl, pl ** 2]
+        cols = [np.ones(len(lb)), lb, lb**2, wide, wide * lb, wide * lb**2, pl, pl**2]
         cols += [np.maximum(pl - k, 0.0) for k in self.knots]
         if self.uses_spread:
             if spread is None:
@@ -229,13 +297,22 @@ class ConformalScale:
     def _sigma(self, B: np.ndarray) -> np.ndarray:
         return np.exp(B @ np.asarray(self.coef))
 
-    def halfwidth(self, batch: np.ndarray, wide: np.ndarray, pred_log: np.ndarray, coverage: float,
-                  spread: np.ndarray | None = None) -> np.ndarray:
-        """Half-width in log space of each config's ``coverage`` interval (``spread``: the
-        blend members' spread, required when :attr:`uses_spread`)."""
+    def halfwidth(
+        self,
+        batch: np.ndarray,
+        wide: np.ndarray,
+        pred_log: np.ndarray,
+        coverage: float,
+        spread: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """Return the half-width in log space of each config's ``coverage`` interval.
+
+        ``spread``: the blend members' spread, required when :attr:`uses_spread`.
+        """
         batch = np.asarray(batch, float)
-        sigma = self._sigma(self._basis(np.log2(np.maximum(batch, 1.0)), np.asarray(wide, float),
-                                        np.asarray(pred_log, float), spread))
+        sigma = self._sigma(
+            self._basis(np.log2(np.maximum(batch, 1.0)), np.asarray(wide, float), np.asarray(pred_log, float), spread)
+        )
         reg = _regimes(batch, tuple(self.edges))
         q = np.full(len(batch), conformal_quantile(np.asarray(self.scores["all"]), coverage))
         for g in np.unique(reg):
@@ -244,15 +321,23 @@ class ConformalScale:
                 q[reg == g] = conformal_quantile(np.asarray(self.scores[key]), coverage)
         return sigma * q
 
-    def prob_within(self, batch: np.ndarray, wide: np.ndarray, pred_log: np.ndarray, budget_log: np.ndarray | float,
-                    spread: np.ndarray | None = None) -> np.ndarray:
-        """Chance that each config's true value (log space) is at most ``budget_log``, read
-        off the kept scores of its regime: with ``d = budget_log - pred_log`` and ``F`` the
+    def prob_within(
+        self,
+        batch: np.ndarray,
+        wide: np.ndarray,
+        pred_log: np.ndarray,
+        budget_log: np.ndarray | float,
+        spread: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """Return the chance that each config's true value (log space) is at most ``budget_log``.
+
+        The chance is read off the kept scores of its regime: with ``d = budget_log - pred_log`` and ``F`` the
         count of the ``n`` scores at most ``|d| / sigma`` over ``n + 1`` (the conformal
         guarantee: a fresh score is at most the k-th smallest with chance >= k / (n + 1)),
         ``(1 + F) / 2`` when ``d >= 0`` and ``(1 - F) / 2`` otherwise (the scores
         are of absolute residuals: errors taken as symmetric). Conservative both ways: a
-        chance near 1 (or 0) is claimed only as far as the scores support it."""
+        chance near 1 (or 0) is claimed only as far as the scores support it.
+        """
         batch = np.asarray(batch, float)
         pred_log = np.asarray(pred_log, float)
         sigma = self._sigma(self._basis(np.log2(np.maximum(batch, 1.0)), np.asarray(wide, float), pred_log, spread))
@@ -269,8 +354,16 @@ class ConformalScale:
     # -- persistence (plain JSON numbers) ----------------------------------------------------
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": "normalized-mondrian", "coef": self.coef, "ranges": self.ranges, "center": self.center,
-                "edges": self.edges, "knots": self.knots, "scores": {k: list(s) for k, s in self.scores.items()}}  # exact: a reloaded model predicts the same
+        # every number kept exact: a reloaded model predicts the same
+        return {
+            "kind": "normalized-mondrian",
+            "coef": self.coef,
+            "ranges": self.ranges,
+            "center": self.center,
+            "edges": self.edges,
+            "knots": self.knots,
+            "scores": {k: list(s) for k, s in self.scores.items()},
+        }
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "ConformalScale":
@@ -284,5 +377,11 @@ class ConformalScale:
         scores = {str(k): sorted(float(v) for v in s) for k, s in d["scores"].items()}
         if "all" not in scores or not scores["all"]:
             raise ValueError("interval parameters without scores")
-        return cls(coef=coef, ranges=ranges, center=float(d["center"]), edges=[int(e) for e in d["edges"]],
-                   scores=scores, knots=knots)
+        return cls(
+            coef=coef,
+            ranges=ranges,
+            center=float(d["center"]),
+            edges=[int(e) for e in d["edges"]],
+            scores=scores,
+            knots=knots,
+        )

@@ -1,5 +1,4 @@
-"""The CARB estimator: per-target blends of base learners in a cascade, with conformal
-prediction intervals."""
+"""The CARB estimator: per-target blends of base learners in a cascade, with conformal intervals."""
 
 from __future__ import annotations
 
@@ -44,10 +43,13 @@ def _inverse(transform: str, z: np.ndarray) -> np.ndarray:
 
 
 def _folds(df: pd.DataFrame, k: int, kind: str, seed: int) -> np.ndarray:
-    """Fold id of each row: ``random`` rows, or ``grouped``: every row of an architecture
+    """Return the fold id of each row, random or grouped by architecture.
+
+    ``random`` rows, or ``grouped``: every row of an architecture
     (family, block, depth, width, early_downsample; a cell's or layers' operations for the
     other families: :func:`carb.model._inputs.arch_keys`) in one fold, so that out-of-fold
-    predictions are those of architectures the model has not seen."""
+    predictions are those of architectures the model has not seen.
+    """
     rng = np.random.default_rng(seed)
     if kind == "grouped":
         groups = arch_keys(df)
@@ -60,8 +62,10 @@ def _folds(df: pd.DataFrame, k: int, kind: str, seed: int) -> np.ndarray:
 
 
 def training_hash(df: pd.DataFrame, targets: Iterable[str]) -> str:
-    """SHA-256 of the training rows' config ids and target values (sorted by config id),
-    identifying the data a model was fitted on."""
+    """Return the SHA-256 that identifies the training rows a model was fitted on.
+
+    The hash covers the rows' config ids and target values, sorted by config id.
+    """
     cols = ["config_id", *[t for t in targets if t in df.columns]]
     if "config_id" not in df.columns:
         return ""
@@ -86,8 +90,7 @@ class TargetModel:
         corrector: residual corrector for rows with ``batch <= corrector_batch_max``, or ``None``.
         corrector_batch_max, corrector_scale: where the corrector applies, and its factor.
         halfwidth: conformal half-width of the interval in log space (``inf`` when too few
-            rows): the plain, constant one; bundles written before ``interval`` existed have
-            only this.
+            rows): the plain, constant one; bundles without ``interval`` have only this.
         transform: ``log1p`` or ``log``.
         interval: the locally adaptive (normalized, Mondrian-by-batch-regime) conformal
             interval (:class:`carb.model._conformal.ConformalScale`), or ``None``.
@@ -106,34 +109,36 @@ class TargetModel:
     info: dict[str, Any] = field(default_factory=dict)
     interval: ConformalScale | None = None
 
-    def halfwidths(self, df: pd.DataFrame, pred_log: np.ndarray, coverage: float, nominal: float,
-                   spread: np.ndarray | None = None) -> np.ndarray:
-        """Half-width in log space of each row's ``coverage`` interval (``nominal``: the
+    def halfwidths(
+        self, df: pd.DataFrame, pred_log: np.ndarray, coverage: float, nominal: float, spread: np.ndarray | None = None
+    ) -> np.ndarray:
+        """Return the half-width in log space of each row's ``coverage`` interval.
+
+        Half-width in log space of each row's ``coverage`` interval (``nominal``: the
         coverage ``halfwidth`` was fitted at, for bundles without ``interval``; ``spread``:
         the blend members' spread of the rows from :meth:`predict_log`, for intervals
-        that read it)."""
+        that read it).
+        """
         if self.interval is not None:
             batch, wide = aux_inputs(df)
             return self.interval.halfwidth(batch, wide, pred_log, coverage, spread=spread)
         hw = self.halfwidth if coverage == nominal else float(gaussian_rescale(self.halfwidth, nominal, coverage))
         return np.full(len(pred_log), hw)
 
-    def prob_within(self, df: pd.DataFrame, pred_log: np.ndarray, budget: float, nominal: float,
-                    spread: np.ndarray | None = None) -> np.ndarray:
-        """Chance that each row's true value is within ``budget`` (the target's unit), from
+    def prob_within(
+        self, df: pd.DataFrame, pred_log: np.ndarray, budget: float, nominal: float, spread: np.ndarray | None = None
+    ) -> np.ndarray:
+        """Return the chance that each row's true value is within ``budget`` (the target's unit).
+
+        Chance that each row's true value is within ``budget`` (the target's unit), from
         the conformal scores (:meth:`ConformalScale.prob_within`); bundles without them: a
-        normal error of the constant half-width (fitted at coverage ``nominal``)."""
+        normal error of the constant half-width (fitted at coverage ``nominal``).
+        """
         b = float(_forward(self.transform, np.array([budget]))[0])
         if self.interval is not None:
             batch, wide = aux_inputs(df)
             return self.interval.prob_within(batch, wide, pred_log, b, spread=spread)
-        from scipy.stats import norm
-
-        d = b - np.asarray(pred_log, float)
-        sd = self.halfwidth / norm.ppf((1 + nominal) / 2)
-        if not np.isfinite(sd):  # too few rows for an interval: no call either way
-            return np.full(len(d), 0.5)
-        return norm.cdf(d / sd) if sd > 0 else (d >= 0).astype(float)
+        return _conformal.chance_within(b - np.asarray(pred_log, float), self.halfwidth, nominal)
 
     @property
     def reads_spread(self) -> bool:
@@ -141,10 +146,13 @@ class TargetModel:
         return self.interval is not None and self.interval.uses_spread
 
     def predict_log(self, Z: np.ndarray, batch: np.ndarray, spread_out: np.ndarray | None = None) -> np.ndarray:
-        """Point prediction in log space for inputs ``Z`` (base inputs + upstream
+        """Return the point prediction in log space for inputs ``Z``.
+
+        Point prediction in log space for inputs ``Z`` (base inputs + upstream
         predictions). ``spread_out``: filled with the standard deviation (log space) of the
         blend members' predictions, how much XGBoost and ExtraTrees disagree on a config
-        (a difficulty the interval scale reads)."""
+        (a difficulty the interval scale reads).
+        """
         out = self.offset.predict(Z) if self.offset is not None else np.zeros(len(Z))
         members = []
         for name, learner in self.learners.items():
@@ -165,13 +173,14 @@ def member_std(preds: np.ndarray) -> np.ndarray:
 
 
 #: whether the interval scale reads the blend members' spread (two or more members);
-#: an ablation switch for benchmarks/bench_decisions.py
+#: an ablation switch for comparing intervals with and without it
 SPREAD_SCALE = True
 
 
 class CARB(RegressorMixin, BaseEstimator):
-    """Predicts energy (J), latency (ms) and peak memory (MB) of CNN inference configs on
-    one device, with conformal prediction intervals.
+    """Predicts energy (J), latency (ms) and peak memory (MB) of CNN inference configs, with intervals.
+
+    One model describes one device; its intervals are conformal.
 
     Inputs are the config parameters plus the closed-form features of
     :func:`carb.families.features.compute` (computed when absent). Targets are modelled in log space
@@ -207,7 +216,7 @@ class CARB(RegressorMixin, BaseEstimator):
     was measured on. The prior is used as it is (never refitted, not even by
     ``sklearn.clone``), predicts every config this model predicts, and is saved inside this
     model's bundle. It helps where the two devices' costs agree config by config about as
-    well as the model alone predicts them (``benchmarks/RESULTS.md``, issue 18).
+    well as the model alone predicts them.
 
     Missing targets: a target with fewer than 20 labelled ``ok`` rows (e.g. ``energy_j`` on
     a CPU without an energy sensor, all NaN) is not trained: ``fit`` warns, lists it in
@@ -226,7 +235,7 @@ class CARB(RegressorMixin, BaseEstimator):
         latency; a LightGBM residual corrector on batch <= 8 rows added as 0.9 x its
         output; ``log1p`` targets; paper features (parameters + analytic features).
     ``default``
-        Ours, chosen on measured CPU data (``benchmarks/bench_model.py``): a
+        Ours, chosen on measured CPU data: a
         roofline-style additive cost model (constant + non-negative rates x FLOPs, FLOPs
         at half precision, bytes moved, resident and live bytes, operator calls; NNLS on
         relative error) whose log-space residual XGBoost (200 trees, depth 6) and
@@ -268,9 +277,16 @@ class CARB(RegressorMixin, BaseEstimator):
         training_hash_: :func:`training_hash` of the training rows.
     """
 
-    def __init__(self, preset: str = "default", coverage: float = 0.9, n_folds: int = 5,
-                 learner_params: dict[str, dict[str, Any]] | None = None, random_state: int = 0,
-                 n_jobs: int = 1, prior: Any = None) -> None:
+    def __init__(
+        self,
+        preset: str = "default",
+        coverage: float = 0.9,
+        n_folds: int = 5,
+        learner_params: dict[str, dict[str, Any]] | None = None,
+        random_state: int = 0,
+        n_jobs: int = 1,
+        prior: Any = None,
+    ) -> None:
         self.preset = preset
         self.coverage = coverage
         self.n_folds = n_folds
@@ -290,7 +306,9 @@ class CARB(RegressorMixin, BaseEstimator):
     # -- fitting --------------------------------------------------------------------------
 
     def fit(self, X: pd.DataFrame, y: pd.DataFrame | None = None) -> "CARB":
-        """Learn from a dataset: one row per config with its parameters, ``status`` (only
+        """Learn every target from a dataset of measured configs.
+
+        Learn from a dataset: one row per config with its parameters, ``status`` (only
         ``ok`` rows are used; all rows count as ok when the column is absent) and the target
         columns ``energy_j`` (J), ``latency_ms`` (ms), ``memory_mb`` (MB); a target column may
         be absent or NaN. ``y``, if given, holds the target columns (joined on the index).
@@ -306,13 +324,18 @@ class CARB(RegressorMixin, BaseEstimator):
             raise ValueError(f"n_folds: {self.n_folds!r} must be >= 2")
         if not isinstance(X, pd.DataFrame):
             raise TypeError("CARB.fit: expected a DataFrame (a dataset)")
-        df = X if y is None else X.drop(columns=[c for c in pd.DataFrame(y).columns if c in X.columns]).join(
-            pd.DataFrame(y))
+        df = (
+            X
+            if y is None
+            else X.drop(columns=[c for c in pd.DataFrame(y).columns if c in X.columns]).join(pd.DataFrame(y))
+        )
         if "status" in df.columns:
             df = df[df["status"] == "ok"]
         if "device" in df.columns and df["device"].nunique() > 1:
-            raise ValueError(f"the dataset has rows of {df['device'].nunique()} devices "
-                             f"({', '.join(map(str, df['device'].unique()[:4]))}); fit one model per device")
+            raise ValueError(
+                f"the dataset has rows of {df['device'].nunique()} devices "
+                f"({', '.join(map(str, df['device'].unique()[:4]))}); fit one model per device"
+            )
         df = with_features(df.reset_index(drop=True))
         Xb, cols = matrix(df, spec["features"])
         prior = _resolve_prior(self.prior)
@@ -321,31 +344,40 @@ class CARB(RegressorMixin, BaseEstimator):
             Xb = np.column_stack([Xb, pX])
         batch = df["batch"].to_numpy(dtype=np.float64)
 
-        labels = {t: df[t].to_numpy(dtype=np.float64) if t in df.columns else np.full(len(df), np.nan)
-                  for t in TARGETS}
+        labels = {t: df[t].to_numpy(dtype=np.float64) if t in df.columns else np.full(len(df), np.nan) for t in TARGETS}
         # log needs a positive target (net energy of a tiny model can read <= 0); log1p > -1
         low = -1.0 if spec["transform"] == "log1p" else 0.0
         valid = {t: np.isfinite(v) & (v > low) for t, v in labels.items()}
         for t, v in labels.items():
             bad = int((np.isfinite(v) & (v <= low)).sum())
             if bad:
-                warnings.warn(f"CARB: {t}: ignoring {bad} row(s) with a value <= {low:g}, which the "
-                              f"{spec['transform']} transform cannot take", UserWarning, stacklevel=2)
+                warnings.warn(
+                    f"CARB: {t}: ignoring {bad} row(s) with a value <= {low:g}, which the "
+                    f"{spec['transform']} transform cannot take",
+                    UserWarning,
+                    stacklevel=2,
+                )
         trained = [t for t in CASCADE_ORDER if valid[t].sum() >= MIN_ROWS]
         missing = [t for t in TARGETS if t not in trained]
         if not trained:
-            raise ValueError(f"no target to train: each of {', '.join(TARGETS)} has fewer than {MIN_ROWS} "
-                             f"labelled ok rows ({len(df)} ok rows)")
+            raise ValueError(
+                f"no target to train: each of {', '.join(TARGETS)} has fewer than {MIN_ROWS} "
+                f"labelled ok rows ({len(df)} ok rows)"
+            )
         if missing:
-            warnings.warn(f"CARB: not training {', '.join(missing)} (fewer than {MIN_ROWS} labelled ok rows); "
-                          "its predictions will be NaN", UserWarning, stacklevel=2)
+            warnings.warn(
+                f"CARB: not training {', '.join(missing)} (fewer than {MIN_ROWS} labelled ok rows); "
+                "its predictions will be NaN",
+                UserWarning,
+                stacklevel=2,
+            )
 
         folds = _folds(df, int(self.n_folds), spec.get("folds", "random"), int(self.random_state))
         upstream_pred: dict[str, np.ndarray] = {}
         models: dict[str, TargetModel] = {}
         cv: dict[str, dict[str, float]] = {}
         for t in trained:
-            before = [u for u in trained[:trained.index(t)]]
+            before = [u for u in trained[: trained.index(t)]]
             options = {"paper": [before], "none": [[]], "auto": [before, []] if before else [[]]}[spec["cascade"]]
             ylog = _forward(spec["transform"], labels[t])
             best = None
@@ -362,12 +394,24 @@ class CARB(RegressorMixin, BaseEstimator):
             bt, wide = aux_inputs(df.iloc[r])
             kept = [j for j, n in enumerate(cvres["members"]) if n in model.learners]
             spread = member_std(cvres["member_oof"][:, kept]) if SPREAD_SCALE and len(kept) >= 2 else None
-            model.interval = ConformalScale.fit(ylog[r] - cvres["pred_oof"], bt, wide, cvres["pred_oof"],
-                                                spread=spread, tail=_conformal.TARGET_TAIL.get(t, "default"))
-            cvres["coverage"] = float(np.mean(np.abs(ylog[r] - cvres["pred_oof"]) <= model.interval.halfwidth(
-                bt, wide, cvres["pred_oof"], float(self.coverage), spread=spread)))
-            model.info = {"cascade_options": [list(o) for o in options],
-                          **{k: v for k, v in cvres.items() if not isinstance(v, np.ndarray)}}
+            model.interval = ConformalScale.fit(
+                ylog[r] - cvres["pred_oof"],
+                bt,
+                wide,
+                cvres["pred_oof"],
+                spread=spread,
+                tail=_conformal.TARGET_TAIL.get(t, "default"),
+            )
+            cvres["coverage"] = float(
+                np.mean(
+                    np.abs(ylog[r] - cvres["pred_oof"])
+                    <= model.interval.halfwidth(bt, wide, cvres["pred_oof"], float(self.coverage), spread=spread)
+                )
+            )
+            model.info = {
+                "cascade_options": [list(o) for o in options],
+                **{k: v for k, v in cvres.items() if not isinstance(v, np.ndarray)},
+            }
             models[t] = model
             upstream_pred[t] = full_pred
             cv[t] = {k: cvres[k] for k in ("r2_log", "mape", "coverage", "mse_log")}
@@ -385,11 +429,18 @@ class CARB(RegressorMixin, BaseEstimator):
         self.domain_ = training_domain(df, Xb, cols + pcols)
         return self
 
-    def _cross_validate(self, spec: dict[str, Any], target: str, Z: np.ndarray, zcols: list[str],
-                        ylog: np.ndarray, valid: np.ndarray, folds: np.ndarray,
-                        batch: np.ndarray) -> dict[str, Any]:
-        """K-fold out-of-fold predictions of one target's blend (and corrector), the blend
-        weights, the conformal half-width and out-of-fold diagnostics."""
+    def _cross_validate(
+        self,
+        spec: dict[str, Any],
+        target: str,
+        Z: np.ndarray,
+        zcols: list[str],
+        ylog: np.ndarray,
+        valid: np.ndarray,
+        folds: np.ndarray,
+        batch: np.ndarray,
+    ) -> dict[str, Any]:
+        """Return one target's K-fold out-of-fold predictions, blend weights, conformal half-width and diagnostics."""
         rows = np.flatnonzero(valid)
         K = int(self.n_folds)
         names = list(spec["learners"])
@@ -438,8 +489,12 @@ class CARB(RegressorMixin, BaseEstimator):
                         corr_oof[va] = fit(corr["kind"], corr["params"], rows[tr], resid[tr]).predict(Z[rows[va]])
                 pred_oof = pred_oof + corr["scale"] * corr_oof
             else:
-                warnings.warn(f"CARB: {target}: no corrector ({int(small.sum())} rows with batch <= "
-                              f"{corr['batch_max']}, fewer than {MIN_ROWS})", UserWarning, stacklevel=3)
+                warnings.warn(
+                    f"CARB: {target}: no corrector ({int(small.sum())} rows with batch <= "
+                    f"{corr['batch_max']}, fewer than {MIN_ROWS})",
+                    UserWarning,
+                    stacklevel=3,
+                )
                 small = None
 
         resid = np.abs(y - pred_oof)
@@ -448,9 +503,14 @@ class CARB(RegressorMixin, BaseEstimator):
         halfwidth = float(np.quantile(resid, level, method="higher")) if level <= 1 else float("inf")
         yt, pt = _inverse(spec["transform"], y), _inverse(spec["transform"], pred_oof)
         return {
-            "rows": rows, "blend_oof": blend_oof, "pred_oof": pred_oof, "weights": weights,
-            "member_oof": oof, "members": names,
-            "corrector_rows": small, "halfwidth": halfwidth,
+            "rows": rows,
+            "blend_oof": blend_oof,
+            "pred_oof": pred_oof,
+            "weights": weights,
+            "member_oof": oof,
+            "members": names,
+            "corrector_rows": small,
+            "halfwidth": halfwidth,
             "mse_log": float(np.mean((y - pred_oof) ** 2)),
             "r2_log": float(1 - np.sum((y - pred_oof) ** 2) / max(np.sum((y - y.mean()) ** 2), 1e-300)),
             "mape": float(np.mean(np.abs(pt - yt) / np.maximum(np.abs(yt), 1e-12))),
@@ -458,16 +518,29 @@ class CARB(RegressorMixin, BaseEstimator):
             "n_rows": int(n),
         }
 
-    def _fit_final(self, spec: dict[str, Any], target: str, upstream: list[str], Z: np.ndarray,
-                   zcols: list[str], ylog: np.ndarray, cvres: dict[str, Any],
-                   batch: np.ndarray) -> tuple[TargetModel, np.ndarray]:
-        """The final models of one target on every labelled row (zero-weight learners are not
-        fitted). Returns the model and its predictions for every row: out-of-fold where
-        labelled (what a downstream target trains on), from the final model elsewhere."""
+    def _fit_final(
+        self,
+        spec: dict[str, Any],
+        target: str,
+        upstream: list[str],
+        Z: np.ndarray,
+        zcols: list[str],
+        ylog: np.ndarray,
+        cvres: dict[str, Any],
+        batch: np.ndarray,
+    ) -> tuple[TargetModel, np.ndarray]:
+        """Fit the final models of one target on every labelled row.
+
+        Zero-weight learners are not fitted. Returns the model and its predictions for every
+        row: out-of-fold where labelled (what a downstream target trains on), from the final
+        model elsewhere.
+        """
         rows, weights = cvres["rows"], cvres["weights"]
         fit = self._fitter(spec, target, Z, zcols)
         y = ylog[rows]
-        offset = fit(spec["offset"].get("kind", "linear"), spec["offset"], rows, y) if spec["offset"] is not None else None
+        offset = (
+            fit(spec["offset"].get("kind", "linear"), spec["offset"], rows, y) if spec["offset"] is not None else None
+        )
         base = offset.predict(Z[rows]) if offset is not None else 0.0
         learners = {n: fit(*spec["learners"][n], rows, y - base) for n in spec["learners"] if weights[n] > 0}
         corrector, corr = None, spec["corrector"]
@@ -475,9 +548,18 @@ class CARB(RegressorMixin, BaseEstimator):
             small = cvres["corrector_rows"]
             resid = y - cvres["blend_oof"]
             corrector = fit(corr["kind"], corr["params"], rows[small], resid[small])
-        model = TargetModel(target, list(upstream), offset, learners, {n: weights[n] for n in learners},
-                            corrector, int(corr["batch_max"]) if corr else 8,
-                            float(corr["scale"]) if corr else 0.9, cvres["halfwidth"], spec["transform"])
+        model = TargetModel(
+            target,
+            list(upstream),
+            offset,
+            learners,
+            {n: weights[n] for n in learners},
+            corrector,
+            int(corr["batch_max"]) if corr else 8,
+            float(corr["scale"]) if corr else 0.9,
+            cvres["halfwidth"],
+            spec["transform"],
+        )
         full = model.predict_log(Z, batch)
         full[rows] = cvres["pred_oof"]
         return model, full
@@ -487,15 +569,23 @@ class CARB(RegressorMixin, BaseEstimator):
         mono = bool(mono.get(target, False)) if isinstance(mono, dict) else bool(mono)
 
         def fit(kind: str, params: dict[str, Any], rows: np.ndarray, y: np.ndarray) -> Learner:
-            return fit_learner(kind, params, Z[rows], y, zcols, monotone=mono,
-                               n_jobs=self.n_jobs, seed=int(self.random_state))
+            return fit_learner(
+                kind, params, Z[rows], y, zcols, monotone=mono, n_jobs=self.n_jobs, seed=int(self.random_state)
+            )
+
         return fit
 
     # -- prediction -----------------------------------------------------------------------
 
-    def predict(self, X: pd.DataFrame | Space | Config | Iterable[Config],
-                coverage: float | None = None, budgets: Mapping[str, float] | None = None) -> pd.DataFrame:
-        """Predict every target with its interval for configs (a DataFrame of config
+    def predict(
+        self,
+        X: pd.DataFrame | Space | Config | Iterable[Config],
+        coverage: float | None = None,
+        budgets: Mapping[str, float] | None = None,
+    ) -> pd.DataFrame:
+        """Predict every target with its interval for configs.
+
+        Predict every target with its interval for configs (a DataFrame of config
         parameters, a Space, a Config or Configs; features are computed when absent).
         ``coverage``: of the intervals, in (0, 1); default the model's :attr:`coverage`.
 
@@ -520,24 +610,31 @@ class CARB(RegressorMixin, BaseEstimator):
         outside = np.zeros(n, dtype=bool)
         # in chunks: the input matrix of a chunk stays in cache and memory stays bounded
         for s in range(0, n, PREDICT_CHUNK):
-            part = df.iloc[s:s + PREDICT_CHUNK]
-            Xb, xcols = matrix(part, self.spec_["features"], first_row=s,
-                           families=sorted(f for f, (c, _) in FAMILY_COLUMNS.items() if c[0] in self.input_columns_))
+            part = df.iloc[s : s + PREDICT_CHUNK]
+            Xb, xcols = matrix(
+                part,
+                self.spec_["features"],
+                first_row=s,
+                families=sorted(f for f, (c, _) in FAMILY_COLUMNS.items() if c[0] in self.input_columns_),
+            )
             pcols = getattr(self, "prior_columns_", [])
             if pcols:
                 pX, got = _prior_inputs(self.prior_, part, first_row=s)
                 if got != pcols:
-                    raise ValueError(f"prior: it predicts {', '.join(got) or 'nothing'}; this model was trained "
-                                     f"reading {', '.join(pcols)}")
+                    raise ValueError(
+                        f"prior: it predicts {', '.join(got) or 'nothing'}; this model was trained "
+                        f"reading {', '.join(pcols)}"
+                    )
                 Xb, xcols = np.column_stack([Xb, pX]), xcols + pcols
             batch = part["batch"].to_numpy(dtype=np.float64)
             if domain is not None:
-                outside[s:s + len(part)] = outside_domain(domain, part, Xb, xcols)
+                outside[s : s + len(part)] = outside_domain(domain, part, Xb, xcols)
             for t in self.targets_:
                 m = self.models_[t]
-                Z = np.column_stack([Xb, *[logs[u][s:s + len(part)] for u in m.upstream]]) if m.upstream else Xb
-                logs[t][s:s + len(part)] = m.predict_log(Z, batch, spreads[t][s:s + len(part)]
-                                                         if t in spreads else None)
+                Z = np.column_stack([Xb, *[logs[u][s : s + len(part)] for u in m.upstream]]) if m.upstream else Xb
+                logs[t][s : s + len(part)] = m.predict_log(
+                    Z, batch, spreads[t][s : s + len(part)] if t in spreads else None
+                )
         out = pd.DataFrame(index=df.index)
         for t in TARGETS:
             if t in logs:
@@ -547,21 +644,25 @@ class CARB(RegressorMixin, BaseEstimator):
                 out[f"{t}_lo"] = _inverse(m.transform, logs[t] - hw)
                 out[f"{t}_hi"] = _inverse(m.transform, logs[t] + hw)
                 if budgets and t in budgets:
-                    out[f"{t}_p_within"] = m.prob_within(df, logs[t], float(budgets[t]), float(self.coverage),
-                                                         spread=spreads.get(t))
+                    out[f"{t}_p_within"] = m.prob_within(
+                        df, logs[t], float(budgets[t]), float(self.coverage), spread=spreads.get(t)
+                    )
             else:
                 out[t] = out[f"{t}_lo"] = out[f"{t}_hi"] = np.nan
         if domain is not None:
             out["extrapolated"] = outside
             if outside.any():
-                warnings.warn(f"CARB: {int(outside.sum()):,} of {n:,} rows lie outside the training domain (a value "
-                              "beyond the training range, or a precision/family/block never seen): their "
-                              "predictions are extrapolated (column 'extrapolated')", UserWarning, stacklevel=2)
+                warnings.warn(
+                    f"CARB: {int(outside.sum()):,} of {n:,} rows lie outside the training domain (a value "
+                    "beyond the training range, or a precision/family/block never seen): their "
+                    "predictions are extrapolated (column 'extrapolated')",
+                    UserWarning,
+                    stacklevel=2,
+                )
         return out
 
     def score(self, X: pd.DataFrame, y: pd.DataFrame | None = None, sample_weight: Any = None) -> float:
-        """Mean over the trained targets of R² of log(target) on a labelled dataset (the
-        scale the model is fitted in; what ``cross_val_score`` maximizes)."""
+        """Return the mean over the trained targets of R² of log(target) on a labelled dataset (what CV maximizes)."""
         self._check_fitted()
         df = X if y is None else X.join(pd.DataFrame(y), rsuffix="_y")
         if "status" in df.columns:
@@ -589,23 +690,30 @@ class CARB(RegressorMixin, BaseEstimator):
 
 # -- a prior: another device's model read as inputs ------------------------------------------
 
+
 def _resolve_prior(prior: Any) -> Any:
-    """The prior model (None or a fitted predictor), checked. A bundle on disk is loaded by
-    the caller (``carb.model.load``): this module sits below the bundle code."""
+    """Return the prior model (None or a fitted predictor, loaded by the caller), checked."""
     if prior is None:
         return None
     if not hasattr(prior, "predict") or not hasattr(prior, "targets_"):
-        hint = " (load a bundle first: carb.model.load(path))" if isinstance(prior, (str, bytes)) or hasattr(
-            prior, "__fspath__") else ""
-        raise ValueError(f"prior: expected a fitted model (with targets_ and predict), got "
-                         f"{type(prior).__name__}{hint}")
+        hint = (
+            " (load a bundle first: carb.model.load(path))"
+            if isinstance(prior, (str, bytes)) or hasattr(prior, "__fspath__")
+            else ""
+        )
+        raise ValueError(
+            f"prior: expected a fitted model (with targets_ and predict), got {type(prior).__name__}{hint}"
+        )
     return prior
 
 
 def _prior_inputs(prior: Any, df: pd.DataFrame, first_row: int = 0) -> tuple[np.ndarray, list[str]]:
-    """The prior's log predictions of ``df``'s configs (one column per target it predicts,
-    in :data:`TARGETS` order) and their names ``prior_<target>``. Raises ValueError when a
-    prediction is not a positive finite number (a prior must predict every config)."""
+    """Return the prior's log predictions of ``df``'s configs and their column names.
+
+    One column per target it predicts, in :data:`TARGETS` order, named ``prior_<target>``.
+    Raises ValueError when a prediction is not a positive finite number (a prior must
+    predict every config).
+    """
     if prior is None:
         return np.zeros((len(df), 0)), []
     with warnings.catch_warnings():
@@ -633,8 +741,7 @@ DOMAIN_CATEGORIES = ("family", "block", "precision")
 
 
 def training_domain(df: pd.DataFrame, Xb: np.ndarray, cols: list[str]) -> dict[str, Any]:
-    """The training rows' domain: the range of every input column of the model matrix and
-    the values seen of :data:`DOMAIN_CATEGORIES`. JSON-ready (saved in the bundle)."""
+    """Return the training rows' domain (JSON-ready): every input column's range and the categories seen."""
     ranges = {}
     for j, c in enumerate(cols):
         v = Xb[:, j][np.isfinite(Xb[:, j])]
@@ -645,8 +752,7 @@ def training_domain(df: pd.DataFrame, Xb: np.ndarray, cols: list[str]) -> dict[s
 
 
 def outside_domain(domain: dict[str, Any], part: pd.DataFrame, Xb: np.ndarray, cols: list[str]) -> np.ndarray:
-    """Per row: a value beyond the training range of its column (0.1% slack for rounding)
-    or a category never seen in training."""
+    """Return, per row, whether a value is beyond its column's training range (0.1% slack) or a category unseen."""
     out = np.zeros(len(part), dtype=bool)
     for j, c in enumerate(cols):
         lo_hi = domain["ranges"].get(c)

@@ -1,5 +1,6 @@
-"""A forest of regression trees as plain arrays: saved as ``.npz`` (loaded with
-``allow_pickle=False``), checked, and evaluated without unpickling anything.
+"""A forest of regression trees as plain arrays, saved and evaluated without unpickling.
+
+Saved as ``.npz`` (loaded with ``allow_pickle=False``) and checked before use.
 
 Why not pickle or joblib: loading a pickle runs code named in the file. Here a tree is
 five arrays (``children_left``, ``children_right``, ``feature``, ``threshold``, ``value``,
@@ -35,8 +36,16 @@ class ArrayForest:
         n_features: number of input columns.
     """
 
-    def __init__(self, offsets: np.ndarray, children_left: np.ndarray, children_right: np.ndarray,
-                 feature: np.ndarray, threshold: np.ndarray, value: np.ndarray, n_features: int) -> None:
+    def __init__(
+        self,
+        offsets: np.ndarray,
+        children_left: np.ndarray,
+        children_right: np.ndarray,
+        feature: np.ndarray,
+        threshold: np.ndarray,
+        value: np.ndarray,
+        n_features: int,
+    ) -> None:
         self.offsets = np.asarray(offsets)
         self.children_left = np.asarray(children_left)
         self.children_right = np.asarray(children_right)
@@ -54,10 +63,15 @@ class ArrayForest:
         sizes = np.array([t.node_count for t in trees], dtype=np.int64)
         offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         cat = lambda get, dt: np.concatenate([np.asarray(get(t), dtype=dt) for t in trees])  # noqa: E731
-        return cls(offsets,
-                   cat(lambda t: t.children_left, np.int64), cat(lambda t: t.children_right, np.int64),
-                   cat(lambda t: t.feature, np.int64), cat(lambda t: t.threshold, np.float64),
-                   cat(lambda t: t.value[:, 0, 0], np.float64), forest.n_features_in_)
+        return cls(
+            offsets,
+            cat(lambda t: t.children_left, np.int64),
+            cat(lambda t: t.children_right, np.int64),
+            cat(lambda t: t.feature, np.int64),
+            cat(lambda t: t.threshold, np.float64),
+            cat(lambda t: t.value[:, 0, 0], np.float64),
+            forest.n_features_in_,
+        )
 
     @property
     def n_trees(self) -> int:
@@ -65,10 +79,19 @@ class ArrayForest:
         return len(self.offsets) - 1
 
     def check(self) -> None:
-        """Raise ``ValueError`` unless every array has its dtype and shape and every tree is
-        well formed (what makes evaluating untrusted arrays safe)."""
-        want = {"offsets": np.integer, "children_left": np.integer, "children_right": np.integer,
-                "feature": np.integer, "threshold": np.floating, "value": np.floating}
+        """Raise ``ValueError`` unless every array and every tree is well formed.
+
+        Raise ``ValueError`` unless every array has its dtype and shape and every tree is
+        well formed (what makes evaluating untrusted arrays safe).
+        """
+        want = {
+            "offsets": np.integer,
+            "children_left": np.integer,
+            "children_right": np.integer,
+            "feature": np.integer,
+            "threshold": np.floating,
+            "value": np.floating,
+        }
         for k, kind in want.items():
             a = getattr(self, k)
             if a.ndim != 1 or not np.issubdtype(a.dtype, kind):
@@ -189,9 +212,14 @@ class ArrayForest:
             nodes["n_node_samples"] = 1
             nodes["weighted_n_node_samples"] = 1.0
             tree = Tree(self.n_features, np.array([1], dtype=np.intp), 1)
-            tree.__setstate__({"max_depth": _depth(self.children_left[a:b], self.children_right[a:b]),
-                               "node_count": int(b - a), "nodes": nodes,
-                               "values": np.ascontiguousarray(self.value[a:b].reshape(-1, 1, 1))})
+            tree.__setstate__(
+                {
+                    "max_depth": _depth(self.children_left[a:b], self.children_right[a:b]),
+                    "node_count": int(b - a),
+                    "nodes": nodes,
+                    "values": np.ascontiguousarray(self.value[a:b].reshape(-1, 1, 1)),
+                }
+            )
             out.append(tree)
         return out
 

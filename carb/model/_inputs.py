@@ -25,8 +25,20 @@ from carb.families import nb201 as _nb201
 from carb.families.features import FEATURE_COLUMNS, REQUIRED_COLUMNS, compute
 from carb.families.space import PARAMETERS, Config, Space
 
-__all__ = ["CODES", "PARAM_COLUMNS", "EXTRA_COLUMNS", "BATCH_SCALED", "FAMILY_COLUMNS", "ARCH_COLUMNS",
-           "input_columns", "families_of", "arch_keys", "config_frame", "with_features", "matrix"]
+__all__ = [
+    "CODES",
+    "PARAM_COLUMNS",
+    "EXTRA_COLUMNS",
+    "BATCH_SCALED",
+    "FAMILY_COLUMNS",
+    "ARCH_COLUMNS",
+    "input_columns",
+    "families_of",
+    "arch_keys",
+    "config_frame",
+    "with_features",
+    "matrix",
+]
 
 #: fixed integer codes of the categorical parameters
 CODES: dict[str, dict[str, int]] = {
@@ -35,8 +47,17 @@ CODES: dict[str, dict[str, int]] = {
     "precision": {"fp32": 0, "fp16": 1, "bf16": 2},
 }
 #: the config parameters as model inputs (``classes`` filled with the family default)
-PARAM_COLUMNS: list[str] = ["family", "block", "depth", "width", "early_downsample", "input_size",
-                            "batch", "precision", "classes"]
+PARAM_COLUMNS: list[str] = [
+    "family",
+    "block",
+    "depth",
+    "width",
+    "early_downsample",
+    "input_size",
+    "batch",
+    "precision",
+    "classes",
+]
 #: extra inputs of the ``extended`` set, with units:
 #: ``mem_estimate_bytes`` (B) = model + input + live activation bytes, the closed-form
 #: memory peak; ``bytes_moved`` (B) = weight + input + activation bytes, the traffic of an
@@ -44,15 +65,32 @@ PARAM_COLUMNS: list[str] = ["family", "block", "depth", "width", "early_downsamp
 #: call (large kernels run near peak, small ones are launch-bound);
 #: ``activation_bytes_per_image`` (B); ``weight_fraction`` (fraction): weights' share of
 #: the bytes moved (weight-bound vs activation-bound); ``half_precision`` (0/1).
-EXTRA_COLUMNS: list[str] = ["mem_estimate_bytes", "bytes_moved", "flops_per_op", "bytes_per_op",
-                            "activation_bytes_per_image", "weight_fraction", "half_precision"]
+EXTRA_COLUMNS: list[str] = [
+    "mem_estimate_bytes",
+    "bytes_moved",
+    "flops_per_op",
+    "bytes_per_op",
+    "activation_bytes_per_image",
+    "weight_fraction",
+    "half_precision",
+]
 #: inputs that grow with the batch at a fixed network and precision: the model may be
 #: constrained to be non-decreasing in them (cost does not fall as the batch grows)
-BATCH_SCALED: frozenset[str] = frozenset({
-    "batch", "flops", "input_bytes", "output_bytes", "activation_bytes", "peak_activation_bytes",
-    "live_activation_bytes", "largest_activation_bytes", "mem_estimate_bytes", "bytes_moved",
-    "bytes_per_op",
-})
+BATCH_SCALED: frozenset[str] = frozenset(
+    {
+        "batch",
+        "flops",
+        "input_bytes",
+        "output_bytes",
+        "activation_bytes",
+        "peak_activation_bytes",
+        "live_activation_bytes",
+        "largest_activation_bytes",
+        "mem_estimate_bytes",
+        "bytes_moved",
+        "bytes_per_op",
+    }
+)
 
 
 #: per family whose networks are not set by the ResNet parameters: its own parameter
@@ -67,13 +105,22 @@ FAMILY_COLUMNS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 }
 #: the columns that name one architecture (every batch, input size, precision of it shares
 #: them): the key of grouped folds and splits; those absent from a table are skipped
-ARCH_COLUMNS: tuple[str, ...] = ("family", "block", "depth", "width", "early_downsample",
-                                 *(c for cols, _ in FAMILY_COLUMNS.values() for c in cols))
+ARCH_COLUMNS: tuple[str, ...] = (
+    "family",
+    "block",
+    "depth",
+    "width",
+    "early_downsample",
+    *(c for cols, _ in FAMILY_COLUMNS.values() for c in cols),
+)
 
 
 def input_columns(feature_set: str, families: tuple[str, ...] | list[str] = ()) -> list[str]:
-    """The input columns of a feature set (``paper`` or ``extended``), in order, then the
-    parameter columns of each family in ``families`` (:data:`FAMILY_COLUMNS`)."""
+    """Return the input columns of a feature set, in order.
+
+    The input columns of a feature set (``paper`` or ``extended``), in order, then the
+    parameter columns of each family in ``families`` (:data:`FAMILY_COLUMNS`).
+    """
     extra = [c for f in families for c in FAMILY_COLUMNS[f][0]]
     if feature_set == "paper":
         return PARAM_COLUMNS + list(FEATURE_COLUMNS) + extra
@@ -91,8 +138,11 @@ def families_of(df: pd.DataFrame) -> list[str]:
 
 
 def arch_keys(df: pd.DataFrame) -> np.ndarray:
-    """One integer per row naming its architecture (:data:`ARCH_COLUMNS`): rows that differ
-    only in batch, input size, classes or precision share it."""
+    """Return one integer per row naming its architecture.
+
+    One integer per row naming its architecture (:data:`ARCH_COLUMNS`): rows that differ
+    only in batch, input size, classes or precision share it.
+    """
     cols = [c for c in ARCH_COLUMNS if c in df.columns]
     if not cols:
         return np.zeros(len(df), np.int64)
@@ -120,12 +170,15 @@ def with_features(df: pd.DataFrame) -> pd.DataFrame:
     """``df`` with the analytic features, computed only when a column is absent."""
     if all(c in df.columns for c in FEATURE_COLUMNS):
         return df
-    if families_of(df):  # rows of other families: each family's own columns (carb.families.features says what is missing)
+    # rows of other families: each family's own columns (carb.families.features says what is missing)
+    if families_of(df):
         return compute(df)
     missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
     if missing:
-        raise ValueError(f"configs: missing column{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
-                         f"(a config table needs {', '.join(REQUIRED_COLUMNS)})")
+        raise ValueError(
+            f"configs: missing column{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
+            f"(a config table needs {', '.join(REQUIRED_COLUMNS)})"
+        )
     return compute(df)
 
 
@@ -137,13 +190,16 @@ def _codes(col: pd.Series, name: str, first_row: int = 0) -> np.ndarray:
     bad = (codes < 0) | (out < 0) if len(uniq) else np.zeros(len(col), bool)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise ValueError(f"configs: row {first_row + i}: {name}: unknown value {col.iloc[i]!r} "
-                         f"(expected one of {', '.join(mapping)})")
+        raise ValueError(
+            f"configs: row {first_row + i}: {name}: unknown value {col.iloc[i]!r} "
+            f"(expected one of {', '.join(mapping)})"
+        )
     return out
 
 
-def matrix(df: pd.DataFrame, feature_set: str, first_row: int = 0,
-           families: tuple[str, ...] | list[str] | None = None) -> tuple[np.ndarray, list[str]]:
+def matrix(
+    df: pd.DataFrame, feature_set: str, first_row: int = 0, families: tuple[str, ...] | list[str] | None = None
+) -> tuple[np.ndarray, list[str]]:
     """The input matrix (rows x columns, float64) of a config table with its features.
 
     ``df`` must hold the parameters and :data:`carb.families.features.FEATURE_COLUMNS` (see
@@ -171,8 +227,9 @@ def matrix(df: pd.DataFrame, feature_set: str, first_row: int = 0,
         if c in ("input_size", "batch") or resnet.all():
             col[c] = df[c].to_numpy(dtype=np.float64)
         else:
-            col[c] = np.where(resnet, df[c].to_numpy(dtype=np.float64, na_value=np.nan) if c in df.columns
-                              else np.nan, -1.0)
+            col[c] = np.where(
+                resnet, df[c].to_numpy(dtype=np.float64, na_value=np.nan) if c in df.columns else np.nan, -1.0
+            )
     for f in fams:
         names, cats = FAMILY_COLUMNS[f]
         index = pd.Index(cats)
@@ -186,8 +243,10 @@ def matrix(df: pd.DataFrame, feature_set: str, first_row: int = 0,
             bad = mine & (codes < 0)
             if bad.any():
                 i = int(np.flatnonzero(bad)[0])
-                raise ValueError(f"configs: row {first_row + i}: {c}: unknown value {values[i]!r} "
-                                 f"(expected one of {', '.join(cats)})")
+                raise ValueError(
+                    f"configs: row {first_row + i}: {c}: unknown value {values[i]!r} "
+                    f"(expected one of {', '.join(cats)})"
+                )
             col[c] = np.where(mine, codes, -1.0)
     default = np.where(col["family"] == CODES["family"]["imagenet"], 1000.0, 10.0)
     if "classes" in df.columns:  # absent or missing: the family's default, as carb.families.features does

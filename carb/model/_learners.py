@@ -1,5 +1,4 @@
-"""Base learners behind one small interface: fit on a matrix, predict, save to a native,
-code-free format, load back.
+"""Base learners behind one small interface: fit, predict, save to a code-free format, load.
 
 Kinds and their files:
 
@@ -44,8 +43,11 @@ _TREES = ("xgboost", "lightgbm", "extratrees", "catboost")
 #: figures of a NAS-Bench-201 cell's effective DAG from its six edge codes
 #: (:func:`carb.families.nb201.cell_features`; -1 on rows of other families).
 DERIVED: dict[str, tuple[tuple[str, ...], tuple[str, ...], Any]] = {
-    "nb201-cell": (tuple(_nb201.EDGE_COLUMNS), _nb201.CELL_FEATURE_COLUMNS,
-                   lambda v: _nb201.cell_features(np.where(np.isfinite(v), v, -1).astype(np.int64))),
+    "nb201-cell": (
+        tuple(_nb201.EDGE_COLUMNS),
+        _nb201.CELL_FEATURE_COLUMNS,
+        lambda v: _nb201.cell_features(np.where(np.isfinite(v), v, -1).astype(np.int64)),
+    ),
 }
 
 
@@ -70,11 +72,22 @@ def _monotone(columns: list[str], monotone: bool) -> list[int] | None:
     return [1 if (c in BATCH_SCALED or c.startswith("pred_")) else 0 for c in columns]
 
 
-def fit_learner(kind: str, params: dict[str, Any], X: np.ndarray, y: np.ndarray, columns: list[str],
-                monotone: bool = False, n_jobs: int = 1, seed: int = 0) -> Learner:
-    """Fit one base learner of ``kind`` with ``params`` on ``X`` (rows x columns) and ``y``.
+def fit_learner(
+    kind: str,
+    params: dict[str, Any],
+    X: np.ndarray,
+    y: np.ndarray,
+    columns: list[str],
+    monotone: bool = False,
+    n_jobs: int = 1,
+    seed: int = 0,
+) -> Learner:
+    """Fit one base learner of ``kind`` with ``params`` on ``X`` and ``y``.
+
+    Fit one base learner of ``kind`` with ``params`` on ``X`` (rows x columns) and ``y``.
     ``params["derive"]`` (tree kinds): a name of :data:`DERIVED`, whose columns the learner
-    adds to its inputs (and recomputes when it predicts)."""
+    adds to its inputs (and recomputes when it predicts).
+    """
     if "derive" in params:
         params = dict(params)
         name = params.pop("derive")
@@ -85,11 +98,20 @@ def fit_learner(kind: str, params: dict[str, Any], X: np.ndarray, y: np.ndarray,
         reads, adds, _ = DERIVED[name]
         absent = [c for c in reads if c not in columns]
         if absent:
-            raise ValueError(f"learner setting derive={name!r}: the inputs lack column {absent[0]} "
-                             f"(it reads {', '.join(reads)})")
+            raise ValueError(
+                f"learner setting derive={name!r}: the inputs lack column {absent[0]} (it reads {', '.join(reads)})"
+            )
         index = [columns.index(c) for c in reads]
-        inner = fit_learner(kind, params, _Derived.augment(X, name, index), y, [*columns, *adds],
-                            monotone=monotone, n_jobs=n_jobs, seed=seed)
+        inner = fit_learner(
+            kind,
+            params,
+            _Derived.augment(X, name, index),
+            y,
+            [*columns, *adds],
+            monotone=monotone,
+            n_jobs=n_jobs,
+            seed=seed,
+        )
         return _Derived(inner, name, index)
     if kind == "xgboost":
         return _XGB.fit(params, X, y, _monotone(columns, monotone), n_jobs, seed)
@@ -111,11 +133,14 @@ def load_learner(directory: Path, entry: dict[str, Any], n_jobs: int = 1) -> Lea
     if "derive" in entry:
         name, index = entry.get("derive"), entry.get("derive_index")
         reads = DERIVED.get(name, ((),))[0] if isinstance(name, str) else ()
-        if not reads or not isinstance(index, list) or len(index) != len(reads) or \
-                not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in index):
+        if (
+            not reads
+            or not isinstance(index, list)
+            or len(index) != len(reads)
+            or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in index)
+        ):
             raise ValueError(f"learner entry: malformed derive {name!r} / derive_index {index!r}")
-        inner = load_learner(directory, {k: v for k, v in entry.items() if k not in ("derive", "derive_index")},
-                             n_jobs)
+        inner = load_learner(directory, {k: v for k, v in entry.items() if k not in ("derive", "derive_index")}, n_jobs)
         return _Derived(inner, name, index)
     kind = entry.get("kind")
     if kind == "xgboost":
@@ -247,16 +272,20 @@ def _catboost():
     try:
         import catboost
     except ImportError:
-        raise MissingDependency("learner kind 'catboost' needs the catboost package: "
-                                "pip install 'carb[catboost]'") from None
+        raise MissingDependency(
+            "learner kind 'catboost' needs the catboost package: pip install 'carb[catboost]'"
+        ) from None
     return catboost
 
 
 class _CatBoost(Learner):
-    """CatBoost on the matrix; the inputs named in the setting ``categorical`` (e.g. the
+    """CatBoost on the matrix, with the named inputs as categories.
+
+    CatBoost on the matrix; the inputs named in the setting ``categorical`` (e.g. the
     six NAS-Bench-201 edge operations) enter as categories (integer codes, missing -> -1):
     CatBoost splits on their ordered target statistics and combinations instead of on
-    the codes' arbitrary order."""
+    the codes' arbitrary order.
+    """
 
     kind = "catboost"
 
@@ -286,14 +315,16 @@ class _CatBoost(Learner):
         index = [columns.index(c) for c in names]
         extra = {"monotone_constraints": monotone} if monotone else {}
         # allow_writing_files: CatBoost otherwise writes a catboost_info/ folder into the cwd
-        model = cb.CatBoostRegressor(**params, **extra, thread_count=n_jobs, random_seed=seed, verbose=0,
-                                     allow_writing_files=False)
+        model = cb.CatBoostRegressor(
+            **params, **extra, thread_count=n_jobs, random_seed=seed, verbose=0, allow_writing_files=False
+        )
         model.fit(cls._frame(X, index), y, cat_features=[f"x{j}" for j in index])
         return cls(model, index, n_jobs)
 
     def predict(self, X: np.ndarray) -> np.ndarray:
-        return np.asarray(self.model.predict(self._frame(X, self.categorical), thread_count=self.n_jobs),
-                          dtype=np.float64)
+        return np.asarray(
+            self.model.predict(self._frame(X, self.categorical), thread_count=self.n_jobs), dtype=np.float64
+        )
 
     def save(self, directory: Path, stem: str) -> dict[str, Any]:
         name = f"{stem}.cbm"
@@ -302,8 +333,9 @@ class _CatBoost(Learner):
 
     @classmethod
     def load(cls, path: Path, categorical: Any, n_jobs: int) -> "_CatBoost":
-        if not isinstance(categorical, list) or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0
-                                                        for i in categorical):
+        if not isinstance(categorical, list) or not all(
+            isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in categorical
+        ):
             raise ValueError(f"learner entry: malformed categorical_index {categorical!r}")
         model = _catboost().CatBoostRegressor()
         model.load_model(str(path), format="cbm")  # CatBoost's own binary format: data, not code
@@ -312,9 +344,12 @@ class _CatBoost(Learner):
 
 @dataclass
 class _Linear(Learner):
-    """Ridge regression of the (log) target on log1p of the chosen inputs; categorical
+    """Ridge regression of the (log) target on log1p of the chosen inputs.
+
+    Ridge regression of the (log) target on log1p of the chosen inputs; categorical
     inputs (family, block, precision) enter one-hot. ``columns``: names of inputs, or
-    ``"all"``; ``alpha``: ridge penalty on standardized inputs."""
+    ``"all"``; ``alpha``: ridge penalty on standardized inputs.
+    """
 
     inputs: list[str]
     index: list[int]
@@ -366,14 +401,27 @@ class _Linear(Learner):
         return self.intercept + ((A - np.asarray(self.mean)) / np.asarray(self.scale)) @ np.asarray(self.coef)
 
     def save(self, directory: Path, stem: str) -> dict[str, Any]:
-        return {"kind": self.kind, "inputs": self.inputs, "index": self.index, "mean": self.mean,
-                "scale": self.scale, "coef": self.coef, "intercept": self.intercept}
+        return {
+            "kind": self.kind,
+            "inputs": self.inputs,
+            "index": self.index,
+            "mean": self.mean,
+            "scale": self.scale,
+            "coef": self.coef,
+            "intercept": self.intercept,
+        }
 
     @classmethod
     def from_entry(cls, e: dict[str, Any]) -> "_Linear":
         try:
-            out = cls([str(s) for s in e["inputs"]], [int(i) for i in e["index"]], [float(v) for v in e["mean"]],
-                      [float(v) for v in e["scale"]], [float(v) for v in e["coef"]], float(e["intercept"]))
+            out = cls(
+                [str(s) for s in e["inputs"]],
+                [int(i) for i in e["index"]],
+                [float(v) for v in e["mean"]],
+                [float(v) for v in e["scale"]],
+                [float(v) for v in e["coef"]],
+                float(e["intercept"]),
+            )
         except (KeyError, TypeError, ValueError) as ex:
             raise ValueError(f"linear learner: malformed entry ({ex})") from None
         if not (len(out.inputs) == len(out.index) == len(out.mean) == len(out.scale) == len(out.coef)):
@@ -383,10 +431,13 @@ class _Linear(Learner):
 
 @dataclass
 class _Additive(Learner):
-    """``log(c0 + sum_k c_k * x_k)`` with ``c >= 0``; the target it is fitted to is in log
+    """A non-negative additive cost model ``log(c0 + sum_k c_k * x_k)``.
+
+    ``log(c0 + sum_k c_k * x_k)`` with ``c >= 0``; the target it is fitted to is in log
     space (``log`` transform), so ``exp(y)`` is the cost. ``columns``: inputs ``x_k``, or
     products ``"a*b"`` (e.g. ``"flops*half_precision"``: FLOPs that run at another rate).
-    Fitted by NNLS on relative error: minimise ``sum(((A c) / y - 1)^2)``."""
+    Fitted by NNLS on relative error: minimise ``sum(((A c) / y - 1)^2)``.
+    """
 
     terms: list[str]
     index: list[list[int]]
@@ -433,8 +484,11 @@ class _Additive(Learner):
     @classmethod
     def from_entry(cls, e: dict[str, Any]) -> "_Additive":
         try:
-            out = cls([str(t) for t in e["terms"]], [[int(j) for j in idx] for idx in e["index"]],
-                      [float(v) for v in e["coef"]])
+            out = cls(
+                [str(t) for t in e["terms"]],
+                [[int(j) for j in idx] for idx in e["index"]],
+                [float(v) for v in e["coef"]],
+            )
         except (KeyError, TypeError, ValueError) as ex:
             raise ValueError(f"additive learner: malformed entry ({ex})") from None
         if len(out.coef) != len(out.terms) + 1 or len(out.index) != len(out.terms):

@@ -28,49 +28,91 @@ from carb.families.nb201 import EDGE_COLUMNS as _NB201_EDGES
 
 __all__ = ["PRESETS", "resolve"]
 
-_PAPER_XGB = {"n_estimators": 800, "max_depth": 9,
-              # not stated by the study (ours):
-              "learning_rate": 0.05, "subsample": 0.8, "colsample_bytree": 0.8, "tree_method": "hist"}
-_PAPER_LGBM = {"n_estimators": 800, "num_leaves": 127,
-               # not stated by the study (ours):
-               "learning_rate": 0.05, "subsample": 0.8, "subsample_freq": 1, "colsample_bytree": 0.8}
+_PAPER_XGB = {
+    "n_estimators": 800,
+    "max_depth": 9,
+    # not stated by the study (ours):
+    "learning_rate": 0.05,
+    "subsample": 0.8,
+    "colsample_bytree": 0.8,
+    "tree_method": "hist",
+}
+_PAPER_LGBM = {
+    "n_estimators": 800,
+    "num_leaves": 127,
+    # not stated by the study (ours):
+    "learning_rate": 0.05,
+    "subsample": 0.8,
+    "subsample_freq": 1,
+    "colsample_bytree": 0.8,
+}
 _PAPER_ET = {"n_estimators": 400}  # scikit-learn defaults otherwise (full depth, all features)
 
 # the additive (roofline-style) cost model the default preset's trees correct: a constant
 # (framework overhead, baseline memory) plus non-negative rates times FLOPs (and FLOPs at
 # half precision), bytes moved, resident and live bytes, and operator calls
-_ADDITIVE = {"kind": "additive",
-             "columns": ["flops", "flops*half_precision", "activation_bytes", "weight_bytes", "model_bytes",
-                         "input_bytes", "live_activation_bytes", "peak_activation_bytes", "n_ops", "n_conv"]}
+_ADDITIVE = {
+    "kind": "additive",
+    "columns": [
+        "flops",
+        "flops*half_precision",
+        "activation_bytes",
+        "weight_bytes",
+        "model_bytes",
+        "input_bytes",
+        "live_activation_bytes",
+        "peak_activation_bytes",
+        "n_ops",
+        "n_conv",
+    ],
+}
 
 PRESETS: dict[str, dict[str, Any]] = {
     "paper": {
         "description": "the study's ensemble: XGBoost + LightGBM + ExtraTrees per target, fixed blend "
-                       "weights, memory -> energy -> latency cascade, batch <= 8 residual corrector, log1p targets",
+        "weights, memory -> energy -> latency cascade, batch <= 8 residual corrector, log1p targets",
         "features": "paper",
         "transform": "log1p",
         "offset": None,
-        "learners": {"xgb": ("xgboost", _PAPER_XGB), "lgbm": ("lightgbm", _PAPER_LGBM),
-                     "et": ("extratrees", _PAPER_ET)},
-        "blend": {"memory_mb": {"xgb": 0.3, "lgbm": 0.4, "et": 0.3},
-                  "energy_j": {"xgb": 0.3, "lgbm": 0.5, "et": 0.2},
-                  "latency_ms": {"xgb": 0.2, "lgbm": 0.3, "et": 0.5}},
+        "learners": {
+            "xgb": ("xgboost", _PAPER_XGB),
+            "lgbm": ("lightgbm", _PAPER_LGBM),
+            "et": ("extratrees", _PAPER_ET),
+        },
+        "blend": {
+            "memory_mb": {"xgb": 0.3, "lgbm": 0.4, "et": 0.3},
+            "energy_j": {"xgb": 0.3, "lgbm": 0.5, "et": 0.2},
+            "latency_ms": {"xgb": 0.2, "lgbm": 0.3, "et": 0.5},
+        },
         "cascade": "paper",
-        "corrector": {"batch_max": 8, "scale": 0.9, "kind": "lightgbm",
-                      # size not stated by the study (ours):
-                      "params": {"n_estimators": 200, "num_leaves": 31, "learning_rate": 0.05}},
+        "corrector": {
+            "batch_max": 8,
+            "scale": 0.9,
+            "kind": "lightgbm",
+            # size not stated by the study (ours):
+            "params": {"n_estimators": 200, "num_leaves": 31, "learning_rate": 0.05},
+        },
         "monotone": False,
     },
     "default": {
         "description": "ours: additive roofline-style cost model (NNLS) corrected by XGBoost + ExtraTrees "
-                       "on extended features, NNLS-stacked weights, cascade chosen by validation, "
-                       "latency and energy monotone in the batch, log targets",
+        "on extended features, NNLS-stacked weights, cascade chosen by validation, "
+        "latency and energy monotone in the batch, log targets",
         "features": "extended",
         "transform": "log",
         "offset": _ADDITIVE,
         "learners": {
-            "xgb": ("xgboost", {"n_estimators": 200, "max_depth": 6, "learning_rate": 0.1,
-                                "subsample": 0.8, "colsample_bytree": 0.8, "tree_method": "hist"}),
+            "xgb": (
+                "xgboost",
+                {
+                    "n_estimators": 200,
+                    "max_depth": 6,
+                    "learning_rate": 0.1,
+                    "subsample": 0.8,
+                    "colsample_bytree": 0.8,
+                    "tree_method": "hist",
+                },
+            ),
             "et": ("extratrees", {"n_estimators": 50, "min_samples_leaf": 3, "max_features": 0.5}),
         },
         "blend": "nnls",
@@ -86,8 +128,19 @@ PRESETS: dict[str, dict[str, Any]] = {
         "features": "extended",
         "transform": "log",
         "offset": _ADDITIVE,
-        "learners": {"xgb": ("xgboost", {"n_estimators": 150, "max_depth": 5, "learning_rate": 0.1,
-                                         "subsample": 0.8, "colsample_bytree": 0.8, "tree_method": "hist"})},
+        "learners": {
+            "xgb": (
+                "xgboost",
+                {
+                    "n_estimators": 150,
+                    "max_depth": 5,
+                    "learning_rate": 0.1,
+                    "subsample": 0.8,
+                    "colsample_bytree": 0.8,
+                    "tree_method": "hist",
+                },
+            )
+        },
         "blend": "nnls",
         "cascade": "paper",
         "corrector": None,
@@ -95,8 +148,8 @@ PRESETS: dict[str, dict[str, Any]] = {
     },
     "nb201": {
         "description": "ours, for NAS-Bench-201 cells (the nb201 dataset): LightGBM on the extended features "
-                       "plus the cell's effective-DAG figures (where its operations sit), no cascade, "
-                       "log targets, no offset, unconstrained",
+        "plus the cell's effective-DAG figures (where its operations sit), no cascade, "
+        "log targets, no offset, unconstrained",
         "features": "extended",
         "transform": "log",
         # no additive offset and no monotone constraint: every nb201 row of a platform has one
@@ -104,11 +157,11 @@ PRESETS: dict[str, dict[str, Any]] = {
         # (Jetson TX2 energy, grouped split: LightGBM alone on the extended features 2.40%
         # MAPE against the default preset's 2.91%)
         "offset": None,
-        # settings ours (issue 14, Jetson TX2 energy on unseen cells, `bench_nb201.py ablation`:
-        # 800 trees of 31 leaves 2.30% MAPE, 300 trees 2.36%, 1,500 at lr 0.03 2.29%; larger
-        # ensembles fit the measurement noise: 3,000 trees of 63 leaves 2.34%)
-        "learners": {"lgbm": ("lightgbm", {"n_estimators": 800, "num_leaves": 31, "learning_rate": 0.05,
-                                           "derive": "nb201-cell"})},
+        # Jetson TX2 energy on unseen cells: 800 trees of 31 leaves 2.30% MAPE, 300 trees 2.36%,
+        # 1,500 at lr 0.03 2.29%; larger ensembles fit the measurement noise (3,000 of 63 leaves 2.34%)
+        "learners": {
+            "lgbm": ("lightgbm", {"n_estimators": 800, "num_leaves": 31, "learning_rate": 0.05, "derive": "nb201-cell"})
+        },
         "blend": "nnls",
         # no cascade: it earns nothing here (grouped split, latency reading predicted energy
         # 1.99% MAPE / 99.0% within 10%, without 1.97% / 99.0%; energy reads nothing either way)
@@ -119,18 +172,26 @@ PRESETS: dict[str, dict[str, Any]] = {
     },
     "nb201-cb": {
         "description": "ours, for NAS-Bench-201 cells, slower and closer: the nb201 preset with CatBoost "
-                       "(2,000 symmetric trees of depth 6) in place of LightGBM, the six edge operations "
-                       "as categories; needs pip install 'carb[catboost]'",
+        "(2,000 symmetric trees of depth 6) in place of LightGBM, the six edge operations "
+        "as categories; needs pip install 'carb[catboost]'",
         "features": "extended",
         "transform": "log",
         "offset": None,
-        # Jetson TX2, grouped split (issue 14, RESULTS.md): energy 2.23% MAPE against the nb201
-        # preset's 2.30%, latency 1.92 vs 1.97%, fitted in 513 s against 79 s (2 threads), hence
-        # a preset of its own and not the nb201 default. The learner alone: 2.20% (another split
-        # seed 2.14 vs 2.24%); the edge codes as numbers 2.24%; 4,000 trees at lr 0.05 2.19%
-        # for twice the time
-        "learners": {"cb": ("catboost", {"iterations": 2000, "depth": 6, "learning_rate": 0.08,
-                                         "categorical": list(_NB201_EDGES), "derive": "nb201-cell"})},
+        # Jetson TX2, grouped split: energy 2.23% MAPE against the nb201 preset's 2.30%, latency
+        # 1.92 vs 1.97%, but a fit of 513 s against 79 s (2 threads): a preset of its own, not the
+        # nb201 default. The edge codes as numbers: 2.24%; 4,000 trees at lr 0.05: 2.19% for twice the time
+        "learners": {
+            "cb": (
+                "catboost",
+                {
+                    "iterations": 2000,
+                    "depth": 6,
+                    "learning_rate": 0.08,
+                    "categorical": list(_NB201_EDGES),
+                    "derive": "nb201-cell",
+                },
+            )
+        },
         "blend": "nnls",
         "cascade": "none",
         "folds": "grouped",
@@ -163,7 +224,9 @@ PRESETS: dict[str, dict[str, Any]] = {
 
 
 def resolve(preset: str, learner_params: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
-    """A deep copy of preset ``preset`` with ``learner_params`` merged into the settings of
+    """Return a deep copy of a preset with learner settings merged in.
+
+    A deep copy of preset ``preset`` with ``learner_params`` merged into the settings of
     the named learners (``{"xgb": {"n_estimators": 50}, "corrector": {...}}``).
 
     Raises:
@@ -181,8 +244,10 @@ def resolve(preset: str, learner_params: dict[str, dict[str, Any]] | None = None
             kind, params = spec["learners"][name]
             spec["learners"][name] = (kind, {**params, **over})
         else:
-            raise ValueError(f"preset {preset!r} has no learner {name!r} "
-                             f"(learners: {', '.join(spec['learners'])}{', corrector' if spec['corrector'] else ''})")
+            raise ValueError(
+                f"preset {preset!r} has no learner {name!r} "
+                f"(learners: {', '.join(spec['learners'])}{', corrector' if spec['corrector'] else ''})"
+            )
     if spec["offset"] is not None and spec["offset"].get("kind") == "additive" and spec["transform"] != "log":
         raise ValueError(f"preset {preset!r}: an additive offset needs the log transform")
     return spec

@@ -44,16 +44,28 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-__all__ = ["SPLITS", "split", "metrics", "evaluate", "METRICS", "BASELINES"]
+__all__ = ["SPLITS", "split", "metrics", "evaluate", "METRICS", "BASELINES", "arch_folds"]
 
 SPLITS: tuple[str, ...] = ("random", "stratified", "grouped", "batch-tier")
 #: the architecture key of the grouped split
 GROUP_KEYS: tuple[str, ...] = ("family", "block", "depth", "width", "early_downsample")
 #: models that are not presets: derived from another model's predictions (module docstring)
 BASELINES: tuple[str, ...] = ("power-latency",)
-METRICS: tuple[str, ...] = ("r2", "r2_log", "mae", "mape", "within_10pct", "spearman", "coverage",
-                            "mean_width", "median_rel_width", "budget", "budget_accuracy",
-                            "false_accept_rate", "n")
+METRICS: tuple[str, ...] = (
+    "r2",
+    "r2_log",
+    "mae",
+    "mape",
+    "within_10pct",
+    "spearman",
+    "coverage",
+    "mean_width",
+    "median_rel_width",
+    "budget",
+    "budget_accuracy",
+    "false_accept_rate",
+    "n",
+)
 
 
 def _tier(values: np.ndarray, edges: list[float], names: list[str]) -> np.ndarray:
@@ -61,7 +73,9 @@ def _tier(values: np.ndarray, edges: list[float], names: list[str]) -> np.ndarra
 
 
 def split(df: pd.DataFrame, kind: str, seed: int = 0) -> dict[str, np.ndarray]:
-    """Positional row indices of a split: ``{"train": ..., "test": ...}`` (``stratified``
+    """Return the positional row indices of a split.
+
+    Positional row indices of a split: ``{"train": ..., "test": ...}`` (``stratified``
     also gives ``"val"``; its ``"train"`` already includes it, see the module docstring).
 
     Raises:
@@ -86,8 +100,8 @@ def split(df: pd.DataFrame, kind: str, seed: int = 0) -> dict[str, np.ndarray]:
             idx = rng.permutation(np.flatnonzero(strata == s))
             n_te, n_va = int(round(0.15 * len(idx))), int(round(0.15 * len(idx)))
             te.append(idx[:n_te])
-            va.append(idx[n_te:n_te + n_va])
-            tr.append(idx[n_te + n_va:])
+            va.append(idx[n_te : n_te + n_va])
+            tr.append(idx[n_te + n_va :])
         val = np.sort(np.concatenate(va))
         out = {"train": np.sort(np.concatenate(tr + va)), "val": val, "test": np.sort(np.concatenate(te))}
     elif kind == "grouped":
@@ -111,16 +125,25 @@ def split(df: pd.DataFrame, kind: str, seed: int = 0) -> dict[str, np.ndarray]:
     else:
         raise ValueError(f"unknown split {kind!r} (expected one of {', '.join(SPLITS)})")
     if not len(out["train"]) or not len(out["test"]):
-        raise ValueError(f"split {kind!r}: {len(out['train'])} train and {len(out['test'])} test rows; "
-                         "both sides need rows")
+        raise ValueError(
+            f"split {kind!r}: {len(out['train'])} train and {len(out['test'])} test rows; both sides need rows"
+        )
     return out
 
 
-def metrics(y: np.ndarray, pred: np.ndarray, lo: np.ndarray | None = None, hi: np.ndarray | None = None,
-            budget: float | None = None) -> dict[str, float]:
-    """Accuracy of predictions ``pred`` of measurements ``y`` (same units), with the
+def metrics(
+    y: np.ndarray,
+    pred: np.ndarray,
+    lo: np.ndarray | None = None,
+    hi: np.ndarray | None = None,
+    budget: float | None = None,
+) -> dict[str, float]:
+    """Return the accuracy of predictions against measurements.
+
+    Accuracy of predictions ``pred`` of measurements ``y`` (same units), with the
     interval ``[lo, hi]`` and a ``budget`` (default: the median of ``y``); see the module
-    docstring for each metric. NaN measurements are ignored."""
+    docstring for each metric. NaN measurements are ignored.
+    """
     from scipy.stats import spearmanr
 
     y, pred = np.asarray(y, dtype=np.float64), np.asarray(pred, dtype=np.float64)
@@ -157,10 +180,18 @@ def metrics(y: np.ndarray, pred: np.ndarray, lo: np.ndarray | None = None, hi: n
     return {m: out[m] for m in METRICS}
 
 
-def evaluate(df: pd.DataFrame, split_kind: str, presets: Iterable[str] = ("default", "paper", "flops-linear", "lgbm"),
-             seed: int = 0, budgets: Mapping[str, float] | None = None, coverage: float = 0.9,
-             learner_params: Mapping[str, Mapping[str, Any]] | None = None, n_jobs: int = 1,
-             progress: Any = None, prior: Any = None) -> dict[str, Any]:
+def evaluate(
+    df: pd.DataFrame,
+    split_kind: str,
+    presets: Iterable[str] = ("default", "paper", "flops-linear", "lgbm"),
+    seed: int = 0,
+    budgets: Mapping[str, float] | None = None,
+    coverage: float = 0.9,
+    learner_params: Mapping[str, Mapping[str, Any]] | None = None,
+    n_jobs: int = 1,
+    progress: Any = None,
+    prior: Any = None,
+) -> dict[str, Any]:
     """Fit each preset on the train side of a split and score it on the test side.
 
     Args:
@@ -196,10 +227,18 @@ def evaluate(df: pd.DataFrame, split_kind: str, presets: Iterable[str] = ("defau
     if unknown:
         raise ValueError(f"budget: unknown target {unknown[0]!r} (expected one of {', '.join(TARGETS)})")
     budget_used = {t: float(budgets[t]) if t in budgets else float(test[t].median()) for t in targets}
-    out: dict[str, Any] = {"split": split_kind, "seed": seed, "coverage_nominal": coverage,
-                           "rows": {"ok": len(data), "train": len(train), "test": len(test)},
-                           "targets": targets, "budgets": budget_used, "fit_seconds": {}, "predict_seconds": {},
-                           "trained": {}, "results": {}}
+    out: dict[str, Any] = {
+        "split": split_kind,
+        "seed": seed,
+        "coverage_nominal": coverage,
+        "rows": {"ok": len(data), "train": len(train), "test": len(test)},
+        "targets": targets,
+        "budgets": budget_used,
+        "fit_seconds": {},
+        "predict_seconds": {},
+        "trained": {},
+        "results": {},
+    }
     presets = list(presets)
     unknown_models = [p for p in presets if p in BASELINES and p != "power-latency"]
     if unknown_models:
@@ -209,13 +248,20 @@ def evaluate(df: pd.DataFrame, split_kind: str, presets: Iterable[str] = ("defau
         fitted = ["default"]  # the baseline needs a model's latency; CARB's own, not reported
     preds: dict[str, pd.DataFrame] = {}
     # each preset alone, and beside it reading the prior when one is given (same split, seed)
-    runs = [(p, p, None) for p in fitted] + ([(f"{p} + prior", p, prior) for p in fitted if p in presets]
-                                             if prior is not None else [])
+    runs = [(p, p, None) for p in fitted] + (
+        [(f"{p} + prior", p, prior) for p in fitted if p in presets] if prior is not None else []
+    )
     for name, p, pri in runs:
         if progress is not None:
             progress(name)
-        model = CARB(preset=p, coverage=coverage, random_state=seed, n_jobs=n_jobs,
-                     learner_params=dict((learner_params or {}).get(p, {})) or None, prior=pri)
+        model = CARB(
+            preset=p,
+            coverage=coverage,
+            random_state=seed,
+            n_jobs=n_jobs,
+            learner_params=dict((learner_params or {}).get(p, {})) or None,
+            prior=pri,
+        )
         t0 = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # missing targets are reported below
@@ -230,21 +276,43 @@ def evaluate(df: pd.DataFrame, split_kind: str, presets: Iterable[str] = ("defau
         # which upstream predictions each target reads (the cascade the preset chose)
         out.setdefault("cascade", {})[name] = {t: list(model.models_[t].upstream) for t in model.targets_}
         out["trained"][name] = list(model.targets_)
-        out["results"][name] = {t: metrics(test[t].to_numpy(), pred[t].to_numpy(), pred[f"{t}_lo"].to_numpy(),
-                                           pred[f"{t}_hi"].to_numpy(), budget_used[t])
-                                for t in targets}
+        out["results"][name] = {
+            t: metrics(
+                test[t].to_numpy(),
+                pred[t].to_numpy(),
+                pred[f"{t}_lo"].to_numpy(),
+                pred[f"{t}_hi"].to_numpy(),
+                budget_used[t],
+            )
+            for t in targets
+        }
     if "power-latency" in presets and {"energy_j", "latency_ms"} <= set(targets):
         # energy = the base model's predicted latency x the training rows' median power
         base = "default" if "default" in fitted else fitted[0]
         both = train["energy_j"].notna() & train["latency_ms"].notna() & (train["latency_ms"] > 0)
         power_w = float(np.median(train.loc[both, "energy_j"] / train.loc[both, "latency_ms"]) * 1000.0)
         pred = preds[base]
-        res = {t: dict(out["results"][base][t]) if base in out["results"] else
-               metrics(test[t].to_numpy(), pred[t].to_numpy(), pred[f"{t}_lo"].to_numpy(),
-                       pred[f"{t}_hi"].to_numpy(), budget_used[t]) for t in targets if t != "energy_j"}
+        res = {
+            t: dict(out["results"][base][t])
+            if base in out["results"]
+            else metrics(
+                test[t].to_numpy(),
+                pred[t].to_numpy(),
+                pred[f"{t}_lo"].to_numpy(),
+                pred[f"{t}_hi"].to_numpy(),
+                budget_used[t],
+            )
+            for t in targets
+            if t != "energy_j"
+        }
         e = pred["latency_ms"].to_numpy() * power_w / 1000.0
-        res["energy_j"] = metrics(test["energy_j"].to_numpy(), e, pred["latency_ms_lo"].to_numpy() * power_w / 1000.0,
-                                  pred["latency_ms_hi"].to_numpy() * power_w / 1000.0, budget_used["energy_j"])
+        res["energy_j"] = metrics(
+            test["energy_j"].to_numpy(),
+            e,
+            pred["latency_ms_lo"].to_numpy() * power_w / 1000.0,
+            pred["latency_ms_hi"].to_numpy() * power_w / 1000.0,
+            budget_used["energy_j"],
+        )
         out["results"]["power-latency"] = {t: res[t] for t in targets}
         out["fit_seconds"]["power-latency"] = out["fit_seconds"][base]
         out["predict_seconds"]["power-latency"] = out["predict_seconds"][base]
@@ -253,3 +321,22 @@ def evaluate(df: pd.DataFrame, split_kind: str, presets: Iterable[str] = ("defau
     elif "power-latency" in presets:
         out["skipped"] = {"power-latency": "needs energy_j and latency_ms in the data"}
     return out
+
+
+def arch_folds(df: pd.DataFrame, folds: int = 5, seed: int = 0) -> np.ndarray:
+    """Fold of each row, with whole architectures per fold.
+
+    Rows are grouped by :data:`GROUP_KEYS` (family, block, depth, width, early_downsample), so
+    no input size or class count of a test architecture is in training.
+
+    Args:
+        df: configs, one per row.
+        folds: number of folds.
+        seed: seed of the folds' random assignment.
+
+    Returns:
+        The fold (0 .. folds - 1) of each row.
+    """
+    keys = [c for c in GROUP_KEYS if c in df.columns]
+    groups = pd.factorize(df[keys].astype(str).agg("|".join, axis=1))[0]
+    return np.random.default_rng(seed).permutation(groups.max() + 1)[groups] % folds

@@ -1,5 +1,6 @@
-"""The CARB report: one self-contained HTML page (figures first, tables second) with an
-interactive Pareto explorer, the static figures as PNG files beside it, and the numbers in
+"""The CARB report: one self-contained HTML page with an interactive Pareto explorer.
+
+The page shows figures first, tables second; the static figures lie beside it as PNG files, and the numbers in
 ``report.json``.
 
 >>> from carb.report import write_report
@@ -38,17 +39,24 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from carb.studies import analyses as analysis
 from carb.report import figures
 from carb.report._json import clean as _clean
+from carb.studies import analyses as analysis
 
 __all__ = ["write_report", "build_report", "load_screen", "ReportError", "MAX_EXPLORER_POINTS", "REPORT_FILES"]
 
 #: feasible (non-shortlist) configs drawn at most in the explorer (a seeded sample beyond)
 MAX_EXPLORER_POINTS = 5000
 #: the files a report writes (figures only when there is something to draw)
-REPORT_FILES = ("report.html", "report.json", "pareto.png", "scaling.png", "measured_vs_predicted.png",
-                "transfer.png", "importance.png")
+REPORT_FILES = (
+    "report.html",
+    "report.json",
+    "pareto.png",
+    "scaling.png",
+    "measured_vs_predicted.png",
+    "transfer.png",
+    "importance.png",
+)
 #: the explorer's columns, in order of preference (those with values are offered)
 _EXPLORER_COLUMNS = ("latency_ms", "memory_mb", "energy_j", "energy_j_per_image", "flops_per_image")
 
@@ -65,8 +73,7 @@ class _Screen:
 
 
 def load_screen(directory: str | Path) -> _Screen:
-    """Read a ``carb screen`` output folder (``shortlist.parquet``, ``feasible.parquet``,
-    ``summary.json``).
+    """Read a ``carb screen`` output folder (``shortlist.parquet``, ``feasible.parquet``, ``summary.json``).
 
     Raises:
         ReportError: a file is missing or unreadable.
@@ -89,8 +96,10 @@ def load_screen(directory: str | Path) -> _Screen:
 
 
 def _as_datasets(data: Any) -> tuple[dict[str, pd.DataFrame], list[dict[str, Any]]]:
-    """Datasets by device name, and a description of each source. ``data``: a name or path
-    (:func:`carb.datasets.load`), a DataFrame, a sequence of those, or a mapping name -> frame."""
+    """Datasets by device name, and a description of each source.
+
+    ``data``: a name or path (:func:`carb.datasets.load`), a DataFrame, a sequence of those, or a mapping name -> frame.
+    """
     from carb import datasets as ds
     from carb.campaign import speed as drift
 
@@ -127,10 +136,15 @@ def _as_datasets(data: Any) -> tuple[dict[str, pd.DataFrame], list[dict[str, Any
             while key in out:  # the same device from two sources: keep both, apart
                 key, i = f"{dev} ({i})", i + 1
             out[key] = part.reset_index(drop=True)
-            sources.append({"name": key, "source": name, "rows": int(len(part)),
-                            "ok_rows": int((part["status"] == "ok").sum()) if "status" in part.columns
-                            else int(len(part)),
-                            **({"latency": drift.CORRECTED_LATENCY} if corrected else {})})
+            sources.append(
+                {
+                    "name": key,
+                    "source": name,
+                    "rows": int(len(part)),
+                    "ok_rows": int((part["status"] == "ok").sum()) if "status" in part.columns else int(len(part)),
+                    **({"latency": drift.CORRECTED_LATENCY} if corrected else {}),
+                }
+            )
     return out, sources
 
 
@@ -171,18 +185,29 @@ def _accuracy(rows: pd.DataFrame, targets: Sequence[str]) -> dict[str, dict[str,
         ss = float(np.sum((ly - ly.mean()) ** 2))
         lo = rows.get(f"pred_{t}_lo", pd.Series(np.nan, index=rows.index)).to_numpy(float)[ok]
         hi = rows.get(f"pred_{t}_hi", pd.Series(np.nan, index=rows.index)).to_numpy(float)[ok]
-        cov = float(np.mean((y[ok] >= lo) & (y[ok] <= hi))) if np.isfinite(lo).all() and np.isfinite(hi).all() \
+        cov = (
+            float(np.mean((y[ok] >= lo) & (y[ok] <= hi)))
+            if np.isfinite(lo).all() and np.isfinite(hi).all()
             else float("nan")
-        out[t] = {"n": int(ok.sum()), "r2_log": float(1 - np.sum((ly - lp) ** 2) / ss) if ss > 0 else float("nan"),
-                  "mape": float(np.mean(np.abs(p[ok] / y[ok] - 1))),
-                  "median_ape": float(np.median(np.abs(p[ok] / y[ok] - 1))), "coverage": cov}
+        )
+        out[t] = {
+            "n": int(ok.sum()),
+            "r2_log": float(1 - np.sum((ly - lp) ** 2) / ss) if ss > 0 else float("nan"),
+            "mape": float(np.mean(np.abs(p[ok] / y[ok] - 1))),
+            "median_ape": float(np.median(np.abs(p[ok] / y[ok] - 1))),
+            "coverage": cov,
+        }
     return out
 
 
-def _explorer_data(points: pd.DataFrame, is_short: np.ndarray, rank: np.ndarray,
-                   objectives: Sequence[tuple[str, str]], seed: int) -> dict[str, Any]:
-    """The explorer's JSON: shortlist points all, other feasible points up to
-    :data:`MAX_EXPLORER_POINTS` (seeded sample)."""
+def _explorer_data(
+    points: pd.DataFrame, is_short: np.ndarray, rank: np.ndarray, objectives: Sequence[tuple[str, str]], seed: int
+) -> dict[str, Any]:
+    """Return the explorer's JSON.
+
+    It holds all the shortlist points and the other feasible points up to :data:`MAX_EXPLORER_POINTS` (seeded
+    sample).
+    """
     pts = points.reset_index(drop=True)
     if "energy_j" in pts.columns and "batch" in pts.columns and "energy_j_per_image" not in pts.columns:
         pts = pts.assign(energy_j_per_image=pts["energy_j"] / pts["batch"])
@@ -227,13 +252,15 @@ def _explorer_data(points: pd.DataFrame, is_short: np.ndarray, rank: np.ndarray,
             "shortlist": [int(s) for s in short],
             "rank": [None if not np.isfinite(r) else int(r) for r in rank],
             "values": {c: arr(pts[c]) for c in cols},
-            "lo": lo, "hi": hi,
+            "lo": lo,
+            "hi": hi,
         },
     }
 
 
-def _pareto_inputs(screen: _Screen | None, primary: str, data: pd.DataFrame
-                   ) -> tuple[pd.DataFrame, np.ndarray, np.ndarray, list[tuple[str, str]], dict[str, Any]]:
+def _pareto_inputs(
+    screen: _Screen | None, primary: str, data: pd.DataFrame
+) -> tuple[pd.DataFrame, np.ndarray, np.ndarray, list[tuple[str, str]], dict[str, Any]]:
     """Points, shortlist mask, ranks, objectives and a description of the Pareto section."""
     from carb.decide.pareto import parse_objectives
 
@@ -257,16 +284,28 @@ def _pareto_inputs(screen: _Screen | None, primary: str, data: pd.DataFrame
             objs = []
         objs = [o for o in objs if o[0] in pts.columns] or analysis.objectives_for(pts)
         sm = screen.summary
-        info = {"source": "screening", "objectives": [f"{d}:{c}" for c, d in objs],
-                "candidates": sm.get("candidates"), "after_stage1": sm.get("after_stage1"),
-                "feasible": int(len(feas)), "shortlist": int(len(short)), "budgets": sm.get("budgets", {}),
-                "risk": sm.get("risk"), "pruning_ratio": sm.get("pruning_ratio")}
+        info = {
+            "source": "screening",
+            "objectives": [f"{d}:{c}" for c, d in objs],
+            "candidates": sm.get("candidates"),
+            "after_stage1": sm.get("after_stage1"),
+            "feasible": int(len(feas)),
+            "shortlist": int(len(short)),
+            "budgets": sm.get("budgets", {}),
+            "risk": sm.get("risk"),
+            "pruning_ratio": sm.get("pruning_ratio"),
+        }
         return pts, is_short, rank, objs, info
     try:
         pts, front, objs = analysis.measured_front(data)
     except ValueError:  # no cost with values: an empty explorer, the rest of the report stands
-        return (pd.DataFrame(), np.zeros(0, dtype=bool), np.zeros(0), [],
-                {"source": "measured", "device": primary, "objectives": [], "feasible": 0, "shortlist": 0})
+        return (
+            pd.DataFrame(),
+            np.zeros(0, dtype=bool),
+            np.zeros(0),
+            [],
+            {"source": "measured", "device": primary, "objectives": [], "feasible": 0, "shortlist": 0},
+        )
     key = "config_id" if "config_id" in pts.columns else ("arch_id" if "arch_id" in pts.columns else None)
     if key is not None:
         is_short = pts[key].isin(set(front[key])).to_numpy()
@@ -276,23 +315,41 @@ def _pareto_inputs(screen: _Screen | None, primary: str, data: pd.DataFrame
 
         is_short = front_mask(pts, objs)
         rank = np.full(len(pts), np.nan)
-    info = {"source": "measured", "device": primary, "objectives": [f"{d}:{c}" for c, d in objs],
-            "feasible": int(len(pts)), "shortlist": int(is_short.sum())}
+    info = {
+        "source": "measured",
+        "device": primary,
+        "objectives": [f"{d}:{c}" for c, d in objs],
+        "feasible": int(len(pts)),
+        "shortlist": int(is_short.sum()),
+    }
     return pts, is_short, rank, objs, info
 
 
-def build_report(data: Any, model: Any = None, screen_dir: str | Path | None = None, *, screen: Any = None,
-                 holdout: float = 0.25, seed: int = 0, transfer: bool = True,
-                 say: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Compute everything a report shows (no files written). Returns a dict with the JSON
-    numbers under ``"json"`` and the frames the figures need; see :func:`write_report`."""
+def build_report(
+    data: Any,
+    model: Any = None,
+    screen_dir: str | Path | None = None,
+    *,
+    screen: Any = None,
+    holdout: float = 0.25,
+    seed: int = 0,
+    transfer: bool = True,
+    say: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Compute everything a report shows (no files written).
+
+    Returns a dict with the JSON numbers under ``"json"`` and the frames the figures need; see :func:`write_report`.
+    """
     say = say or (lambda m: None)
     sets, sources = _as_datasets(data)
     names = list(sets)
     primary = names[0]
     pred, model_desc = _predictor(model)
-    scr = load_screen(screen_dir) if screen_dir is not None else (
-        _Screen(screen.shortlist, screen.feasible, dict(screen.summary)) if screen is not None else None)
+    scr = (
+        load_screen(screen_dir)
+        if screen_dir is not None
+        else (_Screen(screen.shortlist, screen.feasible, dict(screen.summary)) if screen is not None else None)
+    )
     notes: list[str] = []
     now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     doc: dict[str, Any] = {"title": "", "generated_at": now, "data": sources, "primary": primary}
@@ -346,8 +403,12 @@ def build_report(data: Any, model: Any = None, screen_dir: str | Path | None = N
             imp = analysis.importance(fitted, rows, targets=list(acc), seed=seed)
     except Exception as e:  # too few rows, a model that cannot read these rows: say so, keep the rest
         notes.append(f"measured vs predicted skipped on {primary}: {' '.join(str(e).split())[:200]}")
-    doc["model"] = {"description": model_desc, "checked_on": primary, "held_out": held_out,
-                    "holdout_fraction": holdout if held_out else None}
+    doc["model"] = {
+        "description": model_desc,
+        "checked_on": primary,
+        "held_out": held_out,
+        "holdout_fraction": holdout if held_out else None,
+    }
     doc["accuracy"] = acc
     doc["importance"] = analysis._records(imp) if len(imp) else []
 
@@ -369,16 +430,41 @@ def build_report(data: Any, model: Any = None, screen_dir: str | Path | None = N
         doc["screen_summary"] = scr.summary
     explorer = _explorer_data(pts, is_short, rank, objs, seed)
     doc["notes"] = notes
-    return {"json": doc, "sets": sets, "rows": rows, "accuracy": acc, "importance": imp, "transfer": tr,
-            "scaling_profile": scal_profile, "scaling_summary": scal_summary, "scaling_by_precision": scal_prec,
-            "pareto_points": pts, "pareto_short": is_short, "pareto_rank": rank, "objectives": objs,
-            "explorer": explorer, "held_out": held_out, "model_desc": model_desc, "primary": primary,
-            "screen": scr}
+    return {
+        "json": doc,
+        "sets": sets,
+        "rows": rows,
+        "accuracy": acc,
+        "importance": imp,
+        "transfer": tr,
+        "scaling_profile": scal_profile,
+        "scaling_summary": scal_summary,
+        "scaling_by_precision": scal_prec,
+        "pareto_points": pts,
+        "pareto_short": is_short,
+        "pareto_rank": rank,
+        "objectives": objs,
+        "explorer": explorer,
+        "held_out": held_out,
+        "model_desc": model_desc,
+        "primary": primary,
+        "screen": scr,
+    }
 
 
-def write_report(out_dir: str | Path, data: Any, model: Any = None, screen_dir: str | Path | None = None, *,
-                 screen: Any = None, holdout: float = 0.25, seed: int = 0, transfer: bool = True,
-                 title: str = "CARB report", say: Callable[[str], None] | None = None) -> Path:
+def write_report(
+    out_dir: str | Path,
+    data: Any,
+    model: Any = None,
+    screen_dir: str | Path | None = None,
+    *,
+    screen: Any = None,
+    holdout: float = 0.25,
+    seed: int = 0,
+    transfer: bool = True,
+    title: str = "CARB report",
+    say: Callable[[str], None] | None = None,
+) -> Path:
     """Write ``report.html``, ``report.json`` and the PNG figures into ``out_dir``.
 
     Args:
@@ -410,8 +496,12 @@ def write_report(out_dir: str | Path, data: Any, model: Any = None, screen_dir: 
         raise ReportError("give screen_dir or screen, not both")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    if (data == "nb201" or (isinstance(data, (list, tuple)) and list(data) == ["nb201"])) and model is None \
-            and screen_dir is None and screen is None:
+    if (
+        (data == "nb201" or (isinstance(data, (list, tuple)) and list(data) == ["nb201"]))
+        and model is None
+        and screen_dir is None
+        and screen is None
+    ):
         from . import _nb201  # its own analyses: batch scaling, 29 x 29 transfer, Jetson energy vs latency
 
         return _nb201.write(out, say=say)
@@ -422,16 +512,27 @@ def write_report(out_dir: str | Path, data: Any, model: Any = None, screen_dir: 
     held = "held-out" if r["held_out"] else "all"
     targets = list(r["accuracy"])
     figs["pareto"] = figures.pareto_projections(
-        r["pareto_points"], r["pareto_short"], r["objectives"], out / "pareto.png",
-        "screening: feasible configs and the shortlist (predicted)" if r["screen"] is not None
-        else f"{r['primary']}: measured configs and their Pareto front")
+        r["pareto_points"],
+        r["pareto_short"],
+        r["objectives"],
+        out / "pareto.png",
+        "screening: feasible configs and the shortlist (predicted)"
+        if r["screen"] is not None
+        else f"{r['primary']}: measured configs and their Pareto front",
+    )
     figs["scaling"] = figures.scaling_curves(r["scaling_profile"], r["scaling_summary"], out / "scaling.png")
     figs["measured_vs_predicted"] = figures.measured_vs_predicted(
-        r["rows"], targets, r["accuracy"], out / "measured_vs_predicted.png",
-        f"{r['model_desc']}: {held} rows of {r['primary']}")
-    figs["transfer"] = (figures.transfer_heatmap(r["transfer"], out / "transfer.png",
-                                                  [t for t in analysis.TARGETS])
-                        if r["transfer"] is not None else None)
+        r["rows"],
+        targets,
+        r["accuracy"],
+        out / "measured_vs_predicted.png",
+        f"{r['model_desc']}: {held} rows of {r['primary']}",
+    )
+    figs["transfer"] = (
+        figures.transfer_heatmap(r["transfer"], out / "transfer.png", [t for t in analysis.TARGETS])
+        if r["transfer"] is not None
+        else None
+    )
     figs["importance"] = figures.feature_importance(r["importance"], out / "importance.png")
     # a figure not drawn this time must not survive from an earlier report in the same folder
     for k, p in figs.items():
@@ -457,8 +558,10 @@ def _img(path: Path | None, alt: str, caption: str) -> str:
     if path is None:
         return ""
     b64 = base64.b64encode(path.read_bytes()).decode("ascii")
-    return (f'<figure><img alt="{html.escape(alt)}" src="data:image/png;base64,{b64}">'
-            f"<figcaption>{caption} (file: {html.escape(path.name)})</figcaption></figure>")
+    return (
+        f'<figure><img alt="{html.escape(alt)}" src="data:image/png;base64,{b64}">'
+        f"<figcaption>{caption} (file: {html.escape(path.name)})</figcaption></figure>"
+    )
 
 
 def _fmt(v: Any, spec: str = ".3g") -> str:
@@ -485,38 +588,44 @@ def _table(df: pd.DataFrame, cols: Sequence[tuple[str, str, str]], max_rows: int
             if f == "%":
                 cell = "–" if v is None or not np.isfinite(v) else f"{100 * v:.1f}%"
             else:
-                cell = _fmt(v, f) if f else html.escape("" if v is None or (isinstance(v, float) and
-                                                                          not math.isfinite(v)) else str(v))
+                cell = (
+                    _fmt(v, f)
+                    if f
+                    else html.escape("" if v is None or (isinstance(v, float) and not math.isfinite(v)) else str(v))
+                )
             tds.append(f'<td class="{"l" if not f else ""}">{cell}</td>')
         body.append("<tr>" + "".join(tds) + "</tr>")
     more = f'<p class="note">first {max_rows} of {len(df):,} rows</p>' if max_rows and len(df) > max_rows else ""
-    return (f'<div class="tablewrap"><table><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
-            f"</div>{more}")
+    return (
+        f'<div class="tablewrap"><table><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+        f"</div>{more}"
+    )
 
 
 def _section(id_: str, title: str, lead: str, body: str) -> str:
     return f'<section id="{id_}"><h2>{html.escape(title)}</h2><p class="lead">{lead}</p>{body}</section>'
 
 
-def _html(r: dict[str, Any], doc: dict[str, Any], figs: dict[str, Path | None]) -> str:
+def _pareto_section(r: dict[str, Any], doc: dict[str, Any], figs: dict[str, Path | None]) -> str:
+    """The Pareto explorer: the front over the screening's feasible set, or over the measured configs."""
     e = html.escape
-    sections: list[str] = []
-    nav: list[tuple[str, str]] = []
     pinfo = doc["pareto"]
-
-    # -- Pareto explorer
     if pinfo["source"] == "screening":
         b = ", ".join(f"{k} ≤ {v:g}" for k, v in (pinfo.get("budgets") or {}).items()) or "no budget"
-        lead = (f"Screening of {_fmt(pinfo.get('candidates'))} candidates ({b}, risk {e(str(pinfo.get('risk')))}): "
-                f"{_fmt(pinfo['feasible'])} feasible, {_fmt(pinfo['shortlist'])} on the Pareto front (the shortlist, "
-                f"red) over {e(', '.join(pinfo['objectives']))}. Costs are predictions. Hover a point for its config "
-                "and costs; move a slider to set a budget.")
+        lead = (
+            f"Screening of {_fmt(pinfo.get('candidates'))} candidates ({b}, risk {e(str(pinfo.get('risk')))}): "
+            f"{_fmt(pinfo['feasible'])} feasible, {_fmt(pinfo['shortlist'])} on the Pareto front (the shortlist, "
+            f"red) over {e(', '.join(pinfo['objectives']))}. Costs are predictions. Hover a point for its config "
+            "and costs; move a slider to set a budget."
+        )
     else:
-        lead = (f"The measured configs of {e(pinfo['device'])}: {_fmt(pinfo['shortlist'])} of "
-                f"{_fmt(pinfo['feasible'])} "
-                f"are on the Pareto front (red) over {e(', '.join(pinfo['objectives']))}. Give a screening "
-                "(<code>--screen DIR</code>) to explore its feasible set instead. Hover a point for its config and "
-                "costs; move a slider to set a budget.")
+        lead = (
+            f"The measured configs of {e(pinfo['device'])}: {_fmt(pinfo['shortlist'])} of "
+            f"{_fmt(pinfo['feasible'])} "
+            f"are on the Pareto front (red) over {e(', '.join(pinfo['objectives']))}. Give a screening "
+            "(<code>--screen DIR</code>) to explore its feasible set instead. Hover a point for its config and "
+            "costs; move a slider to set a budget."
+        )
     explorer = (
         '<div id="explorer"><svg id="pareto-svg" role="img" aria-label="Pareto explorer"></svg>'
         '<div id="controls">'
@@ -527,7 +636,8 @@ def _html(r: dict[str, Any], doc: dict[str, Any], figs: dict[str, Path | None]) 
         '<span class="legend-dot" style="background:#9aa5b1"></span>other feasible configs</div>'
         '<p class="note">Dashed: the 2-D front of the configs shown, in this projection.</p>'
         '<div id="budgets"></div><button type="button" id="reset-budgets">reset budgets</button>'
-        '<div id="counts"></div></div></div>')
+        '<div id="counts"></div></div></div>'
+    )
     short_df = r["pareto_points"][r["pareto_short"]].copy()
     if "energy_j" in short_df.columns and "batch" in short_df.columns and "energy_j_per_image" not in short_df:
         short_df["energy_j_per_image"] = short_df["energy_j"] / short_df["batch"]
@@ -537,104 +647,224 @@ def _html(r: dict[str, Any], doc: dict[str, Any], figs: dict[str, Path | None]) 
         short_df["rank"] = np.arange(1, len(short_df) + 1)
     short_df = short_df.sort_values("rank")
     tcols = [("rank", "rank", "d"), ("config", "config", "")] + [
-        (c, figures.LABELS.get(c, c), ".4g") for c in r["explorer"]["columns"]]
-    body = explorer \
-        + _img(figs["pareto"], "Pareto projections", "2-D projections of the feasible configs and the front") \
-        + "<details><summary>shortlist (Pareto front), ranked</summary>" + _table(short_df, tcols, 30) + "</details>"
-    sections.append(_section("pareto", "Pareto explorer", lead, body))
-    nav.append(("pareto", "Pareto"))
+        (c, figures.LABELS.get(c, c), ".4g") for c in r["explorer"]["columns"]
+    ]
+    body = (
+        explorer
+        + _img(figs["pareto"], "Pareto projections", "2-D projections of the feasible configs and the front")
+        + "<details><summary>shortlist (Pareto front), ranked</summary>"
+        + _table(short_df, tcols, 30)
+        + "</details>"
+    )
+    return _section("pareto", "Pareto explorer", lead, body)
 
-    # -- scaling
+
+def _scaling_section(r: dict[str, Any], doc: dict[str, Any], figs: dict[str, Path | None]) -> str:
+    """How cost grows with the batch on each device ("" without scaling rows)."""
+    e = html.escape
     ss = r["scaling_summary"]
-    if len(ss):
-        lead = ("How cost grows with the batch on each device: per forward (top) and per image (bottom), for the "
-                "median architecture, estimated within architectures (log cost = architecture + batch effect), so "
-                "that configs sampled at different batch sizes compare. The factor is the growth from the smallest "
-                "to the largest batch; the boundary separates the launch-bound regime (a bigger batch is nearly "
-                "free) from the throughput-bound one (cost grows with the images).")
-        cols = [("device", "device", ""), ("target", "target", ""), ("batch_min", "batch from", ".0f"),
-                ("batch_max", "to", ".0f"), ("n_rows", "rows", "d"), ("n_archs_linked", "archs at ≥2 batches", ".0f"),
-                ("factor", "factor (per forward)", ".3g"), ("per_image_gain", "per-image gain", ".3g"),
-                ("boundary_batch", "regime boundary (batch)", ".3g"), ("slope_launch", "slope below", ".2f"),
-                ("slope_throughput", "slope above", ".2f"), ("saturation_batch", "per-image within 10% from", ".0f"),
-                ("note", "note", "")]
-        defs = "".join(f"<li><b>{e(k)}</b>: {e(v)}</li>" for k, v in doc.get("scaling_definitions", {}).items())
-        bp = r["scaling_by_precision"]
-        bp = bp[np.isfinite(bp["factor"].to_numpy(float))] if len(bp) else bp
-        per_prec = ("<details><summary>by precision</summary>"
-                    + _table(bp, cols[:2] + [("precision", "precision", "")] + cols[2:]) + "</details>") \
-            if len(bp) else ""
-        gaps = ss[ss["note"].astype(str).str.contains("curve not drawn", regex=False)]
-        gap = "".join(f'<p class="note">{e(str(d))}, {e(str(t))}: no curve ({e(str(w).split("curve not drawn: ")[-1])}).</p>'
-                      for d, t, w in zip(gaps["device"], gaps["target"], gaps["note"]))
-        body = _img(figs["scaling"], "scaling curves", "cost against batch, log-log") + gap + _table(ss, cols) + per_prec \
-            + f"<details><summary>definitions</summary><ul>{defs}</ul></details>"
-        sections.append(_section("scaling", "Scaling with the batch", lead, body))
-        nav.append(("scaling", "Scaling"))
+    if not len(ss):
+        return ""
+    lead = (
+        "How cost grows with the batch on each device: per forward (top) and per image (bottom), for the "
+        "median architecture, estimated within architectures (log cost = architecture + batch effect), so "
+        "that configs sampled at different batch sizes compare. The factor is the growth from the smallest "
+        "to the largest batch; the boundary separates the launch-bound regime (a bigger batch is nearly "
+        "free) from the throughput-bound one (cost grows with the images)."
+    )
+    cols = [
+        ("device", "device", ""),
+        ("target", "target", ""),
+        ("batch_min", "batch from", ".0f"),
+        ("batch_max", "to", ".0f"),
+        ("n_rows", "rows", "d"),
+        ("n_archs_linked", "archs at ≥2 batches", ".0f"),
+        ("factor", "factor (per forward)", ".3g"),
+        ("per_image_gain", "per-image gain", ".3g"),
+        ("boundary_batch", "regime boundary (batch)", ".3g"),
+        ("slope_launch", "slope below", ".2f"),
+        ("slope_throughput", "slope above", ".2f"),
+        ("saturation_batch", "per-image within 10% from", ".0f"),
+        ("note", "note", ""),
+    ]
+    defs = "".join(f"<li><b>{e(k)}</b>: {e(v)}</li>" for k, v in doc.get("scaling_definitions", {}).items())
+    bp = r["scaling_by_precision"]
+    bp = bp[np.isfinite(bp["factor"].to_numpy(float))] if len(bp) else bp
+    per_prec = (
+        (
+            "<details><summary>by precision</summary>"
+            + _table(bp, cols[:2] + [("precision", "precision", "")] + cols[2:])
+            + "</details>"
+        )
+        if len(bp)
+        else ""
+    )
+    gaps = ss[ss["note"].astype(str).str.contains("curve not drawn", regex=False)]
+    gap = "".join(
+        f'<p class="note">{e(str(d))}, {e(str(t))}: no curve ({e(str(w).split("curve not drawn: ")[-1])}).</p>'
+        for d, t, w in zip(gaps["device"], gaps["target"], gaps["note"])
+    )
+    body = (
+        _img(figs["scaling"], "scaling curves", "cost against batch, log-log")
+        + gap
+        + _table(ss, cols)
+        + per_prec
+        + f"<details><summary>definitions</summary><ul>{defs}</ul></details>"
+    )
+    return _section("scaling", "Scaling with the batch", lead, body)
 
-    # -- accuracy
+
+def _accuracy_section(r: dict[str, Any], doc: dict[str, Any], figs: dict[str, Path | None]) -> str:
+    """The model's predictions against the measured values ("" without a model)."""
+    e = html.escape
     acc = r["accuracy"]
-    if acc:
-        how = (f"held-out configs ({100 * doc['model']['holdout_fraction']:.0f}% of {e(r['primary'])}'s configs, "
-               "never seen in training)" if r["held_out"] else
-               f"every row of {e(r['primary'])} (in-sample if the model was trained on them)")
-        lead = (f"{e(r['model_desc'])}, checked on {how}. Bars: the model's 90% prediction interval; colour: batch. "
-                "Coverage is the share of measured values inside their interval.")
-        adf = pd.DataFrame([{"target": t, **m} for t, m in acc.items()])
-        cols = [("target", "target", ""), ("n", "rows", "d"), ("r2_log", "R²(log)", ".3f"), ("mape", "MAPE", "%"),
-                ("median_ape", "median APE", "%"), ("coverage", "interval coverage", "%")]
-        body = _img(figs["measured_vs_predicted"], "measured vs predicted", "measured against predicted, log-log") \
-            + _table(adf, cols)
-        sections.append(_section("accuracy", "Measured vs predicted", lead, body))
-        nav.append(("accuracy", "Accuracy"))
+    if not acc:
+        return ""
+    how = (
+        f"held-out configs ({100 * doc['model']['holdout_fraction']:.0f}% of {e(r['primary'])}'s configs, "
+        "never seen in training)"
+        if r["held_out"]
+        else f"every row of {e(r['primary'])} (in-sample if the model was trained on them)"
+    )
+    lead = (
+        f"{e(r['model_desc'])}, checked on {how}. Bars: the model's 90% prediction interval; colour: batch. "
+        "Coverage is the share of measured values inside their interval."
+    )
+    adf = pd.DataFrame([{"target": t, **m} for t, m in acc.items()])
+    cols = [
+        ("target", "target", ""),
+        ("n", "rows", "d"),
+        ("r2_log", "R²(log)", ".3f"),
+        ("mape", "MAPE", "%"),
+        ("median_ape", "median APE", "%"),
+        ("coverage", "interval coverage", "%"),
+    ]
+    body = _img(figs["measured_vs_predicted"], "measured vs predicted", "measured against predicted, log-log") + _table(
+        adf, cols
+    )
+    return _section("accuracy", "Measured vs predicted", lead, body)
 
-    # -- transfer
+
+def _transfer_section(r: dict[str, Any], doc: dict[str, Any], figs: dict[str, Path | None]) -> str:
+    """Train on one device, test on another ("" without transfer)."""
+    e = html.escape
     tr = r["transfer"]
-    if tr is not None:
-        lead = ("Train on one device (row), test on another (column): the same configs are held out on every device, "
-                "so a test config is never trained on. R²(log) suffers from the device factor a plain transfer "
-                "misses; Spearman says whether the ranking carries over; the factor is the measured typical ratio "
-                "column / row on configs measured on both (with the log-log slope).")
-        cols = [("train", "train", ""), ("test", "test", ""), ("target", "target", ""), ("n_test", "rows", ".0f"),
-                ("r2_log", "R²(log)", ".3f"), ("r2_log_factor", "R²(log) with factor", ".3f"), ("mape", "MAPE", "%"),
-                ("spearman", "Spearman", ".3f"), ("bias", "pred/measured", ".3g"), ("note", "note", "")]
-        pcols = [("a", "A", ""), ("b", "B", ""), ("target", "target", ""), ("n_common", "configs on both", "d"),
-                 ("factor", "factor B/A", ".3g"), ("loglog_slope", "log-log slope", ".3f"),
-                 ("spearman_measured", "Spearman (measured)", ".3f")]
-        defs = "".join(f"<li><b>{e(k)}</b>: {e(v)}</li>" for k, v in tr.definitions.items())
-        body = _img(figs["transfer"], "transfer heat map", "train row, test column") \
-            + "<details open><summary>matrix</summary>" + _table(tr.matrix, cols) + "</details>" \
-            + "<details open><summary>measured factors</summary>" + _table(tr.pairs, pcols) + "</details>" \
-            + f"<details><summary>definitions</summary><ul>{defs}</ul></details>"
-        sections.append(_section("transfer", "Transfer between devices", lead, body))
-        nav.append(("transfer", "Transfer"))
+    if tr is None:
+        return ""
+    lead = (
+        "Train on one device (row), test on another (column): the same configs are held out on every device, "
+        "so a test config is never trained on. R²(log) suffers from the device factor a plain transfer "
+        "misses; Spearman says whether the ranking carries over; the factor is the measured typical ratio "
+        "column / row on configs measured on both (with the log-log slope)."
+    )
+    cols = [
+        ("train", "train", ""),
+        ("test", "test", ""),
+        ("target", "target", ""),
+        ("n_test", "rows", ".0f"),
+        ("r2_log", "R²(log)", ".3f"),
+        ("r2_log_factor", "R²(log) with factor", ".3f"),
+        ("mape", "MAPE", "%"),
+        ("spearman", "Spearman", ".3f"),
+        ("bias", "pred/measured", ".3g"),
+        ("note", "note", ""),
+    ]
+    pcols = [
+        ("a", "A", ""),
+        ("b", "B", ""),
+        ("target", "target", ""),
+        ("n_common", "configs on both", "d"),
+        ("factor", "factor B/A", ".3g"),
+        ("loglog_slope", "log-log slope", ".3f"),
+        ("spearman_measured", "Spearman (measured)", ".3f"),
+    ]
+    defs = "".join(f"<li><b>{e(k)}</b>: {e(v)}</li>" for k, v in tr.definitions.items())
+    body = (
+        _img(figs["transfer"], "transfer heat map", "train row, test column")
+        + "<details open><summary>matrix</summary>"
+        + _table(tr.matrix, cols)
+        + "</details>"
+        + "<details open><summary>measured factors</summary>"
+        + _table(tr.pairs, pcols)
+        + "</details>"
+        + f"<details><summary>definitions</summary><ul>{defs}</ul></details>"
+    )
+    return _section("transfer", "Transfer between devices", lead, body)
 
-    # -- importance
+
+def _importance_section(r: dict[str, Any], doc: dict[str, Any], figs: dict[str, Path | None]) -> str:
+    """Permutation importance of the inputs ("" without a model)."""
     imp = r["importance"]
-    if len(imp):
-        lead = ("Permutation importance on the rows above: how much the error (RMSE of log cost) grows when one input "
-                "is shuffled across rows. For CARB configs an architecture's parameters are shuffled together and the "
-                "static features recomputed, so every shuffled row is a real network.")
-        cols = [("target", "target", ""), ("input", "input", ""), ("importance", "importance", ".3f"),
-                ("importance_std", "±", ".3f")]
-        body = _img(figs["importance"], "feature importance", "permutation importance") + \
-            "<details><summary>table</summary>" + _table(imp, cols) + "</details>"
-        sections.append(_section("importance", "What drives the cost", lead, body))
-        nav.append(("importance", "Importance"))
+    if not len(imp):
+        return ""
+    lead = (
+        "Permutation importance on the rows above: how much the error (RMSE of log cost) grows when one input "
+        "is shuffled across rows. For CARB configs an architecture's parameters are shuffled together and the "
+        "static features recomputed, so every shuffled row is a real network."
+    )
+    cols = [
+        ("target", "target", ""),
+        ("input", "input", ""),
+        ("importance", "importance", ".3f"),
+        ("importance_std", "±", ".3f"),
+    ]
+    body = (
+        _img(figs["importance"], "feature importance", "permutation importance")
+        + "<details><summary>table</summary>"
+        + _table(imp, cols)
+        + "</details>"
+    )
+    return _section("importance", "What drives the cost", lead, body)
 
-    # -- about
+
+def _about_section(r: dict[str, Any], doc: dict[str, Any], figs: dict[str, Path | None]) -> str:
+    """The data the report was made from, and its notes."""
+    e = html.escape
     src = pd.DataFrame(doc["data"])
     if "latency" not in src.columns:
         src["latency"] = None
     src["latency"] = src["latency"].fillna("raw medians")
     notes = "".join(f'<li class="warn">{e(n)}</li>' for n in doc["notes"])
-    body = _table(src, [("name", "dataset (device)", ""), ("source", "source", ""), ("rows", "rows", "d"),
-                        ("ok_rows", "ok rows", "d"), ("latency", "latency", "")]) + \
-        (f"<ul>{notes}</ul>" if notes else "") + \
-        (f'<p class="note">carb {e(str(doc.get("carb_version", "")))}, generated {e(doc["generated_at"])}. '
-         "Numbers: report.json beside this page.</p>")
-    sections.append(_section("about", "Data and notes", "What this report was made from.", body))
-    nav.append(("about", "Data"))
+    body = (
+        _table(
+            src,
+            [
+                ("name", "dataset (device)", ""),
+                ("source", "source", ""),
+                ("rows", "rows", "d"),
+                ("ok_rows", "ok rows", "d"),
+                ("latency", "latency", ""),
+            ],
+        )
+        + (f"<ul>{notes}</ul>" if notes else "")
+        + (
+            f'<p class="note">carb {e(str(doc.get("carb_version", "")))}, generated {e(doc["generated_at"])}. '
+            "Numbers: report.json beside this page.</p>"
+        )
+    )
+    return _section("about", "Data and notes", "What this report was made from.", body)
+
+
+#: the report's sections in order: (id, navigation label, builder)
+_SECTIONS = (
+    ("pareto", "Pareto", _pareto_section),
+    ("scaling", "Scaling", _scaling_section),
+    ("accuracy", "Accuracy", _accuracy_section),
+    ("transfer", "Transfer", _transfer_section),
+    ("importance", "Importance", _importance_section),
+    ("about", "Data", _about_section),
+)
+
+
+def _html(r: dict[str, Any], doc: dict[str, Any], figs: dict[str, Path | None]) -> str:
+    """The report page: its sections (those with something to show) and the explorer's data."""
+    e = html.escape
+    sections: list[str] = []
+    nav: list[tuple[str, str]] = []
+    for id_, label, build in _SECTIONS:
+        if section := build(r, doc, figs):
+            sections.append(section)
+            nav.append((id_, label))
 
     data_json = json.dumps(_clean(r["explorer"]), separators=(",", ":"), allow_nan=False)
     # inside <script>, "</" would end the element early; "<\/" is the same JSON string
@@ -642,6 +872,12 @@ def _html(r: dict[str, Any], doc: dict[str, Any], figs: dict[str, Path | None]) 
     listed = ", ".join(f"{d['name']} ({d['ok_rows']:,} rows)" for d in doc["data"])
     sub = f"<p>{e(listed)} · model: {e(r['model_desc'] or 'none')}</p>"
     page = string.Template(_asset("report.html")).substitute(
-        title=e(doc["title"]), subtitle=sub, css=_asset("report.css"), js=_asset("report.js"),
-        nav="".join(f'<a href="#{i}">{e(t)}</a>' for i, t in nav), sections="\n".join(sections), data=data_json)
+        title=e(doc["title"]),
+        subtitle=sub,
+        css=_asset("report.css"),
+        js=_asset("report.js"),
+        nav="".join(f'<a href="#{i}">{e(t)}</a>' for i, t in nav),
+        sections="\n".join(sections),
+        data=data_json,
+    )
     return page

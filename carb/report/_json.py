@@ -1,5 +1,8 @@
-"""JSON-safe values for the reports (their own module so that the report's parts import it
-without importing the package's ``__init__``, which imports them)."""
+"""JSON-safe values for the reports.
+
+They have their own module so that the report's parts import it without importing the package's ``__init__``,
+which imports them.
+"""
 
 from __future__ import annotations
 

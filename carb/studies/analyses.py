@@ -1,6 +1,8 @@
-"""Characterization analyses of measured datasets: how cost grows with the batch (scaling),
-how well one device's costs carry over to another (transfer), which inputs drive a model
-(importance), and the Pareto front of measured configs.
+"""Characterization analyses of measured datasets: scaling, transfer, importance, fronts.
+
+How cost grows with the batch (scaling), how well one device's costs carry over to
+another (transfer), which inputs drive a model (importance), and the Pareto front of
+measured configs.
 
 Every function takes plain dataset DataFrames (see :mod:`carb.datasets`: one row per config
 and device, targets ``energy_j`` (J), ``latency_ms`` (ms), ``memory_mb`` (MB)) and returns
@@ -58,38 +60,53 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from carb.model import TARGETS
+from carb.model.gbm import GBMRegressor
+from carb.model.gbm import ok_rows as _ok
+from carb.model.gbm import positive as _positive
+
 __all__ = [
-    "TARGETS", "UNITS", "ARCH_COLUMNS", "MIN_REGIME_CONTRAST", "ScalingResult", "scaling",
-    "TransferResult", "transfer", "GBMRegressor", "default_model_factory", "HELP_GPU_BATCH1",
-    "help_fbnet_datasets", "help_fbnet_transfer", "holdout_predictions", "importance",
-    "measured_front", "objectives_for", "config_label", "split_devices",
-    "NB201_GPUS", "nb201_batch_scaling", "nb201_transfer_matrix", "nb201_decoupling",
+    "TARGETS",
+    "UNITS",
+    "ARCH_COLUMNS",
+    "MIN_REGIME_CONTRAST",
+    "ScalingResult",
+    "scaling",
+    "TransferResult",
+    "transfer",
+    "default_model_factory",
+    "holdout_predictions",
+    "importance",
+    "measured_front",
+    "objectives_for",
+    "config_label",
+    "split_devices",
 ]
 
-#: the targets analysed, with their units
-TARGETS: tuple[str, ...] = ("energy_j", "latency_ms", "memory_mb")
-UNITS: dict[str, str] = {"energy_j": "J", "latency_ms": "ms", "memory_mb": "MB",
-                         "energy_j_per_image": "J", "flops_per_image": "FLOP"}
+#: the units of the targets analysed (:data:`carb.model.TARGETS`) and of derived columns
+UNITS: dict[str, str] = {
+    "energy_j": "J",
+    "latency_ms": "ms",
+    "memory_mb": "MB",
+    "energy_j_per_image": "J",
+    "flops_per_image": "FLOP",
+}
 #: the columns that identify an architecture at a precision (every parameter but the batch)
-ARCH_COLUMNS: tuple[str, ...] = ("family", "block", "depth", "width", "early_downsample", "input_size",
-                                 "precision", "classes")
+ARCH_COLUMNS: tuple[str, ...] = (
+    "family",
+    "block",
+    "depth",
+    "width",
+    "early_downsample",
+    "input_size",
+    "precision",
+    "classes",
+)
 #: two-segment slopes closer than this are one regime (no boundary reported)
 MIN_REGIME_CONTRAST = 0.2
-#: the batch-1 GPU settings of HELP's FBNet data (latency, ms)
-HELP_GPU_BATCH1: tuple[str, ...] = ("1080ti_1", "2080ti_1", "titan_rtx_1", "titanx_1", "titanxp_1")
 
 
 # -- helpers --------------------------------------------------------------------------------
-
-
-def _ok(df: pd.DataFrame) -> pd.DataFrame:
-    """Rows with ``status == ok`` (all rows when there is no status column)."""
-    return df[df["status"] == "ok"] if "status" in df.columns else df
-
-
-def _positive(v: Any) -> np.ndarray:
-    a = np.asarray(v, dtype=np.float64)
-    return np.isfinite(a) & (a > 0)
 
 
 def split_devices(df: pd.DataFrame, name: str = "data") -> dict[str, pd.DataFrame]:
@@ -100,16 +117,27 @@ def split_devices(df: pd.DataFrame, name: str = "data") -> dict[str, pd.DataFram
 
 
 def config_label(df: pd.DataFrame) -> pd.Series:
-    """A short human label per row: ``cifar basic d20 w0.5 ds 32px b8 bf16`` for CARB
-    configs, ``arch 123`` where only an ``arch_id`` is known, else the ``config_id``."""
+    """Return a short label per row: ``cifar basic d20 w0.5 ds 32px b8 bf16``, ``arch 123`` or the ``config_id``."""
     if df.empty:  # empty columns may have any dtype; string concatenation would fail on them
         return pd.Series([], index=df.index, dtype=object)
     if all(c in df.columns for c in ("family", "block", "depth", "width", "input_size", "batch", "precision")):
-        ds = df["early_downsample"].map(lambda v: " ds" if bool(v) else "") if "early_downsample" in df.columns \
-            else ""
-        return (df["family"].astype(str) + " " + df["block"].astype(str) + " d" + df["depth"].astype(str)
-                + " w" + df["width"].map(lambda w: f"{float(w):g}") + ds + " "
-                + df["input_size"].astype(str) + "px b" + df["batch"].astype(str) + " " + df["precision"].astype(str))
+        ds = df["early_downsample"].map(lambda v: " ds" if bool(v) else "") if "early_downsample" in df.columns else ""
+        return (
+            df["family"].astype(str)
+            + " "
+            + df["block"].astype(str)
+            + " d"
+            + df["depth"].astype(str)
+            + " w"
+            + df["width"].map(lambda w: f"{float(w):g}")
+            + ds
+            + " "
+            + df["input_size"].astype(str)
+            + "px b"
+            + df["batch"].astype(str)
+            + " "
+            + df["precision"].astype(str)
+        )
     if "arch_id" in df.columns:
         return "arch " + df["arch_id"].astype(str)
     if "config_id" in df.columns:
@@ -143,19 +171,22 @@ class ScalingResult:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: ``{"summary": [...], "profile": [...], "definitions": {...}}`` (NaN -> None)."""
-        return {"summary": _records(self.summary), "profile": _records(self.profile),
-                "definitions": dict(self.definitions)}
+        return {
+            "summary": _records(self.summary),
+            "profile": _records(self.profile),
+            "definitions": dict(self.definitions),
+        }
 
 
 _SCALING_DEFINITIONS = {
     "cost": "cost of one forward of the batch for the median architecture: exp(median(a) + b[batch]) of "
-            "the least-squares fit log cost = a[architecture] + b[batch]",
+    "the least-squares fit log cost = a[architecture] + b[batch]",
     "factor": "cost at the largest batch / cost at the smallest batch",
     "per_image_gain": "per-image cost at the smallest batch / per-image cost at the largest batch",
     "elasticity": "log-log slope of cost against batch from the previous batch size (0: the extra images "
-                  "are free, launch-bound; 1: cost grows with the images, throughput-bound)",
+    "are free, launch-bound; 1: cost grows with the images, throughput-bound)",
     "boundary_batch": "breakpoint of a continuous two-segment least-squares line through the profile in "
-                      f"log-log; NaN when the two slopes differ by less than {MIN_REGIME_CONTRAST}",
+    f"log-log; NaN when the two slopes differ by less than {MIN_REGIME_CONTRAST}",
     "saturation_batch": "smallest batch whose per-image cost is within flat_tol of the profile's lowest",
 }
 
@@ -179,10 +210,10 @@ def _jsonable(v: Any) -> Any:
     return v
 
 
-def _two_way(arch: np.ndarray, bidx: np.ndarray, y: np.ndarray, n_batch: int,
-             iters: int = 5000, tol: float = 1e-10) -> tuple[np.ndarray, np.ndarray]:
-    """Least squares of ``y = a[arch] + b[batch]`` by alternating means (exact for the two-way
-    additive model; converges on a connected design). Returns (a, b) with b[0] = 0."""
+def _two_way(
+    arch: np.ndarray, bidx: np.ndarray, y: np.ndarray, n_batch: int, iters: int = 5000, tol: float = 1e-10
+) -> tuple[np.ndarray, np.ndarray]:
+    """Fit ``y = a[arch] + b[batch]`` by alternating means (exact least squares on a connected design), b[0] = 0."""
     n_arch = int(arch.max()) + 1
     a = np.bincount(arch, weights=y, minlength=n_arch) / np.maximum(np.bincount(arch, minlength=n_arch), 1)
     b = np.zeros(n_batch)
@@ -200,8 +231,7 @@ def _two_way(arch: np.ndarray, bidx: np.ndarray, y: np.ndarray, n_batch: int,
 
 
 def _largest_component(arch: np.ndarray, bidx: np.ndarray, n_batch: int) -> np.ndarray:
-    """Mask of the rows in the largest connected component of the architecture-batch graph:
-    batch effects are only comparable within one component."""
+    """Return a mask of the rows in the largest connected architecture-batch component (where batches compare)."""
     from scipy.sparse import coo_matrix
     from scipy.sparse.csgraph import connected_components
 
@@ -215,8 +245,7 @@ def _largest_component(arch: np.ndarray, bidx: np.ndarray, n_batch: int) -> np.n
 
 
 def _hinge(x: np.ndarray, y: np.ndarray, grid: int = 200) -> tuple[float, float, float]:
-    """Continuous two-segment least-squares line through (x, y): (breakpoint, slope below,
-    slope above). Needs 4 points or more (NaNs otherwise)."""
+    """Fit a continuous two-segment line through (x, y): (breakpoint, slope below, slope above), NaNs below 4 points."""
     if len(x) < 4:
         return float("nan"), float("nan"), float("nan")
     best = None
@@ -231,8 +260,88 @@ def _hinge(x: np.ndarray, y: np.ndarray, grid: int = 200) -> tuple[float, float,
     return best[1], best[2], best[3]
 
 
-def scaling(df: pd.DataFrame, device: str | None = None, targets: Sequence[str] = TARGETS,
-            flat_tol: float = 0.10, by: str | None = None) -> ScalingResult:
+def _scale_target(
+    g: pd.DataFrame, t: str, keys: Sequence[str], flat_tol: float
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Return the batch profile rows and the summary fields of target ``t`` on one group's rows."""
+    if t not in g.columns:
+        return [], {"note": f"no {t} column"}
+    rows = g[_positive(g[t])]
+    batches = np.sort(rows["batch"].unique())
+    if len(rows) == 0:
+        return [], {"n_rows": 0, "note": f"{t} not measured on this device"}
+    if len(batches) < 2:
+        return [], {
+            "n_rows": int(len(rows)),
+            "batch_min": float(batches[0]),
+            "batch_max": float(batches[0]),
+            "note": "one batch size only",
+        }
+    arch = pd.factorize(rows[keys].astype(str).agg("|".join, axis=1))[0] if keys else np.zeros(len(rows), dtype=int)
+    bidx = np.searchsorted(batches, rows["batch"].to_numpy())
+    y = np.log(rows[t].to_numpy(np.float64))
+    n_archs = int(arch.max()) + 1
+    # architectures measured at 2+ batch sizes (distinct batches, not rows): they carry the profile
+    linked = int((pd.Series(bidx).groupby(arch).nunique() >= 2).sum())
+    note = ""
+    comp = _largest_component(arch, bidx, len(batches))
+    if linked and not comp.all() and len(np.unique(bidx[comp])) >= 2:
+        note = f"{int((~comp).sum())} rows outside the largest linked set of architectures left out"
+        arch = pd.factorize(arch[comp])[0]
+        used = np.unique(bidx[comp])
+        bidx = np.searchsorted(used, bidx[comp])
+        batches, y, rows = batches[used], y[comp], rows[comp]
+        comp = np.ones(len(rows), dtype=bool)
+    raw = rows.groupby("batch")[t].median().reindex(batches).to_numpy()
+    if linked and comp.all():
+        a, b = _two_way(arch, bidx, y, len(batches))
+        cost = np.exp(float(np.median(a)) + b)
+    else:
+        # no within-architecture link between batch sizes: the plain medians are all there is
+        cost = raw.astype(np.float64)
+        note = "no architecture links two batch sizes: plain medians per batch (they mix architectures)"
+    per_img = cost / batches
+    lb = np.log(batches.astype(np.float64))
+    el = np.r_[np.nan, np.diff(np.log(cost)) / np.diff(lb)]
+    n_at = np.bincount(bidx, minlength=len(batches))
+    profile = [
+        {
+            "batch": float(bs),
+            "n_rows": int(n_at[i]),
+            "cost": float(cost[i]),
+            "cost_per_image": float(per_img[i]),
+            "elasticity": float(el[i]),
+            "median_measured": float(raw[i]),
+            "median_measured_per_image": float(raw[i] / bs),
+        }
+        for i, bs in enumerate(batches)
+    ]
+    x0, s1, s2 = _hinge(lb, np.log(cost))
+    boundary = float(np.exp(x0)) if np.isfinite(x0) and abs(s2 - s1) >= MIN_REGIME_CONTRAST else float("nan")
+    sat = float(batches[np.flatnonzero(per_img <= per_img.min() * (1 + flat_tol))[0]])
+    return profile, {
+        "batch_min": float(batches[0]),
+        "batch_max": float(batches[-1]),
+        "n_rows": int(len(rows)),
+        "n_archs": n_archs,
+        "n_archs_linked": linked,
+        "factor": float(cost[-1] / cost[0]),
+        "per_image_gain": float(per_img[0] / per_img[-1]),
+        "boundary_batch": boundary,
+        "slope_launch": s1,
+        "slope_throughput": s2,
+        "saturation_batch": sat,
+        "note": note,
+    }
+
+
+def scaling(
+    df: pd.DataFrame,
+    device: str | None = None,
+    targets: Sequence[str] = TARGETS,
+    flat_tol: float = 0.10,
+    by: str | None = None,
+) -> ScalingResult:
     """How energy (J), latency (ms) and peak memory (MB) grow with the batch, per device.
 
     Args:
@@ -261,7 +370,7 @@ def scaling(df: pd.DataFrame, device: str | None = None, targets: Sequence[str] 
         data = data[data["device"].astype(str) == device]
     groups: dict[tuple[str, Any], pd.DataFrame] = {}
     for dev, g in split_devices(data, name=device or "data").items():
-        for val, part in (g.groupby(by, sort=True) if by is not None else [(None, g)]):
+        for val, part in g.groupby(by, sort=True) if by is not None else [(None, g)]:
             groups[(dev, val)] = part
     keys = [c for c in ARCH_COLUMNS if c in data.columns]
     prof_rows: list[dict[str, Any]] = []
@@ -270,180 +379,53 @@ def scaling(df: pd.DataFrame, device: str | None = None, targets: Sequence[str] 
         grp = {by: val} if by is not None else {}
         for t in targets:
             base = {"device": dev, **grp, "target": t, "unit": UNITS.get(t, "")}
-            if t not in g.columns:
-                sum_rows.append({**base, "note": f"no {t} column"})
-                continue
-            ok = _positive(g[t])
-            rows = g[ok]
-            batches = np.sort(rows["batch"].unique())
-            if len(rows) == 0:
-                sum_rows.append({**base, "n_rows": 0, "note": f"{t} not measured on this device"})
-                continue
-            if len(batches) < 2:
-                sum_rows.append({**base, "n_rows": int(len(rows)), "batch_min": float(batches[0]),
-                                 "batch_max": float(batches[0]), "note": "one batch size only"})
-                continue
-            arch = (pd.factorize(rows[keys].astype(str).agg("|".join, axis=1))[0] if keys
-                    else np.zeros(len(rows), dtype=int))
-            bidx = np.searchsorted(batches, rows["batch"].to_numpy())
-            y = np.log(rows[t].to_numpy(np.float64))
-            n_archs = int(arch.max()) + 1
-            # architectures measured at 2+ batch sizes (distinct batches, not rows): they carry the profile
-            linked = int((pd.Series(bidx).groupby(arch).nunique() >= 2).sum())
-            note = ""
-            comp = _largest_component(arch, bidx, len(batches))
-            if linked and not comp.all() and len(np.unique(bidx[comp])) >= 2:
-                note = f"{int((~comp).sum())} rows outside the largest linked set of architectures left out"
-                arch = pd.factorize(arch[comp])[0]
-                used = np.unique(bidx[comp])
-                bidx = np.searchsorted(used, bidx[comp])
-                batches, y, rows = batches[used], y[comp], rows[comp]
-                comp = np.ones(len(rows), dtype=bool)
-            raw = rows.groupby("batch")[t].median().reindex(batches).to_numpy()
-            if linked and comp.all():
-                a, b = _two_way(arch, bidx, y, len(batches))
-                cost = np.exp(float(np.median(a)) + b)
-            else:
-                # no within-architecture link between batch sizes: the plain medians are all there is
-                cost = raw.astype(np.float64)
-                note = "no architecture links two batch sizes: plain medians per batch (they mix architectures)"
-            per_img = cost / batches
-            lb = np.log(batches.astype(np.float64))
-            el = np.r_[np.nan, np.diff(np.log(cost)) / np.diff(lb)]
-            n_at = np.bincount(bidx, minlength=len(batches))
-            for i, bs in enumerate(batches):
-                prof_rows.append({"device": dev, **grp, "target": t, "batch": float(bs), "n_rows": int(n_at[i]),
-                                  "cost": float(cost[i]), "cost_per_image": float(per_img[i]),
-                                  "elasticity": float(el[i]), "median_measured": float(raw[i]),
-                                  "median_measured_per_image": float(raw[i] / bs)})
-            x0, s1, s2 = _hinge(lb, np.log(cost))
-            boundary = float(np.exp(x0)) if np.isfinite(x0) and abs(s2 - s1) >= MIN_REGIME_CONTRAST else float("nan")
-            sat = float(batches[np.flatnonzero(per_img <= per_img.min() * (1 + flat_tol))[0]])
-            sum_rows.append({**base, "batch_min": float(batches[0]), "batch_max": float(batches[-1]),
-                             "n_rows": int(len(rows)), "n_archs": n_archs, "n_archs_linked": linked,
-                             "factor": float(cost[-1] / cost[0]),
-                             "per_image_gain": float(per_img[0] / per_img[-1]),
-                             "boundary_batch": boundary, "slope_launch": s1, "slope_throughput": s2,
-                             "saturation_batch": sat, "note": note})
+            profile, summary = _scale_target(g, t, keys, flat_tol)
+            prof_rows += [{"device": dev, **grp, "target": t, **r} for r in profile]
+            sum_rows.append({**base, **summary})
     extra = [by] if by is not None else []
-    summary_cols = ["device", *extra, "target", "unit", "batch_min", "batch_max", "n_rows", "n_archs", "n_archs_linked",
-                    "factor", "per_image_gain", "boundary_batch", "slope_launch", "slope_throughput",
-                    "saturation_batch", "note"]
+    summary_cols = [
+        "device",
+        *extra,
+        "target",
+        "unit",
+        "batch_min",
+        "batch_max",
+        "n_rows",
+        "n_archs",
+        "n_archs_linked",
+        "factor",
+        "per_image_gain",
+        "boundary_batch",
+        "slope_launch",
+        "slope_throughput",
+        "saturation_batch",
+        "note",
+    ]
     summary = pd.DataFrame(sum_rows).reindex(columns=summary_cols)
     summary["note"] = summary["note"].fillna("")
-    profile = pd.DataFrame(prof_rows, columns=["device", *extra, "target", "batch", "n_rows", "cost",
-                                               "cost_per_image", "elasticity", "median_measured",
-                                               "median_measured_per_image"])
-    defs = {**_SCALING_DEFINITIONS, "saturation_batch": _SCALING_DEFINITIONS["saturation_batch"].replace(
-        "flat_tol", f"{100 * flat_tol:g}%")}
+    profile = pd.DataFrame(
+        prof_rows,
+        columns=[
+            "device",
+            *extra,
+            "target",
+            "batch",
+            "n_rows",
+            "cost",
+            "cost_per_image",
+            "elasticity",
+            "median_measured",
+            "median_measured_per_image",
+        ],
+    )
+    defs = {
+        **_SCALING_DEFINITIONS,
+        "saturation_batch": _SCALING_DEFINITIONS["saturation_batch"].replace("flat_tol", f"{100 * flat_tol:g}%"),
+    }
     return ScalingResult(profile=profile, summary=summary, definitions=defs)
 
 
 # -- models for transfer and holdouts ---------------------------------------------------------
-
-
-_NOT_FEATURES = ("config_id", "arch_id", "device", "status", "message", "run_id", "measured_at", "extra",
-                 "timed_s", "wall_s", "energy_missing_reason", "energy_gross_j")
-
-
-class GBMRegressor:
-    """A light model for any table: one LightGBM per target on log(target), reading the
-    numeric columns that are neither targets, their spread columns nor identifiers.
-
-    The default model of :func:`transfer` for data that are not CARB configs (e.g. HELP's
-    FBNet latency). Same interface as :class:`carb.model.CARB`: ``fit(df)``,
-    ``predict(df)`` with ``<target>``, ``_lo``, ``_hi`` (a conformal interval: the
-    ``coverage`` quantile of out-of-fold absolute log residuals), ``targets_``.
-
-    Args:
-        targets: target columns to model (those with >= ``min_rows`` positive values are).
-        features: input columns; default: every numeric non-target, non-id column.
-        n_estimators, num_leaves, learning_rate: LightGBM settings.
-        coverage: nominal coverage of the interval.
-        interval_folds: folds of the out-of-fold residuals of the interval; 0: no interval
-            (``_lo``/``_hi`` NaN; fitting is then ``interval_folds + 1`` times faster).
-        random_state: seed.
-        min_rows: fewest labelled rows a target needs.
-    """
-
-    def __init__(self, targets: Sequence[str] = TARGETS, features: Sequence[str] | None = None,
-                 n_estimators: int = 200, num_leaves: int = 31, learning_rate: float = 0.08,
-                 coverage: float = 0.9, interval_folds: int = 5, random_state: int = 0,
-                 min_rows: int = 20) -> None:
-        self.targets = tuple(targets)
-        self.features = features
-        self.n_estimators = n_estimators
-        self.num_leaves = num_leaves
-        self.learning_rate = learning_rate
-        self.coverage = coverage
-        self.interval_folds = interval_folds
-        self.random_state = random_state
-        self.min_rows = min_rows
-
-    def _columns(self, df: pd.DataFrame) -> list[str]:
-        if self.features is not None:
-            return list(self.features)
-        tgt_prefixes = tuple(TARGETS) + tuple(self.targets)
-        return [c for c in df.columns
-                if c not in _NOT_FEATURES and not c.startswith(tgt_prefixes)
-                and (pd.api.types.is_numeric_dtype(df[c]) or pd.api.types.is_bool_dtype(df[c]))]
-
-    def _new(self) -> Any:
-        import lightgbm as lgb
-
-        return lgb.LGBMRegressor(n_estimators=self.n_estimators, num_leaves=self.num_leaves,
-                                 learning_rate=self.learning_rate, min_child_samples=5,
-                                 random_state=self.random_state, n_jobs=1, verbose=-1)
-
-    def fit(self, df: pd.DataFrame) -> "GBMRegressor":
-        """Fit one model per target with enough labelled rows (``ok`` rows only).
-
-        Raises:
-            ValueError: no target has ``min_rows`` labelled rows.
-        """
-        df = _ok(df).reset_index(drop=True)
-        self.features_ = self._columns(df)
-        X = df[self.features_].to_numpy(np.float64)
-        self.models_: dict[str, Any] = {}
-        self.halfwidth_: dict[str, float] = {}
-        for t in self.targets:
-            if t not in df.columns:
-                continue
-            ok = _positive(df[t])
-            if ok.sum() < self.min_rows:
-                continue
-            y = np.log(df[t].to_numpy(np.float64)[ok])
-            Xt = X[ok]
-            K = int(self.interval_folds)
-            if K >= 2:
-                folds = np.random.default_rng(self.random_state).permutation(len(y)) % K
-                oof = np.empty(len(y))
-                for k in range(K):
-                    tr, va = folds != k, folds == k
-                    oof[va] = self._new().fit(Xt[tr], y[tr]).predict(Xt[va])
-                r = np.abs(y - oof)
-                q = min(1.0, math.ceil((len(r) + 1) * self.coverage) / len(r))
-                self.halfwidth_[t] = float(np.quantile(r, q, method="higher"))
-            else:
-                self.halfwidth_[t] = float("nan")
-            self.models_[t] = self._new().fit(Xt, y)
-        if not self.models_:
-            raise ValueError(f"no target with {self.min_rows} labelled rows to fit")
-        self.targets_ = [t for t in self.targets if t in self.models_]
-        return self
-
-    def predict(self, df: pd.DataFrame) -> pd.DataFrame:
-        """Predictions (target units) with the interval, one row per row of ``df``."""
-        X = df[self.features_].to_numpy(np.float64)
-        out = pd.DataFrame(index=df.index)
-        for t in self.targets:
-            if t in self.models_:
-                z = self.models_[t].predict(X)
-                h = self.halfwidth_[t]
-                out[t], out[f"{t}_lo"], out[f"{t}_hi"] = np.exp(z), np.exp(z - h), np.exp(z + h)
-            else:
-                out[t] = out[f"{t}_lo"] = out[f"{t}_hi"] = np.nan
-        return out
 
 
 def _is_config_table(df: pd.DataFrame) -> bool:
@@ -453,8 +435,7 @@ def _is_config_table(df: pd.DataFrame) -> bool:
 
 
 def default_model_factory(example: pd.DataFrame) -> Callable[[], Any]:
-    """A factory of fresh, unfitted models suited to ``example``: ``CARB(preset="fast")`` for
-    CARB config datasets, :class:`GBMRegressor` for anything else."""
+    """Return a factory of fresh models for ``example``: ``CARB(preset="fast")`` on configs, else GBMRegressor."""
     if _is_config_table(example):
         from carb.model import CARB
 
@@ -502,8 +483,7 @@ class TransferResult:
     def pivot(self, metric: str = "r2_log", target: str = "latency_ms") -> pd.DataFrame:
         """The matrix of one metric and target: rows = train device, columns = test device."""
         m = self.matrix[self.matrix["target"] == target]
-        return m.pivot(index="train", columns="test", values=metric).reindex(index=self.devices,
-                                                                             columns=self.devices)
+        return m.pivot(index="train", columns="test", values=metric).reindex(index=self.devices, columns=self.devices)
 
     def factors(self, target: str = "latency_ms", metric: str = "factor") -> pd.DataFrame:
         """Measured ``factor`` (or ``loglog_slope``) of column device B over row device A."""
@@ -515,16 +495,21 @@ class TransferResult:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
-        return {"key": self.key, "devices": list(self.devices), "matrix": _records(self.matrix),
-                "pairs": _records(self.pairs), "definitions": dict(self.definitions)}
+        return {
+            "key": self.key,
+            "devices": list(self.devices),
+            "matrix": _records(self.matrix),
+            "pairs": _records(self.pairs),
+            "definitions": dict(self.definitions),
+        }
 
 
 _TRANSFER_DEFINITIONS = {
     "r2_log": "R² of log cost: model trained on the train device's rows (less the held-out configs) "
-              "against the test device's measured held-out rows",
+    "against the test device's measured held-out rows",
     "r2_log_factor": "R² of log cost after dividing the predictions by their median ratio to the measured "
-                     "values: what a transfer reaches once the device factor is known (an upper bound of a "
-                     "one-factor calibration, since the factor comes from the test rows)",
+    "values: what a transfer reaches once the device factor is known (an upper bound of a "
+    "one-factor calibration, since the factor comes from the test rows)",
     "mape": "mean absolute percentage error of those predictions",
     "spearman": "Spearman rank correlation of predicted and measured cost",
     "bias": "median of predicted / measured (1 = unbiased; the device factor an uncalibrated transfer misses)",
@@ -552,23 +537,37 @@ def _metrics(y: np.ndarray, p: np.ndarray) -> dict[str, float]:
     ok = _positive(y) & _positive(p)
     y, p = y[ok], p[ok]
     if len(y) < 3:
-        return {"n_test": int(len(y)), "r2_log": np.nan, "r2_log_factor": np.nan, "mape": np.nan,
-                "spearman": np.nan, "bias": np.nan}
+        return {
+            "n_test": int(len(y)),
+            "r2_log": np.nan,
+            "r2_log_factor": np.nan,
+            "mape": np.nan,
+            "spearman": np.nan,
+            "bias": np.nan,
+        }
     ly, lp = np.log(y), np.log(p)
     ss = float(np.sum((ly - ly.mean()) ** 2))
     shifted = lp - np.median(lp - ly)
-    return {"n_test": int(len(y)),
-            "r2_log": float(1 - np.sum((ly - lp) ** 2) / ss) if ss > 0 else np.nan,
-            "r2_log_factor": float(1 - np.sum((ly - shifted) ** 2) / ss) if ss > 0 else np.nan,
-            "mape": float(np.mean(np.abs(p - y) / y)),
-            "spearman": float(spearmanr(y, p).statistic) if np.ptp(y) > 0 and np.ptp(p) > 0 else np.nan,
-            "bias": float(np.median(p / y))}
+    return {
+        "n_test": int(len(y)),
+        "r2_log": float(1 - np.sum((ly - lp) ** 2) / ss) if ss > 0 else np.nan,
+        "r2_log_factor": float(1 - np.sum((ly - shifted) ** 2) / ss) if ss > 0 else np.nan,
+        "mape": float(np.mean(np.abs(p - y) / y)),
+        "spearman": float(spearmanr(y, p).statistic) if np.ptp(y) > 0 and np.ptp(p) > 0 else np.nan,
+        "bias": float(np.median(p / y)),
+    }
 
 
-def transfer(datasets: Mapping[str, pd.DataFrame], targets: Sequence[str] | None = None,
-             model_factory: Callable[[], Any] | None = None, *, key: str | None = None,
-             test_fraction: float = 0.3, seed: int = 0,
-             say: Callable[[str], None] | None = None) -> TransferResult:
+def transfer(
+    datasets: Mapping[str, pd.DataFrame],
+    targets: Sequence[str] | None = None,
+    model_factory: Callable[[], Any] | None = None,
+    *,
+    key: str | None = None,
+    test_fraction: float = 0.3,
+    seed: int = 0,
+    say: Callable[[str], None] | None = None,
+) -> TransferResult:
     """Train on device A, test on device B, for every pair of the given datasets.
 
     Args:
@@ -623,14 +622,19 @@ def transfer(datasets: Mapping[str, pd.DataFrame], targets: Sequence[str] | None
             for t in targets:
                 base = {"train": a, "test": b, "target": t}
                 if pred is None or t not in test.columns or t not in pred.columns:
-                    rows.append({**base, "n_test": 0, "note": err or ("no held-out rows" if not len(test) else
-                                                                      f"{t} not predicted")})
+                    rows.append(
+                        {
+                            **base,
+                            "n_test": 0,
+                            "note": err or ("no held-out rows" if not len(test) else f"{t} not predicted"),
+                        }
+                    )
                     continue
                 m = _metrics(test[t].to_numpy(np.float64), pred[t].to_numpy(np.float64))
                 rows.append({**base, **m, "note": "" if m["n_test"] >= 3 else f"{t}: too few rows to score"})
-    matrix = pd.DataFrame(rows).reindex(columns=["train", "test", "target", "n_test", "r2_log", "r2_log_factor", "mape",
-                                                 "spearman",
-                                                 "bias", "note"])
+    matrix = pd.DataFrame(rows).reindex(
+        columns=["train", "test", "target", "n_test", "r2_log", "r2_log_factor", "mape", "spearman", "bias", "note"]
+    )
     matrix["note"] = matrix["note"].fillna("")
 
     prs: list[dict[str, Any]] = []
@@ -649,54 +653,27 @@ def transfer(datasets: Mapping[str, pd.DataFrame], targets: Sequence[str] | None
                 rec: dict[str, Any] = {"a": a, "b": b, "target": t, "n_common": int(ok.sum())}
                 if ok.sum() >= 3 and np.ptp(la) > 0:
                     slope, icpt = np.polyfit(la, lb, 1)
-                    rec.update(factor=float(np.exp(np.median(lb - la))), loglog_slope=float(slope),
-                               intercept=float(icpt), spearman_measured=float(spearmanr(la, lb).statistic))
+                    rec.update(
+                        factor=float(np.exp(np.median(lb - la))),
+                        loglog_slope=float(slope),
+                        intercept=float(icpt),
+                        spearman_measured=float(spearmanr(la, lb).statistic),
+                    )
                 elif ok.sum() >= 1:
                     rec.update(factor=float(np.exp(np.median(lb - la))))
                 prs.append(rec)
-    pairs = pd.DataFrame(prs).reindex(columns=["a", "b", "target", "n_common", "factor", "loglog_slope", "intercept",
-                                               "spearman_measured"])
+    pairs = pd.DataFrame(prs).reindex(
+        columns=["a", "b", "target", "n_common", "factor", "loglog_slope", "intercept", "spearman_measured"]
+    )
     return TransferResult(matrix=matrix, pairs=pairs, key=k, devices=names, definitions=dict(_TRANSFER_DEFINITIONS))
-
-
-def help_fbnet_datasets(devices: Sequence[str] = HELP_GPU_BATCH1, n_archs: int | None = None,
-                        seed: int = 0) -> dict[str, pd.DataFrame]:
-    """HELP's public FBNet latency (ms) as one dataset per device setting (rows keyed by
-    ``arch_id``, with the numeric config and feature columns), optionally ``n_archs``
-    architectures drawn at random (the same on every device).
-
-    Raises:
-        ValueError: an unknown device setting.
-    """
-    from carb.datasets import help_fbnet
-
-    wide = help_fbnet.load(wide=True)
-    unknown = [d for d in devices if f"latency_ms_{d}" not in wide.columns]
-    if unknown:
-        raise ValueError(f"help-fbnet: unknown device {unknown[0]!r} (devices: {', '.join(help_fbnet.devices())})")
-    if n_archs is not None and n_archs < len(wide):
-        wide = wide.sample(n=n_archs, random_state=seed).sort_values("arch_id")
-    lat = [c for c in wide.columns if c.startswith("latency_ms_")]
-    base = wide.drop(columns=lat)
-    return {d: base.assign(device=d, latency_ms=wide[f"latency_ms_{d}"].to_numpy()).reset_index(drop=True)
-            for d in devices}
-
-
-def help_fbnet_transfer(devices: Sequence[str] = HELP_GPU_BATCH1, n_archs: int | None = 2000,
-                        seed: int = 0, test_fraction: float = 0.3) -> TransferResult:
-    """:func:`transfer` of latency (ms) between HELP's GPU settings (default: the five
-    batch-1 GPUs) with :class:`GBMRegressor` on the FBNet config and feature columns."""
-    data = help_fbnet_datasets(devices, n_archs=n_archs, seed=seed)
-    return transfer(data, targets=["latency_ms"],
-                    model_factory=lambda: GBMRegressor(targets=["latency_ms"], interval_folds=0),
-                    key="arch_id", test_fraction=test_fraction, seed=seed)
 
 
 # -- holdout, importance, front ---------------------------------------------------------------
 
 
-def holdout_predictions(df: pd.DataFrame, model: Any | None = None, *, test_fraction: float = 0.25,
-                        seed: int = 0, key: str | None = None) -> tuple[pd.DataFrame, Any, bool]:
+def holdout_predictions(
+    df: pd.DataFrame, model: Any | None = None, *, test_fraction: float = 0.25, seed: int = 0, key: str | None = None
+) -> tuple[pd.DataFrame, Any, bool]:
     """Measured vs predicted on one device's dataset.
 
     Without ``model``: a model of :func:`default_model_factory` is fitted on all but
@@ -734,11 +711,19 @@ IMPORTANCE_GROUPS: dict[str, tuple[str, ...]] = {
 }
 
 
-def importance(model: Any, df: pd.DataFrame, targets: Sequence[str] | None = None, *,
-               groups: Mapping[str, Sequence[str]] | None = None, n_repeats: int = 3,
-               seed: int = 0, top: int = 15) -> pd.DataFrame:
-    """Permutation importance: how much the RMSE of log cost grows when an input is
-    shuffled across rows (units: log cost; 0 = the model ignores it).
+def importance(
+    model: Any,
+    df: pd.DataFrame,
+    targets: Sequence[str] | None = None,
+    *,
+    groups: Mapping[str, Sequence[str]] | None = None,
+    n_repeats: int = 3,
+    seed: int = 0,
+    top: int = 15,
+) -> pd.DataFrame:
+    """Measure permutation importance: how much the RMSE of log cost grows when an input is shuffled.
+
+    Units: log cost; 0 = the model ignores the input.
 
     For CARB config tables the inputs are the config parameters, shuffled in
     :data:`IMPORTANCE_GROUPS` (an architecture's parameters move together, so every shuffled
@@ -788,17 +773,21 @@ def importance(model: Any, df: pd.DataFrame, targets: Sequence[str] | None = Non
                 deltas[t].append(r[t] - ref[t])
         for t in targets:
             d = np.array(deltas[t], dtype=np.float64)
-            rows.append({"target": t, "input": name,
-                         "importance": float(np.nanmean(d)) if len(d) else np.nan,
-                         "importance_std": float(np.nanstd(d)) if len(d) else np.nan})
+            rows.append(
+                {
+                    "target": t,
+                    "input": name,
+                    "importance": float(np.nanmean(d)) if len(d) else np.nan,
+                    "importance_std": float(np.nanstd(d)) if len(d) else np.nan,
+                }
+            )
     out = pd.DataFrame(rows, columns=["target", "input", "importance", "importance_std"])
     out = out.sort_values(["target", "importance"], ascending=[True, False])
     return out.groupby("target", group_keys=False).head(top).reset_index(drop=True)
 
 
 def objectives_for(df: pd.DataFrame) -> list[tuple[str, str]]:
-    """The default Pareto objectives (:data:`carb.decide.pareto.DEFAULT_OBJECTIVES`) that ``df``
-    has values for (energy per image is derived from ``energy_j`` and ``batch``)."""
+    """Return the default Pareto objectives ``df`` has values for (energy per image derived from energy and batch)."""
     from carb.decide.pareto import DEFAULT_OBJECTIVES
 
     out = []
@@ -814,10 +803,10 @@ def objectives_for(df: pd.DataFrame) -> list[tuple[str, str]]:
     return out
 
 
-def measured_front(df: pd.DataFrame, objectives: Sequence[tuple[str, str]] | None = None
-                   ) -> tuple[pd.DataFrame, pd.DataFrame, list[tuple[str, str]]]:
-    """The Pareto front of measured configs (``ok`` rows): (all rows with derived columns,
-    the front ranked like :func:`carb.decide.screen.screen`'s shortlist, the objectives used)."""
+def measured_front(
+    df: pd.DataFrame, objectives: Sequence[tuple[str, str]] | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame, list[tuple[str, str]]]:
+    """Return (``ok`` rows with derived columns, their Pareto front ranked as screen's shortlist, the objectives)."""
     from carb.decide.pareto import front_mask
 
     data = _ok(df).reset_index(drop=True)
@@ -830,121 +819,3 @@ def measured_front(df: pd.DataFrame, objectives: Sequence[tuple[str, str]] | Non
     ranks = np.column_stack([front[c].rank(ascending=(d == "min")).to_numpy() for c, d in objs])
     front["rank"] = pd.Series(ranks.mean(axis=1), index=front.index).rank(method="first").astype(int)
     return data, front.sort_values("rank").reset_index(drop=True), objs
-
-
-# -- the nb201 dataset (NAS-Bench-201 on 29 device settings) ---------------------------------
-
-#: the five desktop GPUs of HELP's NAS-Bench-201 data, each at batch 1, 32 and 256
-NB201_GPUS: tuple[str, ...] = ("1080ti", "2080ti", "titanx", "titanxp", "titan_rtx")
-
-
-def _nb201_cifar10(df: pd.DataFrame) -> pd.DataFrame:
-    """``ok`` rows of the CIFAR-10 input (every platform has it), latency per arch and platform."""
-    d = df[(df["status"] == "ok") & (df["dataset"] == "cifar10")]
-    return d.pivot_table(index="arch_idx", columns="platform", values="latency_ms", aggfunc="first")
-
-
-def nb201_batch_scaling(df: pd.DataFrame) -> pd.DataFrame:
-    """Latency against batch on the five desktop GPUs of the ``nb201`` dataset (CIFAR-10
-    input, all cells measured at batch 1, 32 and 256: a balanced grid).
-
-    One row per GPU: ``b1_ms``, ``b32_ms``, ``b256_ms`` (median over cells of the time of
-    one forward of the whole batch, ms), ``ratio_32_1`` and ``ratio_256_1`` (medians over
-    cells of the per-cell ratios), ``per_image_gain_256`` (per-image time at batch 1 / at
-    256, median over cells), ``elasticity_1_32`` and ``elasticity_32_256`` (log-log slopes
-    of the median profile: ~0 launch-bound, ~1 throughput-bound), ``share_flat_32``
-    (share of cells whose batch-32 forward costs at most 1.2x their batch-1 one).
-    """
-    lat = _nb201_cifar10(df)
-    rows = []
-    for g in NB201_GPUS:
-        cols = [f"{g}_b{b}" for b in (1, 32, 256)]
-        if not all(c in lat.columns for c in cols):
-            continue
-        t = lat[cols].dropna()
-        b1, b32, b256 = (t[c].to_numpy(float) for c in cols)
-        m1, m32, m256 = np.median(b1), np.median(b32), np.median(b256)
-        rows.append({"gpu": g, "cells": len(t), "b1_ms": m1, "b32_ms": m32, "b256_ms": m256,
-                     "ratio_32_1": float(np.median(b32 / b1)), "ratio_256_1": float(np.median(b256 / b1)),
-                     "per_image_gain_256": float(np.median(256 * b1 / b256)),
-                     "elasticity_1_32": float(np.log(m32 / m1) / np.log(32)),
-                     "elasticity_32_256": float(np.log(m256 / m32) / np.log(8)),
-                     "share_flat_32": float(np.mean(b32 <= 1.2 * b1))})
-    return pd.DataFrame(rows)
-
-
-def nb201_transfer_matrix(df: pd.DataFrame, method: str = "spearman") -> pd.DataFrame:
-    """How one setting's latency ranks the cells of another, for all settings of the ``nb201``
-    dataset (CIFAR-10 input; cells measured on both): the Spearman correlation of the
-    two settings' measured latencies (``method="spearman"``), or the R² of the log-log line
-    from one to the other (``"r2_log"``: the share of log-latency variance a per-device
-    factor and exponent carry over). A square DataFrame, settings sorted."""
-    lat = _nb201_cifar10(df)
-    lat = lat[sorted(lat.columns)]
-    if method == "spearman":
-        return lat.corr(method="spearman")
-    if method == "r2_log":
-        return np.log(lat).corr(method="pearson") ** 2
-    raise ValueError(f"method {method!r}: expected spearman or r2_log")
-
-
-def nb201_decoupling(df: pd.DataFrame, platform: str = "edgegpu") -> dict[str, Any]:
-    """Energy against latency on one energy platform of the ``nb201`` dataset (default the
-    Jetson TX2): how far energy is more than latency times a constant power.
-
-    Returns ``summary`` (rows; mean / sd / p5 / p95 / min / max of the mean power
-    ``energy_j / latency_ms`` in W; R² of log energy on log latency; Spearman of energy
-    with latency; the share of cell pairs, same input, that energy and latency order
-    differently (2,000 cells sampled per input); the MAPE of "latency x median power" as an
-    energy predictor; the noise floor: median |cifar10 - cifar100| / pair mean of energy and
-    latency), ``by_input`` (power per input variant), ``drivers`` (Spearman of power with
-    the latency and each static feature on the CIFAR-10 rows, largest first: what the
-    power depends on; needs the feature columns), ``power`` (the rows' power in W).
-    """
-    d = df[(df["status"] == "ok") & (df["platform"] == platform) & df["energy_j"].notna()].copy()
-    if not len(d):
-        raise ValueError(f"nb201_decoupling: no energy rows on {platform!r}")
-    d["power_w"] = d["energy_j"] / d["latency_ms"] * 1000.0
-    p = d["power_w"].to_numpy(float)
-    le, ll = np.log(d["energy_j"].to_numpy(float)), np.log(d["latency_ms"].to_numpy(float))
-    r2 = float(np.corrcoef(le, ll)[0, 1] ** 2)
-    from scipy.stats import spearmanr
-
-    med_power = float(np.median(p))
-    const = d["latency_ms"].to_numpy(float) * med_power / 1000.0
-    discord = []
-    rng = np.random.default_rng(0)
-    for _, g in d.groupby("dataset"):
-        s = g.iloc[rng.choice(len(g), min(2000, len(g)), replace=False)]
-        e, t = s["energy_j"].to_numpy(), s["latency_ms"].to_numpy()
-        i, j = np.triu_indices(len(s), 1)
-        discord.append(float(np.mean(np.sign(e[i] - e[j]) != np.sign(t[i] - t[j]))))
-    pair = d.pivot_table(index="arch_idx", columns="dataset", values=["energy_j", "latency_ms"])
-    floor = {}
-    for t in ("energy_j", "latency_ms"):
-        if ("cifar10" in pair[t].columns) and ("cifar100" in pair[t].columns):
-            a, b = pair[t]["cifar10"], pair[t]["cifar100"]
-            floor[t] = float(np.nanmedian(np.abs(a - b) / ((a + b) / 2)))
-    summary = {"platform": platform, "rows": int(len(d)), "power_mean_w": float(p.mean()), "power_sd_w": float(p.std()),
-               "power_p5_w": float(np.quantile(p, 0.05)), "power_p95_w": float(np.quantile(p, 0.95)),
-               "power_min_w": float(p.min()), "power_max_w": float(p.max()), "power_median_w": med_power,
-               "r2_log_energy_on_log_latency": r2,
-               "spearman_energy_latency": float(spearmanr(d["energy_j"], d["latency_ms"]).statistic),
-               "pairs_ordered_differently": float(np.mean(discord)),
-               "mape_latency_x_median_power": float(np.mean(np.abs(const - d["energy_j"]) / d["energy_j"])),
-               "noise_floor_cifar10_vs_cifar100": floor}
-    by_input = d.groupby("dataset")["power_w"].agg(["count", "mean", "std", "median"]).reset_index()
-    cand = ["latency_ms", "flops", "params", "activation_bytes", "live_activation_bytes", "n_conv", "n_ops",
-            "n_none", "n_skip_connect", "n_nor_conv_1x1", "n_nor_conv_3x3", "n_avg_pool_3x3", "n_zero_nodes",
-            "arithmetic_intensity", "input_size", "classes"]
-    drivers = []
-    # within one input (CIFAR-10): across inputs the input size alone moves power (by_input)
-    one = d[d["dataset"] == "cifar10"] if (d["dataset"] == "cifar10").any() else d
-    for c in cand:
-        if c in one.columns and one[c].nunique() > 1:
-            drivers.append({"input": c, "spearman_with_power": float(spearmanr(one[c], one["power_w"]).statistic)})
-    drivers = pd.DataFrame(drivers)
-    if len(drivers):
-        drivers = drivers.reindex(drivers["spearman_with_power"].abs().sort_values(ascending=False).index)
-    return {"summary": summary, "by_input": by_input, "drivers": drivers.reset_index(drop=True), "power": d[
-        ["arch_idx", "dataset", "latency_ms", "energy_j", "power_w"]].reset_index(drop=True)}

@@ -12,17 +12,20 @@ predictions to the new device's values, per target:
   (a device factor), ``a + b log s`` (a factor and a different growth with cost) or,
   from 8 measurements on, ``a + b log s + c log batch``
   (energy and latency scale differently with load on different devices), whichever has
-  the least exact leave-one-out error. Outside the range of the K's source predictions the
-  map holds the ratio it has at the nearer end rather than carry its slope on (the demo's
-  shortlist lives below its K: ``benchmarks/bench_demo_offline.py``). Intervals: the source
-  interval mapped through the map and widened by the map's leave-one-out residual quantile.
+  the least exact leave-one-out error (:func:`carb.model.maps.fit_log_map`). Outside the
+  range of the K's source predictions the map holds the ratio it has at the nearer end
+  rather than carry its slope on (a shortlist often lies below the K's cost range).
+  Intervals: the source's interval width scaled by a conformal quantile of the map's
+  leave-one-out errors, or, with too few K, the source interval mapped through the map
+  and widened by the map's leave-one-out residual quantile.
 
 The map is :mod:`carb.transfer`'s few-shot model (the one ``carb fewshot`` uses), with the
 source model as its one source device: ``method="log"`` is the map above; ``"nnls"`` is
 the HELP-style map (non-negative weights on the source prediction and cost features, in
-the target's units), measured worse on our CPU pair but there for sources it suits. The
-source may be a CARB bundle, or any predictor with ``predict(DataFrame)`` giving
-``<target>``, ``_lo``, ``_hi`` columns and ``targets_``.
+the target's units), less accurate on the shipped CPU pair but there for sources it suits.
+The source may be a CARB bundle, or any predictor with ``predict(DataFrame)`` giving
+``<target>``, ``_lo``, ``_hi`` columns and ``targets_``. :func:`load_predictor` reads a
+saved one back; :func:`carb.transfer.load.load_model` reads every kind of model directory.
 """
 
 from __future__ import annotations
@@ -38,19 +41,50 @@ import numpy as np
 import pandas as pd
 
 from carb.model._conformal import conformal_quantile
-from carb.transfer import MIN_K_BATCH_TERM, LogMap, fit_log_map
+from carb.model.maps import MIN_K_BATCH_TERM, LogMap, fit_log_map
 
-__all__ = ["choose_samples", "CalibratedModel", "fit_calibrated", "load_predictor", "check_model_out", "model_checksum", "MIN_K_BATCH_TERM",
-           "NNLS_FEATURES", "calibration_speed"]
+from .fewshot import FewShotModel, ModelSource
 
+__all__ = [
+    "CALIBRATION_FILE",
+    "CalibratedModel",
+    "MIN_K_BATCH_TERM",
+    "NNLS_FEATURES",
+    "NnlsMap",
+    "calibration_speed",
+    "check_model_out",
+    "choose_samples",
+    "fit_calibrated",
+    "load_calibrated",
+    "load_predictor",
+    "model_checksum",
+]
+
+#: the file that marks a calibrated model's directory (beside a copy of its source in ``source/``)
 CALIBRATION_FILE = "calibration.json"
 
 
-def choose_samples(candidates: pd.DataFrame, source: Any, k: int, seed: int = 0,
-                   target: str = "latency_ms") -> pd.DataFrame:
-    """Pick ``k`` configs to measure: one per quantile bin of the source model's predicted
-    ``target``, each the farthest (maximin over the parameters' level ranks) from those
-    already chosen. Returns the chosen rows of ``candidates``."""
+def choose_samples(
+    candidates: pd.DataFrame, source: Any, k: int, seed: int = 0, target: str = "latency_ms"
+) -> pd.DataFrame:
+    """Pick ``k`` configs to measure, spread over the source's predicted cost and over the space.
+
+    One config per quantile bin of the source model's predicted ``target``, each the
+    farthest (maximin over the parameters' level ranks) from those already chosen.
+
+    Args:
+        candidates: configs to choose from (a space's frame).
+        source: a fitted predictor of ``target``.
+        k: how many to pick (at least 2; all candidates when ``k`` is not below their count).
+        seed: seed of the ties and of the first pick.
+        target: the predicted column the bins split (e.g. ``latency_ms``).
+
+    Returns:
+        The chosen rows of ``candidates``, in their order.
+
+    Raises:
+        ValueError: ``k`` < 2.
+    """
     if k < 2:
         raise ValueError(f"samples: {k} is too few to calibrate (at least 2)")
     if k >= len(candidates):
@@ -71,6 +105,7 @@ def choose_samples(candidates: pd.DataFrame, source: Any, k: int, seed: int = 0,
 
 
 def _level_ranks(df: pd.DataFrame) -> np.ndarray:
+    """Return each config parameter's level rank, scaled to 0..1, as one matrix column per parameter."""
     from carb.families.space import PARAMETERS
 
     cols = []
@@ -88,8 +123,10 @@ NNLS_FEATURES: tuple[str, ...] = ("flops", "weight_bytes", "activation_bytes", "
 
 @dataclass
 class NnlsMap:
-    """carb.transfer's NNLS map of one target: ``y = intercept + coef . [features, s]``
-    with ``s`` the source prediction; ``q`` widens the interval (log, leave-one-out)."""
+    """The NNLS map of one target: ``y = intercept + coef . [features, s]``.
+
+    ``s`` is the source prediction; ``q`` widens the interval (log, leave-one-out).
+    """
 
     coef: list[float]
     intercept: float
@@ -98,12 +135,13 @@ class NnlsMap:
     n: int
 
     def apply(self, F: np.ndarray) -> np.ndarray:
+        """Map the features and source prediction ``[features, s]`` to the target's cost (its units)."""
         # a non-negative cost model can still cross zero far from its K points: floor it
         return np.maximum(F @ np.asarray(self.coef) + self.intercept, 1e-9)
 
 
 def _nnls_interval(fit: Any, X: pd.DataFrame, y: np.ndarray, coverage: float) -> float:
-    """Leave-one-out residual quantile (log) of a few-shot map: K refits, K <= a few dozen."""
+    """Return the leave-one-out residual quantile (log) of a few-shot map: K refits, K <= a few dozen."""
     n = len(y)
     if n < 3:
         return 0.0
@@ -124,8 +162,10 @@ class CalibratedModel:
         maps_: per target the fitted map (coefficients, interval widening, K).
     """
 
-    def __init__(self, source: Any, maps: dict[str, LogMap | NnlsMap], coverage: float = 0.9,
-                 meta: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, source: Any, maps: dict[str, LogMap | NnlsMap], coverage: float = 0.9, meta: dict[str, Any] | None = None
+    ) -> None:
+        """Wrap ``source`` with its per-target ``maps``, the intervals' ``coverage`` and the fit's ``meta``."""
         self.source = source
         self.maps_ = maps
         self.targets_ = list(maps)
@@ -133,8 +173,11 @@ class CalibratedModel:
         self.meta = meta or {}
 
     def predict(self, configs: pd.DataFrame) -> pd.DataFrame:
-        """Predicted ``energy_j`` (J), ``latency_ms`` (ms), ``memory_mb`` (MB) with
-        ``_lo``/``_hi`` on the new device; targets without a map are NaN."""
+        """Predict ``energy_j`` (J), ``latency_ms`` (ms), ``memory_mb`` (MB) with ``_lo``/``_hi`` on the new device.
+
+        Targets without a map are NaN; rows in a precision the K did not include are
+        flagged in ``extrapolated`` (with a warning).
+        """
         src = self.source.predict(configs)
         batch = np.asarray(configs["batch"], dtype=float)
         out = pd.DataFrame(index=src.index)
@@ -173,21 +216,32 @@ class CalibratedModel:
             if other.any():
                 import warnings
 
-                out["extrapolated"] = other | (out["extrapolated"].to_numpy(bool) if "extrapolated" in out.columns
-                                               else False)
+                out["extrapolated"] = other | (
+                    out["extrapolated"].to_numpy(bool) if "extrapolated" in out.columns else False
+                )
                 names = ", ".join(sorted(set(configs["precision"].astype(str)[other])))
-                warnings.warn(f"calibrated model: {int(other.sum()):,} of {len(other):,} rows are in a precision its K "
-                              f"measurements did not include ({names}; calibrated on {', '.join(known)}): their "
-                              "predictions carry another precision's map (column 'extrapolated')", UserWarning,
-                              stacklevel=2)
+                warnings.warn(
+                    f"calibrated model: {int(other.sum()):,} of {len(other):,} rows are in a precision its K "
+                    f"measurements did not include ({names}; calibrated on {', '.join(known)}): their "
+                    "predictions carry another precision's map (column 'extrapolated')",
+                    UserWarning,
+                    stacklevel=2,
+                )
         return out
 
     def save(self, directory: str | Path, source_dir: str | Path) -> Path:
-        """Write a self-contained calibrated model: ``calibration.json`` (maps, meta, and the
-        checksum of the source) beside a copy of the source model directory in ``source/``.
+        """Write a self-contained calibrated model directory.
 
-        ``source_dir`` is the source model's directory: a CARB bundle or itself a calibrated
-        model (copied whole, so a chain of calibrations stays loadable).
+        ``calibration.json`` (maps, meta, and the checksum of the source) goes beside a
+        copy of the source model directory in ``source/``.
+
+        Args:
+            directory: where to write (new or empty).
+            source_dir: the source model's directory: a CARB bundle or itself a calibrated
+                model (copied whole, so a chain of calibrations stays loadable).
+
+        Returns:
+            The directory written.
 
         Raises:
             ValueError: (one line) ``directory`` is not empty, or is the source or inside it.
@@ -197,11 +251,26 @@ class CalibratedModel:
         check_model_out(d, src)
         d.mkdir(parents=True, exist_ok=True)
         shutil.copytree(src, d / "source")
-        doc = {"format": "carb-calibration", "version": 1, "coverage": self.coverage, "meta": self.meta,
-               "source_sha256": model_checksum(d / "source"),
-               "maps": {t: m.to_dict() if isinstance(m, LogMap) else
-                        {"kind": "nnls", "coef": m.coef, "intercept": m.intercept, "features": m.features,
-                         "q": m.q, "n": m.n} for t, m in self.maps_.items()}}
+        doc = {
+            "format": "carb-calibration",
+            "version": 1,
+            "coverage": self.coverage,
+            "meta": self.meta,
+            "source_sha256": model_checksum(d / "source"),
+            "maps": {
+                t: m.to_dict()
+                if isinstance(m, LogMap)
+                else {
+                    "kind": "nnls",
+                    "coef": m.coef,
+                    "intercept": m.intercept,
+                    "features": m.features,
+                    "q": m.q,
+                    "n": m.n,
+                }
+                for t, m in self.maps_.items()
+            },
+        }
         from carb.model._bundle import doc_checksum
 
         doc = json.loads(json.dumps(doc, default=str))
@@ -210,22 +279,38 @@ class CalibratedModel:
         return d
 
 
-def fit_calibrated(source: Any, measured: pd.DataFrame, coverage: float = 0.9,
-                   meta: dict[str, Any] | None = None, method: str = "log") -> CalibratedModel:
-    """Fit the per-target maps from ``measured`` (the K configs with their measured
-    targets on the new device; rows with status other than ``ok`` are ignored).
+def fit_calibrated(
+    source: Any, measured: pd.DataFrame, coverage: float = 0.9, meta: dict[str, Any] | None = None, method: str = "log"
+) -> CalibratedModel:
+    """Fit the per-target maps of a source model to a new device from K measured configs.
 
     ``log`` (default) maps the source model's prediction in log space
-    (:func:`carb.transfer.fit_log_map`; memory is also offered ``y = s + c``, a fixed
+    (:func:`carb.model.maps.fit_log_map`; memory is also offered ``y = s + c``, a fixed
     amount in MB); ``nnls``, a :class:`carb.transfer.FewShotModel` with the source model as
-    its one source device, adds the cost features
-    :data:`NNLS_FEATURES` and fits HELP-style non-negative weights in the target's units.
-    On the shipped cpu-1t -> cpu-2t pair ``log`` wins at K = 5, 10 and 50 (latency MAPE
-    17.2% against 20.2% at K = 10) and ties at K = 20 (16.1% against 15.2%, inside the
-    seeds' spread); mean over 5 seeds, ``benchmarks/bench_cpu_transfer.py``,
-    ``benchmarks/RESULTS.md``."""
-    from carb.transfer import FewShotModel, ModelSource
+    its one source device, adds the cost features :data:`NNLS_FEATURES` and fits
+    HELP-style non-negative weights in the target's units. On the shipped cpu-1t -> cpu-2t
+    pair ``log`` wins at K = 5, 10 and 50 (latency MAPE 17.2% against 20.2% at K = 10) and
+    ties at K = 20 (16.1% against 15.2%, inside the seeds' spread; mean over 5 seeds).
 
+    Args:
+        source: the source model (a CARB bundle, a calibrated model, or any predictor with
+            ``predict`` and ``targets_``).
+        measured: the K configs (the config columns) with their measured targets on the new
+            device: ``energy_j`` (J), ``latency_ms`` (ms), ``memory_mb`` (MB), any of them;
+            rows with a ``status`` other than ``ok`` are ignored.
+        coverage: nominal coverage of the intervals.
+        meta: provenance kept in the calibrated model.
+        method: ``log`` or ``nnls`` (above).
+
+    Returns:
+        The :class:`CalibratedModel` (save it with :meth:`CalibratedModel.save`).
+
+    Raises:
+        ValueError: an unknown method, fewer than 2 ok rows, or no target with measurements.
+
+    Example:
+        >>> model = fit_calibrated(carb.model.load("models/cpu-1t"), measured)  # doctest: +SKIP
+    """
     if method not in ("log", "nnls"):
         raise ValueError(f"method {method!r}: expected 'log' or 'nnls'")
     df = measured[measured["status"] == "ok"] if "status" in measured.columns else measured
@@ -249,8 +334,7 @@ def fit_calibrated(source: Any, measured: pd.DataFrame, coverage: float = 0.9,
         rows = df[ok]
         if method == "log":
             # memory is also offered the additive map: on the shipped pair a second thread's
-            # runtime holds a fixed ~0.5 MB more, which the multiplicative maps turned into a
-            # bias at batch 1 (coverage 71% there; benchmarks/RESULTS.md, issue 18)
+            # runtime holds a fixed ~0.5 MB more, which a multiplicative map turns into a bias at batch 1
             batch = rows["batch"].to_numpy(float) if "batch" in rows.columns else np.ones(len(rows))
             lm = fit_log_map(s[ok], y[ok], batch, coverage, additive=t == "memory_mb")
             if lm.loo is not None:
@@ -268,16 +352,29 @@ def fit_calibrated(source: Any, measured: pd.DataFrame, coverage: float = 0.9,
             return FewShotModel(ModelSource(source, t), passthrough=feats, method="nnls").fit(X, yy)
 
         m = fit(rows, y[ok])
-        maps[t] = NnlsMap(coef=[float(c) for c in m.coef_], intercept=float(m.intercept_), features=feats,
-                          q=_nnls_interval(fit, rows, y[ok], coverage), n=int(ok.sum()))
+        maps[t] = NnlsMap(
+            coef=[float(c) for c in m.coef_],
+            intercept=float(m.intercept_),
+            features=feats,
+            q=_nnls_interval(fit, rows, y[ok], coverage),
+            n=int(ok.sum()),
+        )
     if not maps:
         raise ValueError("no target has measurements to calibrate on")
     # the precisions the K configs were measured in: a config in another one is mapped by
-    # their map, which on a CPU without native bf16 is off by tens of times (RESULTS, issue 16)
+    # their map, which on a CPU without native bf16 is off by tens of times
     precisions = sorted(set(df["precision"].astype(str))) if "precision" in df.columns else None
-    return CalibratedModel(source, maps, coverage, {**(meta or {}), "method": method,
-                                                    **({"precisions": precisions} if precisions else {}),
-                                                    **calibration_speed(measured)})
+    return CalibratedModel(
+        source,
+        maps,
+        coverage,
+        {
+            **(meta or {}),
+            "method": method,
+            **({"precisions": precisions} if precisions else {}),
+            **calibration_speed(measured),
+        },
+    )
 
 
 def _log_halfwidth(pred: pd.DataFrame, t: str) -> np.ndarray:
@@ -288,11 +385,13 @@ def _log_halfwidth(pred: pd.DataFrame, t: str) -> np.ndarray:
 
 
 def calibration_speed(measured: pd.DataFrame) -> dict[str, Any]:
-    """The speed sentinel while the K configs were measured (``sentinel_ms`` of their rows,
-    ms; :mod:`carb.measure.sentinel`), kept in the calibration's meta so that a later
-    validation can say how much the machine's speed moved since
-    (:func:`carb.decide.validate.drift_corrected_calls`, which ``carb validate`` and ``carb demo`` call).
-    Empty when the rows have no sentinel."""
+    """Return the speed sentinel while the K configs were measured, for the calibration's meta.
+
+    ``sentinel_ms`` of their rows (ms; :mod:`carb.measure.sentinel`) lets a later
+    validation say how much the machine's speed moved since
+    (:func:`carb.decide.validate.drift_corrected_calls`, which ``carb validate`` and
+    ``carb demo`` call). Empty when the rows have no sentinel.
+    """
     if "sentinel_ms" not in measured.columns:
         return {}
     s = pd.to_numeric(measured["sentinel_ms"], errors="coerce").dropna()
@@ -300,8 +399,12 @@ def calibration_speed(measured: pd.DataFrame) -> dict[str, Any]:
 
 
 def check_model_out(out: str | Path, source: str | Path | None = None) -> None:
-    """Refuse to write a model into ``out`` when it is a file, a non-empty directory, or the
-    source model's directory (or inside it). Raises a one-line ``ValueError``."""
+    """Refuse to write a model into ``out`` when it is a file, a non-empty directory, or the source's.
+
+    Raises:
+        ValueError: (one line) ``out`` is a file, a non-empty directory, or the source
+            model's directory or inside it.
+    """
     o = Path(out)
     if o.exists() and not o.is_dir():
         raise ValueError(f"{o}: exists and is not a directory")
@@ -314,9 +417,12 @@ def check_model_out(out: str | Path, source: str | Path | None = None) -> None:
 
 
 def model_checksum(directory: str | Path) -> str:
-    """SHA-256 over a model directory's defining file: the bundle's ``manifest.json`` (which
-    itself holds the checksums of every learner file) or a calibrated model's
-    ``calibration.json`` (which holds its source's checksum)."""
+    """Return the SHA-256 of a model directory's defining file.
+
+    That is the bundle's ``manifest.json`` (which itself holds the checksums of every
+    learner file) or a calibrated model's ``calibration.json`` (which holds its source's
+    checksum).
+    """
     import hashlib
 
     d = Path(directory)
@@ -325,37 +431,71 @@ def model_checksum(directory: str | Path) -> str:
 
 
 def load_predictor(directory: str | Path) -> Any:
-    """Load a model directory: one written by ``carb train`` (a CARB bundle) or by ``carb
-    calibrate`` (``calibration.json`` beside a copy of its source model in ``source/``,
-    itself a bundle or a calibrated model). Every command that takes a model takes either.
-    Never runs code from the files.
+    """Load a config model directory: a CARB bundle (``carb train``) or a calibrated model (``carb calibrate``).
+
+    A calibrated model is ``calibration.json`` beside a copy of its source model in
+    ``source/``, itself a bundle or a calibrated model. Every command that takes a config
+    model takes either. Never runs code from the files. :func:`carb.transfer.load.load_model`
+    also reads network models.
 
     Raises:
         ValueError: (one line; :class:`carb.model.BundleError` is one) not a model directory,
             a broken or edited file, or a source that does not match its recorded checksum.
     """
     from carb.model import BundleError, load
+
+    d = Path(directory)
+    if not d.is_dir():
+        raise BundleError(f"{d}: no such model directory")
+    if not (d / CALIBRATION_FILE).exists():
+        if not (d / "manifest.json").exists():
+            raise BundleError(
+                f"{d}: not a model directory (no manifest.json from carb train, "
+                f"no {CALIBRATION_FILE} from carb calibrate)"
+            )
+        return load(d)
+    return load_calibrated(d)
+
+
+def _read_maps(doc: dict) -> dict[str, LogMap | NnlsMap]:
+    """Return the per-target maps of a calibration document."""
+    return {
+        t: (
+            NnlsMap(
+                coef=[float(c) for c in m["coef"]],
+                intercept=float(m["intercept"]),
+                features=[str(f) for f in m["features"]],
+                q=float(m["q"]),
+                n=int(m["n"]),
+            )
+            if m.get("kind") == "nnls"
+            else LogMap.from_dict(m)
+        )
+        for t, m in doc["maps"].items()
+    }
+
+
+def load_calibrated(directory: str | Path) -> CalibratedModel:
+    """Load a calibrated model directory written by :meth:`CalibratedModel.save`.
+
+    Its source (in ``source/``) is loaded with :func:`load_predictor` and checked against
+    the checksum the calibration recorded.
+
+    Raises:
+        ValueError: (one line; :class:`carb.model.BundleError` is one) a broken or edited
+            calibration file, or a missing or changed source.
+    """
+    from carb.model import BundleError
     from carb.model._bundle import check_doc_checksum
 
     d = Path(directory)
     cal = d / CALIBRATION_FILE
-    if not d.is_dir():
-        raise BundleError(f"{d}: no such model directory")
-    if not cal.exists():
-        if not (d / "manifest.json").exists():
-            raise BundleError(f"{d}: not a model directory (no manifest.json from carb train, "
-                              f"no {CALIBRATION_FILE} from carb calibrate)")
-        return load(d)
     try:
         doc = json.loads(cal.read_text())
         if doc.get("format") != "carb-calibration" or doc.get("version") != 1:
             raise ValueError("not a version-1 carb calibration")
         check_doc_checksum(doc, "calibration_sha256", str(cal), "calibrate again with this carb")
-        maps = {t: (NnlsMap(coef=[float(c) for c in m["coef"]], intercept=float(m["intercept"]),
-                            features=[str(f) for f in m["features"]], q=float(m["q"]), n=int(m["n"]))
-                    if m.get("kind") == "nnls" else
-                    LogMap.from_dict(m))  # files from before a field existed read it as absent
-                for t, m in doc["maps"].items()}
+        maps = _read_maps(doc)
     except BundleError:
         raise
     except (ValueError, KeyError, TypeError) as e:
@@ -364,6 +504,7 @@ def load_predictor(directory: str | Path) -> Any:
         raise BundleError(f"{cal}: its source model is missing ({d / 'source'}); calibrate again")
     want = doc.get("source_sha256")
     if want is not None and want != model_checksum(d / "source"):
-        raise BundleError(f"{cal}: the source model in {d / 'source'} changed since calibration "
-                          "(checksum mismatch); calibrate again")
+        raise BundleError(
+            f"{cal}: the source model in {d / 'source'} changed since calibration (checksum mismatch); calibrate again"
+        )
     return CalibratedModel(load_predictor(d / "source"), maps, float(doc.get("coverage", 0.9)), doc.get("meta"))

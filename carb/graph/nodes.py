@@ -1,0 +1,545 @@
+"""How one traced node is run and recorded: operator types, meta copies, closed forms, rows.
+
+A node runs on **meta** tensors, so no weight or activation is allocated. The common CNN
+nodes (conv2d, 2-D linear, pooling, BN, activations, element-wise add/mul, cat on
+contiguous tensors) get their output shape and FLOP from closed forms (the formulas
+``FlopCounterMode`` uses); any other node runs on meta tensors, under a dispatch mode that
+adds up FlopCounterMode's formulas where an operator may have one. :func:`_row` turns a node
+and its tensors into a row of :class:`carb.graph.table.LayerTable`.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from typing import Any, Sequence
+
+from carb.graph.table import KNOWN_OPS
+
+_MODULE_OPS = {
+    "Conv1d": "conv",
+    "Conv2d": "conv",
+    "Conv3d": "conv",
+    "Linear": "linear",
+    "LazyLinear": "linear",
+    "BatchNorm1d": "bn",
+    "BatchNorm2d": "bn",
+    "BatchNorm3d": "bn",
+    "LayerNorm": "layernorm",
+    "ReLU": "relu",
+    "ReLU6": "relu6",
+    "Hardtanh": "relu6",
+    "LeakyReLU": "relu",
+    "Hardswish": "hardswish",
+    "Hardsigmoid": "hardsigmoid",
+    "Sigmoid": "sigmoid",
+    "SiLU": "silu",
+    "GELU": "gelu",
+    "Tanh": "tanh",
+    "MaxPool2d": "maxpool",
+    "AvgPool2d": "avgpool",
+    "AdaptiveAvgPool2d": "gap",
+    "AdaptiveAvgPool1d": "gap",
+    "Softmax": "softmax",
+    "Dropout": "view",
+    "Dropout2d": "view",
+    "Identity": "view",
+    "Flatten": "view",
+    "Unflatten": "view",
+}
+_FUNCTION_OPS = {
+    "relu": "relu",
+    "relu_": "relu",
+    "relu6": "relu6",
+    "hardtanh": "relu6",
+    "hardtanh_": "relu6",
+    "leaky_relu": "relu",
+    "hardswish": "hardswish",
+    "hardsigmoid": "hardsigmoid",
+    "sigmoid": "sigmoid",
+    "sigmoid_": "sigmoid",
+    "silu": "silu",
+    "gelu": "gelu",
+    "tanh": "tanh",
+    "conv2d": "conv",
+    "conv1d": "conv",
+    "linear": "linear",
+    "matmul": "matmul",
+    "bmm": "matmul",
+    "mm": "matmul",
+    "batch_norm": "bn",
+    "layer_norm": "layernorm",
+    "max_pool2d": "maxpool",
+    "avg_pool2d": "avgpool",
+    "adaptive_avg_pool2d": "gap",
+    "add": "add",
+    "iadd": "add",
+    "add_": "add",
+    "sub": "add",
+    "mul": "mul",
+    "imul": "mul",
+    "mul_": "mul",
+    "truediv": "mul",
+    "div": "mul",
+    "cat": "cat",
+    "concat": "cat",
+    "contiguous": "copy",
+    "clone": "copy",
+    "softmax": "softmax",
+    "mean": "gap",
+    "dropout": "view",
+    "flatten": "view",
+    "view": "view",
+    "reshape": "view",
+    "transpose": "view",
+    "permute": "view",
+    "squeeze": "view",
+    "unsqueeze": "view",
+    "getitem": "view",
+    "chunk": "view",
+    "split": "view",
+    "expand": "view",
+    "identity": "view",
+}
+_ACT_FUNCS = ("relu", "relu6", "hardswish", "hardsigmoid", "sigmoid", "silu", "gelu", "tanh")
+
+_SHAPE_KEEPING = frozenset(
+    {"bn", "relu", "relu6", "hardswish", "hardsigmoid", "sigmoid", "silu", "gelu", "tanh", "view"}
+) - {"view"}
+
+
+def _meta(t: Any, dtype: Any) -> Any:
+    """A meta tensor like ``t`` (floating ones cast to ``dtype`` when given); other objects as they are."""
+    import torch
+
+    if not isinstance(t, torch.Tensor):
+        return t
+    dt = dtype if dtype is not None and t.is_floating_point() else t.dtype
+    if t.is_meta and t.dtype == dt:
+        return t
+    return torch.empty(t.shape, dtype=dt, device="meta")
+
+
+def _meta_module(mod: Any, dtype: Any, shims: dict[int, Any]) -> Any:
+    """A shallow copy of a leaf module whose own parameters and buffers are meta tensors.
+
+    The user's module is never modified and no weight is copied; ``shims`` caches the copies.
+    """
+    import torch
+
+    got = shims.get(id(mod))
+    if got is not None:
+        return got
+    own = list(mod._parameters.values()) + list(mod._buffers.values())
+    children = any(c is not None for c in mod._modules.values())  # children() walks named_children: slow
+    if not children and all(
+        t is None or (t.is_meta and (dtype is None or not t.is_floating_point() or t.dtype == dtype)) for t in own
+    ):
+        shim = mod
+    else:
+        shim = copy.copy(mod)  # leaves are called whole: a leaf with children is copied deeply
+        if children:
+            shim = copy.deepcopy(
+                mod,
+                {
+                    id(t): (
+                        torch.nn.Parameter(_meta(t, dtype), requires_grad=False)
+                        if isinstance(t, torch.nn.Parameter)
+                        else _meta(t, dtype)
+                    )
+                    for t in list(mod.parameters()) + list(mod.buffers())
+                },
+            )
+        else:
+            shim._parameters = {
+                k: (None if v is None else torch.nn.Parameter(_meta(v, dtype), requires_grad=False))
+                for k, v in mod._parameters.items()
+            }
+            shim._buffers = {k: (None if v is None else _meta(v, dtype)) for k, v in mod._buffers.items()}
+    shim.eval()
+    shims[id(mod)] = shim
+    return shim
+
+
+def _flop_mode() -> Any:
+    """A dispatch mode that adds up FlopCounterMode's formulas over the aten ops it sees."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils.flop_counter import flop_registry
+
+    class _Flops(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.flops = 0
+
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            kwargs = kwargs or {}
+            out = func(*args, **kwargs)
+            f = flop_registry.get(func._overloadpacket)
+            if f is not None:
+                self.flops += int(f(*args, **kwargs, out_val=out))
+            return out
+
+    del torch
+    return _Flops()
+
+
+# Operator types that dispatch no aten operator with a FLOP formula (FlopCounterMode counts
+# only matrix products, convolutions and attention): run without the counting mode, whose
+# Python dispatch of every aten call costs a third of the capture time.
+_NO_FLOPS = frozenset(KNOWN_OPS) - {"conv", "linear", "matmul"}
+
+# Closed forms. Running a node on meta tensors goes through torch's Python meta kernels and
+# decompositions (0.1-1 ms a node); the output of the common CNN nodes is a contiguous tensor
+# whose shape and FLOP count follow from a formula. Each fast path below only applies where
+# its formula is exactly what the real operator gives (contiguous inputs, plain arguments);
+# anything else runs on meta. tests/graph/test_graph.py checks both agree.
+
+
+def _plain(t: Any) -> bool:
+    import torch
+
+    return isinstance(t, torch.Tensor) and t.is_meta and t.is_contiguous()
+
+
+def _torch_own(target: Any) -> bool:
+    """Whether ``target`` is a function of torch or of ``operator``, not a user's function with a torch-like name."""
+    if isinstance(target, str):
+        return True  # a method name: called on a tensor
+    mod = getattr(target, "__module__", None) or ""
+    return mod in ("_operator", "operator", "builtins") or mod == "torch" or mod.startswith("torch.")
+
+
+def _like(x: Any) -> Any:
+    """``torch.empty_like`` of a contiguous meta tensor.
+
+    ``empty_like`` itself goes through a Python decomposition on meta: 50x slower.
+    """
+    import torch
+
+    return torch.empty(x.shape, dtype=x.dtype, device="meta")
+
+
+def _call_op(target: Any) -> str | None:
+    """The operator type of a call_function/call_method target, if it is torch's own."""
+    if not _torch_own(target):
+        return None
+    return _FUNCTION_OPS.get(_name(target).removeprefix("__").removesuffix("__"))
+
+
+def _pool_len(n: int, k: int, s: int, p: int, d: int, ceil: bool) -> int:
+    """The output length of a pooling: torch's pooling_output_shape (aten/src/ATen/native/Pool.h)."""
+    num = n + 2 * p - d * (k - 1) - 1 + (s - 1 if ceil else 0)
+    out = num // s + 1
+    if ceil and (out - 1) * s >= n + p:
+        out -= 1
+    return out
+
+
+def _cast(t: Any, dtype: Any) -> Any:
+    """The dtype ``t`` has once :func:`_meta` casts it to ``dtype``."""
+    return dtype if dtype is not None and t.is_floating_point() else t.dtype
+
+
+def _fast_module(mod: Any, op: str | None, args: Any, kwargs: Any, dtype: Any = None) -> tuple[Any, int] | None:
+    """(output, FLOP) of a standard module call by formula, or None (run it instead).
+
+    ``mod`` is the user's module; ``dtype``: the precision its floating tensors are cast to.
+    """
+    import torch
+
+    if kwargs or len(args) != 1 or not _plain(args[0]):
+        return None
+    x = args[0]
+    if op in _SHAPE_KEEPING:
+        # BN and activations keep the shape and have no FLOP formula (BN on meta tensors
+        # goes through slow Python decompositions)
+        return (x if getattr(mod, "inplace", False) else _like(x)), 0
+    kind = type(mod).__name__
+    if (
+        kind == "Conv2d"
+        and x.dim() == 4
+        and isinstance(mod.padding, tuple)
+        and mod.padding_mode == "zeros"
+        and _cast(mod.weight, dtype) == x.dtype
+        and x.shape[1] == mod.in_channels
+    ):
+        (kh, kw), (sh, sw), (ph, pw), (dh, dw) = mod.kernel_size, mod.stride, mod.padding, mod.dilation
+        n, _, h, w = x.shape
+        ho, wo = _pool_len(h, kh, sh, ph, dh, False), _pool_len(w, kw, sw, pw, dw, False)
+        if ho < 1 or wo < 1:
+            return None
+        cout = mod.out_channels
+        # torch.utils.flop_counter.conv_flop_count: 2 x batch x output positions x
+        # filter size x c_out x c_in per group (the bias is not counted)
+        flops = 2 * n * ho * wo * kh * kw * cout * (mod.in_channels // mod.groups)
+        return torch.empty((n, cout, ho, wo), dtype=x.dtype, device="meta"), flops
+    if kind == "Linear" and x.dim() == 2 and x.shape[1] == mod.in_features and _cast(mod.weight, dtype) == x.dtype:
+        # addmm (bias) or mm (no bias): mm_flop = 2 m n k
+        return (
+            torch.empty((x.shape[0], mod.out_features), dtype=x.dtype, device="meta"),
+            2 * x.shape[0] * mod.in_features * mod.out_features,
+        )
+    if kind in ("MaxPool2d", "AvgPool2d") and x.dim() == 4 and not getattr(mod, "return_indices", False):
+        k, s, p = _pair(mod.kernel_size), _pair(mod.stride if mod.stride else mod.kernel_size), _pair(mod.padding)
+        d = _pair(getattr(mod, "dilation", 1))
+        n, c, h, w = x.shape
+        ho = _pool_len(h, k[0], s[0], p[0], d[0], mod.ceil_mode)
+        wo = _pool_len(w, k[1], s[1], p[1], d[1], mod.ceil_mode)
+        if ho < 1 or wo < 1 or p[0] > k[0] // 2 or p[1] > k[1] // 2:
+            return None  # torch raises: let it
+        return torch.empty((n, c, ho, wo), dtype=x.dtype, device="meta"), 0
+    if kind == "AdaptiveAvgPool2d" and x.dim() == 4:
+        o = mod.output_size
+        o = (o, o) if not isinstance(o, (tuple, list)) else tuple(o)
+        n, c, h, w = x.shape
+        ho, wo = (h if o[0] is None else int(o[0])), (w if o[-1] is None else int(o[-1]))
+        return torch.empty((n, c, ho, wo), dtype=x.dtype, device="meta"), 0
+    return None
+
+
+def _broadcast(a: Sequence[int], b: Sequence[int]) -> tuple[int, ...] | None:
+    """The broadcast shape of two shapes (len(b) <= len(a)), None if they do not broadcast.
+
+    torch.broadcast_shapes imports sympy on its first call: seconds.
+    """
+    out = list(a)
+    for i in range(1, len(b) + 1):
+        x, y = a[-i], b[-i]
+        if x == y or y == 1:
+            continue
+        if x == 1:
+            out[-i] = y
+        else:
+            return None
+    return tuple(out)
+
+
+_BINARY = {"add": False, "iadd": True, "add_": True, "mul": False, "imul": True, "mul_": True}
+
+
+def _fast_call(name: str, args: Any, kwargs: Any) -> Any | None:
+    """The output of a common function/method call by formula, or None (run it instead)."""
+    import torch
+
+    key = name.removeprefix("__").removesuffix("__")
+    if key in _BINARY and len(args) == 2 and not kwargs:
+        a, b = args
+        if not _plain(a) or not (_plain(b) or (type(b) in (int, float) and a.is_floating_point())):
+            return None
+        if isinstance(b, torch.Tensor) and (b.dtype != a.dtype or b.dim() > a.dim()):
+            return None  # type promotion or broadcasting up: let torch decide
+        shape = _broadcast(a.shape, b.shape) if isinstance(b, torch.Tensor) else a.shape
+        if shape is None:
+            return None
+        if _BINARY[key]:
+            return a if shape == a.shape else None
+        return torch.empty(shape, dtype=a.dtype, device="meta")
+    if key in ("cat", "concat") and args and isinstance(args[0], (list, tuple)) and args[0]:
+        ts = args[0]
+        dim = args[1] if len(args) > 1 else kwargs.get("dim", 0)
+        if len(args) > 2 or set(kwargs) - {"dim"} or not isinstance(dim, int):
+            return None
+        t0 = ts[0]
+        if not all(_plain(t) and t.dtype == t0.dtype and t.dim() == t0.dim() for t in ts) or t0.dim() == 0:
+            return None
+        d = dim % t0.dim()
+        if any(t.shape[:d] != t0.shape[:d] or t.shape[d + 1 :] != t0.shape[d + 1 :] for t in ts):
+            return None
+        shape = list(t0.shape)
+        shape[d] = sum(t.shape[d] for t in ts)
+        return torch.empty(shape, dtype=t0.dtype, device="meta")
+    if (
+        _FUNCTION_OPS.get(key) in _ACT_FUNCS
+        and args
+        and _plain(args[0])
+        and key not in ("hardtanh", "hardtanh_")
+        and all(type(a) in (bool, str) for a in args[1:])
+        and set(kwargs) <= {"inplace", "approximate"}
+    ):
+        x = args[0]
+        if not x.is_floating_point():
+            return None
+        inplace = key.endswith("_") or kwargs.get("inplace") is True or any(a is True for a in args[1:])
+        return x if inplace else _like(x)
+    return None
+
+
+def _tensors(x: Any) -> list[Any]:
+    import torch
+
+    out: list[Any] = []
+
+    def walk(v: Any) -> None:
+        if isinstance(v, torch.Tensor):
+            out.append(v)
+        elif isinstance(v, (list, tuple)):
+            for e in v:
+                walk(e)
+        elif isinstance(v, dict):
+            for e in v.values():
+                walk(e)
+
+    walk(x)
+    return out
+
+
+def _pair(v: Any) -> tuple[int, int]:
+    if isinstance(v, (tuple, list)):
+        return (int(v[0]), int(v[-1])) if v else (1, 1)
+    return (int(v), int(v)) if v is not None else (1, 1)
+
+
+def _root(t: Any) -> Any:
+    return t._base if getattr(t, "_base", None) is not None else t
+
+
+def _nchw(shape: Sequence[int]) -> tuple[int, int, int, int]:
+    """The (N, C, H, W) reading of a shape.
+
+    4-D as is, 3-D (N, L, C) tokens as N, C, L, 1, 2-D (N, C) as N, C, 1, 1, 5-D and more
+    with the middle dimensions as channels.
+    """
+    s = tuple(shape)  # a torch.Size holds ints already
+    if len(s) == 4:
+        return s
+    if len(s) == 3:
+        return s[0], s[2], s[1], 1
+    if len(s) == 2:
+        return s[0], s[1], 1, 1
+    if len(s) == 1:
+        return 1, s[0], 1, 1
+    if len(s) == 0:
+        return 1, 1, 1, 1
+    return s[0], int(math.prod(s[1:-2])), s[-2], s[-1]  # 5-D and more: the middle dimensions as channels
+
+
+_ESIZE: dict[Any, int] = {}
+_DTYPE_NAMES: dict[Any, str] = {}  # filled on first use: str(dtype) is slow-ish per row
+
+
+def _esize(dtype: Any) -> int:
+    """Bytes per element of a torch dtype (0 for ``None``), cached."""
+    if dtype is None:
+        return 0
+    got = _ESIZE.get(dtype)
+    if got is None:
+        import torch
+
+        got = _ESIZE[dtype] = torch.empty((), dtype=dtype, device="meta").element_size()
+    return got
+
+
+def _named_inplace(node: Any, kwargs: Any) -> bool:
+    """Whether an fx node is named in-place by PyTorch's conventions.
+
+    A trailing underscore (``relu_``, ``add_``) or an ``inplace=True`` argument.
+    """
+    name = str(node.target) if node.op == "call_method" else _name(node.target)
+    return name.endswith("_") or (isinstance(kwargs, dict) and kwargs.get("inplace") is True)
+
+
+def _name(target: Any) -> str:
+    if isinstance(target, str):
+        return target
+    return getattr(target, "__name__", type(target).__name__)
+
+
+def _row(node: Any, mod: Any, ins: list[Any], outs: list[Any], flops: int, dtype: Any = None) -> dict[str, Any]:
+    if mod is not None:
+        kind = type(mod).__name__
+        op = _MODULE_OPS.get(kind, "unknown")
+    else:
+        kind = _name(node.target)
+        op = _FUNCTION_OPS.get(kind.removeprefix("__").removesuffix("__"), "unknown")
+    x = ins[0] if ins else outs[0]
+    y = outs[0]
+    n, cin, h, w = _nchw(x.shape)
+    _, cout, ho, wo = _nchw(y.shape)
+    kernel = kernel_w = stride = dilation = groups = 1
+    padding = 0
+    params = weight = 0
+    if mod is not None:
+        # the module's own tensors, each once (parameters(recurse=False) walks the whole
+        # named_members machinery: a fifth of the capture time)
+        own_p = list({id(t): t for t in mod._parameters.values() if t is not None}.values())
+        own_b = list({id(t): t for t in mod._buffers.values() if t is not None}.values())
+        esize = _esize(dtype)
+        for p in own_p + own_b:  # as cast to ``dtype`` (the module may be the user's own)
+            weight += p.numel() * (esize if esize and p.is_floating_point() else p.element_size())
+        params = sum(p.numel() for p in own_p)
+        if op == "conv":
+            kernel, kernel_w = _pair(mod.kernel_size)
+            stride, dilation = _pair(mod.stride)[0], _pair(mod.dilation)[0]
+            padding = _pair(mod.padding if not isinstance(mod.padding, str) else 0)[0]
+            groups = int(mod.groups)
+        elif op in ("maxpool", "avgpool"):
+            kernel, kernel_w = _pair(mod.kernel_size)
+            stride = _pair(mod.stride if mod.stride is not None else mod.kernel_size)[0]
+            padding = _pair(mod.padding)[0]
+    elif op == "conv" and len(ins) >= 2:  # F.conv2d(x, weight, bias, stride, padding, dilation, groups)
+        wt = ins[1]
+        kernel, kernel_w = int(wt.shape[2]), int(wt.shape[-1]) if wt.dim() > 3 else 1
+        a = list(node.args) + [None] * 7
+        kw = node.kwargs
+        stride = _pair(kw.get("stride", a[3] if a[3] is not None else 1))[0]
+        pad = kw.get("padding", a[4] if a[4] is not None else 0)
+        padding = _pair(pad if not isinstance(pad, str) else 0)[0]
+        dilation = _pair(kw.get("dilation", a[5] if a[5] is not None else 1))[0]
+        groups = int(kw.get("groups", a[6] if a[6] is not None else 1))
+        weight = sum(t.numel() * t.element_size() for t in ins[1:])
+        ins = ins[:1]
+    elif op in ("linear", "bn", "layernorm") and len(ins) >= 2:  # functional forms: weights are inputs
+        weight = sum(t.numel() * t.element_size() for t in ins[1:])
+        ins = ins[:1]
+    elif op == "gap" and kind == "mean" and (ho, wo) != (1, 1) and y.dim() != 2:
+        op = "unknown"  # a mean over something else than the spatial dimensions
+    if op == "gap" and mod is not None and (ho, wo) != (1, 1):
+        op = "avgpool"  # an adaptive pool to more than 1x1 is a pooling
+    if op == "conv":
+        n, cin, h, w = _nchw(x.shape)
+    elif op in ("linear", "layernorm") and x.dim() >= 4:
+        # the features are the last dimension (channels-last tokens, e.g. ConvNeXt's MLP on
+        # N x H x W x C), not dimension 1: the middle dimensions are rows, read as H x 1
+        # (as a 3-D N x L x C input already is)
+        n, cin, h, w = x.shape[0], x.shape[-1], math.prod(x.shape[1:-1]), 1
+        cout, ho, wo = y.shape[-1], math.prod(y.shape[1:-1]), 1
+    if y.dtype not in _DTYPE_NAMES:
+        _DTYPE_NAMES[y.dtype] = str(y.dtype).removeprefix("torch.")
+    in_bytes = sum(t.numel() * t.element_size() for t in ins)
+    out_bytes = sum(t.numel() * t.element_size() for t in outs)
+    # an element-wise binary op one of whose inputs is broadcast (SE's x * s)
+    broadcast = op in ("add", "mul") and len(ins) >= 2 and any(t.numel() < y.numel() for t in ins)
+    return {
+        "name": node.name,
+        "target": node.target if isinstance(node.target, str) else kind,
+        "kind": kind,
+        # shapes are torch.Size (ints) and the figures Python ints already: no int() per field
+        "op": op,
+        "in_shape": tuple(x.shape),
+        "out_shape": tuple(y.shape),
+        "batch": n,
+        "cin": cin,
+        "h": h,
+        "w": w,
+        "cout": cout,
+        "ho": ho,
+        "wo": wo,
+        "kernel": int(kernel),
+        "kernel_w": int(kernel_w),
+        "stride": int(stride),
+        "padding": int(padding),
+        "dilation": int(dilation),
+        "groups": int(groups),
+        "dtype": _DTYPE_NAMES.get(y.dtype) or str(y.dtype).removeprefix("torch."),
+        "bytes_per_element": y.element_size(),
+        "flops": int(flops),
+        "params": int(params),
+        "weight_bytes": int(weight),
+        "in_bytes": in_bytes,
+        "out_bytes": out_bytes,
+        "bytes": in_bytes + weight + out_bytes,
+        "n_inputs": len(ins),
+        "broadcast": bool(broadcast),
+        "fused": "",
+    }

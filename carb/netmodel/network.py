@@ -1,0 +1,382 @@
+"""The network model: a network's latency and peak memory from its layers' predictions.
+
+``latency = s * sum(layer latencies) + o * nodes + c`` (NNLS on relative error over
+whole-network measurements; the overheads ``o`` and ``c`` shrunk towards 0, so a few
+networks move them only as far as they agree): ``o`` is the per-node dispatch overhead
+(module calls, views) and ``c`` the per-forward one. Peak memory is a static liveness
+simulation (weights + input + the peak of live activations, :mod:`carb.graph`) corrected by
+a learned linear term (NNLS on ``model_bytes``, ``input_bytes``, ``peak_live_bytes``, the
+largest layer's weights, a constant). Intervals are the quantile of the leave-one-family-out
+log-residuals on the training networks (or, once calibrated, of the map's leave-one-out
+residuals), widened by the unknown operators' share.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import nnls
+
+from carb.graph import LayerTable
+from carb.netmodel.io import ModelError, read_model, write_model
+from carb.netmodel.layers import LayerModel, onednn_conv, op_class
+
+MB = 1e6
+
+#: Network-level columns :func:`network_row` gives.
+NETWORK_COLUMNS = [
+    "layer_sum_ms",
+    "unknown_ms",
+    "nodes",
+    "flops",
+    "model_bytes",
+    "input_bytes",
+    "peak_live_bytes",
+    "max_weight_bytes",
+    "batch",
+    "flops_known_share",
+    "layers_known_share",
+    "onednn_convs",
+]
+
+
+def network_row(table: LayerTable, layer_model: LayerModel) -> tuple[dict[str, float], np.ndarray]:
+    """The network-level figures of a captured network under a layer model, and the per-layer latencies (ms)."""
+    rows, t, _, _ = _network_rows([table], layer_model)
+    return {k: float(v) for k, v in rows.iloc[0].items()}, t
+
+
+def _network_rows(
+    tables: Sequence[LayerTable], layer_model: LayerModel
+) -> tuple[pd.DataFrame, np.ndarray, np.ndarray, pd.DataFrame]:
+    """:data:`NETWORK_COLUMNS` of each table (one row each), from one layer-model call over all their layers.
+
+    Also the per-layer latencies (ms), known flags and layer rows, all tables' layers one
+    after the other.
+    """
+    n = len(tables)
+    sizes = np.array([len(t.layers) for t in tables], dtype=np.int64)
+    frames = [t.layers for t in tables if len(t.layers)]
+    # one table: its own frame, no copy
+    L = (frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)) if frames else tables[0].layers
+    cls = op_class(L) if len(L) else np.zeros(0, object)
+    on = onednn_conv(L, layer_model.threads) if len(L) else np.zeros(0, bool)  # features and memory both read it
+    t_all = layer_model.predict(L, cls, on)
+    known_all = layer_model.known(L, cls)
+    flops_all = L["flops"].to_numpy(np.float64) if len(L) else np.zeros(0)
+    costed = (L["op"] != "view").to_numpy() if len(L) else np.zeros(0, bool)
+    seg = np.repeat(np.arange(n), sizes)
+
+    def per_net(w: np.ndarray) -> np.ndarray:
+        return np.bincount(seg, weights=w, minlength=n)
+
+    flops = per_net(flops_all)
+    flops_known = per_net(np.where(known_all, flops_all, 0.0))
+    n_costed = per_net(costed.astype(np.float64))
+    n_known_costed = per_net((known_all & costed).astype(np.float64))
+    max_w = np.zeros(n)
+    np.maximum.at(max_w, seg, L["weight_bytes"].to_numpy(np.float64) if len(L) else np.zeros(0))
+    rows = pd.DataFrame(
+        {
+            "layer_sum_ms": per_net(t_all),
+            "unknown_ms": per_net(np.where(known_all, 0.0, t_all)),
+            "nodes": sizes.astype(np.float64),
+            "flops": flops,
+            "model_bytes": [float(t.model_bytes) for t in tables],
+            "input_bytes": [float(t.input_bytes) for t in tables],
+            "peak_live_bytes": [float(t.peak_live_bytes) for t in tables],
+            "max_weight_bytes": max_w,
+            "batch": [float(t.input_shape[0]) if t.input_shape else 1.0 for t in tables],
+            "flops_known_share": np.divide(flops_known, flops, out=np.ones(n), where=flops > 0),
+            "layers_known_share": np.divide(n_known_costed, n_costed, out=np.ones(n), where=n_costed > 0),
+            "onednn_convs": per_net(on.astype(np.float64)),
+        },
+        columns=NETWORK_COLUMNS,
+    )
+    return rows, t_all, known_all, L
+
+
+def _lat_design(rows: pd.DataFrame) -> np.ndarray:
+    return np.column_stack([rows["layer_sum_ms"], rows["nodes"], np.ones(len(rows))])
+
+
+def _mem_shift(rows: pd.DataFrame, layer: LayerModel) -> np.ndarray:
+    """MB to take off the memory terms' prediction of each network.
+
+    The layer model's :attr:`LayerModel.onednn_mb` where none of its convolutions runs
+    through oneDNN (the terms are fitted on networks that all do, with this added to the
+    others' measurements), else 0 (also for rows without the ``onednn_convs`` figure).
+    """
+    if not layer.onednn_mb or "onednn_convs" not in rows:
+        return np.zeros(len(rows))
+    return np.where(rows["onednn_convs"].to_numpy(np.float64) > 0, 0.0, float(layer.onednn_mb))
+
+
+def _mem_design(rows: pd.DataFrame) -> np.ndarray:
+    return np.column_stack(
+        [
+            rows["model_bytes"] / MB,
+            rows["input_bytes"] / MB,
+            rows["peak_live_bytes"] / MB,
+            rows["max_weight_bytes"] / MB,
+            np.ones(len(rows)),
+        ]
+    )
+
+
+#: Which latency terms ``[s, o, c]`` are shrunk towards 0 (ridge, :func:`_nnls_rel`): the
+#: overheads per node ``o`` and per forward ``c``; the scale ``s`` stays free, as it carries
+#: the machine's speed of the day (layers and networks measured at other moments). Each layer
+#: is measured with its own module call, so the plain (scaled) sum needs no overhead unless
+#: the networks agree on one.
+LAT_SHRUNK = (0.0, 1.0, 1.0)
+#: Strength of that shrinkage: a fixed total (in networks' squared relative errors), so ten
+#: networks move the overheads only as far as they agree and a hundred almost freely
+#: (leave-one-family-out on the zoo, K = 10: MAPE 11.5% at 3 and 10, 11.6% at 30, 12.3% without).
+LAT_SHRINK_STRENGTH = 10.0
+
+
+def _nnls_rel(
+    A: np.ndarray, y: np.ndarray, shrunk: Sequence[float] | None = None, strength: float = 0.0
+) -> list[float]:
+    """Non-negative coefficients of ``y ~ A @ coef`` on relative error.
+
+    With ``shrunk`` (a weight per column) and ``strength > 0``, the weighted coefficients
+    are shrunk towards 0 (ridge). Each coefficient is priced in its column's typical share
+    of the prediction (``mean(A[:, j] / y)``), so the penalty has no units.
+    """
+    W = A / y[:, None]
+    b = np.ones_like(y)
+    if shrunk is not None and strength > 0:
+        w = np.asarray(shrunk, np.float64)
+        P = math.sqrt(strength) * np.diag(np.maximum(np.abs(W).mean(axis=0), 1e-30) * w)[w > 0]
+        W, b = np.vstack([W, P]), np.concatenate([b, np.zeros(len(P))])
+    scale = np.maximum(np.abs(W).max(axis=0), 1e-30)
+    coef, _ = nnls(W / scale, b, maxiter=5000)
+    return [float(c) for c in coef / scale]
+
+
+@dataclass
+class NetModel:
+    """Layer model + network terms (+ optional calibration maps), per device.
+
+    Attributes:
+        layer: the :class:`LayerModel`.
+        lat_coef: ``[s, o (ms/node), c (ms)]`` of ``latency = s * layer_sum + o * nodes + c``.
+        mem_coef: memory (MB) on model, input, peak live activations, largest layer weights
+            (all MB) and a constant (MB).
+        q: 90% |log residual| quantiles of the network model per target (intervals).
+        calibration: per target, a :class:`carb.model.maps.LogMap` as a dict (or absent).
+        coverage: nominal coverage of the intervals.
+        device: the device the model describes (e.g. ``cpu-1t``).
+        meta: provenance (data, counts, fitted when).
+
+    """
+
+    layer: LayerModel
+    lat_coef: list[float]
+    mem_coef: list[float]
+    q: dict[str, float]
+    calibration: dict[str, dict[str, Any]] = field(default_factory=dict)
+    coverage: float = 0.9
+    device: str = ""
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    # -- prediction
+    def predict_rows(self, rows: pd.DataFrame) -> pd.DataFrame:
+        """Latency and memory of networks from their :func:`network_row` figures.
+
+        Returns:
+            ``latency_ms``, ``memory_mb`` and their ``_lo``/``_hi`` bounds (ms, MB), one row
+            per network.
+
+        """
+        from carb.model.maps import LogMap
+
+        lat = np.maximum(_lat_design(rows) @ np.asarray(self.lat_coef), 1e-6)
+        mem = np.maximum(_mem_design(rows) @ np.asarray(self.mem_coef) - _mem_shift(rows, self.layer), 1e-6)
+        out = pd.DataFrame(index=rows.index)
+        batch = rows["batch"].to_numpy(np.float64)
+        for target, pred in (("latency_ms", lat), ("memory_mb", mem)):
+            q = self.q.get(target, 0.0)
+            cal = self.calibration.get(target)
+            if cal:
+                # outside the K's range the map holds its end ratio (a map saved without its
+                # range carries its slope on)
+                lm = LogMap.from_dict(cal)
+                pred = lm.apply(pred, batch)
+                q = max(lm.q, 0.0) if lm.n >= 5 else max(q, lm.q)
+            lo, hi = pred * math.exp(-q), pred * math.exp(q)
+            if target == "latency_ms":
+                # unknown operators: their fallback cost is uncertain by the generic roofline's error
+                u = rows["unknown_ms"].to_numpy(np.float64) * (self.lat_coef[0] or 1.0)
+                qg = self.layer.q_generic
+                lo = np.maximum(lo - u * (1 - math.exp(-qg)), 1e-6)
+                hi = hi + u * (math.exp(qg) - 1)
+            out[target], out[f"{target}_lo"], out[f"{target}_hi"] = pred, lo, hi
+        return out
+
+    def calibrate(self, rows: pd.DataFrame, measured: pd.DataFrame, max_terms: int = 3) -> "NetModel":
+        """A copy calibrated with K whole-network measurements through :func:`carb.model.maps.fit_log_map`.
+
+        Args:
+            rows: the K networks' :func:`network_row` figures.
+            measured: their ``latency_ms`` (ms) and ``memory_mb`` (MB), aligned with ``rows``.
+            max_terms: the map's most coefficients; 1: the identity or one device factor,
+                and for memory also one fixed offset.
+
+        Returns:
+            The calibrated copy.
+
+        """
+        from carb.model.maps import fit_log_map
+
+        base = NetModel(
+            self.layer, self.lat_coef, self.mem_coef, self.q, {}, self.coverage, self.device, dict(self.meta)
+        )
+        pred = base.predict_rows(rows)
+        cal = {}
+        for t in ("latency_ms", "memory_mb"):
+            y = measured[t].to_numpy(np.float64)
+            ok = np.isfinite(y) & (y > 0)
+            if ok.sum() < 2:
+                continue
+            # one term: memory may instead take a fixed offset (another runtime's baseline),
+            # as carb calibrate's config models do
+            lm = fit_log_map(
+                pred[t].to_numpy()[ok],
+                y[ok],
+                rows["batch"].to_numpy(np.float64)[ok],
+                self.coverage,
+                additive=max_terms == 1 and t == "memory_mb",
+                max_terms=max_terms,
+            )
+            cal[t] = lm.to_dict()
+        base.calibration = cal
+        base.meta["calibrated_on"] = int(len(rows))
+        return base
+
+    # -- persistence
+    def save(self, directory: str | Path) -> Path:
+        """Write the model into ``directory`` (:mod:`carb.netmodel.io`); returns the directory."""
+        doc = {
+            "device": self.device,
+            "coverage": self.coverage,
+            "lat_coef": self.lat_coef,
+            "mem_coef": self.mem_coef,
+            "q": self.q,
+            "calibration": self.calibration,
+            "meta": self.meta,
+            "layer": self.layer.to_doc(),
+        }
+        return write_model(directory, doc, self.layer.forest)
+
+    @classmethod
+    def from_doc(cls, doc: dict[str, Any], forest: Any) -> "NetModel":
+        """The model of a document written by :meth:`save`, with its layer model's loaded ``forest``."""
+        return cls(
+            layer=LayerModel.from_doc(doc["layer"], forest),
+            lat_coef=list(map(float, doc["lat_coef"])),
+            mem_coef=list(map(float, doc["mem_coef"])),
+            q={k: float(v) for k, v in doc["q"].items()},
+            calibration=doc.get("calibration") or {},
+            coverage=float(doc.get("coverage", 0.9)),
+            device=str(doc.get("device", "")),
+            meta=doc.get("meta") or {},
+        )
+
+
+def load(directory: str | Path) -> NetModel:
+    """A model saved by :meth:`NetModel.save` (no code runs from the files).
+
+    Args:
+        directory: its directory, or the name of a shipped model (:func:`carb.netmodel.io.resolve`).
+
+    Returns:
+        The network model.
+
+    Raises:
+        ModelError: not a network-model directory, or a malformed one (one line).
+
+    """
+    return read_model(directory, NetModel.from_doc)
+
+
+def allocator_of(nm: NetModel) -> str:
+    """The CPU workers' allocator the model's measurements were taken with.
+
+    One of :data:`carb.measure.cpu.ALLOCATORS`; ``default`` for a model that does not record it.
+    """
+    return str(nm.meta.get("allocator", "default"))
+
+
+def fit_netmodel(
+    layer_model: LayerModel,
+    rows: pd.DataFrame,
+    measured: pd.DataFrame,
+    *,
+    groups: Sequence[str] | None = None,
+    coverage: float = 0.9,
+    device: str = "",
+    meta: Mapping[str, Any] | None = None,
+    shrink_strength: float = LAT_SHRINK_STRENGTH,
+) -> NetModel:
+    """Fit the network terms on whole-network measurements.
+
+    Args:
+        layer_model: the fitted :class:`LayerModel`.
+        rows: :func:`network_row` figures of the measured networks.
+        measured: their ``latency_ms`` and ``memory_mb`` (aligned with ``rows``).
+        groups: family of each network: the interval quantiles come from
+            leave-one-family-out residuals (otherwise from leave-one-out).
+        coverage: nominal coverage of the intervals.
+        device: the device the model describes (e.g. ``cpu-1t``).
+        meta: provenance kept in the model.
+        shrink_strength: how strongly the latency overheads (per node, per forward) are
+            shrunk towards 0 (:data:`LAT_SHRUNK`, :data:`LAT_SHRINK_STRENGTH`); 0: plain NNLS.
+
+    Returns:
+        The network model.
+
+    Raises:
+        ModelError: fewer than 3 networks.
+
+    """
+    y_lat = measured["latency_ms"].to_numpy(np.float64)
+    y_mem = measured["memory_mb"].to_numpy(np.float64)
+    if len(rows) < 3:
+        raise ModelError(f"network model: {len(rows)} measured networks; need at least 3")
+    A, M = _lat_design(rows), _mem_design(rows)
+    # the terms describe a process that ran oneDNN; a network that never does is measured lower
+    shift = _mem_shift(rows, layer_model)
+    y_mem_fit = y_mem + shift
+    lat_coef, mem_coef = _nnls_rel(A, y_lat, LAT_SHRUNK, shrink_strength), _nnls_rel(M, y_mem_fit)
+    g = np.asarray(groups) if groups is not None else np.arange(len(rows)).astype(str)
+    res: dict[str, list[float]] = {"latency_ms": [], "memory_mb": []}
+    for k in np.unique(g):
+        tr, te = g != k, g == k
+        if tr.sum() < 3:
+            continue
+        cl, cm = _nnls_rel(A[tr], y_lat[tr], LAT_SHRUNK, shrink_strength), _nnls_rel(M[tr], y_mem_fit[tr])
+        res["latency_ms"] += list(np.log(np.maximum(A[te] @ cl, 1e-6) / y_lat[te]))
+        res["memory_mb"] += list(np.log(np.maximum(M[te] @ cm - shift[te], 1e-6) / y_mem[te]))
+    # the finite-sample conformal level (ceil((n + 1) c) / n), as carb.model.maps use:
+    # with ten networks the plain 90% quantile is below the largest residual and under-covers
+    q = {
+        t: float(np.quantile(np.abs(v), min(1.0, math.ceil((len(v) + 1) * coverage) / len(v)))) if v else 0.5
+        for t, v in res.items()
+    }
+    return NetModel(
+        layer=layer_model,
+        lat_coef=lat_coef,
+        mem_coef=mem_coef,
+        q=q,
+        coverage=coverage,
+        device=device,
+        meta=dict(meta or {}),
+    )

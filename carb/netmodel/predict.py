@@ -1,0 +1,316 @@
+"""Predictions for any ``torch.nn.Module``: capture it, then price it with a network model.
+
+:func:`predict_module` captures one module on the meta device (:func:`carb.graph.capture`)
+and prices it (:class:`Prediction`: latency, peak memory, intervals, the per-layer
+breakdown and the model's coverage); :func:`predict_modules` captures many in worker
+processes, then prices them all in one batched call (:func:`predict_tables`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+from carb.graph import CaptureError, LayerTable, build_meta, capture
+from carb.netmodel.network import NetModel, _network_rows, load
+
+
+@dataclass
+class Prediction:
+    """What a network will cost on the model's device.
+
+    Attributes:
+        latency_ms, latency_ms_lo, latency_ms_hi: per forward of the whole batch, with the
+            interval (``coverage``). Units: ms.
+        memory_mb, memory_mb_lo, memory_mb_hi: peak memory of inference. Units: MB (1e6 B).
+        energy_j: per forward, where the device model has energy; else ``None`` and
+            ``energy_missing_reason`` says why. Units: J.
+        coverage_flops, coverage_layers: shares (0..1) of the FLOPs and of the costed layers
+            whose operator type the model has measurements for.
+        unknown_ops: operator kinds priced by the generic fallback.
+        precision, precision_measured: the network's precision, and whether the model's
+            layers were measured in it (``None``: not recorded by the model).
+        layers: the per-layer table with ``latency_ms`` (predicted, ms) and ``share``, the
+            most expensive first.
+        flops, params: of the whole forward / module. Units: FLOP, count.
+
+    """
+
+    latency_ms: float
+    latency_ms_lo: float
+    latency_ms_hi: float
+    memory_mb: float
+    memory_mb_lo: float
+    memory_mb_hi: float
+    coverage_flops: float
+    coverage_layers: float
+    unknown_ops: list[str]
+    flops: int
+    params: int
+    interval: float = 0.9
+    device: str = ""
+    energy_j: float | None = None
+    energy_missing_reason: str | None = "the device model has no energy measurements"
+    #: the network's precision, and whether the model measured layers in it (``None``: the
+    #: model does not record its layers' precisions)
+    precision: str = ""
+    precision_measured: bool | None = None
+    # the captured table, per-layer ms and known flags the breakdown is made of, on first
+    # use of ``layers`` (sorting and copying the table is most of the per-network predict
+    # time, and a sweep over many networks seldom reads it)
+    _source: tuple[pd.DataFrame, np.ndarray, np.ndarray] | None = field(default=None, repr=False, compare=False)
+    _layers: pd.DataFrame | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def layers(self) -> pd.DataFrame:
+        """The per-layer table with ``latency_ms`` (predicted, ms), ``known`` and ``share``, costliest first."""
+        if self._layers is None:
+            empty = (pd.DataFrame(), np.zeros(0), np.zeros(0, bool))
+            table, t, known = self._source if self._source is not None else empty
+            order = np.argsort(-t, kind="stable")
+            total = t.sum()
+            L = table.take(order).reset_index(drop=True)
+            self._layers = L.assign(
+                latency_ms=t[order], known=known[order], share=(t[order] / total) if total > 0 else 0.0
+            )
+        return self._layers
+
+    def top(self, n: int = 10) -> pd.DataFrame:
+        """The ``n`` most expensive layers: name, op, shapes, predicted ms, share."""
+        cols = [
+            "name",
+            "op",
+            "kind",
+            "in_shape",
+            "out_shape",
+            "kernel",
+            "stride",
+            "groups",
+            "flops",
+            "latency_ms",
+            "share",
+            "known",
+        ]
+        return self.layers[cols].head(n)
+
+    def to_dict(self, top: int = 10) -> dict[str, Any]:
+        """JSON-serialisable summary (coverage first)."""
+        t = self.top(top).copy()
+        t["in_shape"] = t["in_shape"].map(list)
+        t["out_shape"] = t["out_shape"].map(list)
+        return {
+            "coverage": {
+                "flops": self.coverage_flops,
+                "layers": self.coverage_layers,
+                "unknown_ops": self.unknown_ops,
+                "precision": self.precision,
+                "precision_measured": self.precision_measured,
+            },
+            "device": self.device,
+            "interval": self.interval,
+            "latency_ms": {"value": self.latency_ms, "lo": self.latency_ms_lo, "hi": self.latency_ms_hi},
+            "memory_mb": {"value": self.memory_mb, "lo": self.memory_mb_lo, "hi": self.memory_mb_hi},
+            "energy_j": self.energy_j,
+            "energy_missing_reason": self.energy_missing_reason,
+            "flops": self.flops,
+            "params": self.params,
+            "n_layers": int(len(self.layers)),
+            "top_layers": json.loads(t.to_json(orient="records")),
+        }
+
+
+def predict_module(
+    module: Any,
+    example_input: Any,
+    model: NetModel | str | Path,
+    *,
+    precision: str | None = None,
+    fold_bn: bool = False,
+) -> Prediction:
+    """Predict latency and peak memory of ``module`` on the device of ``model``.
+
+    With intervals, the per-layer breakdown and the coverage of the model.
+
+    Args:
+        module: any ``torch.nn.Module`` (captured on the meta device; not modified).
+        example_input: a tensor, a tuple of tensors, or a shape such as ``(1, 3, 224, 224)``.
+        model: the device's network model (a :class:`NetModel`, its directory or a shipped name).
+        precision: ``fp32``, ``fp16``, ``bf16``; ``None``: the input's dtype.
+        fold_bn: fold each BN that directly follows a convolution into it (:func:`carb.graph.capture`).
+
+    Returns:
+        The :class:`Prediction`.
+
+    Raises:
+        carb.graph.CaptureError: the module does not trace, bad input or precision (one line).
+        ModelError: the model cannot be loaded (one line).
+
+    """
+    nm = model if isinstance(model, NetModel) else load(model)
+    table = capture(module, example_input, precision, fold_bn=fold_bn)
+    return predict_table(table, nm)
+
+
+def predict_table(table: LayerTable, nm: NetModel) -> Prediction:
+    """:func:`predict_module` on an already captured network."""
+    return predict_tables([table], nm)[0]
+
+
+def predict_tables(tables: Sequence[LayerTable], nm: NetModel) -> list[Prediction]:
+    """:func:`predict_table` over many captured networks at once; the same figures as predicting each alone.
+
+    One layer-model call over all their layers and one network-model call over all
+    networks (per network, the fixed cost of those calls is most of the prediction time).
+    """
+    if not tables:
+        return []
+    rows, t_all, known_all, L = _network_rows(tables, nm.layer)
+    ends = np.cumsum([len(t.layers) for t in tables])
+    starts = ends - np.array([len(t.layers) for t in tables])
+    pred = nm.predict_rows(rows)
+    cols = {c: pred[c].to_numpy(np.float64) for c in pred.columns}
+    kind_all = L["kind"].to_numpy() if len(L) else np.zeros(0, object)
+    share_f, share_l = rows["flops_known_share"].to_numpy(), rows["layers_known_share"].to_numpy()
+    out = []
+    for i, table in enumerate(tables):
+        t, known = t_all[starts[i] : ends[i]], known_all[starts[i] : ends[i]]
+        order = np.argsort(-t, kind="stable")
+        unknown = list(dict.fromkeys(str(k) for k in kind_all[starts[i] : ends[i]][order][~known[order]]))
+        out.append(
+            Prediction(
+                latency_ms=float(cols["latency_ms"][i]),
+                latency_ms_lo=float(cols["latency_ms_lo"][i]),
+                latency_ms_hi=float(cols["latency_ms_hi"][i]),
+                memory_mb=float(cols["memory_mb"][i]),
+                memory_mb_lo=float(cols["memory_mb_lo"][i]),
+                memory_mb_hi=float(cols["memory_mb_hi"][i]),
+                coverage_flops=float(share_f[i]),
+                coverage_layers=float(share_l[i]),
+                unknown_ops=unknown,
+                flops=table.flops,
+                params=table.params,
+                interval=nm.coverage,
+                device=nm.device,
+                precision=table.precision,
+                precision_measured=None if nm.layer.precisions is None else table.precision in nm.layer.precisions,
+                _source=(table.layers, t, known),
+            )
+        )
+    return out
+
+
+#: Below this many networks :func:`predict_modules` captures in-process by default: a
+#: worker process starts in 2-4 s (it imports torch), the capture time of 50-100 networks.
+PARALLEL_MIN = 100
+
+
+def _capture_chunk(
+    jobs: list[tuple[int, Any, Any, str | None, bool]], in_worker: bool = False
+) -> list[tuple[int, Any]]:
+    """Capture ``(index, module or builder, example input, precision, fold_bn)`` jobs.
+
+    Each result is a :class:`LayerTable` or the one-line error it raised.
+    """
+    if in_worker:
+        import torch
+
+        torch.set_num_threads(1)  # capture runs no kernel: one thread per worker process
+    out = []
+    for i, obj, example, precision, fold_bn in jobs:
+        try:
+            out.append((i, capture(build_meta(obj, f"network {i}: building it"), example, precision, fold_bn=fold_bn)))
+        except CaptureError as e:
+            out.append((i, str(e)))
+    return out
+
+
+def predict_modules(
+    modules: Sequence[Any],
+    example_inputs: Any,
+    model: NetModel | str | Path,
+    *,
+    precision: str | None = None,
+    fold_bn: bool = False,
+    workers: int | None = None,
+    progress: Any = None,
+) -> list[Prediction]:
+    """:func:`predict_module` for many networks (a sweep, a NAS population).
+
+    Each is captured (in ``workers`` processes), then all are predicted in one batched call.
+
+    Args:
+        modules: ``torch.nn.Module`` objects, or zero-argument callables returning one
+            (e.g. ``functools.partial(build, cfg)``; built on the meta device, so nothing is
+            allocated, and in the worker, so only the callable is sent there).
+        example_inputs: one input for all networks (a tensor or a shape such as
+            ``(1, 3, 224, 224)``), or a list with one per network.
+        model: the device's network model (a :class:`NetModel` or its directory).
+        precision: ``fp32``, ``fp16``, ``bf16``; ``None``: each input's dtype.
+        fold_bn: fold each BN that directly follows a convolution into it (:func:`carb.graph.capture`).
+        workers: capture processes (joblib's loky workers: no ``if __name__ ==
+            "__main__"`` guard needed, and kept for the next call); ``None``: one per usable
+            CPU from :data:`PARALLEL_MIN` networks on, in-process below; ``1``: in-process.
+        progress: called with the number of networks captured so far (e.g. a progress bar's
+            ``update``), after each chunk.
+
+    Returns:
+        One :class:`Prediction` per network, in order; the same figures as
+        :func:`predict_module` on each.
+
+    Raises:
+        carb.graph.CaptureError: a network does not build or trace, or bad input (one
+            line, naming the network's index).
+        ModelError: the model cannot be loaded (one line).
+
+    """
+    nm = model if isinstance(model, NetModel) else load(model)
+    n = len(modules)
+    if isinstance(example_inputs, list) and not all(isinstance(d, int) for d in example_inputs):
+        if len(example_inputs) != n:
+            raise CaptureError(f"example_inputs: {len(example_inputs)} inputs for {n} networks")
+        inputs = example_inputs
+    else:
+        inputs = [example_inputs] * n
+    if workers is None:
+        workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        workers = workers if n >= PARALLEL_MIN else 1
+    workers = max(1, min(int(workers), n or 1))
+    jobs = [(i, modules[i], inputs[i], precision, fold_bn) for i in range(n)]
+    results = _capture_all(jobs, workers, progress)
+    for i in range(n):
+        if isinstance(results[i], str):
+            raise CaptureError(results[i] if results[i].startswith(f"network {i}") else f"network {i}: {results[i]}")
+    return predict_tables([results[i] for i in range(n)], nm)
+
+
+def _capture_all(jobs: list[tuple[int, Any, Any, str | None, bool]], workers: int, progress: Any) -> dict[int, Any]:
+    """:func:`_capture_chunk` over all ``jobs`` in chunks, in ``workers`` loky processes (``1``: in-process).
+
+    Returns:
+        Index -> layer table or error line.
+
+    """
+    n = len(jobs)
+    # chunks of ~20 networks: few round trips, and a progress step every fraction of a second
+    size = max(1, min(20, -(-n // max(4 * workers, 1))))
+    chunks = [jobs[k : k + size] for k in range(0, n, size)]
+    results: dict[int, Any] = {}
+    if workers == 1:
+        done_chunks: Any = (_capture_chunk(ch) for ch in chunks)
+    else:
+        from joblib import Parallel, delayed
+
+        done_chunks = Parallel(n_jobs=workers, backend="loky", return_as="generator")(
+            delayed(_capture_chunk)(ch, True) for ch in chunks
+        )
+    for done in done_chunks:
+        results.update(done)
+        if progress is not None:
+            progress(len(results))
+    return results

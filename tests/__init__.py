@@ -1,0 +1,1 @@
+"""Tests of carb: one folder per package room, package-wide checks at the top."""

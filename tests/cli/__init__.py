@@ -1,0 +1,1 @@
+"""Tests of carb.cli: the `carb` command, its inputs, messages and progress lines."""

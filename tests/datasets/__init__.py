@@ -1,0 +1,1 @@
+"""Tests of carb.datasets: dataset files, the shipped datasets, HELP's FBNet data."""

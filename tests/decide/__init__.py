@@ -1,0 +1,1 @@
+"""Tests of carb.decide: screening, Pareto fronts, budget calls and their validation."""

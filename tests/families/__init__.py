@@ -1,0 +1,1 @@
+"""Tests of carb.families: configs, spaces, builders and closed-form features of every family."""

@@ -1,0 +1,1 @@
+"""Tests of carb.graph: capturing a module's operator graph."""

@@ -1,0 +1,1 @@
+"""Tests of carb.measure: the protocol, the CPU and CUDA backends, the speed sentinel."""

@@ -1,0 +1,1 @@
+"""Tests of carb.model: the config model CARB, its bundles and evaluation."""

@@ -1,0 +1,1 @@
+"""Tests of carb.netmodel: the layer and network models."""

@@ -1,0 +1,1 @@
+"""Tests of carb.report: the report page and its figures."""

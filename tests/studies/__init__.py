@@ -1,0 +1,1 @@
+"""Tests of carb.studies: the papers' protocols and analyses."""
