@@ -35,10 +35,11 @@ import bisect
 import math
 import time
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
-import numpy as np
-
+from carb.campaign._configs import read_config_file
+from carb.campaign._configs import unique_configs as unique_configs
+from carb.campaign._sentinels import _auto_sentinel, _sentinel_at, _sentinel_doc, _with_sentinel
 from carb.campaign.executor import Executor, Job, LocalExecutor, platform_label
 from carb.campaign.rounds import STATE_FACTOR
 from carb.campaign.store import Store
@@ -52,9 +53,8 @@ from carb.campaign.visits import (
     pool_rounds,
     retake_summary,
 )
-from carb.families.space import Config
 from carb.measure.base import Backend, ConfigLike, Measurement, Protocol
-from carb.measure.sentinel import CPU_SENTINEL, Sentinel, effective_sentinel_ms, paired_sentinel_ms
+from carb.measure.sentinel import Sentinel, effective_sentinel_ms, paired_sentinel_ms
 
 __all__ = [
     "Campaign",
@@ -653,102 +653,3 @@ def run_campaign(
         on_result=on_result,
         on_visit=on_visit,
     ).run()
-
-
-def _auto_sentinel(executor: Executor) -> Sentinel | None:
-    """The default sentinel: the CPU one for the CPU backend or any CPU cluster executor."""
-    from carb.measure.cpu import CpuBackend
-
-    if isinstance(executor, LocalExecutor):
-        return CPU_SENTINEL if isinstance(executor.backend, CpuBackend) else None
-    return CPU_SENTINEL if executor.device == "cpu" else None
-
-
-def _sentinel_at(t: float, read_t: Sequence[float], read_ms: Sequence[float], window_s: float) -> float:
-    """The sentinel (ms) at unix time ``t`` from readings at ``read_t`` (sorted).
-
-    The median of the readings within ``window_s / 2`` of ``t`` (the nearest one when none
-    is), or, for ``window_s <= 0``, the readings interpolated linearly in time.
-    """
-    ts = np.asarray(read_t, float)
-    ms = np.asarray(read_ms, float)
-    if window_s <= 0:
-        return float(np.interp(t, ts, ms))
-    d = np.abs(ts - t)
-    near = d <= window_s / 2
-    return float(np.median(ms[near])) if near.any() else float(ms[np.argmin(d)])
-
-
-def _sentinel_doc(sent: Sentinel | None) -> dict[str, Any] | None:
-    """What the run's settings record of the sentinel (``None`` without one)."""
-    if sent is None:
-        return None
-    return {
-        "name": sent.name,
-        "configs": [c.label() for c in sent.configs],
-        "every_s": sent.every_s,
-        "window_s": sent.window_s,
-        "protocol": sent.protocol.to_dict(),
-        "paired": (
-            {"every_s": sent.pair_every_s, "sample_s": sent.pair_sample_s, "share": sent.pair_share}
-            if sent.pairing()
-            else None
-        ),
-    }
-
-
-def _with_sentinel(m: Measurement, sentinel_ms: float | None) -> Measurement:
-    """``m`` with the sentinel of its moment in ``extra["sentinel_ms"]`` (ms)."""
-    return replace(m, extra={**m.extra, "sentinel_ms": sentinel_ms})
-
-
-def read_config_file(path: str) -> list[Config]:
-    """Configs from a Parquet, CSV or JSON-lines file with parameter columns.
-
-    Args:
-        path: a ``.parquet``, ``.csv``, ``.jsonl`` or ``.json`` file naming every parameter.
-
-    Returns:
-        The file's configs, in its order.
-
-    Raises:
-        SpaceError: an unknown file type, an unreadable or empty file, a missing column, or
-            a config id that does not match its parameters.
-    """
-    import pandas as pd
-
-    from carb.families.space import SpaceError, configs_from_frame, missing_columns, with_config_ids
-
-    p = str(path)
-    try:
-        if p.endswith(".parquet"):
-            df = pd.read_parquet(p)
-        elif p.endswith(".csv"):
-            df = pd.read_csv(p)
-        elif p.endswith((".jsonl", ".json")):
-            df = pd.read_json(p, lines=p.endswith(".jsonl"))
-        else:
-            raise SpaceError(f"{p}: unknown config file type (expected .parquet, .csv, .jsonl or .json)")
-    except (OSError, ValueError) as e:
-        if isinstance(e, SpaceError):
-            raise
-        raise SpaceError(f"{p}: cannot read configs ({str(e).splitlines()[0]})") from None
-    if df.empty:
-        raise SpaceError(f"{p}: no configs in the file")
-    absent = missing_columns(df)  # never measure a default in place of a missing column
-    if absent:
-        raise SpaceError(
-            f"{p}: missing column{'s' if len(absent) > 1 else ''} {', '.join(absent)} "
-            "(a config file names every parameter; classes may be left out)"
-        )
-    try:
-        if "config_id" in df.columns:
-            with_config_ids(df)  # a user's ids are checked, never trusted
-        return configs_from_frame(df)
-    except SpaceError as e:
-        raise SpaceError(f"{p}: {e}") from None
-
-
-def unique_configs(configs: Iterable[ConfigLike]) -> list[ConfigLike]:
-    """Configs in first-seen order without duplicates."""
-    return list(dict.fromkeys(configs))

@@ -7,7 +7,7 @@ import shlex
 import signal
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.table import Table
@@ -16,6 +16,83 @@ from ._app import app, check_out_file, console, dataset_app, err, fail, pick_opt
 from ._progress import CampaignProgress
 
 # -- characterize -------------------------------------------------------------------------
+
+# The long options of carb characterize, declared once here to keep its signature short.
+_LockClocks = Annotated[
+    bool,
+    typer.Option(
+        "--lock-clocks/--no-lock-clocks",
+        help="GPU: lock graphics/memory clocks (DVFS lockdown) and restore them after.",
+    ),
+]
+_EnergyPeriods = Annotated[
+    Optional[float],
+    typer.Option(
+        "--energy-periods",
+        min=3.0,
+        help="GPU: a timed window lasts at least this many updates of the energy counter (default 10; 4 on a "
+        "counter that updates every 100 ms halves the time per config).",
+    ),
+]
+_CiTarget = Annotated[
+    Optional[float],
+    typer.Option(
+        "--ci-target",
+        min=0.0,
+        help="Stop repeating at this relative 95% CI of the median (default 0.02 CPU, 0.01 GPU).",
+    ),
+]
+_Chunk = Annotated[
+    Optional[int],
+    typer.Option(
+        "--chunk",
+        min=1,
+        help="Configs visited round-robin together when --rounds > 1 (default: all: each config's rounds spread "
+        "over the whole campaign).",
+    ),
+]
+_Sentinel = Annotated[
+    bool,
+    typer.Option(
+        "--sentinel/--no-sentinel",
+        help="CPU: time the speed sentinel at the start, every 60 s and at the end (speed index, latency_ms_norm).",
+    ),
+]
+_Retakes = Annotated[
+    Optional[int],
+    typer.Option(
+        "--retakes",
+        min=0,
+        help="After the rounds, measure a visit timed in another state of the machine (its paired speed sentinel "
+        "beyond x1.25 of the campaign's state) again, up to N times, and pool the visit nearest the state "
+        "(default: 2 for a CPU campaign of 2+ threads with the sentinel and --rounds > 1, where our VMs "
+        "switch between two states; else 0).",
+    ),
+]
+_Allocator = Annotated[
+    Optional[str],
+    typer.Option(
+        "--allocator",
+        help="CPU: how each worker's C allocator keeps freed memory: default (glibc's rules: a forward may "
+        "page-fault on fresh memory every time, a cost that depends on what ran before) or retain (freed "
+        "memory kept: no page fault after the first forward, the steady state of a long-running server).",
+    ),
+]
+# help texts are rich markup: a backslash keeps [ray] from being read as a style tag
+_Executor = Annotated[
+    str,
+    typer.Option(
+        "--executor",
+        help="local (this machine) or ray (every worker slot of a Ray cluster; pip install 'carb\\[ray]').",
+    ),
+]
+_Address = Annotated[
+    Optional[str],
+    typer.Option(
+        "--address",
+        help="Ray cluster: auto, HOST:PORT or ray://HOST:PORT (default: RAY_ADDRESS, else a local cluster).",
+    ),
+]
 
 
 @app.command()
@@ -34,74 +111,26 @@ def characterize(
     platform: Optional[str] = typer.Option(
         None, "--platform", help="Label rows are stored under (default: cpu-<T>t or the GPU's name)."
     ),
-    lock_clocks: bool = typer.Option(
-        True,
-        "--lock-clocks/--no-lock-clocks",
-        help="GPU: lock graphics/memory clocks (DVFS lockdown) and restore them after.",
-    ),
-    energy_periods: Optional[float] = typer.Option(
-        None,
-        "--energy-periods",
-        min=3.0,
-        help="GPU: a timed window lasts at least this many updates of the energy counter (default 10; 4 on a "
-        "counter that updates every 100 ms halves the time per config).",
-    ),
-    ci_target: Optional[float] = typer.Option(
-        None,
-        "--ci-target",
-        min=0.0,
-        help="Stop repeating at this relative 95% CI of the median (default 0.02 CPU, 0.01 GPU).",
-    ),
+    lock_clocks: _LockClocks = True,
+    energy_periods: _EnergyPeriods = None,
+    ci_target: _CiTarget = None,
     max_time: Optional[float] = typer.Option(None, "--max-time", min=0.0, help="Cap on sampling seconds per config."),
     timeout: Optional[float] = typer.Option(None, "--timeout", min=1.0, help="Wall-clock limit per config, seconds."),
     rounds: Optional[int] = typer.Option(
         None, "--rounds", min=1, help="Visits per config at different moments, pooled (default: 3 on CPU, 1 on GPU)."
     ),
-    chunk: Optional[int] = typer.Option(
-        None,
-        "--chunk",
-        min=1,
-        help="Configs visited round-robin together when --rounds > 1 (default: all: each config's rounds spread "
-        "over the whole campaign).",
-    ),
-    sentinel: bool = typer.Option(
-        True,
-        "--sentinel/--no-sentinel",
-        help="CPU: time the speed sentinel at the start, every 60 s and at the end (speed index, latency_ms_norm).",
-    ),
-    retakes: Optional[int] = typer.Option(
-        None,
-        "--retakes",
-        min=0,
-        help="After the rounds, measure a visit timed in another state of the machine (its paired speed sentinel "
-        "beyond x1.25 of the campaign's state) again, up to N times, and pool the visit nearest the state "
-        "(default: 2 for a CPU campaign of 2+ threads with the sentinel and --rounds > 1, where our VMs "
-        "switch between two states; else 0).",
-    ),
-    allocator: Optional[str] = typer.Option(
-        None,
-        "--allocator",
-        help="CPU: how each worker's C allocator keeps freed memory: default (glibc's rules: a forward may "
-        "page-fault on fresh memory every time, a cost that depends on what ran before) or retain (freed "
-        "memory kept: no page fault after the first forward, the steady state of a long-running server).",
-    ),
+    chunk: _Chunk = None,
+    sentinel: _Sentinel = True,
+    retakes: _Retakes = None,
+    allocator: _Allocator = None,
     retry_failed: bool = typer.Option(
         False, "--retry-failed", help="Measure again the configs stored with a failure status."
     ),
     remeasure: bool = typer.Option(
         False, "--remeasure", help="Measure again into the remeasurements table (drift check)."
     ),
-    # help texts are rich markup: a backslash keeps [ray] from being read as a style tag
-    executor: str = typer.Option(
-        "local",
-        "--executor",
-        help="local (this machine) or ray (every worker slot of a Ray cluster; pip install 'carb\\[ray]').",
-    ),
-    address: Optional[str] = typer.Option(
-        None,
-        "--address",
-        help="Ray cluster: auto, HOST:PORT or ray://HOST:PORT (default: RAY_ADDRESS, else a local cluster).",
-    ),
+    executor: _Executor = "local",
+    address: _Address = None,
     workers: Optional[int] = typer.Option(
         None, "--workers", min=1, help="Ray: use at most this many worker slots (default: all)."
     ),

@@ -48,8 +48,7 @@ def fewshot(
         "--space",
         help=(
             "fbnet (HELP's 5,000 FBNet archs) or nb201 (NAS-Bench-201's 15,625 cells, HELP's protocol: the 10 "
-            "reference "
-            "cells + --samples drawn from the trimmed pool 0..899, scored on the trimmed test set 900..1899)."
+            "reference cells + --samples drawn from the trimmed pool 0..899, scored on the trimmed test set 900..1899)."
         ),
     ),
 ) -> None:
@@ -57,15 +56,6 @@ def fewshot(
 
     Example: carb fewshot --platform titan_rtx_1 --samples 10
     """
-    import numpy as np
-    import pandas as pd
-    from rich.console import Console
-    from rich.table import Table
-    from scipy.stats import spearmanr
-
-    from carb.datasets import help_fbnet as hf
-    from carb.studies.help_fbnet import fewshot_help_fbnet
-
     measured = pick_option(measured, measured_old, "--data", "--measured")
     device = pick_option(device, device_old, "--platform", "--device")
     if (measured is None) == (device is None):
@@ -82,6 +72,33 @@ def fewshot(
         return
     if method not in ("auto", "nnls", "single"):
         raise _usage(f"--method: unknown value {method!r} (expected auto, nnls or single)")
+    _fewshot_fbnet(measured, device, samples, seed, source, method, out, json_out)
+
+
+def _fewshot_fbnet(
+    measured: Optional[Path],
+    device: Optional[str],
+    samples: int,
+    seed: int,
+    source: Optional[List[str]],
+    method: str,
+    out: Optional[Path],
+    json_out: bool,
+) -> None:
+    """Run ``carb fewshot`` on HELP's FBNet data (:func:`carb.transfer.fewshot_help_fbnet`).
+
+    The K measurements are the user's (``measured``) or K archs of a help-fbnet platform (``device``), whose test
+    archs then score the predictions.
+    """
+    import numpy as np
+    import pandas as pd
+    from rich.console import Console
+    from rich.table import Table
+    from scipy.stats import spearmanr
+
+    from carb.datasets import help_fbnet as hf
+    from carb.studies.help_fbnet import fewshot_help_fbnet
+
     if out is not None and out.suffix not in (".parquet", ".csv"):
         raise _usage(f"--out {out}: expected a .parquet or .csv file")
     if out is not None:

@@ -16,6 +16,7 @@ from typing import Any, List, Optional
 import typer
 
 from ._app import UsageError, check_out_dir, check_out_file, pick_option
+from ._results import _console, _fmt, _pct, print_results
 
 __all__ = ["register", "load_data", "parse_budgets"]
 
@@ -150,22 +151,6 @@ def check_power_latency(df, where: str) -> None:
         )
 
 
-def _fmt(v: Any, spec: str) -> str:
-    return "—" if v is None or (isinstance(v, float) and not math.isfinite(v)) else format(v, spec)
-
-
-def _pct(v: Any, spec: str) -> str:
-    return "—" if v is None or not math.isfinite(v) else format(100 * v, spec) + "%"
-
-
-def _console():
-    from rich.console import Console
-
-    c = Console()
-    # piped to a file or a log: do not squeeze the tables into 80 columns
-    return c if c.is_terminal else Console(width=150)
-
-
 def _load_prior(prior: Optional[Path], n_jobs: int) -> Any:
     """The ``--prior`` bundle, loaded (None without one); bad input is a usage error."""
     if prior is None:
@@ -182,60 +167,6 @@ def _load_prior(prior: Optional[Path], n_jobs: int) -> Any:
         return load(prior, n_jobs=n_jobs)
     except BundleError as e:
         raise _usage(f"--prior: {e}") from None
-
-
-def print_results(res: dict[str, Any], console) -> None:
-    """One rich table per target: models as rows, metrics as columns."""
-    from rich.table import Table
-
-    from carb.model import UNITS
-
-    rows = res["rows"]
-    console.print(
-        f"split [bold]{res['split']}[/bold] (seed {res['seed']}): {rows['train']} train / "
-        f"{rows['test']} test of {rows['ok']} ok rows; intervals at "
-        f"{100 * res['coverage_nominal']:g}% nominal coverage; R² on the original scale"
-    )
-    for t in res["targets"]:
-        u = UNITS[t]
-        table = Table(
-            "model",
-            "R²",
-            "R² log",
-            f"MAE {u}",
-            "MAPE",
-            "±10%",
-            "ρ",
-            "cover",
-            f"width {u}",
-            f"acc@{res['budgets'][t]:.3g}",
-            "false acc",
-            "fit s",
-            title=f"{t} ({u}); budget {res['budgets'][t]:.4g} {u}",
-        )
-        for model, by_target in res["results"].items():
-            m = by_target[t]
-            table.add_row(
-                model,
-                _fmt(m["r2"], ".3f"),
-                _fmt(m["r2_log"], ".3f"),
-                _fmt(m["mae"], ".3g"),
-                _pct(m["mape"], ".1f"),
-                _pct(m["within_10pct"], ".0f"),
-                _fmt(m["spearman"], ".3f"),
-                _pct(m["coverage"], ".0f"),
-                _fmt(m["mean_width"], ".3g"),
-                _pct(m["budget_accuracy"], ".0f"),
-                _pct(m["false_accept_rate"], ".0f"),
-                f"{res['fit_seconds'][model]:.1f}",
-            )
-        console.print(table)
-    skipped = {m: [t for t in res["targets"] if t not in tr] for m, tr in res["trained"].items()}
-    for m, ts in skipped.items():
-        if ts:
-            console.print(f"{m}: not trained for {', '.join(ts)}")
-    for m, why in res.get("skipped", {}).items():
-        console.print(f"{m}: not run ({why})")
 
 
 def _score_model(
@@ -475,8 +406,7 @@ def evaluate_cmd(
         "--model",
         help=(
             "Instead of fitting presets: score this model directory (from carb train or carb calibrate) on every ok "
-            "row "
-            "of the data."
+            "row of the data."
         ),
     ),
     latency: str = typer.Option("corrected", "--latency", help=_LATENCY_HELP),
@@ -495,20 +425,35 @@ def evaluate_cmd(
 
     Does a prior help on your data? carb evaluate --data cpu-2t --preset default --prior models/cpu-1t
     """
-    from carb.model.evaluation import SPLITS, evaluate
-
+    if json_out is not None:
+        check_out_file(json_out, "--json")
     if model_dir is not None:
-        if json_out is not None:
-            check_out_file(json_out, "--json")
         if presets or prior is not None:
             raise _usage("give --preset/--prior (fit and compare) or --model (score a fitted model), not both")
         _score_model(
             model_dir, data, pick_option(device, device_old, "--platform", "--device"), budget, json_out, latency
         )
         return
+    _compare_presets(data, split, presets, json_out, budget, device, device_old, coverage, seed, n_jobs, latency, prior)
 
-    if json_out is not None:
-        check_out_file(json_out, "--json")
+
+def _compare_presets(
+    data: str,
+    split: str,
+    presets: Optional[List[str]],
+    json_out: Optional[Path],
+    budget: Optional[List[str]],
+    device: Optional[str],
+    device_old: Optional[str],
+    coverage: float,
+    seed: int,
+    n_jobs: int,
+    latency: str,
+    prior: Optional[Path],
+) -> None:
+    """``carb evaluate --preset``: the presets fitted on a split of the data and compared on its test side."""
+    from carb.model.evaluation import SPLITS, evaluate
+
     if split not in SPLITS:
         raise _usage(f"--split {split}: unknown split (expected one of {', '.join(SPLITS)})")
     names = list(presets) if presets else list(DEFAULT_EVAL_PRESETS)

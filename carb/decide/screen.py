@@ -48,7 +48,6 @@ they model, columns ``<target>``, ``<target>_lo``, ``<target>_hi``, and an attri
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
@@ -58,6 +57,11 @@ import numpy as np
 import pandas as pd
 
 from carb.decide import pareto
+from carb.decide._calls import DECISIONS, call_counts, decisions_table, measure_set
+from carb.decide._calls import calls as _calls
+from carb.decide._front import FRONT_ROOM as FRONT_ROOM
+from carb.decide._front import PREFILTER_COVERAGE as PREFILTER_COVERAGE
+from carb.decide._front import TAIL_DF, point_shortlist, probable_shortlist, share_cap
 from carb.model._conformal import chance_within
 
 __all__ = [
@@ -76,8 +80,6 @@ __all__ = [
 
 RISKS = ("safe", "point", "optimistic", "decide")
 FRONTS = ("point", "probable")
-#: the three budget calls of ``risk="decide"``
-DECISIONS = ("accept", "measure", "reject")
 #: how ``risk="decide"`` turns the uncertainty into calls (see the module docstring)
 RULES = ("interval", "joint")
 #: default least chance of being on the front for the probable shortlist
@@ -85,14 +87,6 @@ FRONT_MIN_PROB = 0.02
 #: default largest probable shortlist, as a share of the candidates: the smallest share that
 #: kept >= 95% of the true front at every budget quantile on cpu-1t -> cpu-2t (90% pruning)
 SHORTLIST_SHARE = 0.10
-#: degrees of freedom of the Student t the probable front draws log-cost errors from
-TAIL_DF = 3.0
-#: coverage of the intervals of the "dominated with high probability" filter
-PREFILTER_COVERAGE = 0.99
-#: room a shortlist needs for the true Pareto front, in units of the probable front's expected
-#: size (``expected_front``): the shortlists that kept >= 95% of the true front held 1.9-2.5x it.
-#: Below it, the screening says which ``shortlist_share`` would give that room.
-FRONT_ROOM = 2.0
 _TARGETS = ("energy_j", "latency_ms", "memory_mb")
 
 
@@ -362,8 +356,30 @@ def screen(
         shortlist_share=shortlist_share,
     )
     _check_inputs(candidates, target, budgets)
-    timings: dict[str, float] = {}
     n = len(candidates)
+    summary = _summary_head(n, budgets, st)
+
+    t0 = time.perf_counter()
+    survivors, stage1 = _stage1(candidates, target, source, budgets, st)
+    if stage1 is not None:
+        summary["stage1"] = stage1
+    timings: dict[str, float] = {"stage1_s": time.perf_counter() - t0}
+    summary["after_stage1"] = int(len(survivors))
+
+    t0 = time.perf_counter()
+    feasible, shortlist, measure, decisions = _decide(candidates, survivors, target, budgets, objectives, st, summary)
+    timings["stage2_s"] = time.perf_counter() - t0
+    summary.update(
+        feasible=int(len(feasible)),
+        shortlist=int(len(shortlist)),
+        pruning_ratio=1.0 - len(shortlist) / n,
+        timings=timings,
+    )
+    return ScreenResult(shortlist=shortlist, feasible=feasible, summary=summary, measure=measure, decisions=decisions)
+
+
+def _summary_head(n: int, budgets: Mapping[str, float], st: _Settings) -> dict[str, Any]:
+    """Return the start of a screening's summary: the candidates, the budgets and the settings that shape the calls."""
     summary: dict[str, Any] = {
         "candidates": n,
         "budgets": dict(budgets),
@@ -373,33 +389,34 @@ def screen(
     }
     if st.risk == "decide":
         summary["rule"] = st.rule
+    return summary
 
-    t0 = time.perf_counter()
-    survivors, stage1 = _stage1(candidates, target, source, budgets, st)
-    if stage1 is not None:
-        summary["stage1"] = stage1
-    timings["stage1_s"] = time.perf_counter() - t0
-    summary["after_stage1"] = int(len(survivors))
 
-    t0 = time.perf_counter()
+def _decide(
+    candidates: pd.DataFrame,
+    survivors: pd.DataFrame,
+    target: Predictor,
+    budgets: Mapping[str, float],
+    objectives: Sequence[tuple[str, str]] | None,
+    st: _Settings,
+    summary: dict[str, Any],
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Run Stage 2 and the shortlist: return the feasible configs, the shortlist, the configs to measure, the calls.
+
+    ``summary`` gets the objectives, the shortlist's settings and, with three-way calls, their counts.
+    """
+    n = len(candidates)
     pred, feasible, possible = _stage2(candidates, survivors, target, budgets, st)
     objs = _objectives(objectives, target)
     summary["objectives"] = [f"{d}:{c}" for c, d in objs]
     shortlist, pred = _shortlist(pred, feasible, possible, objs, budgets, st, n, summary)
     measure = decisions = pd.DataFrame()
     if st.risk == "decide" and len(pred):
-        measure = _measure_set(pred, budgets)
-        summary.update(_call_counts(pred, measure, budgets, n, len(survivors)))
+        measure = measure_set(pred, budgets)
+        summary.update(call_counts(pred, measure, budgets, n, len(survivors)))
     if len(pred):
-        decisions = _decisions_table(pred)
-    timings["stage2_s"] = time.perf_counter() - t0
-    summary.update(
-        feasible=int(len(feasible)),
-        shortlist=int(len(shortlist)),
-        pruning_ratio=1.0 - len(shortlist) / n,
-        timings=timings,
-    )
-    return ScreenResult(shortlist=shortlist, feasible=feasible, summary=summary, measure=measure, decisions=decisions)
+        decisions = decisions_table(pred)
+    return feasible, shortlist, measure, decisions
 
 
 def _check_settings(
@@ -586,250 +603,23 @@ def _shortlist(
     """
     max_shortlist = st.max_shortlist
     if st.front == "probable" and possible is not None and possible.any():
-        shortlist, pred = _probable_shortlist(pred, possible, objs, budgets, st, summary)
-        max_shortlist = _share_cap(len(shortlist), max_shortlist, st, n, summary)
+        shortlist, pred = probable_shortlist(
+            pred,
+            possible,
+            objs,
+            budgets,
+            confidence=st.confidence,
+            samples=st.samples,
+            seed=st.seed,
+            front_min_prob=st.front_min_prob,
+            summary=summary,
+        )
+        max_shortlist = share_cap(len(shortlist), max_shortlist, st.shortlist_share, n, summary)
     elif len(feasible):
-        shortlist = _point_shortlist(feasible, objs)
+        shortlist = point_shortlist(feasible, objs)
     else:
         shortlist = feasible.assign(rank=pd.Series(dtype=int))
     if max_shortlist is not None and len(shortlist) > max_shortlist:
         shortlist = shortlist.sort_values("rank").head(max_shortlist).reset_index(drop=True)
         summary["max_shortlist"] = max_shortlist
     return shortlist, pred
-
-
-def _probable_shortlist(
-    pred: pd.DataFrame,
-    possible: np.ndarray,
-    objs: list[tuple[str, str]],
-    budgets: Mapping[str, float],
-    st: _Settings,
-    summary: dict[str, Any],
-) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Return the configs likeliest on the front, ranked (``p_front``), and ``pred``.
-
-    ``pred`` carries each config's ``p_feasible`` and ``p_front``.
-    """
-    cand = pred[possible].reset_index(drop=True)
-    p_front, p_feas = _probable_front(cand, objs, budgets, st.confidence, st.samples, st.seed)
-    cand = cand.assign(p_feasible=p_feas, p_front=p_front)
-    pred = pred.drop(columns=["p_feasible", "p_front"], errors="ignore")
-    pred = (
-        pred.merge(cand[["config_id", "p_feasible", "p_front"]], on="config_id", how="left")
-        if "config_id" in pred.columns
-        else pred
-    )
-    pick = cand[cand["p_front"] >= max(st.front_min_prob, 1e-12)].copy()
-    # most likely on the front first; ties by the mean of the per-objective ranks
-    ranks = np.column_stack([pick[c].rank(ascending=(d == "min")).to_numpy() for c, d in objs])
-    pick["_tie"] = ranks.mean(axis=1) if len(pick) else []
-    shortlist = pick.sort_values(["p_front", "_tie"], ascending=[False, True]).drop(columns="_tie")
-    shortlist = shortlist.assign(rank=np.arange(1, len(shortlist) + 1)).reset_index(drop=True)
-    summary["front_min_prob"] = st.front_min_prob
-    summary["samples"] = st.samples
-    summary["front_candidates"] = int(len(cand))
-    # the sampled fronts' mean size (0.64-0.87x the true front on two CPU pairs)
-    summary["expected_front"] = float(np.sum(p_front))
-    return shortlist, pred
-
-
-def _share_cap(size: int, max_shortlist: int | None, st: _Settings, n: int, summary: dict[str, Any]) -> int | None:
-    """Return the shortlist cap once ``shortlist_share`` applies to a probable shortlist of ``size`` configs.
-
-    When the cap cuts into the front, it says in ``summary`` which share would leave the front room.
-    """
-    if st.shortlist_share is None:
-        return max_shortlist
-    share_cap = max(1, math.ceil(st.shortlist_share * n))
-    summary["shortlist_share"] = st.shortlist_share
-    if size > share_cap:
-        summary["shortlist_share_cap"] = share_cap
-        max_shortlist = share_cap if max_shortlist is None else min(max_shortlist, share_cap)
-        if share_cap < FRONT_ROOM * summary["expected_front"]:
-            # a small space's front is a large share of it: the cap cuts into it
-            summary["share_for_front"] = min(1.0, math.ceil(100 * FRONT_ROOM * summary["expected_front"] / n) / 100)
-    return max_shortlist
-
-
-def _point_shortlist(feasible: pd.DataFrame, objs: list[tuple[str, str]]) -> pd.DataFrame:
-    """Return the Pareto front of the feasible configs' predicted values, ranked.
-
-    The rank is that of the mean of the per-objective ranks (1 = best): a simple, explainable order.
-    """
-    front_rows = feasible[pareto.front_mask(feasible, objs)].copy()
-    ranks = np.column_stack([front_rows[c].rank(ascending=(d == "min")).to_numpy() for c, d in objs])
-    front_rows["rank"] = pd.Series(ranks.mean(axis=1), index=front_rows.index).rank(method="first").astype(int)
-    return front_rows.sort_values("rank").reset_index(drop=True)
-
-
-def _measure_set(pred: pd.DataFrame, budgets: Mapping[str, float]) -> pd.DataFrame:
-    """The configs called ``measure``, the most useful to profile first: likely on the front, then nearest a budget."""
-    measure = pred[pred["decision"] == "measure"].copy()
-    measure["_near"] = (
-        np.min([np.abs(np.log(measure[t].to_numpy(float) / b)) for t, b in budgets.items()], axis=0)
-        if budgets and len(measure)
-        else 0.0
-    )
-    keys = (["p_front"] if "p_front" in measure.columns else []) + ["_near"]
-    measure = measure.sort_values(keys, ascending=[False] * (len(keys) - 1) + [True]).drop(columns="_near")
-    return measure.reset_index(drop=True)
-
-
-def _call_counts(
-    pred: pd.DataFrame, measure: pd.DataFrame, budgets: Mapping[str, float], n: int, survivors: int
-) -> dict[str, Any]:
-    """Return the three-way summary (see :class:`ScreenResult`).
-
-    It holds ``decisions`` (Stage 1 prunes counted as rejects), ``decided_share``, ``measure_by_budget`` and
-    ``crowding``.
-    """
-    counts = {d: int((pred["decision"] == d).sum()) for d in DECISIONS}
-    counts["reject"] += n - survivors  # Stage 1 prunes are rejects
-    straddle, crowd = _crowding(pred, measure, budgets, n)
-    return {
-        "decisions": counts,
-        "decided_share": 1.0 - counts["measure"] / n,
-        "measure_by_budget": straddle,
-        "crowding": crowd,
-    }
-
-
-def _crowding(
-    pred: pd.DataFrame, measure: pd.DataFrame, budgets: Mapping[str, float], n: int
-) -> tuple[dict[str, int], dict[str, dict[str, float]]]:
-    """Return, per budgeted target, how many configs to measure straddle its budget and how crowded it is.
-
-    The first counts the configs to measure whose upper bound is over the budget (a config can count under
-    several). The crowding is the share of candidates whose point prediction lies within the intervals' median
-    relative half-width of the budget: where that share is large, narrower intervals decide few more.
-    """
-    straddle, crowd = {}, {}
-    for t, b in budgets.items():
-        if f"{t}_hi" not in pred.columns or f"{t}_lo" not in pred.columns:
-            continue
-        straddle[t] = int((measure[f"{t}_hi"].to_numpy(float) > b).sum()) if len(measure) else 0
-        p, lo, hi = (pred[c].to_numpy(float) for c in (t, f"{t}_lo", f"{t}_hi"))
-        with np.errstate(divide="ignore", invalid="ignore"):
-            hw = np.log(hi / lo) / 2
-            hw = float(np.median(hw[np.isfinite(hw)])) if np.isfinite(hw).any() else float("nan")
-            near = np.abs(np.log(p / b)) < hw
-        crowd[t] = {"half_width_rel": float(np.expm1(hw)), "share_within": float(near.sum() / n)}
-    return straddle, crowd
-
-
-def _decisions_table(pred: pd.DataFrame) -> pd.DataFrame:
-    """Every Stage 2 survivor: its id, call and chances, then its predicted costs."""
-    keep = [c for c in ("config_id", "decision", "p_within", "p_feasible", "p_front") if c in pred.columns]
-    return pred[
-        keep + [c for c in pred.columns if c not in keep and c.split("_")[0] in ("energy", "latency", "memory")]
-    ].copy()
-
-
-def _calls(
-    pred: pd.DataFrame, budgets: Mapping[str, float], confidence: float | None = None, rule: str = "interval"
-) -> np.ndarray:
-    """Return the three-way budget calls.
-
-    ``rule="joint"``, from the chances ``<target>_p_within``: ``accept`` when their product
-    is at least ``confidence``, ``reject`` when one target's chance of being over is at
-    least ``confidence``, ``measure`` otherwise (NaN chances: measure).
-    ``rule="interval"``: ``accept`` when every upper bound is within its budget;
-    ``reject`` when one target's chance of being over is at least ``confidence`` (with
-    ``confidence`` and the ``<target>_p_within`` columns; else when a lower bound is over
-    its budget); ``measure`` otherwise.
-    """
-    n = len(pred)
-    if not budgets:
-        return np.full(n, "accept")
-    chances = confidence is not None and all(f"{t}_p_within" in pred.columns for t in budgets)
-    if rule == "joint" and not chances:
-        raise ValueError("the joint rule needs a confidence and <target>_p_within columns")
-    if chances:  # both rules reject alike: one target over with chance >= confidence
-        pw = np.column_stack([pred[f"{t}_p_within"].to_numpy(float) for t in budgets])
-        over = np.max(1 - pw, axis=1) >= confidence  # NaN compares False
-    else:
-        over = np.any([pred[f"{t}_lo"].to_numpy(float) > b for t, b in budgets.items()], axis=0)
-    if rule == "joint":
-        within = np.prod(pw, axis=1) >= confidence  # NaN compares False
-    else:  # NaN compares False: never accepted
-        within = np.all([pred[f"{t}_hi"].to_numpy(float) <= b for t, b in budgets.items()], axis=0)
-    return np.where(over, "reject", np.where(within, "accept", "measure"))
-
-
-def _probable_front(
-    cand: pd.DataFrame,
-    objs: Sequence[tuple[str, str]],
-    budgets: Mapping[str, float],
-    confidence: float,
-    samples: int,
-    seed: int,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Return each candidate's chance of being on the front of the feasible configs, and of being within budget.
-
-    Both come from Monte-Carlo draws of the true costs (log-Student-t per config and target, spread from its
-    ``confidence`` interval). Configs that an accepted config dominates even at the ends of both intervals get 0
-    without being drawn.
-    """
-    from scipy.stats import t as student
-
-    # heavy tails: CARB's normalized out-of-fold scores have q99/q90 of 2-3, as a t with 3 degrees of freedom
-    zc = float(student.ppf((1 + confidence) / 2, TAIL_DF))
-    cost = [
-        t
-        for t in _TARGETS
-        if t in cand.columns
-        and f"{t}_lo" in cand.columns
-        and (t in budgets or any(c.removesuffix("_per_image") == t for c, _ in objs))
-    ]
-    # best and worst plausible values of every objective: the intervals widened in log space
-    # to PREFILTER_COVERAGE under the same t (a config is dropped only when dominated w.h.p.)
-    widen = float(student.ppf((1 + PREFILTER_COVERAGE) / 2, TAIL_DF)) / zc if PREFILTER_COVERAGE > confidence else 1.0
-    best, worst = cand.copy(), cand.copy()
-    for c, d in objs:
-        if f"{c}_lo" in cand.columns:
-            p = cand[c].to_numpy(float)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                lo = p * (cand[f"{c}_lo"].to_numpy(float) / p) ** widen
-                hi = p * (cand[f"{c}_hi"].to_numpy(float) / p) ** widen
-            best[c], worst[c] = (lo, hi) if d == "min" else (hi, lo)
-    sure = (cand["decision"] == "accept").to_numpy()
-    out = pareto.dominated_by(best, worst[sure], objs)
-    keep = np.flatnonzero(~out)
-    k = cand.iloc[keep].reset_index(drop=True)
-    logp = {t: np.log(np.maximum(k[t].to_numpy(float), 1e-300)) for t in cost}
-    sig = {
-        t: np.clip((np.log(k[f"{t}_hi"].to_numpy(float)) - np.log(k[f"{t}_lo"].to_numpy(float))) / (2 * zc), 0.0, 5.0)
-        for t in cost
-    }
-    sig = {t: np.where(np.isfinite(v), v, 5.0) for t, v in sig.items()}
-    fixed = pareto.oriented(k, [o for o in objs if o[0].removesuffix("_per_image") not in cost])
-    rng = np.random.default_rng(seed)
-    batch = k["batch"].to_numpy(float) if "batch" in k.columns else np.ones(len(k))
-    feas_count = np.zeros(len(k))
-
-    def draws():
-        for _ in range(samples):
-            v = {t: np.exp(logp[t] + sig[t] * rng.standard_t(TAIL_DF, len(k))) for t in cost}
-            ok = np.ones(len(k), dtype=bool)
-            for t, b in budgets.items():
-                if t in v:
-                    ok &= v[t] <= b
-            feas_count[ok] += 1
-            cols, fi = [], 0
-            for c, d in objs:
-                base = c.removesuffix("_per_image")
-                if base in cost:
-                    x = v[base] / batch if c.endswith("_per_image") else v[base]
-                    cols.append(x if d == "min" else -x)
-                else:
-                    cols.append(fixed[:, fi])
-                    fi += 1
-            yield np.column_stack(cols), ok
-
-    freq = pareto.sampled_front_frequency(draws(), len(k))
-    p_front, p_feas = np.zeros(len(cand)), np.zeros(len(cand))
-    p_front[keep] = freq
-    p_feas[keep] = feas_count / samples
-    # a dominated config is not drawn; its chance of meeting the budgets still counts
-    p_feas[out] = np.nan
-    return p_front, p_feas

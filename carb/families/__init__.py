@@ -8,11 +8,12 @@ store).
 The room:
 
 - :mod:`~carb.families.resnet`: the ``cifar`` and ``imagenet`` ResNets (closed-form features);
-  torch modules in ``_resnet_nets``, fixed tables in ``_resnet_tables``.
+  torch modules in ``_resnet_nets``, fixed tables in ``_resnet_tables``, the per-image walk of
+  a forward in ``_resnet_walk``.
 - :mod:`~carb.families.fbnet`: ``fbnet``, HW-NAS-Bench's FBNet space (closed-form features);
-  ``_fbnet_nets``, ``_fbnet_tables``.
+  ``_fbnet_nets``, ``_fbnet_tables``, ``_fbnet_walk``.
 - :mod:`~carb.families.nb201`: ``nb201``, the NAS-Bench-201 cells (closed-form features);
-  ``_nb201_nets``, ``_nb201_tables``, ``_nb201_cells`` (a cell's effective DAG).
+  ``_nb201_nets``, ``_nb201_tables``, ``_nb201_walk``, ``_nb201_cells`` (a cell's effective DAG).
 - :mod:`~carb.families.layers`: ``layers``, one CNN operator per config, for per-operator models.
 - :mod:`~carb.families.zoo`: ``zoo``, published CNN designs in plain torch (``_zoo_nets``).
 - :mod:`~carb.families.nets`: ``net``, any network a user names (``pkg.mod:callable``);

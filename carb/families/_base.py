@@ -25,6 +25,42 @@ PRECISIONS: tuple[str, ...] = ("fp32", "fp16", "bf16")
 #: Bytes of one element at each precision. Units: B.
 BYTES_PER_ELEMENT: dict[str, int] = {"fp32": 4, "fp16": 2, "bf16": 2}
 
+#: feature columns every grid family computes, in their order within a family's columns:
+#: sizes (bytes, FLOPs, parameters) ...
+SIZE_COLUMNS: tuple[str, ...] = (
+    "bytes_per_element",
+    "flops",
+    "flops_per_image",
+    "params",
+    "weight_bytes",
+    "model_bytes",
+    "input_bytes",
+    "output_bytes",
+    "activation_bytes",
+    "peak_activation_bytes",
+    "live_activation_bytes",
+    "largest_activation_bytes",
+)
+#: ... layer and block counts ...
+COUNT_COLUMNS: tuple[str, ...] = (
+    "n_conv",
+    "n_bn",
+    "n_linear",
+    "n_layers",
+    "n_ops",
+    "n_stages",
+    "n_blocks",
+    "n_projections",
+)
+#: ... and widths and feature-map sizes
+SHAPE_COLUMNS: tuple[str, ...] = (
+    "min_channels",
+    "max_channels",
+    "final_channels",
+    "stem_output_size",
+    "final_feature_size",
+)
+
 
 class SpaceError(ValueError):
     """A space file or a config is invalid; the message is one line naming where and what."""

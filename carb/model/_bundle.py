@@ -127,40 +127,8 @@ def save(
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
-        prior_entry = None
-        if getattr(model, "prior_columns_", None):
-            # the prior travels inside the bundle, as a bundle of its own (checked on load)
-            if not hasattr(model.prior_, "models_"):
-                raise BundleError(
-                    f"cannot save a model whose prior is a {type(model.prior_).__name__}: "
-                    "only a CARB prior can be saved inside the bundle"
-                )
-            save(model.prior_, tmp / PRIOR_DIR)
-            prior_entry = {
-                "directory": PRIOR_DIR,
-                "columns": list(model.prior_columns_),
-                "manifest_sha256": json.loads((tmp / PRIOR_DIR / MANIFEST).read_text())["manifest_sha256"],
-            }
-        targets: dict[str, Any] = {}
-        for t, m in model.models_.items():
-            learners = {}
-            for name, learner in m.learners.items():
-                entry = learner.save(tmp, f"{t}.{name}")
-                entry["weight"] = m.weights[name]
-                learners[name] = entry
-            targets[t] = {
-                "upstream": m.upstream,
-                "transform": m.transform,
-                "halfwidth": _finite_or_none(m.halfwidth),
-                "offset": m.offset.save(tmp, f"{t}.offset") if m.offset is not None else None,
-                "learners": learners,
-                "corrector": m.corrector.save(tmp, f"{t}.corrector") if m.corrector is not None else None,
-                "corrector_batch_max": m.corrector_batch_max,
-                "corrector_scale": m.corrector_scale,
-                "cv": model.cv_metrics_.get(t, {}),
-                # locally adaptive intervals (absent in older bundles, which use halfwidth)
-                "interval": m.interval.to_json() if getattr(m, "interval", None) is not None else None,
-            }
+        prior_entry = _save_prior(model, tmp)
+        targets = {t: _save_target(tmp, t, m, model.cv_metrics_.get(t, {})) for t, m in model.models_.items()}
         spec = {k: v for k, v in model.spec_.items()}
         spec["learners"] = {n: {"kind": k, "params": p} for n, (k, p) in spec["learners"].items()}
         manifest = {
@@ -204,6 +172,50 @@ def save(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return out
+
+
+def _save_prior(model, tmp: Path) -> dict[str, Any] | None:
+    """Write the model's prior into ``tmp`` as a bundle of its own, and return its manifest entry (None: no prior).
+
+    Raises:
+        BundleError: the prior is not a CARB model.
+    """
+    if not getattr(model, "prior_columns_", None):
+        return None
+    # the prior travels inside the bundle, as a bundle of its own (checked on load)
+    if not hasattr(model.prior_, "models_"):
+        raise BundleError(
+            f"cannot save a model whose prior is a {type(model.prior_).__name__}: "
+            "only a CARB prior can be saved inside the bundle"
+        )
+    save(model.prior_, tmp / PRIOR_DIR)
+    return {
+        "directory": PRIOR_DIR,
+        "columns": list(model.prior_columns_),
+        "manifest_sha256": json.loads((tmp / PRIOR_DIR / MANIFEST).read_text())["manifest_sha256"],
+    }
+
+
+def _save_target(tmp: Path, t: str, m: Any, cv: dict[str, float]) -> dict[str, Any]:
+    """Write one target's learner files into ``tmp`` and return its manifest entry (``cv``: its CV metrics)."""
+    learners = {}
+    for name, learner in m.learners.items():
+        entry = learner.save(tmp, f"{t}.{name}")
+        entry["weight"] = m.weights[name]
+        learners[name] = entry
+    return {
+        "upstream": m.upstream,
+        "transform": m.transform,
+        "halfwidth": _finite_or_none(m.halfwidth),
+        "offset": m.offset.save(tmp, f"{t}.offset") if m.offset is not None else None,
+        "learners": learners,
+        "corrector": m.corrector.save(tmp, f"{t}.corrector") if m.corrector is not None else None,
+        "corrector_batch_max": m.corrector_batch_max,
+        "corrector_scale": m.corrector_scale,
+        "cv": cv,
+        # locally adaptive intervals (absent in older bundles, which use halfwidth)
+        "interval": m.interval.to_json() if getattr(m, "interval", None) is not None else None,
+    }
 
 
 def _json_default(o: Any) -> Any:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 import numpy as np
@@ -14,32 +14,21 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from carb.families.space import Config, Space
 
 from . import _conformal
-from ._conformal import ConformalScale, aux_inputs, gaussian_rescale
+from ._conformal import ConformalScale, aux_inputs
+from ._domain import DOMAIN_CATEGORIES as DOMAIN_CATEGORIES  # re-exported with the domain
+from ._domain import outside_domain, training_domain
 from ._inputs import FAMILY_COLUMNS, arch_keys, config_frame, matrix, with_features
 from ._learners import Learner, fit_learner
 from ._presets import resolve
+from ._prior import _prior_inputs, _resolve_prior
+from ._target_model import CASCADE_ORDER, TARGETS, UNITS, TargetModel, _forward, _inverse, member_std
 
 __all__ = ["CARB", "TARGETS", "UNITS", "CASCADE_ORDER", "TargetModel", "training_hash"]
 
-#: the targets CARB predicts (columns of a dataset and of :meth:`CARB.predict`)
-TARGETS: tuple[str, ...] = ("energy_j", "latency_ms", "memory_mb")
-#: units of the targets
-UNITS: dict[str, str] = {"energy_j": "J", "latency_ms": "ms", "memory_mb": "MB"}
-#: the study's cascade: memory first, then energy (reads memory), then latency (reads both)
-CASCADE_ORDER: tuple[str, ...] = ("memory_mb", "energy_j", "latency_ms")
 #: fewest labelled rows a target needs to be trained
 MIN_ROWS = 20
 #: rows per chunk of :meth:`CARB.predict`
 PREDICT_CHUNK = 1 << 15
-
-
-def _forward(transform: str, y: np.ndarray) -> np.ndarray:
-    with np.errstate(invalid="ignore", divide="ignore"):  # invalid rows are masked by the caller
-        return np.log1p(y) if transform == "log1p" else np.log(y)
-
-
-def _inverse(transform: str, z: np.ndarray) -> np.ndarray:
-    return np.maximum(np.expm1(z), 0.0) if transform == "log1p" else np.exp(z)
 
 
 def _folds(df: pd.DataFrame, k: int, kind: str, seed: int) -> np.ndarray:
@@ -75,101 +64,6 @@ def training_hash(df: pd.DataFrame, targets: Iterable[str]) -> str:
     for row in rows.itertuples(index=False, name=None):
         h.update(("\n" + row[0] + "," + ",".join(repr(float(v)) for v in row[1:])).encode())
     return h.hexdigest()
-
-
-@dataclass
-class TargetModel:
-    """Everything that predicts one target (all in the transformed, log space).
-
-    Attributes:
-        target: target column, e.g. ``latency_ms``.
-        upstream: targets whose predictions are extra inputs (cascade), in order.
-        offset: the log-log ridge the learners correct, or ``None``.
-        learners: fitted base learners by name (zero-weight ones are not kept).
-        weights: blend weight of each learner.
-        corrector: residual corrector for rows with ``batch <= corrector_batch_max``, or ``None``.
-        corrector_batch_max, corrector_scale: where the corrector applies, and its factor.
-        halfwidth: conformal half-width of the interval in log space (``inf`` when too few
-            rows): the plain, constant one; bundles without ``interval`` have only this.
-        transform: ``log1p`` or ``log``.
-        interval: the locally adaptive (normalized, Mondrian-by-batch-regime) conformal
-            interval (:class:`carb.model._conformal.ConformalScale`), or ``None``.
-    """
-
-    target: str
-    upstream: list[str]
-    offset: Learner | None
-    learners: dict[str, Learner]
-    weights: dict[str, float]
-    corrector: Learner | None = None
-    corrector_batch_max: int = 8
-    corrector_scale: float = 0.9
-    halfwidth: float = float("inf")
-    transform: str = "log"
-    info: dict[str, Any] = field(default_factory=dict)
-    interval: ConformalScale | None = None
-
-    def halfwidths(
-        self, df: pd.DataFrame, pred_log: np.ndarray, coverage: float, nominal: float, spread: np.ndarray | None = None
-    ) -> np.ndarray:
-        """Return the half-width in log space of each row's ``coverage`` interval.
-
-        Half-width in log space of each row's ``coverage`` interval (``nominal``: the
-        coverage ``halfwidth`` was fitted at, for bundles without ``interval``; ``spread``:
-        the blend members' spread of the rows from :meth:`predict_log`, for intervals
-        that read it).
-        """
-        if self.interval is not None:
-            batch, wide = aux_inputs(df)
-            return self.interval.halfwidth(batch, wide, pred_log, coverage, spread=spread)
-        hw = self.halfwidth if coverage == nominal else float(gaussian_rescale(self.halfwidth, nominal, coverage))
-        return np.full(len(pred_log), hw)
-
-    def prob_within(
-        self, df: pd.DataFrame, pred_log: np.ndarray, budget: float, nominal: float, spread: np.ndarray | None = None
-    ) -> np.ndarray:
-        """Return the chance that each row's true value is within ``budget`` (the target's unit).
-
-        Chance that each row's true value is within ``budget`` (the target's unit), from
-        the conformal scores (:meth:`ConformalScale.prob_within`); bundles without them: a
-        normal error of the constant half-width (fitted at coverage ``nominal``).
-        """
-        b = float(_forward(self.transform, np.array([budget]))[0])
-        if self.interval is not None:
-            batch, wide = aux_inputs(df)
-            return self.interval.prob_within(batch, wide, pred_log, b, spread=spread)
-        return _conformal.chance_within(b - np.asarray(pred_log, float), self.halfwidth, nominal)
-
-    @property
-    def reads_spread(self) -> bool:
-        """Whether the interval reads the blend members' spread."""
-        return self.interval is not None and self.interval.uses_spread
-
-    def predict_log(self, Z: np.ndarray, batch: np.ndarray, spread_out: np.ndarray | None = None) -> np.ndarray:
-        """Return the point prediction in log space for inputs ``Z``.
-
-        Point prediction in log space for inputs ``Z`` (base inputs + upstream
-        predictions). ``spread_out``: filled with the standard deviation (log space) of the
-        blend members' predictions, how much XGBoost and ExtraTrees disagree on a config
-        (a difficulty the interval scale reads).
-        """
-        out = self.offset.predict(Z) if self.offset is not None else np.zeros(len(Z))
-        members = []
-        for name, learner in self.learners.items():
-            members.append(learner.predict(Z))
-            out = out + self.weights[name] * members[-1]
-        if spread_out is not None:
-            spread_out[:] = member_std(np.column_stack(members)) if members else 0.0
-        if self.corrector is not None:
-            small = batch <= self.corrector_batch_max
-            if small.any():
-                out[small] += self.corrector_scale * self.corrector.predict(Z[small])
-        return out
-
-
-def member_std(preds: np.ndarray) -> np.ndarray:
-    """Row-wise standard deviation of the blend members' predictions (columns)."""
-    return np.std(preds, axis=1) if preds.ndim == 2 and preds.shape[1] >= 2 else np.zeros(len(preds))
 
 
 #: whether the interval scale reads the blend members' spread (two or more members);
@@ -324,97 +218,29 @@ class CARB(RegressorMixin, BaseEstimator):
             raise ValueError(f"n_folds: {self.n_folds!r} must be >= 2")
         if not isinstance(X, pd.DataFrame):
             raise TypeError("CARB.fit: expected a DataFrame (a dataset)")
-        df = (
-            X
-            if y is None
-            else X.drop(columns=[c for c in pd.DataFrame(y).columns if c in X.columns]).join(pd.DataFrame(y))
-        )
-        if "status" in df.columns:
-            df = df[df["status"] == "ok"]
-        if "device" in df.columns and df["device"].nunique() > 1:
-            raise ValueError(
-                f"the dataset has rows of {df['device'].nunique()} devices "
-                f"({', '.join(map(str, df['device'].unique()[:4]))}); fit one model per device"
-            )
-        df = with_features(df.reset_index(drop=True))
+        df = with_features(_ok_rows(X, y).reset_index(drop=True))
         Xb, cols = matrix(df, spec["features"])
         prior = _resolve_prior(self.prior)
         pX, pcols = _prior_inputs(prior, df)
         if pcols:
             Xb = np.column_stack([Xb, pX])
-        batch = df["batch"].to_numpy(dtype=np.float64)
-
-        labels = {t: df[t].to_numpy(dtype=np.float64) if t in df.columns else np.full(len(df), np.nan) for t in TARGETS}
-        # log needs a positive target (net energy of a tiny model can read <= 0); log1p > -1
-        low = -1.0 if spec["transform"] == "log1p" else 0.0
-        valid = {t: np.isfinite(v) & (v > low) for t, v in labels.items()}
-        for t, v in labels.items():
-            bad = int((np.isfinite(v) & (v <= low)).sum())
-            if bad:
-                warnings.warn(
-                    f"CARB: {t}: ignoring {bad} row(s) with a value <= {low:g}, which the "
-                    f"{spec['transform']} transform cannot take",
-                    UserWarning,
-                    stacklevel=2,
-                )
-        trained = [t for t in CASCADE_ORDER if valid[t].sum() >= MIN_ROWS]
-        missing = [t for t in TARGETS if t not in trained]
-        if not trained:
-            raise ValueError(
-                f"no target to train: each of {', '.join(TARGETS)} has fewer than {MIN_ROWS} "
-                f"labelled ok rows ({len(df)} ok rows)"
-            )
-        if missing:
-            warnings.warn(
-                f"CARB: not training {', '.join(missing)} (fewer than {MIN_ROWS} labelled ok rows); "
-                "its predictions will be NaN",
-                UserWarning,
-                stacklevel=2,
-            )
-
-        folds = _folds(df, int(self.n_folds), spec.get("folds", "random"), int(self.random_state))
+        labels, valid = _labels(df, spec["transform"])
+        trained, missing = _trainable(valid, len(df))
+        data = _TrainingRows(
+            df=df,
+            X=Xb,
+            columns=cols + pcols,
+            batch=df["batch"].to_numpy(dtype=np.float64),
+            folds=_folds(df, int(self.n_folds), spec.get("folds", "random"), int(self.random_state)),
+        )
         upstream_pred: dict[str, np.ndarray] = {}
         models: dict[str, TargetModel] = {}
         cv: dict[str, dict[str, float]] = {}
         for t in trained:
             before = [u for u in trained[: trained.index(t)]]
-            options = {"paper": [before], "none": [[]], "auto": [before, []] if before else [[]]}[spec["cascade"]]
-            ylog = _forward(spec["transform"], labels[t])
-            best = None
-            for ups in options:
-                Z = np.column_stack([Xb, *[upstream_pred[u] for u in ups]]) if ups else Xb
-                zcols = cols + pcols + [f"pred_{u}" for u in ups]
-                cvres = self._cross_validate(spec, t, Z, zcols, ylog, valid[t], folds, batch)
-                if best is None or cvres["mse_log"] < best[0]["mse_log"]:
-                    best = (cvres, ups, Z, zcols)
-            cvres, ups, Z, zcols = best
-            model, full_pred = self._fit_final(spec, t, ups, Z, zcols, ylog, cvres, batch)
-            # locally adaptive intervals from the same out-of-fold residuals (_conformal.py)
-            r = cvres["rows"]
-            bt, wide = aux_inputs(df.iloc[r])
-            kept = [j for j, n in enumerate(cvres["members"]) if n in model.learners]
-            spread = member_std(cvres["member_oof"][:, kept]) if SPREAD_SCALE and len(kept) >= 2 else None
-            model.interval = ConformalScale.fit(
-                ylog[r] - cvres["pred_oof"],
-                bt,
-                wide,
-                cvres["pred_oof"],
-                spread=spread,
-                tail=_conformal.TARGET_TAIL.get(t, "default"),
+            models[t], upstream_pred[t], cv[t] = self._fit_target(
+                spec, t, before, data, _forward(spec["transform"], labels[t]), valid[t], upstream_pred
             )
-            cvres["coverage"] = float(
-                np.mean(
-                    np.abs(ylog[r] - cvres["pred_oof"])
-                    <= model.interval.halfwidth(bt, wide, cvres["pred_oof"], float(self.coverage), spread=spread)
-                )
-            )
-            model.info = {
-                "cascade_options": [list(o) for o in options],
-                **{k: v for k, v in cvres.items() if not isinstance(v, np.ndarray)},
-            }
-            models[t] = model
-            upstream_pred[t] = full_pred
-            cv[t] = {k: cvres[k] for k in ("r2_log", "mape", "coverage", "mse_log")}
 
         self.spec_ = spec
         self.input_columns_ = cols
@@ -428,6 +254,69 @@ class CARB(RegressorMixin, BaseEstimator):
         self.training_hash_ = training_hash(df, trained)
         self.domain_ = training_domain(df, Xb, cols + pcols)
         return self
+
+    def _fit_target(
+        self,
+        spec: dict[str, Any],
+        target: str,
+        before: list[str],
+        data: _TrainingRows,
+        ylog: np.ndarray,
+        valid: np.ndarray,
+        upstream_pred: dict[str, np.ndarray],
+    ) -> tuple[TargetModel, np.ndarray, dict[str, float]]:
+        """Fit one target: its cascade inputs chosen by out-of-fold error, its learners and its interval.
+
+        Args:
+            spec: the resolved preset.
+            target: the target column.
+            before: the targets trained before it, whose predictions it may read.
+            data: the training rows.
+            ylog: the target's values in log space.
+            valid: which rows have a usable value.
+            upstream_pred: every earlier target's predictions of the rows (log space).
+
+        Returns:
+            The target's model, its predictions of every row (out-of-fold where labelled)
+            and its cross-validated metrics.
+        """
+        options = {"paper": [before], "none": [[]], "auto": [before, []] if before else [[]]}[spec["cascade"]]
+        best = None
+        for ups in options:
+            Z = np.column_stack([data.X, *[upstream_pred[u] for u in ups]]) if ups else data.X
+            zcols = data.columns + [f"pred_{u}" for u in ups]
+            cvres = self._cross_validate(spec, target, Z, zcols, ylog, valid, data.folds, data.batch)
+            if best is None or cvres["mse_log"] < best[0]["mse_log"]:
+                best = (cvres, ups, Z, zcols)
+        cvres, ups, Z, zcols = best
+        model, full_pred = self._fit_final(spec, target, ups, Z, zcols, ylog, cvres, data.batch)
+        self._fit_interval(model, cvres, data.df, ylog)
+        model.info = {
+            "cascade_options": [list(o) for o in options],
+            **{k: v for k, v in cvres.items() if not isinstance(v, np.ndarray)},
+        }
+        return model, full_pred, {k: cvres[k] for k in ("r2_log", "mape", "coverage", "mse_log")}
+
+    def _fit_interval(self, model: TargetModel, cvres: dict[str, Any], df: pd.DataFrame, ylog: np.ndarray) -> None:
+        """Fit the locally adaptive interval from the out-of-fold residuals, and record its coverage in ``cvres``."""
+        r = cvres["rows"]
+        bt, wide = aux_inputs(df.iloc[r])
+        kept = [j for j, n in enumerate(cvres["members"]) if n in model.learners]
+        spread = member_std(cvres["member_oof"][:, kept]) if SPREAD_SCALE and len(kept) >= 2 else None
+        model.interval = ConformalScale.fit(
+            ylog[r] - cvres["pred_oof"],
+            bt,
+            wide,
+            cvres["pred_oof"],
+            spread=spread,
+            tail=_conformal.TARGET_TAIL.get(model.target, "default"),
+        )
+        cvres["coverage"] = float(
+            np.mean(
+                np.abs(ylog[r] - cvres["pred_oof"])
+                <= model.interval.halfwidth(bt, wide, cvres["pred_oof"], float(self.coverage), spread=spread)
+            )
+        )
 
     def _cross_validate(
         self,
@@ -493,7 +382,7 @@ class CARB(RegressorMixin, BaseEstimator):
                     f"CARB: {target}: no corrector ({int(small.sum())} rows with batch <= "
                     f"{corr['batch_max']}, fewer than {MIN_ROWS})",
                     UserWarning,
-                    stacklevel=3,
+                    stacklevel=4,
                 )
                 small = None
 
@@ -688,81 +577,76 @@ class CARB(RegressorMixin, BaseEstimator):
         return tags
 
 
-# -- a prior: another device's model read as inputs ------------------------------------------
+@dataclass
+class _TrainingRows:
+    """The ok rows a fit learns from, as its learners read them.
 
-
-def _resolve_prior(prior: Any) -> Any:
-    """Return the prior model (None or a fitted predictor, loaded by the caller), checked."""
-    if prior is None:
-        return None
-    if not hasattr(prior, "predict") or not hasattr(prior, "targets_"):
-        hint = (
-            " (load a bundle first: carb.model.load(path))"
-            if isinstance(prior, (str, bytes)) or hasattr(prior, "__fspath__")
-            else ""
-        )
-        raise ValueError(
-            f"prior: expected a fitted model (with targets_ and predict), got {type(prior).__name__}{hint}"
-        )
-    return prior
-
-
-def _prior_inputs(prior: Any, df: pd.DataFrame, first_row: int = 0) -> tuple[np.ndarray, list[str]]:
-    """Return the prior's log predictions of ``df``'s configs and their column names.
-
-    One column per target it predicts, in :data:`TARGETS` order, named ``prior_<target>``.
-    Raises ValueError when a prediction is not a positive finite number (a prior must
-    predict every config).
+    Attributes:
+        df: the rows, with their features.
+        X: the base inputs, then the prior's columns (one row per row of ``df``).
+        columns: the names of ``X``'s columns.
+        batch: each row's batch size.
+        folds: each row's cross-validation fold.
     """
-    if prior is None:
-        return np.zeros((len(df), 0)), []
-    with warnings.catch_warnings():
-        # its extrapolation warning would repeat per chunk; this model's own domain
-        # (which covers the prior columns) flags such rows
-        warnings.simplefilter("ignore", UserWarning)
-        pred = prior.predict(df)
-    names = [t for t in TARGETS if t in set(prior.targets_)]
-    cols = []
-    for t in names:
-        v = pred[t].to_numpy(dtype=np.float64)
-        bad = ~(np.isfinite(v) & (v > 0))
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
-            raise ValueError(f"prior: its {t} prediction of row {first_row + i} is {v[i]!r}, not a positive number")
-        cols.append(np.log(v))
-    return (np.column_stack(cols) if cols else np.zeros((len(df), 0))), [f"prior_{t}" for t in names]
+
+    df: pd.DataFrame
+    X: np.ndarray
+    columns: list[str]
+    batch: np.ndarray
+    folds: np.ndarray
 
 
-# -- the training domain: what a prediction may be trusted on ---------------------------------
-
-#: categorical columns whose unseen values make a row extrapolated (their integer codes can
-#: fall inside the trained range: fp16 sits between fp32 and bf16)
-DOMAIN_CATEGORIES = ("family", "block", "precision")
-
-
-def training_domain(df: pd.DataFrame, Xb: np.ndarray, cols: list[str]) -> dict[str, Any]:
-    """Return the training rows' domain (JSON-ready): every input column's range and the categories seen."""
-    ranges = {}
-    for j, c in enumerate(cols):
-        v = Xb[:, j][np.isfinite(Xb[:, j])]
-        if len(v):
-            ranges[c] = [float(v.min()), float(v.max())]
-    cats = {c: sorted(map(str, df[c].dropna().unique())) for c in DOMAIN_CATEGORIES if c in df.columns}
-    return {"ranges": ranges, "categories": cats}
+def _ok_rows(X: pd.DataFrame, y: pd.DataFrame | None) -> pd.DataFrame:
+    """Return the dataset's ``ok`` rows with ``y``'s target columns joined, refusing rows of several devices."""
+    df = (
+        X if y is None else X.drop(columns=[c for c in pd.DataFrame(y).columns if c in X.columns]).join(pd.DataFrame(y))
+    )
+    if "status" in df.columns:
+        df = df[df["status"] == "ok"]
+    if "device" in df.columns and df["device"].nunique() > 1:
+        raise ValueError(
+            f"the dataset has rows of {df['device'].nunique()} devices "
+            f"({', '.join(map(str, df['device'].unique()[:4]))}); fit one model per device"
+        )
+    return df
 
 
-def outside_domain(domain: dict[str, Any], part: pd.DataFrame, Xb: np.ndarray, cols: list[str]) -> np.ndarray:
-    """Return, per row, whether a value is beyond its column's training range (0.1% slack) or a category unseen."""
-    out = np.zeros(len(part), dtype=bool)
-    for j, c in enumerate(cols):
-        lo_hi = domain["ranges"].get(c)
-        if lo_hi is None:
-            continue
-        lo, hi = lo_hi
-        slack = 1e-3 * max(abs(lo), abs(hi), 1e-12)
-        with np.errstate(invalid="ignore"):
-            out |= (Xb[:, j] < lo - slack) | (Xb[:, j] > hi + slack)
-    for c, seen in domain["categories"].items():
-        if c in part.columns:
-            out |= (part[c].notna() & ~part[c].astype(str).isin(seen)).to_numpy()
-    return out
+def _labels(df: pd.DataFrame, transform: str) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Return every target's values and which of them the transform can take, warning of those it cannot."""
+    labels = {t: df[t].to_numpy(dtype=np.float64) if t in df.columns else np.full(len(df), np.nan) for t in TARGETS}
+    # log needs a positive target (net energy of a tiny model can read <= 0); log1p > -1
+    low = -1.0 if transform == "log1p" else 0.0
+    valid = {t: np.isfinite(v) & (v > low) for t, v in labels.items()}
+    for t, v in labels.items():
+        bad = int((np.isfinite(v) & (v <= low)).sum())
+        if bad:
+            warnings.warn(
+                f"CARB: {t}: ignoring {bad} row(s) with a value <= {low:g}, which the "
+                f"{transform} transform cannot take",
+                UserWarning,
+                stacklevel=3,
+            )
+    return labels, valid
+
+
+def _trainable(valid: dict[str, np.ndarray], n_rows: int) -> tuple[list[str], list[str]]:
+    """Return the targets to train, in cascade order, and those left out, warning of the latter.
+
+    Raises:
+        ValueError: no target has enough labelled rows.
+    """
+    trained = [t for t in CASCADE_ORDER if valid[t].sum() >= MIN_ROWS]
+    missing = [t for t in TARGETS if t not in trained]
+    if not trained:
+        raise ValueError(
+            f"no target to train: each of {', '.join(TARGETS)} has fewer than {MIN_ROWS} "
+            f"labelled ok rows ({n_rows} ok rows)"
+        )
+    if missing:
+        warnings.warn(
+            f"CARB: not training {', '.join(missing)} (fewer than {MIN_ROWS} labelled ok rows); "
+            "its predictions will be NaN",
+            UserWarning,
+            stacklevel=3,
+        )
+    return trained, missing

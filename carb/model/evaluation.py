@@ -213,9 +213,7 @@ def evaluate(
         "fit_seconds": {model: s}, "predict_seconds": {model: s}, "trained": {model: [targets]},
         "results": {model: {target: {metric: value}}}}``.
     """
-    import warnings
-
-    from carb.model import CARB, TARGETS
+    from carb.model import TARGETS
 
     data = df[df["status"] == "ok"] if "status" in df.columns else df
     data = data.reset_index(drop=True)
@@ -251,76 +249,93 @@ def evaluate(
     runs = [(p, p, None) for p in fitted] + (
         [(f"{p} + prior", p, prior) for p in fitted if p in presets] if prior is not None else []
     )
+    settings = {"coverage": coverage, "random_state": seed, "n_jobs": n_jobs}
     for name, p, pri in runs:
         if progress is not None:
             progress(name)
-        model = CARB(
-            preset=p,
-            coverage=coverage,
-            random_state=seed,
-            n_jobs=n_jobs,
-            learner_params=dict((learner_params or {}).get(p, {})) or None,
-            prior=pri,
+        params = dict((learner_params or {}).get(p, {})) or None
+        model, preds[name] = _fit_and_predict(
+            out, name, train, test, preset=p, learner_params=params, prior=pri, **settings
         )
-        t0 = time.perf_counter()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)  # missing targets are reported below
-            model.fit(train)
-        out["fit_seconds"][name] = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        pred = model.predict(test)
-        out["predict_seconds"][name] = time.perf_counter() - t0
-        preds[name] = pred
         if p not in presets:
             continue
         # which upstream predictions each target reads (the cascade the preset chose)
         out.setdefault("cascade", {})[name] = {t: list(model.models_[t].upstream) for t in model.targets_}
         out["trained"][name] = list(model.targets_)
-        out["results"][name] = {
-            t: metrics(
-                test[t].to_numpy(),
-                pred[t].to_numpy(),
-                pred[f"{t}_lo"].to_numpy(),
-                pred[f"{t}_hi"].to_numpy(),
-                budget_used[t],
-            )
-            for t in targets
-        }
+        out["results"][name] = _score(test, preds[name], targets, budget_used)
     if "power-latency" in presets and {"energy_j", "latency_ms"} <= set(targets):
-        # energy = the base model's predicted latency x the training rows' median power
-        base = "default" if "default" in fitted else fitted[0]
-        both = train["energy_j"].notna() & train["latency_ms"].notna() & (train["latency_ms"] > 0)
-        power_w = float(np.median(train.loc[both, "energy_j"] / train.loc[both, "latency_ms"]) * 1000.0)
-        pred = preds[base]
-        res = {
-            t: dict(out["results"][base][t])
-            if base in out["results"]
-            else metrics(
-                test[t].to_numpy(),
-                pred[t].to_numpy(),
-                pred[f"{t}_lo"].to_numpy(),
-                pred[f"{t}_hi"].to_numpy(),
-                budget_used[t],
-            )
-            for t in targets
-            if t != "energy_j"
-        }
-        e = pred["latency_ms"].to_numpy() * power_w / 1000.0
-        res["energy_j"] = metrics(
-            test["energy_j"].to_numpy(),
-            e,
-            pred["latency_ms_lo"].to_numpy() * power_w / 1000.0,
-            pred["latency_ms_hi"].to_numpy() * power_w / 1000.0,
-            budget_used["energy_j"],
-        )
-        out["results"]["power-latency"] = {t: res[t] for t in targets}
-        out["fit_seconds"]["power-latency"] = out["fit_seconds"][base]
-        out["predict_seconds"]["power-latency"] = out["predict_seconds"][base]
-        out["trained"]["power-latency"] = [t for t in targets]
-        out["power_latency"] = {"base": base, "power_w": power_w}
+        _power_latency(out, train, test, preds, "default" if "default" in fitted else fitted[0], targets, budget_used)
     elif "power-latency" in presets:
         out["skipped"] = {"power-latency": "needs energy_j and latency_ms in the data"}
     return out
+
+
+def _fit_and_predict(
+    out: dict[str, Any], name: str, train: pd.DataFrame, test: pd.DataFrame, **params: Any
+) -> tuple[Any, pd.DataFrame]:
+    """Fit a CARB model on ``train`` and predict ``test``, recording both times (s) in ``out`` under ``name``."""
+    import warnings
+
+    from carb.model import CARB
+
+    model = CARB(**params)
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # missing targets are reported by the caller
+        model.fit(train)
+    out["fit_seconds"][name] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    pred = model.predict(test)
+    out["predict_seconds"][name] = time.perf_counter() - t0
+    return model, pred
+
+
+def _score(
+    test: pd.DataFrame, pred: pd.DataFrame, targets: Iterable[str], budgets: Mapping[str, float]
+) -> dict[str, dict[str, float]]:
+    """Return :func:`metrics` of each target's predictions and intervals against the test rows."""
+    return {
+        t: metrics(
+            test[t].to_numpy(),
+            pred[t].to_numpy(),
+            pred[f"{t}_lo"].to_numpy(),
+            pred[f"{t}_hi"].to_numpy(),
+            budgets[t],
+        )
+        for t in targets
+    }
+
+
+def _power_latency(
+    out: dict[str, Any],
+    train: pd.DataFrame,
+    test: pd.DataFrame,
+    preds: Mapping[str, pd.DataFrame],
+    base: str,
+    targets: list[str],
+    budgets: Mapping[str, float],
+) -> None:
+    """Score the ``power-latency`` baseline into ``out``: energy = ``base``'s latency x the median power."""
+    # energy = the base model's predicted latency x the training rows' median power
+    both = train["energy_j"].notna() & train["latency_ms"].notna() & (train["latency_ms"] > 0)
+    power_w = float(np.median(train.loc[both, "energy_j"] / train.loc[both, "latency_ms"]) * 1000.0)
+    pred = preds[base]
+    others = [t for t in targets if t != "energy_j"]
+    scored = out["results"][base] if base in out["results"] else _score(test, pred, others, budgets)
+    res = {t: dict(scored[t]) for t in others}
+    e = pred["latency_ms"].to_numpy() * power_w / 1000.0
+    res["energy_j"] = metrics(
+        test["energy_j"].to_numpy(),
+        e,
+        pred["latency_ms_lo"].to_numpy() * power_w / 1000.0,
+        pred["latency_ms_hi"].to_numpy() * power_w / 1000.0,
+        budgets["energy_j"],
+    )
+    out["results"]["power-latency"] = {t: res[t] for t in targets}
+    out["fit_seconds"]["power-latency"] = out["fit_seconds"][base]
+    out["predict_seconds"]["power-latency"] = out["predict_seconds"][base]
+    out["trained"]["power-latency"] = [t for t in targets]
+    out["power_latency"] = {"base": base, "power_w": power_w}
 
 
 def arch_folds(df: pd.DataFrame, folds: int = 5, seed: int = 0) -> np.ndarray:

@@ -252,6 +252,54 @@ def _precisions(layers: pd.DataFrame) -> list[str] | None:
     return None
 
 
+def _class_rooflines(
+    cls_: np.ndarray, flops: np.ndarray, nbytes: np.ndarray, y: np.ndarray, generic: list[float], min_class: int
+) -> tuple[dict[str, list[float]], dict[str, int]]:
+    """Return each class's roofline and its count of measurements.
+
+    A class with fewer than ``min_class`` measurements gets a pooled roofline: that of the
+    memory-bound classes together (:data:`_MEMORY_BOUND`) or ``generic``.
+    """
+    mem = np.isin(cls_, _MEMORY_BOUND)
+    pooled = _roofline(flops[mem], nbytes[mem], y[mem]) if mem.sum() >= 3 else generic
+    roof: dict[str, list[float]] = {}
+    counts: dict[str, int] = {}
+    for c in sorted(set(cls_)):
+        m = cls_ == c
+        counts[c] = int(m.sum())
+        roof[c] = (
+            _roofline(flops[m], nbytes[m], y[m])
+            if m.sum() >= min_class
+            else (pooled if c in _MEMORY_BOUND else generic)
+        )
+    return roof, counts
+
+
+def _fit_correction(X: np.ndarray, resid: np.ndarray, trees: int, seed: int) -> tuple[float, Any]:
+    """Return the weight of the forest's log-correction of the rooflines and the forest (``None`` at weight 0).
+
+    The weight is the one of :data:`SHRINKS` with the least 3-fold cross-validated
+    |log error|: on noisy measurements the rooflines alone can win.
+    """
+    from sklearn.ensemble import ExtraTreesRegressor
+
+    def forest(rows: np.ndarray) -> Any:
+        et = ExtraTreesRegressor(n_estimators=trees, min_samples_leaf=3, max_features=0.6, random_state=seed, n_jobs=1)
+        return et.fit(X[rows], resid[rows])
+
+    fold = np.random.default_rng(seed).integers(0, 3, len(resid))
+    errs = {s: 0.0 for s in SHRINKS}
+    for k in range(3):
+        tr, te = fold != k, fold == k
+        if tr.sum() < 5 or not te.any():
+            continue
+        f = forest(tr).predict(X[te])
+        for s in SHRINKS:
+            errs[s] += float(np.abs(resid[te] - s * f).sum())
+    shrink = min(SHRINKS, key=lambda s: (errs[s], s))
+    return shrink, (forest(np.ones(len(resid), bool)) if shrink > 0 else None)
+
+
 @dataclass
 class LayerModel:
     """Per-class rooflines and a residual forest, fitted on measured layers.
@@ -331,8 +379,6 @@ class LayerModel:
             raise ModelError(
                 f"layer model: unknown feature version {version} (one of {', '.join(map(str, _FEATURES_BY_VERSION))})"
             )
-        from sklearn.ensemble import ExtraTreesRegressor
-
         from carb.model._forest import ArrayForest
 
         keep = (layers["op"] != "se").to_numpy() & np.isfinite(y_ms) & (y_ms > 0)
@@ -345,18 +391,7 @@ class LayerModel:
         flops = _work(layers, cls_, version)
         nbytes = layers["bytes"].to_numpy(np.float64)
         generic = _roofline(flops, nbytes, y)
-        mem = np.isin(cls_, _MEMORY_BOUND)
-        pooled = _roofline(flops[mem], nbytes[mem], y[mem]) if mem.sum() >= 3 else generic
-        roof: dict[str, list[float]] = {}
-        counts: dict[str, int] = {}
-        for c in sorted(set(cls_)):
-            m = cls_ == c
-            counts[c] = int(m.sum())
-            roof[c] = (
-                _roofline(flops[m], nbytes[m], y[m])
-                if m.sum() >= min_class
-                else (pooled if c in _MEMORY_BOUND else generic)
-            )
+        roof, counts = _class_rooflines(cls_, flops, nbytes, y, generic, min_class)
         classes = sorted(roof)
         base = np.array([_apply_roofline(roof[c], f, b) for c, f, b in zip(cls_, flops, nbytes)])
         base = np.maximum(base, 1e-6)
@@ -364,27 +399,7 @@ class LayerModel:
             np.quantile(np.abs(np.log(np.maximum(_apply_roofline(generic, flops, nbytes), 1e-6) / y)), 0.9)
         )
         X = _x(layers, classes, version, cls_, threads)
-        resid = np.log(y / base)
-
-        def forest(rows: np.ndarray) -> Any:
-            et = ExtraTreesRegressor(
-                n_estimators=trees, min_samples_leaf=3, max_features=0.6, random_state=seed, n_jobs=1
-            )
-            return et.fit(X[rows], resid[rows])
-
-        # how much of the forest's correction to trust: chosen by 3-fold cross-validation
-        # (mean |log error|); on noisy measurements the rooflines alone can win
-        fold = np.random.default_rng(seed).integers(0, 3, len(y))
-        errs = {s: 0.0 for s in SHRINKS}
-        for k in range(3):
-            tr, te = fold != k, fold == k
-            if tr.sum() < 5 or not te.any():
-                continue
-            f = forest(tr).predict(X[te])
-            for s in SHRINKS:
-                errs[s] += float(np.abs(resid[te] - s * f).sum())
-        shrink = min(SHRINKS, key=lambda s: (errs[s], s))
-        et = forest(np.ones(len(y), bool)) if shrink > 0 else None
+        shrink, et = _fit_correction(X, np.log(y / base), trees, seed)
         return cls(
             rooflines=roof,
             generic=generic,

@@ -19,6 +19,7 @@ import pandas as pd
 from carb.studies import nb201 as analysis
 
 from . import figures
+from ._json import clean as _clean
 
 
 def write(out: Path, say: Callable[[str], None] | None = None, title: str = "CARB report: nb201") -> Path:
@@ -34,8 +35,22 @@ def write(out: Path, say: Callable[[str], None] | None = None, title: str = "CAR
     say("energy vs latency on the Jetson TX2")
     dec = analysis.nb201_decoupling(datasets.load("nb201", device="edgegpu"))
     plt = figures._plt()
-    figs: dict[str, str] = {}
+    figs = {
+        "batch_scaling": _batch_figure(plt, bs, out),
+        "transfer": _transfer_figure(plt, tm, out),
+        "decoupling": _energy_figure(plt, dec, out),
+    }
+    notes = _notes(bs, tm, dec)
+    doc = _doc(title, notes, bs, tm, dec, figs)
+    (out / "report.json").write_text(json.dumps(_clean(doc), indent=2, allow_nan=False))
+    tmp = out / "report.html.tmp"
+    tmp.write_text(_page(title, notes, bs, dec), encoding="utf-8")
+    tmp.replace(out / "report.html")
+    return out / "report.html"
 
+
+def _batch_figure(plt: Any, bs: pd.DataFrame, out: Path) -> str:
+    """Draw latency against batch on the five desktop GPUs; return the file's name."""
     fig, ax = plt.subplots(figsize=(5.5, 4))
     for r in bs.itertuples():
         ax.plot([1, 32, 256], [r.b1_ms, r.b32_ms, r.b256_ms], marker="o", label=r.gpu)
@@ -48,8 +63,11 @@ def write(out: Path, say: Callable[[str], None] | None = None, title: str = "CAR
     )
     ax.legend(fontsize=8)
     figures._save(fig, out / "nb201_batch.png")
-    figs["batch_scaling"] = "nb201_batch.png"
+    return "nb201_batch.png"
 
+
+def _transfer_figure(plt: Any, tm: pd.DataFrame, out: Path) -> str:
+    """Draw the Spearman matrix of measured latency between the 29 settings; return the file's name."""
     fig, ax = plt.subplots(figsize=(9, 8))
     im = ax.imshow(tm.to_numpy(), vmin=0, vmax=1, cmap="viridis")
     ax.set_xticks(range(len(tm)), tm.columns, rotation=90, fontsize=7)
@@ -57,8 +75,11 @@ def write(out: Path, say: Callable[[str], None] | None = None, title: str = "CAR
     ax.set_title("Spearman of measured latency between settings (CIFAR-10 input)")
     fig.colorbar(im, ax=ax, shrink=0.7)
     figures._save(fig, out / "nb201_transfer.png")
-    figs["transfer"] = "nb201_transfer.png"
+    return "nb201_transfer.png"
 
+
+def _energy_figure(plt: Any, dec: dict[str, Any], out: Path) -> str:
+    """Draw the Jetson TX2's power per network and energy against latency; return the file's name."""
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     pw = dec["power"]
     for name, g in pw.groupby("dataset"):
@@ -75,11 +96,14 @@ def write(out: Path, say: Callable[[str], None] | None = None, title: str = "CAR
         title=f"CIFAR-10: R² (log) {dec['summary']['r2_log_energy_on_log_latency']:.3f}",
     )
     figures._save(fig, out / "nb201_energy.png")
-    figs["decoupling"] = "nb201_energy.png"
+    return "nb201_energy.png"
 
+
+def _notes(bs: pd.DataFrame, tm: pd.DataFrame, dec: dict[str, Any]) -> list[str]:
+    """Return the report's findings in words: batch scaling, transfer, and the Jetson's power."""
     s = dec["summary"]
     off = tm.to_numpy()[~np.eye(len(tm), dtype=bool)]
-    notes = [
+    return [
         f"batch: batch 32 costs {bs['ratio_32_1'].min():.2f}-{bs['ratio_32_1'].max():.2f}x batch 1 per forward "
         f"and batch 256 {bs['ratio_256_1'].min():.2f}-{bs['ratio_256_1'].max():.2f}x on the five GPUs "
         "(median over cells): small networks are launch-bound",
@@ -90,8 +114,13 @@ def write(out: Path, say: Callable[[str], None] | None = None, title: str = "CAR
         f"misses energy by {100 * s['mape_latency_x_median_power']:.1f}% (MAPE); noise floor (cifar10 vs "
         f"cifar100) {100 * s['noise_floor_cifar10_vs_cifar100'].get('energy_j', float('nan')):.2f}% energy",
     ]
-    drivers = dec["drivers"].head(6)
-    doc: dict[str, Any] = {
+
+
+def _doc(
+    title: str, notes: list[str], bs: pd.DataFrame, tm: pd.DataFrame, dec: dict[str, Any], figs: dict[str, str]
+) -> dict[str, Any]:
+    """Return ``report.json``: the per-device report's keys where they apply, and the nb201 analyses."""
+    return {
         "title": title,
         "data": ["nb201"],
         "model": None,
@@ -113,38 +142,37 @@ def write(out: Path, say: Callable[[str], None] | None = None, title: str = "CAR
             "batch_scaling": bs.to_dict("records"),
             "transfer_matrix": tm.round(4).to_dict(),
             "decoupling": {
-                "summary": s,
+                "summary": dec["summary"],
                 "by_input": dec["by_input"].to_dict("records"),
                 "drivers": dec["drivers"].to_dict("records"),
             },
         },
         "figures": figs,
     }
-    from ._json import clean as _clean
 
-    (out / "report.json").write_text(json.dumps(_clean(doc), indent=2, allow_nan=False))
 
-    def table(frame: pd.DataFrame) -> str:
-        head = "".join(f"<th>{html.escape(str(c))}</th>" for c in frame.columns)
-        rows = "".join(
-            "<tr>"
-            + "".join(f"<td>{v:.4g}</td>" if isinstance(v, float) else f"<td>{html.escape(str(v))}</td>" for v in r)
-            + "</tr>"
-            for r in frame.itertuples(index=False)
-        )
-        return f"<table><tr>{head}</tr>{rows}</table>"
+def _table(frame: pd.DataFrame) -> str:
+    """Return ``frame`` as a plain HTML table (floats to 4 significant digits)."""
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in frame.columns)
+    rows = "".join(
+        "<tr>"
+        + "".join(f"<td>{v:.4g}</td>" if isinstance(v, float) else f"<td>{html.escape(str(v))}</td>" for v in r)
+        + "</tr>"
+        for r in frame.itertuples(index=False)
+    )
+    return f"<table><tr>{head}</tr>{rows}</table>"
 
-    page = f"""<!doctype html><html><head><meta charset="utf-8"><title>{html.escape(title)}</title>
+
+def _page(title: str, notes: list[str], bs: pd.DataFrame, dec: dict[str, Any]) -> str:
+    """Return the report page: the notes, the three figures and their tables."""
+    drivers = dec["drivers"].head(6)
+    return f"""<!doctype html><html><head><meta charset="utf-8"><title>{html.escape(title)}</title>
 <style>body{{font-family:sans-serif;max-width:1000px;margin:2em auto}}td,th{{padding:2px 8px;text-align:right}}</style>
 </head><body><h1>{html.escape(title)}</h1>
 <p>Public data: HW-NAS-Bench and HELP (MIT), see the dataset card <code>carb/data/nb201.md</code>.</p>
 <ul>{"".join(f"<li>{html.escape(n)}</li>" for n in notes)}</ul>
-<h2>Batch scaling on five desktop GPUs</h2><img src="nb201_batch.png" alt="batch scaling">{table(bs)}
+<h2>Batch scaling on five desktop GPUs</h2><img src="nb201_batch.png" alt="batch scaling">{_table(bs)}
 <h2>Transfer between the 29 settings</h2><img src="nb201_transfer.png" alt="transfer matrix" width="800">
 <h2>Energy against latency on the Jetson TX2</h2><img src="nb201_energy.png" alt="power" width="900">
-{table(dec["by_input"])}<p>What the power depends on (Spearman with power, CIFAR-10 rows):</p>{table(drivers)}
+{_table(dec["by_input"])}<p>What the power depends on (Spearman with power, CIFAR-10 rows):</p>{_table(drivers)}
 </body></html>"""
-    tmp = out / "report.html.tmp"
-    tmp.write_text(page, encoding="utf-8")
-    tmp.replace(out / "report.html")
-    return out / "report.html"

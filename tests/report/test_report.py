@@ -320,3 +320,11 @@ def test_report_reads_the_drift_corrected_latency_of_paired_rows(tmp_path):
     # the fitted model is checked against the clean values: 5% noise, not the speed's 60-150%
     assert doc["accuracy"]["latency_ms"]["mape"] < 0.15
     assert "drift-corrected (latency_ms_norm)" in (tmp_path / "r" / "report.html").read_text()
+
+
+def test_a_frame_is_data_not_the_name_of_the_nb201_report() -> None:
+    from carb.report import _names_nb201
+
+    frame = pd.DataFrame({"a": [1, 2]})
+    assert not _names_nb201(frame) and not _names_nb201([frame]) and not _names_nb201([frame, frame])
+    assert _names_nb201("nb201") and _names_nb201(["nb201"]) and not _names_nb201(["nb201", "cpu-1t"])
