@@ -25,6 +25,7 @@ Each node of a traced module that produces a tensor is a row of :attr:`LayerTabl
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
@@ -132,6 +133,8 @@ def parse_shape(text: str) -> tuple[int, ...]:
         raise CaptureError(f"malformed input shape {text!r} (expected e.g. 1x3x224x224)") from None
     if not dims or any(d < 1 for d in dims):
         raise CaptureError(f"malformed input shape {text!r} (every dimension must be a positive integer)")
+    if math.prod(dims) > 2**63 - 1:  # a tensor's element count is a 64-bit integer
+        raise CaptureError(f"input shape {text!r}: {float(math.prod(dims)):.3g} elements, beyond a 64-bit count")
     return dims
 
 

@@ -11,7 +11,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from carb import graph
 from carb.families import fbnet
-from carb.graph import trace
+from carb.graph import _run
 
 
 def _flops(m: nn.Module, x: torch.Tensor) -> int:
@@ -165,9 +165,9 @@ class Edges(nn.Module):
 
 def _both(m: nn.Module, shape: tuple[int, ...], monkeypatch: pytest.MonkeyPatch, precision: str | None = None) -> tuple:
     fast = graph.capture(m, shape, precision)
-    monkeypatch.setattr(trace, "_CLOSED_FORMS", False)
+    monkeypatch.setattr(_run, "_CLOSED_FORMS", False)
     slow = graph.capture(m, shape, precision)
-    monkeypatch.setattr(trace, "_CLOSED_FORMS", True)
+    monkeypatch.setattr(_run, "_CLOSED_FORMS", True)
     return fast, slow
 
 
