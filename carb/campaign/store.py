@@ -15,7 +15,10 @@ Tables (open the file with ``duckdb`` and ask SQL questions):
     fastest sample),
     ``memory_mb``, ``energy_missing_reason``, ``timed_s``, ``wall_s``, ``extra`` (JSON
     telemetry), ``run_id`` and ``measured_at``; ``energy_pkg_j`` and ``energy_dram_j``
-    (CPU RAPL, gross J per forward of packages and DRAM; NULL elsewhere).
+    (CPU RAPL, gross J per forward of packages and DRAM; NULL elsewhere); ``arch`` (JSON: the
+    parameters of a family other than the ResNets) and ``features`` (JSON: the features of a
+    family whose features need its network built, ``net``, captured once when the row is
+    stored, so that reading the store never imports the user's code; NULL elsewhere).
 ``remeasurements``
     the same columns without the key constraint: later re-measurements of configs already
     in ``measurements`` (drift checks), never used for resume.
@@ -111,6 +114,8 @@ def _measurement_columns() -> list[tuple[str, str]]:
         # the parameters of a family other than the ResNets (carb.families), as JSON;
         # NULL for ResNets, whose parameters are the columns above
         ("arch", "JSON"),
+        # the features of a family that builds its network to know them (Family.measured_features), as JSON
+        ("features", "JSON"),
     ]
     cols += ENERGY_DOMAIN_COLUMNS
     cols += DRIFT_COLUMNS
@@ -143,10 +148,40 @@ ENERGY_DOMAIN_COLUMNS: list[tuple[str, str]] = [("energy_pkg_j", "DOUBLE"), ("en
 
 MEASUREMENT_COLUMNS = _measurement_columns()
 _COLNAMES = [c for c, _ in MEASUREMENT_COLUMNS]
+#: statuses of a row whose network was built in the worker: its features are captured and stored
+_BUILT = ("ok", "oom", "timeout")
 
 
 class StoreError(RuntimeError):
     """The store cannot be opened or is not a CARB store; the message is one line."""
+
+
+def _refuse_foreign(con: Any, path: Path) -> None:
+    """Raise :class:`StoreError` when the open database ``con`` holds tables but no CARB schema version."""
+    tables = sorted(r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall())
+    try:
+        row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() if tables else 1
+    except duckdb.Error:
+        row = None
+    if row is None:
+        shown = ", ".join(tables[:5]) + (", ..." if len(tables) > 5 else "")
+        raise StoreError(f"{path}: not a CARB store (it holds {len(tables)} table(s): {shown}); give a new file")
+
+
+def check_store_file(path: str | Path) -> None:
+    """Refuse, without writing to it, a file that is not DuckDB or holds tables but is not a CARB store (one line).
+
+    An absent file passes (a campaign creates it), and so does a store in use (opening it says so).
+    """
+    try:
+        con = duckdb.connect(str(path), read_only=True) if Path(path).is_file() else None
+    except duckdb.Error as e:
+        if isinstance(e, duckdb.IOException) and "lock" in str(e).lower():
+            return
+        raise StoreError(f"{path}: cannot open as a DuckDB store: {str(e).splitlines()[0]}") from None
+    if con is not None:
+        with con:
+            _refuse_foreign(con, Path(path))
 
 
 class Store:
@@ -161,6 +196,7 @@ class Store:
     def __init__(self, path: str | Path, read_only: bool = False) -> None:
         self.path = Path(path)
         self._ref: dict[str, float | None] = {}  # platform -> median sentinel reading (ms)
+        self._features: dict[str, str | None] = {}  # config id -> its captured features (JSON), once per config
         #: the private copy read when the store was in use (``read_only`` only), else None
         self.snapshot: Path | None = None
         if read_only and not self.path.exists():
@@ -181,8 +217,15 @@ class Store:
             raise StoreError(f"{self.path}: cannot open as a DuckDB store: {str(e).splitlines()[0]}") from None
         if read_only:
             self._check_schema()
-        else:
+            return
+        try:  # a campaign never adds its tables to a foreign database
+            _refuse_foreign(self.con, self.path)
             self._create()
+        except (StoreError, duckdb.Error) as e:  # e.g. a full disk: _create is one transaction, rolled back whole
+            self.con.close()
+            if isinstance(e, StoreError):
+                raise
+            raise StoreError(f"{self.path}: cannot write the store ({str(e).splitlines()[0]})") from None
 
     # -- schema -------------------------------------------------------------------------
     def _create(self) -> None:
@@ -220,6 +263,7 @@ class Store:
                 self.con.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {c} {t}")
             for t in TARGETS:  # the fastest sample: NULL in rows that did not keep it
                 self.con.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {t}_min DOUBLE")
+            self.con.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS features JSON")
         self.con.execute(
             "INSERT INTO meta VALUES ('created_at', ?) ON CONFLICT DO NOTHING", [datetime.now(timezone.utc).isoformat()]
         )
@@ -266,7 +310,7 @@ class Store:
         Returns False when (config, platform) was already stored (the row is then left as
         it was), True otherwise. With ``remeasure``, the row goes to ``remeasurements``.
         """
-        row = self._row(config, platform, m, run_id, self.speed_ref_ms(platform))
+        row = self._row(config, platform, m, run_id, self.speed_ref_ms(platform), self._measured_features(config, m))
         table = "remeasurements" if remeasure else "measurements"
         marks = ", ".join("?" * len(_COLNAMES))
         conflict = "" if remeasure else " ON CONFLICT DO NOTHING"
@@ -279,7 +323,7 @@ class Store:
 
         For a config pooled anew from its stored visits, e.g. after retakes; the visits stay in ``rounds``.
         """
-        row = self._row(config, platform, m, run_id, self.speed_ref_ms(platform))
+        row = self._row(config, platform, m, run_id, self.speed_ref_ms(platform), self._measured_features(config, m))
         marks = ", ".join("?" * len(_COLNAMES))
         self.con.execute("BEGIN")
         try:
@@ -452,8 +496,33 @@ class Store:
             self.con.execute("COMMIT")
         return len(failed)
 
+    def _measured_features(self, config: ConfigLike, m: Measurement) -> str | None:
+        """The features a family captures from its built network (``net``), as JSON; ``None`` for the others.
+
+        Captured once per config, for a row whose network the worker built (:data:`_BUILT`): the capture imports
+        the same user code, here. A capture that fails leaves the row without features; the row is stored all
+        the same.
+        """
+        fam = families.of(config)
+        if fam.measured_features is None or m.status not in _BUILT:
+            return None
+        key = config.config_id
+        if key not in self._features:
+            try:
+                self._features[key] = json.dumps(fam.measured_features(config))
+            except (Exception, SystemExit):  # noqa: BLE001 - the user's code: any failure, no features
+                self._features[key] = None
+        return self._features[key]
+
     @staticmethod
-    def _row(config: ConfigLike, platform: str, m: Measurement, run_id: str, ref_ms: float | None = None) -> list[Any]:
+    def _row(
+        config: ConfigLike,
+        platform: str,
+        m: Measurement,
+        run_id: str,
+        ref_ms: float | None = None,
+        features: str | None = None,
+    ) -> list[Any]:
         params = families.to_row(config)
         d: dict[str, Any] = {
             "config_id": config.config_id,
@@ -462,6 +531,7 @@ class Store:
             "status": m.status,
             "message": m.message,
             "arch": None if isinstance(config, Config) else json.dumps(params),
+            "features": features,
         }
         for t in TARGETS:
             st: Stats | None = getattr(m, t)
@@ -521,7 +591,11 @@ class Store:
         return [r[0] for r in self.con.execute("SELECT DISTINCT platform FROM measurements ORDER BY 1").fetchall()]
 
     def measurements(self, platform: str | None = None, table: str = "measurements") -> pd.DataFrame:
-        """All stored rows (of one platform if given) as a DataFrame, in measurement order."""
+        """All stored rows (of one platform if given) as a DataFrame, in measurement order.
+
+        A foreign family's parameters (``arch``) and the features stored with a row (``features``) come as columns
+        of their own.
+        """
         if table not in ("measurements", "remeasurements"):
             raise ValueError(f"unknown table {table!r}")
         q = f"SELECT * FROM {table}"
@@ -536,6 +610,13 @@ class Store:
             for c in params.columns:
                 if c not in df.columns:
                     df[c] = params[c]
+        if "features" in df.columns:
+            # the features stored at measurement become columns too (empty on other rows)
+            feats = pd.DataFrame([json.loads(a) if isinstance(a, str) else {} for a in df["features"]], index=df.index)
+            df = df.drop(columns="features")
+            for c in feats.columns:
+                if c not in df.columns:
+                    df[c] = pd.to_numeric(feats[c], errors="coerce")
         return df
 
     def runs(self) -> pd.DataFrame:

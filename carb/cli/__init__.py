@@ -4,8 +4,9 @@ The command groups are :mod:`.spaces`, :mod:`.campaign`, :mod:`.screening`, :mod
 :mod:`.report` and :mod:`.fewshot`; the app, the error type and shared helpers are in :mod:`._app`, which the
 command modules import (never the other way round).
 
-Bad input (unknown space, bad value, unreadable file, store in use) prints one line
-``error: ...`` on stderr and exits with code 2, never a traceback.
+Bad input (unknown space, bad value, unreadable file, store in use, a full or read-only disk, user code that
+calls ``sys.exit``) prints one line ``error: ...`` on stderr and exits with code 2, never a traceback; user code
+interrupted (``KeyboardInterrupt``) is one such line with exit code 130.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import typer
 from carb.families.space import SpaceError
 
 from . import campaign, demo, fewshot, model, report, screening, spaces  # noqa: F401 - importing registers the commands
-from ._app import UsageError, app, err, fail
+from ._app import UsageError, UserInterrupt, app, err, fail
 
 __all__ = ["app", "main", "UsageError", "fail"]
 
@@ -28,15 +29,17 @@ report.register(app)
 fewshot.register(app)
 
 
-def _error_exit(msg: str) -> None:
+def _error_exit(msg: str, code: int = 2) -> None:
     # plain print: rich would wrap a long message over several lines
     print("error: " + " ".join(msg.split()), file=sys.stderr)
-    sys.exit(2)
+    sys.exit(code)
 
 
 def main() -> None:
     """Console-script entry point: runs the app and turns bad input into exit code 2."""
     import warnings
+
+    import duckdb
 
     from carb.campaign.store import StoreError
     from carb.datasets import DatasetError
@@ -48,17 +51,27 @@ def main() -> None:
         rc = app(standalone_mode=False)
     except (UsageError, SpaceError, StoreError, DatasetError, FileNotFoundError) as e:
         _error_exit(str(e))
+    except UserInterrupt as e:
+        _error_exit(str(e), 130)
     except typer.Exit as e:
         sys.exit(e.exit_code)
+    except SystemExit as e:  # carb's commands never exit from inside the app: the code of a library or the user's
+        _error_exit(f"code that carb ran raised SystemExit({e.code!r})")
     except OSError as e:  # a path the checks did not foresee (permissions, a full disk): one line too
         _error_exit(f"{e.filename}: {e.strerror}" if e.filename and e.strerror else str(e))
+    except duckdb.Error as e:  # a store the checks did not foresee failing (a full disk): one line too
+        _error_exit(f"DuckDB: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
     except typer.Abort:
         err.print("aborted")
         sys.exit(130)
     except Exception as e:
         # click's usage errors (typer vendors click, so match the interface, not the class)
         if hasattr(e, "show") and isinstance(getattr(e, "exit_code", None), int):
-            e.show()
-            sys.exit(e.exit_code)
+            if type(e).__name__ == "NoArgsIsHelpError":  # a bare `carb` or `carb space`: the help
+                e.show()
+                sys.exit(e.exit_code)
+            ctx = getattr(e, "ctx", None)
+            help_hint = f" (see {ctx.command_path} -h)" if ctx is not None else ""
+            _error_exit(getattr(e, "format_message", e.__str__)() + help_hint)
         raise
     sys.exit(rc if isinstance(rc, int) else 0)

@@ -1,13 +1,19 @@
-"""The Typer app, the one-line error type and what every command module shares (consoles, model and budget loading).
+"""The Typer app, the one-line error type and what every command module shares.
+
+That is: consoles, model and budget loading, the checks made before any work (output paths, threads), and the
+reporting of user code that ends the process.
 
 Command modules import this module; nothing here imports them.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import re
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Annotated, Any, Iterator, Optional
 
 import typer
 from rich.console import Console
@@ -26,6 +32,11 @@ __all__ = [
     "pick_option",
     "check_out_file",
     "check_out_dir",
+    "check_threads",
+    "one_line",
+    "Oversubscribe",
+    "UserInterrupt",
+    "running_user_code",
 ]
 
 
@@ -139,6 +150,10 @@ def refuse_repeated_budgets(items: Optional[list[str]]) -> None:
         seen[key] = s
 
 
+#: the longest file name Linux, macOS and Windows file systems take (ext4, APFS, NTFS). Units: B.
+NAME_MAX = 255
+
+
 def _blocking_file(path: Path) -> Path | None:
     """The nearest ancestor of ``path`` that exists and is not a directory, if any."""
     for parent in path.absolute().parents:
@@ -147,22 +162,120 @@ def _blocking_file(path: Path) -> Path | None:
     return None
 
 
-def check_out_file(path: Path, option: str = "--out") -> None:
-    """Refuse, before any work, an output file path that is a directory or lies under a file."""
+def _check_writable(path: Path, option: str, need_mb: float) -> None:
+    """Refuse, before any work, an output path that cannot be written or lacks ``need_mb`` MB of free space.
+
+    Refused: a folder this process cannot write in, a file system with less than ``need_mb`` MB free. The folder
+    checked is ``path`` itself when it is an existing directory (a command writes into it), else its nearest
+    existing ancestor (where the command creates what is missing).
+    """
+    import shutil
+    import tempfile
+
+    where = path.absolute() if path.is_dir() else next(p for p in path.absolute().parents if p.exists())
+    try:  # an unnamed file (O_TMPFILE where the kernel has it): nothing is left in the folder
+        with tempfile.TemporaryFile(dir=where):
+            pass
+    except OSError as e:
+        fail(f"{option} {path}: cannot write in {where} ({e.strerror or e})")
+    free_mb = shutil.disk_usage(where).free / 1e6
+    if free_mb < need_mb:
+        fail(f"{option} {path}: {free_mb:.1f} MB free on the file system of {where}; it needs at least {need_mb:g} MB")
+
+
+def _check_name(path: Path, option: str) -> None:
+    """Refuse a path with a name longer than file systems allow (255 bytes), before anything looks it up."""
+    long = next((part for part in path.parts if len(os.fsencode(part)) > NAME_MAX), None)
+    if long is not None:
+        fail(f"{option} {path}: a name of {len(os.fsencode(long))} bytes, above the {NAME_MAX} file systems allow")
+
+
+def one_line(e: BaseException) -> str:
+    """An exception as a short phrase: an OS error's reason and file, else its type and first line."""
+    if isinstance(e, OSError) and e.strerror:
+        return f"{e.strerror}: {e.filename}" if e.filename else e.strerror
+    text = " ".join(str(e).split()).split(" Stack trace:")[0]  # xgboost appends its C++ frames ...
+    text = re.sub(r"^\[[\d:]+\] \S+:\d+: (Check failed: \w+: )?", "", text)  # ... after its time and source line
+    return f"{type(e).__name__}: {text[:300]}" if text else type(e).__name__
+
+
+def check_out_file(path: Path, option: str = "--out", need_mb: float = 1.0) -> None:
+    """Refuse, before any work, an output file path that is a directory or lies under a file.
+
+    Also one that cannot be written or lies on a file system with less than ``need_mb`` MB free.
+    """
+    _check_name(path, option)
     if path.is_dir():
         fail(f"{option} {path}: is a directory (give a file path)")
     blocker = _blocking_file(path)
     if blocker is not None:
         fail(f"{option} {path}: {blocker} is a file, not a directory")
+    _check_writable(path, option, need_mb)
 
 
-def check_out_dir(path: Path, option: str = "--out") -> None:
-    """Refuse, before any work, an output directory path that is a file or lies under one."""
+def check_out_dir(path: Path, option: str = "--out", need_mb: float = 1.0) -> None:
+    """Refuse, before any work, an output directory path that is a file or lies under one.
+
+    Also one that cannot be written or lies on a file system with less than ``need_mb`` MB free.
+    """
+    _check_name(path, option)
     if path.exists() and not path.is_dir():
         fail(f"{option} {path}: is a file (give a directory)")
     blocker = _blocking_file(path)
     if blocker is not None:
         fail(f"{option} {path}: {blocker} is a file, not a directory")
+    _check_writable(path, option, need_mb)
+
+
+def usable_cpus() -> int:
+    """How many CPUs this process may run on (its affinity mask; all of the machine's where the OS has none)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
+def check_threads(threads: Optional[int], oversubscribe: bool, option: str = "--threads") -> None:
+    """Refuse, before measuring, more threads than the CPUs this process may use, unless ``oversubscribe``.
+
+    Threads beyond the CPUs wait for each other: the timings measure the contention, not the config.
+    """
+    n = usable_cpus()
+    if threads is not None and threads > n and not oversubscribe:
+        fail(
+            f"{option} {threads}: this process may use {n} CPU(s) (os.sched_getaffinity); more threads than CPUs "
+            f"time their contention, not the config: give {option} {n} or less, or --oversubscribe to measure so"
+        )
+
+
+#: ``--oversubscribe``, of the commands that measure with ``--threads``
+Oversubscribe = Annotated[
+    bool,
+    typer.Option(
+        "--oversubscribe",
+        help="Measure with more --threads than the CPUs this process may use (refused otherwise: the threads then "
+        "wait for each other).",
+    ),
+]
+
+
+class UserInterrupt(Exception):
+    """A ``KeyboardInterrupt`` while carb ran the user's code: one line ``error: ...``, exit code 130."""
+
+
+@contextlib.contextmanager
+def running_user_code(what: str) -> Iterator[None]:
+    """Report the user's code ending the process as its own failure, in one line.
+
+    ``SystemExit`` (``sys.exit`` at import, in a builder or in a forward) becomes a usage error (exit code 2) and
+    ``KeyboardInterrupt`` a :class:`UserInterrupt` (exit code 130), both naming ``what`` (e.g. ``--module SPEC``).
+    """
+    try:
+        yield
+    except SystemExit as e:
+        fail(f"{what}: the code it names raised SystemExit({e.code!r}) while carb ran it")
+    except KeyboardInterrupt:
+        raise UserInterrupt(f"{what}: interrupted (KeyboardInterrupt) while carb ran the code it names") from None
 
 
 def pick_option(new: Any, old: Any, new_name: str, old_name: str, required: bool = False) -> Any:

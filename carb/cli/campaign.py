@@ -12,7 +12,7 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.table import Table
 
-from ._app import app, check_out_file, console, dataset_app, err, fail, pick_option
+from ._app import Oversubscribe, app, check_out_file, check_threads, console, dataset_app, err, fail, pick_option
 from ._progress import CampaignProgress
 
 # -- characterize -------------------------------------------------------------------------
@@ -103,7 +103,9 @@ def characterize(
     seed: int = typer.Option(0, "--seed", help="Seed of the sample."),
     method: str = typer.Option("stratified", "--method", help="Sampling: stratified (space-filling) or uniform."),
     configs_file: Optional[Path] = typer.Option(
-        None, "--configs", help="Parquet/CSV/JSONL file of configs to measure."
+        None,
+        "--configs",
+        help="Parquet/CSV/JSONL file of configs to measure (net rows: imports and runs the modules they name).",
     ),
     device: str = typer.Option("cpu", "--device", help="cpu, cuda or cuda:i."),
     threads: Optional[int] = typer.Option(None, "--threads", min=1, help="CPU threads to pin (default: 1)."),
@@ -135,17 +137,21 @@ def characterize(
         None, "--workers", min=1, help="Ray: use at most this many worker slots (default: all)."
     ),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON at the end."),
+    oversubscribe: Oversubscribe = False,
 ) -> None:
     """Measure configs into a campaign store, on this machine or a Ray cluster (resumable; Ctrl-C keeps what is done).
 
     Example: carb characterize --space tiny --store tiny.duckdb
     """
-    from carb.campaign.store import Store
+    from carb.campaign.store import Store, check_store_file
 
     sample = pick_option(sample, sample_old, "--samples", "--sample")
     configs = _configs_to_measure(space_name, configs_file, sample, seed, method)
     protocol = _protocol_of(device, ci_target, max_time, timeout)
     _check_device_options(device, threads, executor, address, workers, allocator, energy_periods)
+    check_threads(threads, oversubscribe or executor != "local")  # a cluster's nodes have CPUs of their own
+    check_out_file(store_path, "--store")
+    check_store_file(store_path)  # a foreign or broken file is refused before any worker starts
     n_rounds = rounds or (3 if device == "cpu" else 1)
     retakes = _retakes_of(retakes, device, threads, sentinel, n_rounds, remeasure)
     backend = _open_backend(
@@ -158,6 +164,8 @@ def characterize(
         with CampaignProgress(
             err, "measuring", store=str(store_path), enabled=not (json_out and not sys.stderr.isatty())
         ) as progress:
+            if hasattr(backend, "on_event"):  # a cluster's slots that start or are lost, above the bar
+                backend.on_event = progress.print
             result = _run_until_stopped(
                 configs,
                 backend,
@@ -174,6 +182,9 @@ def characterize(
             )
         summary = store.summary()
         rows, repeat, repeat_lines = _rows_and_repeat(store, result, remeasure)
+        if getattr(backend, "visits_by_node", None):
+            visits = ", ".join(f"node {n[:8]} {k}" for n, k in backend.visits_by_node.most_common())
+            err.print(f"ray: visits per node: {visits}", highlight=False, soft_wrap=True)
     _print_result(result, summary, rows, store_path, json_out, repeat)
     if remeasure:
         err.print(_remeasure_line(result, configs, done_before, store_path), highlight=False, soft_wrap=True)
@@ -293,7 +304,10 @@ def _open_backend(
                     lock_clocks=lock_clocks,
                     backend_opts={k: v for k, v in opts.items() if k in ("energy_periods", "allocator")},
                 )
-            err.print(f"ray: {backend.workers} worker slot(s) of {backend.slots_total} in the cluster")
+            starting = f", {backend.starting} still starting" if backend.starting else ""
+            err.print(f"ray: {backend.workers} worker slot(s) of {backend.slots_total} in the cluster{starting}")
+            for line in backend.slot_lines():
+                err.print(f"  {line}", highlight=False, soft_wrap=True)
             return backend
         return get_backend(device, protocol=protocol, **opts)
     except (ValueError, RuntimeError) as e:  # unknown device, no GPU here, no Ray cluster, ...
@@ -310,6 +324,8 @@ def _stored_ids(backend: Any, store: Any, platform: str | None) -> set:
 
 def _run_until_stopped(configs: list, backend: Any, store: Any, progress: CampaignProgress, **settings: Any) -> Any:
     """Run the campaign with the progress bar; SIGTERM stops it like Ctrl-C (what is stored is kept)."""
+    import duckdb
+
     from carb.campaign.runner import run_campaign
 
     # SIGTERM stops like Ctrl-C: what is stored is kept and the way to resume is printed
@@ -318,6 +334,8 @@ def _run_until_stopped(configs: list, backend: Any, store: Any, progress: Campai
         return run_campaign(configs, backend, store, **settings, **progress.callbacks)
     except RuntimeError as e:  # e.g. every Ray worker slot lost; what is stored stays
         fail(str(e))
+    except duckdb.Error as e:  # e.g. a full disk: each config's rows are committed whole, so what is stored stays
+        fail(f"--store {store.path}: writing failed ({str(e).splitlines()[0]}); what was committed before is kept")
     finally:
         signal.signal(signal.SIGTERM, prev_term)
 
@@ -433,10 +451,11 @@ def _print_summary(result, summary, store_path: Path) -> None:
         console.print(
             f"speed sentinel: {result.readings} readings, {result.sentinel_s:.1f} s "
             f"({100 * result.sentinel_share:.1f}% of the wall time); "
-            f"see carb dataset info --store {store_path}"
+            f"see carb dataset info --store {shlex.quote(str(store_path))}"
         )
     _print_store_summary(summary)
-    console.print(f"store: {store_path}  (export: carb dataset export --store {store_path} --out data.parquet)")
+    export = shlex.join(["carb", "dataset", "export", "--store", str(store_path), "--out", "data.parquet"])
+    console.print(f"store: {store_path}  (export: {export})", highlight=False, markup=False)
 
 
 def _print_store_summary(summary) -> None:
@@ -640,9 +659,15 @@ def dataset_export(
     store_path: Path = typer.Option(..., "--store", help="DuckDB campaign store."),
     out: Path = typer.Option(..., "--out", help="Output .parquet or .csv file."),
     platform: Optional[str] = typer.Option(None, "--platform", help="Only this platform's rows."),
-    features: bool = typer.Option(True, "--features/--no-features", help="Add the static features."),
+    features: bool = typer.Option(
+        True,
+        "--features/--no-features",
+        help="Add the static features (a network row keeps those captured when it was measured).",
+    ),
 ) -> None:
     """Export a store as a dataset: one row per config and device, with the static features.
+
+    Runs no code named in the store: a network row's features are those stored when it was measured.
 
     Example: carb dataset export --store tiny.duckdb --out tiny.parquet
     """
@@ -658,3 +683,12 @@ def dataset_export(
         fail(f"{store_path}: no measurements{' for platform ' + platform if platform else ''}")
     datasets.write(df, out)
     console.print(f"wrote {len(df)} rows x {df.shape[1]} columns to {out}")
+    if "family" in df.columns and "flops" in df.columns:
+        bare = int(((df["family"] == "net") & (df["status"] == "ok") & df["flops"].isna()).sum())
+        if bare:
+            err.print(
+                f"note: {bare} network row(s) measured ok have no stored features (an older carb measured them, or "
+                "the campaign could not capture them); export runs no code, so they stay empty",
+                highlight=False,
+                soft_wrap=True,
+            )

@@ -109,7 +109,7 @@ def _fewshot_fbnet(
         try:
             meas = pd.read_parquet(measured) if measured.suffix == ".parquet" else pd.read_csv(measured)
         except (OSError, ValueError) as e:
-            raise _usage(f"--measured {measured}: cannot read ({' '.join(str(e).split())[:160]})") from None
+            raise _usage(f"--data {measured}: cannot read ({' '.join(str(e).split())[:160]})") from None
         meas = _at_median_speed(meas)
     else:
         col = f"latency_ms_{device}"
@@ -123,7 +123,7 @@ def _fewshot_fbnet(
     try:
         pred, model = fewshot_help_fbnet(meas, sources=source, method=method, table=wide)
     except ValueError as e:
-        raise _usage(str(e)) from None
+        raise _usage(f"--data {measured}: {e}" if measured is not None else str(e)) from None
     summary: dict = {
         "k": int(pred.measured.sum()),
         "sources": model.sources_used_,
@@ -186,7 +186,7 @@ def _fewshot_nb201(
             meas = _at_median_speed(meas)
             pred, summary = fewshot_nb201(meas, sources=source, method=method)
     except ValueError as e:
-        raise _usage(str(e)) from None
+        raise _usage(f"--data {measured}: {e}" if measured is not None else str(e)) from None
     if _write_and_print_json(pred, summary, out, json_out):
         return
     c = Console()

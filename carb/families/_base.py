@@ -167,6 +167,10 @@ class Family:
             of :data:`carb.families.features.FEATURE_COLUMNS` that apply (same names, same units).
         description: one line for listings.
         parameters: the family's parameter names (the keys of its space grids).
+        measured_features: for a family whose features need its network built (user code:
+            ``net``), a config -> its features (``{column: value}``), computed once when a
+            row is measured and stored with it; ``features`` then reads them from the rows
+            and never builds. ``None``: ``features`` computes them from the parameters.
     """
 
     name: str
@@ -179,6 +183,7 @@ class Family:
     #: the names of the family's parameters (the keys a space grid of this family may set,
     #: ``family`` excluded)
     parameters: tuple[str, ...] = ()
+    measured_features: Callable[[Any], dict[str, float]] | None = None
 
 
 def row_parameters(row: Mapping[str, Any], parameters: tuple[str, ...]) -> dict[str, Any]:

@@ -9,7 +9,12 @@ function with the job (pickled by reference).
 
 The builder is imported in the process that builds the network, so a file spec must be
 readable from the directory the campaign runs in (store an absolute path for campaigns run
-elsewhere, e.g. on Ray). Features come from :func:`carb.graph.capture` on the meta device.
+elsewhere, e.g. on Ray).
+
+Features are frozen at measurement: :func:`measured_features` captures the network
+(:func:`carb.graph.capture` on the meta device) once, when the campaign stores its row, and
+the row keeps them (:data:`CAPTURED_COLUMNS`). :func:`features` reads them back from the rows
+and never imports the builder, so reading a dataset or a store runs no code named in it.
 """
 
 from __future__ import annotations
@@ -36,16 +41,27 @@ __all__ = [
     "PARAMETERS",
     "NetConfig",
     "NET",
+    "CAPTURED_COLUMNS",
     "build",
     "capture",
     "captured_features",
     "features",
+    "measured_features",
     "read_networks",
     "ensure_registered",
 ]
 
 FAMILY = "net"
 PARAMETERS: tuple[str, ...] = ("module", "input_size", "batch", "precision")
+#: the features a capture gives (:func:`carb.graph.capture_features`: FLOP, count, B, B, B, count)
+CAPTURED_COLUMNS: tuple[str, ...] = (
+    "flops",
+    "params",
+    "model_bytes",
+    "input_bytes",
+    "live_activation_bytes",
+    "n_layers",
+)
 
 
 @dataclass(frozen=True)
@@ -181,9 +197,31 @@ def captured_features(
     return graph.capture_features(df, lambda r: capture_config(from_row(r)))
 
 
+def measured_features(config: NetConfig) -> dict[str, float]:
+    """The features of a config's network, to store with its measured row (:data:`CAPTURED_COLUMNS`).
+
+    Imports and calls the user's builder (on the meta device): only a campaign that measures the network calls it.
+
+    Raises:
+        carb.graph.CaptureError: the spec does not import or does not give a module (one line).
+    """
+    row = captured_features(pd.DataFrame([config.to_dict()]), lambda _: config, capture)
+    return {c: row[c].iloc[0].item() for c in CAPTURED_COLUMNS}
+
+
 def features(df: pd.DataFrame) -> pd.DataFrame:
-    """:func:`captured_features` of ``net`` rows."""
-    return captured_features(df, _from_row, capture)
+    """The features of ``net`` rows, as stored with each row when it was measured.
+
+    Nothing is imported or built: a row without stored features (its network never built, or measured by a carb that
+    did not store them) keeps them missing (NaN).
+
+    Returns:
+        A copy of ``df`` with the :data:`CAPTURED_COLUMNS`, numeric.
+    """
+    out = df.copy()
+    for c in CAPTURED_COLUMNS:
+        out[c] = pd.to_numeric(df[c], errors="coerce").astype(float) if c in df.columns else float("nan")
+    return out
 
 
 def read_networks(path: str | Path) -> list[NetConfig]:
@@ -234,6 +272,7 @@ NET = Family(
     features=features,
     description="any network a user names (pkg.mod:callable or file.py:callable)",
     parameters=PARAMETERS,
+    measured_features=measured_features,
 )
 
 

@@ -193,9 +193,42 @@ def _compile_constraint(expr: str, where: str, names: Iterable[str] = PARAMETERS
 
 
 _MAX_EXPONENT = 256
+#: the largest object a constraint may build: a string or tuple of this many items, an integer of this many bits
+_MAX_SIZE = 10_000
 #: The largest space (counted as :meth:`Space.size_bound`) that carb lists in memory;
 #: beyond it, only uniform samples (:meth:`Space.sample`), which never list the space.
 MAX_CONFIGS = 2_000_000
+
+
+def _size(v: Any) -> int:
+    """The size a constraint's value takes: the items of a string or tuple, the bits of an integer, else 1."""
+    if isinstance(v, (str, tuple)):
+        return len(v)
+    if isinstance(v, int) and not isinstance(v, bool):
+        return abs(v).bit_length()
+    return 1
+
+
+def _check_size(op: ast.operator, left: Any, right: Any) -> None:
+    """Refuse an operation whose result would exceed :data:`_MAX_SIZE`, before computing it.
+
+    Python's integers never overflow and a string repeats to any length: ``2 ** 10**9`` would run for minutes and
+    ``'a' * 2**34`` allocate 17 GB. String formatting (``'%s' % x``) is refused as well: its width is unbounded.
+    """
+    if isinstance(op, ast.Pow) and isinstance(right, (int, float)) and abs(right) > _MAX_EXPONENT:
+        raise SpaceError(f"exponent {right!r} is above the limit {_MAX_EXPONENT}")
+    if isinstance(op, ast.Mod) and isinstance(left, str):
+        raise SpaceError("string formatting ('...' % x) is not allowed in a constraint")
+    if isinstance(op, ast.Pow) and isinstance(left, int) and isinstance(right, int) and right > 0:
+        size = _size(left) * right
+    elif isinstance(op, ast.Mult) and isinstance(left, (str, tuple)) and isinstance(right, int):
+        size = _size(left) * right
+    elif isinstance(op, ast.Mult) and isinstance(right, (str, tuple)) and isinstance(left, int):
+        size = _size(right) * left
+    else:
+        size = _size(left) + _size(right)
+    if size > _MAX_SIZE:
+        raise SpaceError(f"the result would be of size {size:,}, above the limit {_MAX_SIZE:,} (items or bits)")
 
 
 def _eval(node: ast.AST, env: Mapping[str, Any]) -> Any:
@@ -215,9 +248,7 @@ def _eval(node: ast.AST, env: Mapping[str, Any]) -> Any:
         return all(vals) if isinstance(node.op, ast.And) else any(vals)
     if isinstance(node, ast.BinOp):
         left, right = _eval(node.left, env), _eval(node.right, env)
-        if isinstance(node.op, ast.Pow) and isinstance(right, (int, float)) and abs(right) > _MAX_EXPONENT:
-            # Python's integers never overflow: 2 ** 10**9 would run for minutes instead
-            raise SpaceError(f"exponent {right!r} is above the limit {_MAX_EXPONENT}")
+        _check_size(node.op, left, right)
         return _BINOPS[type(node.op)](left, right)
     if isinstance(node, ast.Compare):
         left = _eval(node.left, env)
@@ -386,7 +417,7 @@ class Space:
                     return False
             except SpaceError as e:
                 raise SpaceError(f"{self.source}: constraint {expr!r} on {cfg.label()}: {e}") from None
-            except (ArithmeticError, TypeError, ValueError) as e:
+            except (ArithmeticError, TypeError, ValueError, MemoryError) as e:
                 raise SpaceError(
                     f"{self.source}: constraint {expr!r} fails on {cfg.label()}: {type(e).__name__}: {e}"
                 ) from None

@@ -146,7 +146,9 @@ def arch_keys(df: pd.DataFrame) -> np.ndarray:
     cols = [c for c in ARCH_COLUMNS if c in df.columns]
     if not cols:
         return np.zeros(len(df), np.int64)
-    key = df[cols].astype(str).agg("|".join, axis=1) if len(cols) > 1 else df[cols[0]].astype(str)
+    # missing values (NA of a nullable column, e.g. a net row's depth) read as text too
+    key = df[cols].astype(object).fillna("").astype(str)
+    key = key.agg("|".join, axis=1) if len(cols) > 1 else key[cols[0]]
     return pd.factorize(key)[0]
 
 

@@ -30,7 +30,11 @@ def config_label(df: pd.DataFrame) -> pd.Series:
     if df.empty:  # empty columns may have any dtype; string concatenation would fail on them
         return pd.Series([], index=df.index, dtype=object)
     if all(c in df.columns for c in ("family", "block", "depth", "width", "input_size", "batch", "precision")):
-        ds = df["early_downsample"].map(lambda v: " ds" if bool(v) else "") if "early_downsample" in df.columns else ""
+        ds = (
+            df["early_downsample"].map(lambda v: " ds" if v is True or (pd.notna(v) and bool(v)) else "")
+            if "early_downsample" in df.columns
+            else ""
+        )
         return (
             df["family"].astype(str)
             + " "

@@ -102,8 +102,13 @@ def test_build_capture_and_store_rows(nets_file) -> None:
         "arch": json.dumps(c.to_dict()),
     }
     assert families.config_from_row(row) == c
-    feats = nets.features(pd.DataFrame([c.to_dict()]))
-    assert feats["flops"].iloc[0] == ref.flops and feats["n_layers"].iloc[0] == len(ref.layers)
+    # captured once (at measurement), then read back from the rows: features() never builds
+    stored = nets.measured_features(c)
+    assert stored["flops"] == ref.flops and stored["n_layers"] == len(ref.layers)
+    assert set(stored) == set(nets.CAPTURED_COLUMNS)
+    feats = nets.features(pd.DataFrame([{**c.to_dict(), **stored}, nets.NetConfig("os:abort", 16, 1).to_dict()]))
+    assert feats["flops"].tolist()[0] == ref.flops and np.isnan(feats["flops"].iloc[1])
+    assert feats[list(nets.CAPTURED_COLUMNS)].iloc[1].isna().all()  # never stored: missing, nothing imported
     with pytest.raises(graph.CaptureError, match="returned a int"):
         nets.build(nets.NetConfig(f"{nets_file}:number", 16, 1))
     with pytest.raises(netmodel.ModelError, match="not a network config"):
@@ -252,7 +257,13 @@ def test_cli_calibrate_netmodel_measures_and_predicts(tmp_path, cli, nets_file) 
     assert heavy_mb < 100, heavy_mb
     rc, out, err = cli("predict", "--module", f"{nets_file}:grouped", "--input", "1x3x48x48", "--model", out_dir)
     assert rc in (0, None), err
-    assert "device cpu-1t" in out and "calibrated (factor) on 4 networks measured on cpu" in out
+    from carb.measure.fingerprint import compare, here
+    from carb.netmodel.domain import fingerprint_of
+
+    # calibrated here: priced for this machine, by what it is, with no other-machine line
+    assert f"priced for {here().describe()}" in out and "another kind of machine" not in out
+    assert f"calibrated (factor) on 4 networks measured on {here().describe()}" in out
+    assert compare(fingerprint_of(cal), here()).same_kind == here().known
     # the calibrated directory is refused as --out: it is not empty
     rc, out, err = cli("calibrate", "--model", MODEL, "--networks", lst, "--out", out_dir)
     one_line_error(rc, err, "not empty")

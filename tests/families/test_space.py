@@ -135,6 +135,39 @@ def test_bad_space_files_name_file_key_value(tmp_path, text, words):
     assert str(p) in msg and words in msg and "\n" not in msg
 
 
+@pytest.mark.parametrize(
+    "expr, words",
+    [
+        ("'a' * (2**34) == 'b'", "of size 17,179,869,184, above the limit 10,000"),
+        ("(2**34) * 'a' == 'b'", "above the limit"),
+        ("('a',) * 10**9 == (1,)", "of size 1,000,000,000"),
+        ("(2**256) ** 256 > 1", "of size 65,792"),
+        ("(2**255 * 2**255) ** 40 > 1", "above the limit"),
+        ("'%0999999999d' % batch == 'x'", "string formatting"),
+    ],
+)
+def test_constraints_refuse_objects_above_a_size_limit_before_building_them(tmp_path, expr, words):
+    p = write(tmp_path, f'constraints = ["{expr}"]\n[[grid]]\ndepth = [8]\n')
+    with pytest.raises(SpaceError) as e:
+        len(space.load(p))
+    assert str(p) in str(e.value) and words in str(e.value)
+
+
+def test_constraints_within_the_size_limit_still_work(tmp_path):
+    p = write(
+        tmp_path,
+        """constraints = [
+    "batch * input_size**2 <= 2**20", "'ab' * 3 == 'ababab'", "2**256 > batch", "precision in ('fp32',)",
+]
+[[grid]]
+depth = [8]
+input_size = [32, 256]
+batch = [1, 32]
+""",
+    )
+    assert sorted((c.input_size, c.batch) for c in space.load(p)) == [(32, 1), (32, 32), (256, 1)]
+
+
 def test_unknown_space_name():
     with pytest.raises(SpaceError, match="no such space"):
         space.load("nope")
