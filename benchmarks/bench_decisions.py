@@ -17,8 +17,9 @@ Budgets on latency and memory at the same quantile q (10/25/50/75%) of the measu
 Pareto front of the predicted feasible set), and ``decide`` (three-way calls at
 ``--confidence``, probable-front shortlist): pruning (1 - shortlist / candidates), front
 recall (share of the true front of the truly feasible configs in the shortlist),
-hypervolume ratio, decided share, accuracy / false accepts / false rejects over the
-decided configs (all configs are decided with point and safe), and the share sent to
+hypervolume ratio, decided share, accuracy / false accepts (both ways: the share of the
+over-budget configs accepted, ``false_accept``, and the share of the accepts over budget,
+``false_discovery``) / false rejects over the decided configs (all configs are decided with point and safe), and the share sent to
 ``measure``. Also: front recall against shortlist size (the probable front ranked by
 chance of being on the front), a confidence sweep, and the coverage of the 90% intervals
 per batch, per batch regime, near each budget and on the true fronts, with the plain
@@ -292,6 +293,10 @@ def _rows_for(
                     "measure_share": dm["measure_share"],
                     "accuracy": dm["accuracy"],
                     "false_accept": dm["false_accept_rate"],
+                    "false_discovery": dm["false_discovery_rate"],
+                    "false_accepts": dm["false_accepts"],
+                    "over_budget": dm["over_budget"],
+                    "accepted": dm["accepted"],
                     "false_reject": dm["false_reject_rate"],
                     "accuracy_after_measuring": dm.get("accuracy_after_measuring", dm["accuracy"]),
                     "expected_front": res.summary.get("expected_front"),
@@ -310,7 +315,9 @@ def _rows_for(
                 print(
                     f"  {name:28s} q={q:<5} {method:15s} shortlist {row['shortlist']:4d} pruning {row['pruning']:.3f} "
                     f"recall {row['front_recall']:.2f} hv {row['hv_ratio']:.3f} decided {row['decided']:.3f} "
-                    f"acc {row['accuracy']:.3f} FA {row['false_accept']:.3f} FR {row['false_reject']:.3f}",
+                    f"acc {row['accuracy']:.3f} FA {row['false_accepts']}/{row['over_budget']} over-budget "
+                    f"{row['false_accept']:.3f}, {row['false_accepts']}/{row['accepted']} accepts "
+                    f"{row['false_discovery']:.3f} FR {row['false_reject']:.3f}",
                     flush=True,
                 )
     return rows, curves, sweeps

@@ -31,7 +31,8 @@ Parts (each prints its table and, with ``--json``, adds its results under its na
     Stage 2 CARB on ``edgegpu`` energy + latency, out-of-fold by architecture (5 folds: each
     config predicted by the model that never saw its cell); budgets on energy at the 25/50/75%
     quantiles of the measured Jetson energy; ``safe`` and ``point`` calls: pruning, budget
-    accuracy, false accepts and rejects, Pareto recall, hypervolume ratio
+    accuracy, false accepts (FA: share of the over-budget cells accepted; FDR: share of the
+    accepted cells over budget) and rejects, Pareto recall, hypervolume ratio
     (:func:`carb.decide.validate.validate_against_truth`); ``decide`` (the product's default:
     three-way calls at 90% confidence, probable-front shortlist): the same, and the share
     sent to measure, with accuracy, false accepts and rejects over the decided cells and
@@ -114,7 +115,8 @@ def accuracy(a, out: dict) -> None:
                     print(
                         f"{m:24s} {t:10s} MAPE {_pct(v['mape']):>8s} ±10% {_pct(v['within_10pct']):>8s} "
                         f"R²log {v['r2_log']:7.4f} ρ {v['spearman']:6.4f} cover {_pct(v['coverage']):>6s} "
-                        f"budget acc {_pct(v['budget_accuracy'])} FA {_pct(v['false_accept_rate'])}",
+                        f"budget acc {_pct(v['budget_accuracy'])} FA {_pct(v['false_accept_rate'])} "
+                        f"FDR {_pct(v.get('false_discovery_rate'))}",
                         flush=True,
                     )
         if res_all.get(split, {}).get("not_run"):
@@ -299,6 +301,7 @@ def screen(a, out: dict) -> None:
                 "pruning": res.summary["pruning_ratio"],
                 "budget_accuracy": v.get("accuracy"),
                 "false_accept": v.get("false_accept_rate"),
+                "false_discovery": v.get("false_discovery_rate"),
                 "false_reject": v.get("false_reject_rate"),
                 "front_recall": v.get("pareto_recall"),
                 "hv_ratio": v.get("hypervolume_ratio"),
@@ -313,6 +316,7 @@ def screen(a, out: dict) -> None:
                     measure=d["measure"],
                     accuracy_decided=d["accuracy"],
                     false_accept_decided=d["false_accept_rate"],
+                    false_discovery_decided=d.get("false_discovery_rate"),
                     false_reject_decided=d["false_reject_rate"],
                     accuracy_after_measuring=d["accuracy_after_measuring"],
                     false_accepts_decided=d["false_accepts"],
@@ -320,7 +324,8 @@ def screen(a, out: dict) -> None:
                 )
                 print(
                     f"  q={q:<4} decide {conf} decided {_pct(d['decided'])} ({d['measure']} to measure): acc "
-                    f"{_pct(d['accuracy'])} FA {_pct(d['false_accept_rate'])} FR {_pct(d['false_reject_rate'])} "
+                    f"{_pct(d['accuracy'])} FA {_pct(d['false_accept_rate'])} FDR {_pct(d.get('false_discovery_rate'))} "
+                    f"FR {_pct(d['false_reject_rate'])} "
                     f"on the decided; after measuring {_pct(d['accuracy_after_measuring'])}",
                     flush=True,
                 )
@@ -328,7 +333,8 @@ def screen(a, out: dict) -> None:
             print(
                 f"  q={q:<4} {risk:5s} budget {budgets['energy_j'] * 1e3:.2f} mJ: stage1 {row['after_stage1']:5d} "
                 f"shortlist {row['shortlist']:3d} pruned {_pct(row['pruning'])} acc {_pct(row['budget_accuracy'])} "
-                f"FA {_pct(row['false_accept'])} FR {_pct(row['false_reject'])} recall {row['front_recall']:.2f} "
+                f"FA {_pct(row['false_accept'])} FDR {_pct(row['false_discovery'])} FR {_pct(row['false_reject'])} "
+                f"recall {row['front_recall']:.2f} "
                 f"hv {row['hv_ratio']:.3f}",
                 flush=True,
             )
@@ -530,6 +536,7 @@ def floor(a, out: dict) -> None:
                 "budget_j": b,
                 "accuracy": float((call == truth).mean()),
                 "false_accept": float((call & ~truth).sum() / (~truth).sum()),
+                "false_discovery": float((call & ~truth).sum() / call.sum()) if call.any() else float("nan"),
                 "false_reject": float((~call & truth).sum() / truth.sum()),
                 "within_2pct_of_budget": float((np.abs(e["cifar10"] / b - 1) <= 0.02).mean()),
             }
@@ -547,7 +554,8 @@ def floor(a, out: dict) -> None:
     for c in calls:
         print(
             f"  budget q={c['q']} {c['budget_j'] * 1e3:.2f} mJ called by the cifar100 copy: accuracy "
-            f"{_pct(c['accuracy'])} FA {_pct(c['false_accept'])} FR {_pct(c['false_reject'])} "
+            f"{_pct(c['accuracy'])} FA {_pct(c['false_accept'])} FDR {_pct(c['false_discovery'])} "
+            f"FR {_pct(c['false_reject'])} "
             f"(cells within ±2% of the budget: {_pct(c['within_2pct_of_budget'])})",
             flush=True,
         )

@@ -2,11 +2,12 @@
 
 1. **Source model**: CARB is trained on a shipped, measured dataset (``cpu-1t``: this
    project's own CPU campaign).
-2. **Characterize**: K configs of the ``cpu`` space, chosen by the active sampler, are
-   measured on this machine (all numbers are measured here).
+2. **Characterize**: K configs of the ``cpu`` space, chosen by the active sampler (each
+   precision's low-memory batch-1 corner, the largest batch, then spread over the cost),
+   are measured on this machine (all numbers are measured here).
 3. **Calibrate**: the source model is mapped to this machine from those K measurements
    (their latencies at the calibration's median speed, when each row carries its own
-   paired speed sentinel).
+   paired speed sentinel); a config beyond the K's range is flagged and its interval widened.
 4. **Screen**: the space is screened in two stages (source model, then the calibrated
    model) under budgets set from the calibrated predictions (the space's median latency
    and memory unless given).
@@ -72,7 +73,7 @@ class DemoSettings:
             no native kernels for (:func:`carb.measure.foreign_precisions`).
         retakes: times a visit timed in another state of the machine (its paired sentinel
             more than :data:`carb.campaign.rounds.STATE_FACTOR` from the state the sitting is scored
-            in: the faster of the two phases') is measured again; 0: never.
+            in: the faster of the two phases') is measured again, and each K config once; 0: never.
     """
 
     out: Path
@@ -100,8 +101,9 @@ Measure = Callable[..., pd.DataFrame]
 class _Calibration:
     """The calibration sitting.
 
-    It holds the K configs, their measured rows, the machine state they are scored in, and the calibrated model with
-    the sentinel speed its map was fitted at.
+    It holds the K configs, their measured rows, the machine state they are scored in, every visit of the K (first
+    and retakes: their memory scatter widens the intervals) and the calibrated model with the sentinel speed its
+    map was fitted at.
     """
 
     pick: pd.DataFrame
@@ -110,6 +112,7 @@ class _Calibration:
     model: Any = None
     ref: float | None = None
     recalibrated: bool = False
+    visits: list[pd.DataFrame] = field(default_factory=list)
 
     @property
     def ok(self) -> pd.DataFrame:
@@ -188,7 +191,7 @@ def run_demo(
         say(line)
 
     t0 = time.perf_counter()
-    cal.model, cal.ref = _calibrate(s, source, cal.measured)
+    cal.model, cal.ref = _calibrate(s, source, cal.measured, cal.visits)
     timings["calibrate_s"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
@@ -257,17 +260,21 @@ def _characterize(s: DemoSettings, cands: pd.DataFrame, source: Any, measure: Me
     """Measure the K configs the active sampler picks.
 
     Visits timed in another state of the machine than the fastest one most were timed in (the paired sentinel says
-    which) are measured again rather than scaled by one ratio.
+    which) are measured again rather than scaled by one ratio; the configs not measured again are visited once more.
     """
     from carb.transfer.calibrate import choose_samples
 
     pick = choose_samples(cands, source, s.samples, seed=s.seed)
-    measured = measure(pick, "characterizing")
-    measured, state = states.retake_off_state(measured, _again(measure, pick), tries=s.retakes)
-    return _Calibration(pick=pick, measured=measured, state=state)
+    visits = [measure(pick, "characterizing")]
+    measured, state = states.retake_off_state(visits[0], _again(measure, pick, visits), tries=s.retakes)
+    # every K config visited twice (0 retakes: once): the visits' peak memory scatter widens the memory intervals
+    once = pick[~pick.config_id.isin(set(pd.concat(visits[1:] or [pick[:0]]).config_id))]
+    if len(once) and s.retakes:
+        visits.append(measure(once, "measuring again (the scatter between visits)", again=True))
+    return _Calibration(pick=pick, measured=measured, state=state, visits=visits)
 
 
-def _calibrate(s: DemoSettings, source: Any, rows: pd.DataFrame) -> tuple[Any, float | None]:
+def _calibrate(s: DemoSettings, source: Any, rows: pd.DataFrame, visits: list) -> tuple[Any, float | None]:
     """The source model mapped to this machine from the K rows, and the sentinel speed (ms) of the map.
 
     Each row timed with the paired sentinel carries the machine's speed at its own moments: the map is fitted on
@@ -277,15 +284,9 @@ def _calibrate(s: DemoSettings, source: Any, rows: pd.DataFrame) -> tuple[Any, f
     from carb.transfer.calibrate import fit_calibrated
 
     fit_rows, ref = drift.at_median_speed(rows)
-    return fit_calibrated(
-        source,
-        fit_rows,
-        meta={
-            "device": s.device,
-            "samples": s.samples,
-            "calibrated_on": "latency at the calibration's median sentinel speed" if ref is not None else "raw latency",
-        },
-    ), ref
+    on = "latency at the calibration's median sentinel speed" if ref is not None else "raw latency"
+    meta = {"device": s.device, "samples": s.samples, "calibrated_on": on}
+    return fit_calibrated(source, fit_rows, meta=meta, visits=pd.concat(visits, ignore_index=True)), ref
 
 
 def _screen(s: DemoSettings, cands: pd.DataFrame, model: Any, source: Any) -> tuple[dict[str, float], Any]:
@@ -340,7 +341,7 @@ def _recalibrate_in_state(
     if not (s.retakes and target is not None and states.off_state(cal.measured, target).any()):
         return cal
     again_k, again_state = states.retake_off_state(
-        cal.measured, _again(measure, cal.pick), ref_ms=target, tries=s.retakes
+        cal.measured, _again(measure, cal.pick, cal.visits), ref_ms=target, tries=s.retakes
     )
     if not again_state.get("back"):
         return cal
@@ -354,8 +355,8 @@ def _recalibrate_in_state(
         f"{where} measured again after validation ({again_state['visits']} visits) and the map refitted"
     )
     state = {**again_state, "ref_ms": states.machine_state(again_k), "first": cal.state}
-    model, ref_ms = _calibrate(s, source, again_k)
-    return _Calibration(pick=cal.pick, measured=again_k, state=state, model=model, ref=ref_ms, recalibrated=True)
+    model, ref_ms = _calibrate(s, source, again_k, cal.visits)
+    return replace(cal, measured=again_k, state=state, model=model, ref=ref_ms, recalibrated=True)
 
 
 def _score(source: Any, cal: _Calibration, val: pd.DataFrame, res: Any, budgets: dict[str, float]) -> _Scores:
@@ -499,6 +500,7 @@ def _summary(
         "validation_corrected": sc.calls_corr,
         "validation_median_abs_error": sc.err,
         "validation_interval_coverage": sc.cover,
+        "validation_extrapolated": int(sc.vpred["extrapolated"].sum()) if "extrapolated" in sc.vpred else 0,
         "validation_median_abs_error_corrected": sc.err_corr if sc.corrected else None,
         "validation_interval_coverage_corrected": sc.cover_corr if sc.corrected else None,
         "validation_floor_median_abs_error": sc.floor,
@@ -555,16 +557,20 @@ def _write_outputs(
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=float))
 
 
-def _again(measure: Callable[..., pd.DataFrame], frame: pd.DataFrame) -> Callable[[pd.DataFrame], pd.DataFrame]:
+def _again(measure: Callable[..., pd.DataFrame], frame: pd.DataFrame, keep: list | None = None) -> Callable:
     """Return ``measure_again`` for :func:`carb.campaign.rounds.retake_off_state`.
 
-    It measures the configs of ``frame`` among the given rows once more (``measure(..., again=True)``).
+    It measures the configs of ``frame`` among the given rows once more (``measure(..., again=True)``); the new rows
+    are also appended to ``keep``.
     """
 
     def again(rows: pd.DataFrame) -> pd.DataFrame:
-        return measure(
+        new = measure(
             frame[frame.config_id.isin(set(rows.config_id))], "measuring again (another machine state)", again=True
         )
+        if keep is not None:
+            keep.append(new)
+        return new
 
     return again
 

@@ -17,6 +17,9 @@ Sections:
               (seed 0) on those 1,200 configs and on the whole cpu space (2,904): per config
               the call, the stage it was decided at, the predictions and intervals.
 
+The network predictions are asked for the model's own machine (``machine=``), so they do not
+depend on the kind of machine that records them; a model whose machine facts are unknown
+(``layers-cpu-1t``) is outside its domain on any machine, its intervals widened.
 The figures are exact for one machine kind and library stack (BLAS, XGBoost, torch). The
 network predictions depend in the last bit on how networks are grouped into one
 predict_modules call, so the grouping (one call per space, precision and model) is fixed.
@@ -135,6 +138,14 @@ def _input_of(row: dict[str, Any]) -> tuple[int, ...]:
     return (int(row["batch"]), 3, int(row["input_size"]), int(row["input_size"]))
 
 
+def _own(nm: Any) -> Any:
+    """The model's own machine: the snapshot is the same on whichever machine kind records it."""
+    from carb.measure.fingerprint import Fingerprint
+    from carb.netmodel.domain import fingerprint_of
+
+    return fingerprint_of(nm) or Fingerprint()
+
+
 def _predict_grouped(builders: list[Any], inputs: list[tuple], precisions: list[str], nm: Any) -> list[Any]:
     """carb.predict_modules once per precision (its precision argument is one for all)."""
     import carb
@@ -143,7 +154,7 @@ def _predict_grouped(builders: list[Any], inputs: list[tuple], precisions: list[
     for prec in sorted(set(precisions)):
         idx = [i for i, p in enumerate(precisions) if p == prec]
         preds = carb.predict_modules(
-            [builders[i] for i in idx], [inputs[i] for i in idx], nm, precision=prec, workers=1
+            [builders[i] for i in idx], [inputs[i] for i in idx], nm, precision=prec, workers=1, machine=_own(nm)
         )
         for i, p in zip(idx, preds):
             out[i] = p
@@ -211,7 +222,9 @@ def _zoo(models: dict[str, Any]) -> dict[str, Any]:
         with torch.device("meta"):
             module = zoo.build(c)
         for mname, nm in models.items():
-            p = carb.predict_module(module, (c.batch, 3, c.input_size, c.input_size), nm, precision=c.precision)
+            p = carb.predict_module(
+                module, (c.batch, 3, c.input_size, c.input_size), nm, precision=c.precision, machine=_own(nm)
+            )
             out["predict_module"].setdefault(mname, {})[c.config_id] = _prediction(p)
     return out
 

@@ -3,11 +3,25 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import warnings
 
 import pandas as pd
 import pytest
+
+
+@pytest.fixture(scope="session", autouse=True)
+def calibration_cache(tmp_path_factory):
+    """An empty per-user calibration cache for the session (``CARB_CACHE_DIR``), so that no
+    calibration the developer keeps on this machine changes what a test sees."""
+    old = os.environ.get("CARB_CACHE_DIR")
+    os.environ["CARB_CACHE_DIR"] = str(tmp_path_factory.mktemp("carb-cache"))
+    yield os.environ["CARB_CACHE_DIR"]
+    if old is None:
+        os.environ.pop("CARB_CACHE_DIR", None)
+    else:
+        os.environ["CARB_CACHE_DIR"] = old
 
 
 @pytest.fixture(scope="module")

@@ -2,13 +2,33 @@
 
 from __future__ import annotations
 
+import contextlib
+import shlex
 from pathlib import Path
 from typing import Any, Callable, Optional
 
 import numpy as np
 from rich.table import Table
 
-from ._app import console, err, fail
+from ._app import console, err, fail, running_user_code
+
+#: the fewest networks a network model calibrates on (:func:`carb.netmodel.calibrate_on` refuses fewer)
+MIN_NETWORKS = 3
+#: room for the K measurements' store kept beside a calibrated model (a few hundred KB to 2 MB). Units: MB.
+STORE_MB = 4.0
+
+
+def _need_mb(source: Path) -> float:
+    """The space a calibrated model takes in ``--out``: about its source's size and the K measurements' store (MB)."""
+    src = Path(source)
+    files = [src] if src.is_file() else list(src.rglob("*")) if src.is_dir() else []
+    return round(sum(f.stat().st_size for f in files if f.is_file()) / 1e6 + STORE_MB, 1)
+
+
+def _check_k(source: Path, samples: int, networks: Optional[Path]) -> None:
+    """Refuse, before measuring, a K too small for the source: a network model calibrates on 3 networks or more."""
+    if networks is None and (Path(source) / "netmodel.json").is_file() and samples < MIN_NETWORKS:
+        fail(f"--samples {samples}: a network model calibrates on at least {MIN_NETWORKS} networks")
 
 
 def _warn_foreign_precisions(device: str, frame: Any) -> None:
@@ -52,28 +72,26 @@ def _fit_on_k(
     import shutil
     import tempfile
 
+    import pandas as pd
+
     from carb.campaign import rounds as states
     from carb.campaign import speed as drift
     from carb.transfer.calibrate import fit_calibrated
 
     with tempfile.TemporaryDirectory(prefix="carb-calibrate-") as tmp:
         store = Path(tmp) / "calibration.duckdb"
-        measured = measure(pick, device, threads, max_time, store, "calibrating", rounds=rounds)
+        visits = [measure(pick, device, threads, max_time, store, "calibrating", rounds=rounds)]
+
+        def again(f: Any) -> Any:
+            sub = pick[pick.config_id.isin(set(f.config_id))]
+            what = "measuring again (another machine state)"
+            visits.append(measure(sub, device, threads, max_time, store, what, rounds=rounds, again=True))
+            return visits[-1]
+
         # visits timed in another state of the machine than the fastest most were timed in
-        # (their paired sentinel says which) are measured again: no one ratio corrects them
-        measured, state = states.retake_off_state(
-            measured,
-            lambda f: measure(
-                pick[pick.config_id.isin(set(f.config_id))],
-                device,
-                threads,
-                max_time,
-                store,
-                "measuring again (another machine state)",
-                rounds=rounds,
-                again=True,
-            ),
-        )
+        # (their paired sentinel says which) are measured again: no one ratio corrects them;
+        # every visit of a config measures the scatter of its memory (carb.transfer.calibrate.visit_scatter)
+        measured, state = states.retake_off_state(visits[0], again)
         if line := states.state_line(state, "calibration"):
             console.print(line)
         # fitted at the K configs' median speed when each carries its own (paired) sentinel
@@ -88,6 +106,7 @@ def _fit_on_k(
                 else "raw latency",
             },
             method=method,
+            visits=pd.concat(visits, ignore_index=True),
         )
         model.save(out, source_dir=source)
         shutil.copy2(store, out / "calibration.duckdb")  # the K measurements, kept with the model
@@ -95,23 +114,42 @@ def _fit_on_k(
 
 
 def _print_maps(model: Any, device: str) -> None:
-    """The calibrated model's map per target and its interval widening."""
+    """The calibrated model's map per target, its interval widening, and the K's range with the widening beyond it."""
     from carb.transfer.calibrate import NnlsMap
 
-    t = Table("target", "K", "map", "interval widening (x)", title=f"calibrated to {device}")
+    t = Table(
+        "target",
+        "K",
+        "map",
+        "interval widening (x)",
+        "measured range (K)",
+        "beyond it",
+        title=f"calibrated to {device}",
+    )
     for name, m in model.maps_.items():
         if isinstance(m, NnlsMap):
             terms = ["%.3g" % m.intercept] + [f"{w:.3g}·{f}" for w, f in zip(m.coef, [*m.features, "s"]) if w]
-            t.add_row(name, str(m.n), "y = " + " + ".join(terms), f"{np.exp(m.q):.2f}")
-            continue
-        if m.add:  # the additive map: a fixed amount on top of the source's prediction
-            t.add_row(name, str(m.n), f"y = s {'+' if m.add > 0 else '-'} {abs(m.add):.3g}", f"{np.exp(m.q):.2f}")
-            continue
-        terms = ["%.3g" % m.coef[0], "%.3g·log s" % m.coef[1]] + (
-            ["%.3g·log batch" % m.coef[2]] if len(m.coef) == 3 else []
-        )
-        t.add_row(name, str(m.n), "log y = " + " + ".join(terms), f"{np.exp(m.q):.2f}")
+            text = "y = " + " + ".join(terms)
+        elif m.add:  # the additive map: a fixed amount on top of the source's prediction
+            text = f"y = s {'+' if m.add > 0 else '-'} {abs(m.add):.3g}"
+        else:
+            terms = ["%.3g" % m.coef[0], "%.3g·log s" % m.coef[1]] + (
+                ["%.3g·log batch" % m.coef[2]] if len(m.coef) == 3 else []
+            )
+            text = "log y = " + " + ".join(terms)
+        t.add_row(name, str(m.n), text, f"{np.exp(m.q):.2f}", *_reach_cells(model.reach_.get(name), name))
     console.print(t)
+
+
+def _reach_cells(r: Any, target: str) -> tuple[str, str]:
+    """The K's range of source predictions and batches, and how the interval widens beyond it (flagged extrapolated)."""
+    if r is None:
+        return "-", "-"
+    unit = target.rsplit("_", 1)[-1].replace("mb", "MB").replace("j", "J")
+    rng = f"{r.s_range[0]:.3g}-{r.s_range[1]:.3g} {unit}, batch {r.batch_range[0]:g}-{r.batch_range[1]:g}"
+    if r.rate is None:
+        return rng, "flagged extrapolated, not widened (too few K to measure how)"
+    return rng, f"flagged extrapolated; interval x{np.exp(r.rate * np.log(2)):.2f} wider per doubling beyond"
 
 
 def _calibrate_netmodel(
@@ -126,11 +164,15 @@ def _calibrate_netmodel(
     networks: Optional[Path],
     rounds: int,
     measure: Callable[..., Any],
+    source_name: Optional[str] = None,
+    keep: bool = True,
 ) -> None:
     """Run ``carb calibrate`` of a network model: measure K whole networks and map or refit the model on them.
 
     The K networks are the user's list or K spread zoo networks; the mapping is :func:`carb.netmodel.calibrate_on`;
-    ``measure`` is the measuring step (``carb.cli.screening._measure_frame``).
+    ``measure`` is the measuring step (``carb.cli.screening._measure_frame``). With ``keep`` the result is also kept
+    in the user's calibration cache for this machine kind (:mod:`carb.transfer.cache`), under the source's checksum
+    (``source_name``: the name the user gave it).
     """
     import shutil
     import tempfile
@@ -145,6 +187,9 @@ def _calibrate_netmodel(
             f"--method: unknown value {method!r} for a network model (expected "
             f"{' or '.join(netmodel.CALIBRATION_METHODS)})"
         )
+    from carb.measure.fingerprint import here
+    from carb.transfer import cache
+
     nm, cfgs, what, tables = _networks_to_measure(source, networks, samples, seed)
     df = pd.DataFrame([c.to_dict() for c in cfgs])
     df.insert(0, "config_id", [c.config_id for c in cfgs])
@@ -177,6 +222,7 @@ def _calibrate_netmodel(
                     "networks": [c.label() for c, o in zip(cfgs, ok) if o],
                     "calibration_latency": "at the K networks' median sentinel speed" if ref is not None else "raw",
                     "sentinel_ms": [float(v) for v in meas["sentinel_ms"]] if "sentinel_ms" in meas else [],
+                    **_machine_meta(nm, device, threads, allocator, tabs, out),
                 },
             )
         except netmodel.ModelError as e:
@@ -185,7 +231,32 @@ def _calibrate_netmodel(
         model.save(out)
         shutil.copy2(store, out / "calibration.duckdb")  # the K measurements, kept with the model
     _print_net_calibration(nm, model, tabs, cfgs, fit_rows, f"{len(tabs)} networks measured on {device} ({method})")
-    console.print(f"wrote {out} (a network model: carb predict --module ... --model {out})")
+    console.print(f"wrote {out} (a network model: carb predict --module ... --model {shlex.quote(str(out))})")
+    if keep:
+        try:
+            kept = cache.store(out, str(source_name or source), source, here(device), len(tabs))
+        except OSError as e:
+            err.print(f"[yellow]warning[/yellow]: calibration cache: not kept ({e})", highlight=False)
+        else:
+            console.print(
+                f"kept for this machine in your calibration cache ({kept.parent}): carb predict --module --model "
+                f"{shlex.quote(str(source_name or source))} uses it here"
+            )
+
+
+def _machine_meta(nm: Any, device: str, threads: Optional[int], allocator: str, tabs: list[Any], out: Path) -> dict:
+    """Where the K were measured: this machine's fingerprint, the source's, and the K's precisions."""
+    from dataclasses import replace
+
+    from carb.measure.fingerprint import here
+
+    fp = replace(here(device), threads=threads or 1, allocator=allocator if device == "cpu" else None)
+    return {
+        "fingerprint": fp.to_dict(),
+        "source_fingerprint": nm.meta.get("fingerprint"),
+        "name": str(out),
+        "calibration_precisions": sorted({t.precision for t in tabs}),
+    }
 
 
 def _networks_to_measure(
@@ -212,7 +283,9 @@ def _networks_to_measure(
             ):
                 cfgs = netmodel.choose_networks(nm, samples, seed=seed)
             what = f"{len(cfgs)} carb.families.zoo networks (seed {seed})"
-        tables = [netmodel.capture_config(c) for c in cfgs]
+        # a --networks file names the user's code: importing, building and capturing it runs it
+        with running_user_code(f"--networks {networks}") if networks is not None else contextlib.nullcontext():
+            tables = [netmodel.capture_config(c) for c in cfgs]
     except (netmodel.ModelError, CaptureError, SpaceError, OSError) as e:
         fail(str(e))
     return nm, cfgs, what, tables

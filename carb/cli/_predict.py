@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from rich.console import Console
 from rich.table import Table
 
 from carb import graph
+from carb.measure.fingerprint import compare, here
 from carb.netmodel import (
     DEFAULT_MODEL,
     CaptureError,
@@ -19,7 +22,14 @@ from carb.netmodel import (
     allocator_of,
     load,
     predict_module,
+    resolve,
 )
+from carb.netmodel.domain import fingerprint_of
+
+from ._app import running_user_code
+
+#: How many networks ``carb predict --module --calibrate`` measures (``carb calibrate``'s default K).
+CALIBRATE_SAMPLES = 10
 
 
 def calibration_line(nm: NetModel, model_dir: Any) -> str:
@@ -35,32 +45,42 @@ def calibration_line(nm: NetModel, model_dir: Any) -> str:
 
     """
     m = nm.meta
+    fp = fingerprint_of(nm)
+    where = fp.describe() if fp is not None else (nm.device or "its device")
     if m.get("calibration_method"):
-        return (
-            f"calibrated ({m['calibration_method']}) on {m.get('calibrated_on', '?')} networks measured on "
-            f"{m.get('calibration_device', nm.device or '?')}"
-        )
+        return f"calibrated ({m['calibration_method']}) on {m.get('calibrated_on', '?')} networks measured on {where}"
     n = f"{m['networks']} networks measured " if isinstance(m.get("networks"), int) else ""
     return (
-        f"not calibrated to this machine: fitted on {n}on {nm.device or 'its device'} on another day; to fit it "
-        f"to this machine: carb calibrate --model {model_dir} --out NEW_DIR (K zoo networks spread over sizes "
-        "and designs; --networks YOUR_NETS.txt for a few of the kind you deploy)"
+        f"not calibrated to this machine: fitted on {n}on {where} on another day; to fit it "
+        f"to this machine: carb calibrate --model {shlex.quote(str(model_dir))} --out NEW_DIR (K zoo networks spread "
+        "over sizes and designs; --networks YOUR_NETS.txt for a few of the kind you deploy)"
     )
 
 
 def predict_cli(
-    module_spec: str, input_shape: str | None, precision: str, model_dir: Any, json_file: Any, top: int, usage: Any
+    module_spec: str | Path,
+    input_shape: str | None,
+    precision: str,
+    model_dir: Any,
+    json_file: Any,
+    top: int,
+    usage: Any,
+    calibrate: bool = False,
+    cache: bool = True,
 ) -> None:
-    """Load, capture, predict, print (coverage first), and write JSON.
+    """Load, capture, predict, print (the machine and coverage first), and write JSON.
 
     Args:
-        module_spec: ``pkg.mod:callable`` or ``file.py:callable`` (:func:`carb.graph.load_module`).
+        module_spec: ``pkg.mod:callable`` or ``file.py:callable`` (:func:`carb.graph.load_module`), or the
+            path of an ONNX file (:func:`carb.graph.capture_onnx`).
         input_shape: e.g. ``1x3x224x224``.
         precision: ``fp32``, ``fp16`` or ``bf16``.
         model_dir: the network model's directory or shipped name; ``None``: :data:`DEFAULT_MODEL`.
         json_file: where to write the JSON summary (a ``.json`` path), or ``None``.
         top: how many of the most expensive layers to list.
         usage: makes the CLI's one-line error (exit 2) from a message; raised on bad input.
+        calibrate: with no cached calibration for this machine, measure K networks here first and keep it.
+        cache: use the cached calibration of the model for this machine, if any.
 
     """
     if input_shape is None:
@@ -70,20 +90,36 @@ def predict_cli(
         model_dir = DEFAULT_MODEL
     if json_file is not None and Path(json_file).suffix != ".json":
         raise usage(f"--json {json_file}: expected a .json file")
+    con = Console(soft_wrap=True)  # one line per figure, whatever the terminal's width
     try:
         shape = graph.parse_shape(input_shape)
         graph.dtype_of(precision)
         nm = load(model_dir)
-        net = graph.load_module(module_spec)
-        pred = predict_module(net, shape, nm, precision=precision)
+        # an ONNX file is read, never imported: predict_module captures it with carb.graph.capture_onnx
+        what = f"--onnx {module_spec}" if isinstance(module_spec, Path) else f"--module {module_spec!r}"
+        with running_user_code(what):
+            net = module_spec if isinstance(module_spec, Path) else graph.load_module(module_spec)
+        nm, used = _calibrated_here(con, nm, model_dir, calibrate, cache)
+        machine = here()
+        with running_user_code(what):  # the capture runs the module's forward
+            pred = predict_module(net, shape, nm, precision=precision, machine=machine)
     except (CaptureError, ModelError) as e:
         raise usage(str(e)) from None
-    con = Console(soft_wrap=True)  # one line per figure, whatever the terminal's width
+    line = compare(fingerprint_of(nm), machine).line(
+        "carb predict --module ... --calibrate (about a minute), or carb calibrate --model "
+        f"{shlex.quote(str(model_dir))} --out NEW_DIR"
+    )
+    if line:
+        con.print(
+            line + "; until then its intervals are widened by the measured step between machine kinds",
+            style="bold yellow",
+        )
     _print_coverage(con, pred, nm, precision)
     con.print(
-        f"{module_spec} on {'x'.join(map(str, shape))} {precision}, device {nm.device or '?'}: "
-        f"{pred.flops / 1e9:.3f} GFLOP, {pred.params / 1e6:.2f} M parameters, {len(pred.layers)} layers"
-        + (f" (model: the shipped {DEFAULT_MODEL}; --model for another)" if default else "")
+        f"{module_spec} on {'x'.join(map(str, shape))} {precision}: "
+        f"{pred.flops / 1e9:.3f} GFLOP, {pred.params / 1e6:.2f} M parameters, {len(pred.layers)} layers; "
+        f"priced for {pred.machine}"
+        + (f" (model: the shipped {DEFAULT_MODEL}; --model for another)" if default and used is None else "")
     )
     _print_figures(con, pred, nm)
     con.print(_top_layers(pred, top))
@@ -93,7 +129,7 @@ def predict_cli(
         Path(json_file).write_text(
             json.dumps(
                 {
-                    "module": module_spec,
+                    "module": str(module_spec),
                     "input": list(shape),
                     "precision": precision,
                     "allocator": allocator_of(nm),
@@ -104,6 +140,66 @@ def predict_cli(
             + "\n"
         )
         con.print(f"wrote {json_file}")
+
+
+def _calibrated_here(con: Console, nm: NetModel, model_dir: Any, calibrate: bool, cache: bool) -> tuple[NetModel, Any]:
+    """The model to price with: the cached calibration of ``model_dir`` for this machine, made first if asked.
+
+    Returns:
+        The model and the cache entry used (``None``: the model as given).
+
+    """
+    from carb.transfer import cache as calibrations
+
+    machine = here()
+    if compare(fingerprint_of(nm), machine).same_kind or not (cache or calibrate):
+        return nm, None
+    source_dir = resolve(model_dir)
+    entry = calibrations.find(str(model_dir), source_dir, machine) if cache else None
+    if entry is None and calibrate:
+        entry = _calibrate_now(con, model_dir, source_dir, machine)
+    if entry is None:
+        return nm, None
+    con.print(
+        f"using your calibration of {model_dir} for this machine ({entry.networks or '?'} networks measured here, "
+        f"{entry.created}; {entry.path}); --no-cache for the model as fitted",
+        style="bold",
+    )
+    return load(entry.path), entry
+
+
+def _calibrate_now(con: Console, model_dir: Any, source_dir: Path, machine: Any) -> Any:
+    """Measure K networks on this machine, calibrate ``model_dir`` and keep it in the cache; the new entry."""
+    import tempfile
+
+    from carb.cli._calibrate import _calibrate_netmodel
+    from carb.cli.screening import _measure_frame
+    from carb.netmodel import DEFAULT_CALIBRATION_METHOD
+    from carb.transfer import cache as calibrations
+
+    k, max_time, rounds = CALIBRATE_SAMPLES, 1.2, 1
+    con.print(
+        f"no calibration of {model_dir} for this machine yet: measuring {k} networks here first "
+        f"(about {round(k * (max_time + 3.5) * rounds / 60 + 0.4)} min; Ctrl-C stops it, nothing is kept)",
+        style="bold",
+    )
+    with tempfile.TemporaryDirectory(prefix="carb-calibrate-") as tmp:
+        out = Path(tmp) / "model"
+        _calibrate_netmodel(
+            source_dir,
+            "cpu",
+            1,
+            k,
+            0,
+            max_time,
+            out,
+            DEFAULT_CALIBRATION_METHOD,
+            None,
+            rounds,
+            _measure_frame,
+            source_name=str(model_dir),
+        )
+    return calibrations.find(str(model_dir), source_dir, machine)
 
 
 def _print_coverage(con: Console, pred: Prediction, nm: NetModel, precision: str) -> None:
@@ -122,11 +218,23 @@ def _print_coverage(con: Console, pred: Prediction, nm: NetModel, precision: str
         )
 
 
+def _hi(x: float, fmt: str) -> str:
+    """An upper bound as text: ``no upper bound`` where nothing measured bounds it."""
+    return format(x, fmt) if np.isfinite(x) else "no upper bound"
+
+
 def _print_figures(con: Console, pred: Prediction, nm: NetModel) -> None:
-    """Latency (ms), memory (MB) and energy (J), with their intervals."""
+    """Latency (ms), memory (MB) and energy (J), with their intervals, and why they are widened."""
     pct = f"{round(100 * pred.interval)}%"
+    if pred.outside:
+        con.print(
+            f"outside the model's domain ({'; '.join(pred.outside)}): the intervals are widened by the measured "
+            "size of such a step (carb.netmodel.domain)",
+            style="bold yellow",
+        )
     con.print(
-        f"latency  {pred.latency_ms:10.3f} ms   {pct} interval [{pred.latency_ms_lo:.3f}, {pred.latency_ms_hi:.3f}]"
+        f"latency  {pred.latency_ms:10.3f} ms   {pct} interval [{pred.latency_ms_lo:.3f}, "
+        f"{_hi(pred.latency_ms_hi, '.3f')}]"
     )
     if allocator_of(nm) == "retain":
         con.print(
@@ -134,7 +242,10 @@ def _print_figures(con: Console, pred: Prediction, nm: NetModel) -> None:
             "under glibc's default malloc a forward can page-fault on fresh memory every time and take longer "
             "(a median 1.25x, up to 1.7x, on our 2-core VMs: README, How it measures)"
         )
-    con.print(f"memory   {pred.memory_mb:10.1f} MB   {pct} interval [{pred.memory_mb_lo:.1f}, {pred.memory_mb_hi:.1f}]")
+    con.print(
+        f"memory   {pred.memory_mb:10.1f} MB   {pct} interval "
+        f"[{pred.memory_mb_lo:.1f}, {_hi(pred.memory_mb_hi, '.1f')}]"
+    )
     con.print(
         "energy   " + (f"{pred.energy_j:.4f} J" if pred.energy_j is not None else f"- ({pred.energy_missing_reason})")
     )

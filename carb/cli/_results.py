@@ -23,12 +23,17 @@ def _console():
 
 
 def print_results(res: dict[str, Any], console) -> None:
-    """One rich table per target: models as rows, metrics as columns."""
+    """One rich table per target: models as rows, metrics as columns.
+
+    The row of ``res["recommended_preset"]`` (set by ``carb evaluate`` when it picks the data's
+    family preset) is marked ``*``; each table's caption says what the false-accept columns count.
+    """
     from rich.table import Table
 
     from carb.model import UNITS
 
     rows = res["rows"]
+    recommended = res.get("recommended_preset")
     console.print(
         f"split [bold]{res['split']}[/bold] (seed {res['seed']}): {rows['train']} train / "
         f"{rows['test']} test of {rows['ok']} ok rows; intervals at "
@@ -47,14 +52,16 @@ def print_results(res: dict[str, Any], console) -> None:
             "cover",
             f"width {u}",
             f"acc@{res['budgets'][t]:.3g}",
-            "false acc",
+            "FA/over",
+            "FA/acc",
             "fit s",
             title=f"{t} ({u}); budget {res['budgets'][t]:.4g} {u}",
+            caption=_caption(recommended if recommended in res["results"] else None),
         )
         for model, by_target in res["results"].items():
             m = by_target[t]
             table.add_row(
-                model,
+                f"{model} *" if model == recommended else model,
                 _fmt(m["r2"], ".3f"),
                 _fmt(m["r2_log"], ".3f"),
                 _fmt(m["mae"], ".3g"),
@@ -64,7 +71,8 @@ def print_results(res: dict[str, Any], console) -> None:
                 _pct(m["coverage"], ".0f"),
                 _fmt(m["mean_width"], ".3g"),
                 _pct(m["budget_accuracy"], ".0f"),
-                _pct(m["false_accept_rate"], ".0f"),
+                _pct(m["false_accept_rate"], ".1f"),
+                _pct(m.get("false_discovery_rate"), ".1f"),
                 f"{res['fit_seconds'][model]:.1f}",
             )
         console.print(table)
@@ -74,3 +82,11 @@ def print_results(res: dict[str, Any], console) -> None:
             console.print(f"{m}: not trained for {', '.join(ts)}")
     for m, why in res.get("skipped", {}).items():
         console.print(f"{m}: not run ({why})")
+
+
+def _caption(recommended: str | None) -> str:
+    """The caption under each ``carb evaluate`` table: the false-accept columns, and the ``*`` row if any."""
+    lines = ["FA/over: share of the over-budget configs accepted", "FA/acc: share of the accepted configs over budget"]
+    if recommended:
+        lines.append(f"* {recommended}: the recommended preset for these data")
+    return "\n".join(lines)

@@ -58,10 +58,11 @@ def _validate_on_truth(scr: _Screened, truth: str, platform: Optional[str]) -> d
     from carb.decide.validate import validate_against_truth
 
     rows = datasets.load(truth, device=platform)
-    if "platform" in rows.columns:  # a dataset of several platforms: the truth is one of them
-        names = sorted(map(str, rows["platform"].dropna().unique()))
-        if platform is not None and platform not in names:
-            fail(f"--platform {platform}: not in {truth} (platforms: {', '.join(names)})")
+    col = "platform" if "platform" in rows.columns else "device"  # a dataset of one device labels it ``device``
+    names = sorted(map(str, rows[col].dropna().unique())) if col in rows.columns else []
+    if platform is not None and platform not in names:
+        fail(f"--platform {platform}: not in {truth} (platforms: {', '.join(names) or 'none named'})")
+    if col == "platform":  # a dataset of several platforms: the truth is one of them
         if platform is None and len(names) > 1:
             fail(f"--data {truth} holds {len(names)} platforms ({', '.join(names)}); choose one with --platform")
         rows = rows[rows["platform"] == (platform or names[0])]
@@ -179,6 +180,11 @@ def _print_validation(res: dict[str, Any]) -> None:
     The drift comes first when it exceeds its chance variation, then the two-way figures, the three-way ones on the
     decided configs and the drift-corrected calls.
     """
+    from carb.decide.validate import false_accept_line
+
+    def fa(m: dict[str, Any]) -> str:  # both shares: of the over-budget configs, of the accepts
+        return false_accept_line(m).removeprefix("false accepts: ")
+
     moved = res.get("drift") or {}
     if moved.get("exceeds"):  # the machine's own drift first: it weighs on every latency below
         console.print(f"[yellow]{moved['line']}[/yellow]")
@@ -194,7 +200,9 @@ def _print_validation(res: dict[str, Any]) -> None:
         "measure_set_measured",
         "measure_set_within_budget",
     ):
-        if k in res:
+        if k == "false_accept_rate" and "over_budget" in res:
+            t.add_row("false accepts", fa(res))
+        elif k in res:
             v = res[k]
             # with three-way calls these two-way figures count a config left to measure as
             # rejected: say so, the decided ones are scored below
@@ -202,14 +210,15 @@ def _print_validation(res: dict[str, Any]) -> None:
             t.add_row(label, f"{v:.3f}" if isinstance(v, float) else str(v))
     if d:  # three-way calls: scored on the decided configs, with the share left to measure beside
         t.add_row("decided share (accept or reject)", f"{d['decided']:.3f} ({d['measure']} to measure)")
-        for k in ("accuracy", "false_accept_rate", "false_reject_rate"):
-            t.add_row(f"{k} on decided", f"{d[k]:.3f}")
+        t.add_row("accuracy on decided", f"{d['accuracy']:.3f}")
+        t.add_row("false accepts on decided", fa(d))
+        t.add_row("false_reject_rate on decided", f"{d['false_reject_rate']:.3f}")
     c = res.get("corrected")
     if c:  # the same calls, latencies at the reference speed (drift_corrected_calls)
         lab = "on decided, " if d else ""
         t.add_row(
             f"accuracy {lab}drift-corrected",
-            f"{c['accuracy']:.3f} (false accepts {c['false_accepts']}, "
+            f"{c['accuracy']:.3f} ({false_accept_line(c)}; "
             f"false rejects {c['false_rejects']}; latency at {c['reference']})",
         )
     if moved and not moved.get("exceeds"):

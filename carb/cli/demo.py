@@ -8,7 +8,7 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
-from ._app import check_out_dir, console, fail, parse_budget_options
+from ._app import Oversubscribe, check_out_dir, check_threads, console, fail, parse_budget_options
 from .screening import _measure_frame, _space_frame
 
 __all__ = ["register"]
@@ -65,6 +65,7 @@ def demo(
             "(default: carb.campaign.rounds.RETAKES, 2)."
         ),
     ),
+    oversubscribe: Oversubscribe = False,
 ) -> None:
     """The whole product on this machine in minutes: train, characterize, calibrate, screen, validate, report.
 
@@ -72,8 +73,7 @@ def demo(
     """
     from carb.demo import DEMO_ROUNDS, DemoSettings, default_threads, run_demo
 
-    if device != "cpu" and threads is not None:
-        fail("--threads applies to --device cpu only")
+    _check_device(device, threads, oversubscribe)
     check_out_dir(out)
     threads = threads or (default_threads() if device == "cpu" else None)
     rounds = rounds or DEMO_ROUNDS
@@ -169,6 +169,11 @@ def _print_summary(summary: dict[str, Any], out: Path) -> None:
             f"{k}: median |error|, interval coverage",
             f"{100 * e:.1f}%, {100 * summary['validation_interval_coverage'][k]:.0f}%",
         )
+    if summary.get("validation_extrapolated"):
+        t.add_row(
+            "validated configs extrapolated",
+            f"{summary['validation_extrapolated']} (beyond the K's range or the source's domain: never accepted)",
+        )
     corr = summary.get("validation_median_abs_error_corrected") or {}
     cov_corr = summary.get("validation_interval_coverage_corrected") or {}
     if "latency_ms" in corr:
@@ -199,3 +204,21 @@ def _print_summary(summary: dict[str, Any], out: Path) -> None:
 def register(app: typer.Typer) -> None:
     """Add the ``demo`` command to ``app``."""
     app.command()(demo)
+
+
+def _check_device(device: str, threads: Optional[int], oversubscribe: bool) -> None:
+    """Refuse, before the source model is trained, a device this machine cannot measure on, or its threads."""
+    import re
+
+    if device != "cpu" and threads is not None:
+        fail("--threads applies to --device cpu only")
+    check_threads(threads, oversubscribe)
+    d = device.strip().lower()
+    m = re.fullmatch(r"cuda(?::(\d+))?", d)
+    if d != "cpu" and m is None:
+        fail(f"--device {device!r}: unknown device (expected cpu, cuda or cuda:<index>)")
+    if m is not None:
+        import torch
+
+        if int(m.group(1) or 0) >= torch.cuda.device_count():
+            fail(f"--device {device}: this machine has {torch.cuda.device_count()} CUDA device(s)")

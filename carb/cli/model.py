@@ -15,7 +15,7 @@ from typing import Any, List, Optional
 
 import typer
 
-from ._app import UsageError, check_out_dir, check_out_file, pick_option
+from ._app import UsageError, check_out_dir, check_out_file, one_line, pick_option
 from ._results import _console, _fmt, _pct, print_results
 
 __all__ = ["register", "load_data", "parse_budgets"]
@@ -55,6 +55,8 @@ def load_data(spec: str, platform: str | None = None):
 
 
 LATENCY_CHOICES = ("corrected", "raw")
+#: the free space ``carb train --out`` asks for: a bundle of a shipped dataset takes 1-4 MB. Units: MB.
+BUNDLE_MB = 16.0
 _LATENCY_HELP = (
     "corrected (default): for rows timed with the paired speed sentinel, use their latency at the "
     "campaign's median speed (latency_ms_norm); other rows keep the raw median; raw: the raw medians. "
@@ -111,11 +113,12 @@ def parse_budgets(items: list[str] | None) -> dict[str, float]:
 
 def _check_preset(names: list[str]) -> None:
     from carb.model import PRESETS
+    from carb.model._presets import AUTO
     from carb.model.evaluation import BASELINES
 
     for p in names:
-        if p not in PRESETS and p not in BASELINES:
-            raise _usage(f"--preset {p}: unknown preset (expected one of {', '.join([*PRESETS, *BASELINES])})")
+        if p not in PRESETS and p not in BASELINES and p != AUTO:
+            raise _usage(f"--preset {p}: unknown preset (expected one of {', '.join([AUTO, *PRESETS, *BASELINES])})")
 
 
 def _present_targets(df) -> list[str]:
@@ -216,13 +219,17 @@ def _score_model(
         "ρ",
         "cover",
         "acc@budget",
-        "false acc",
+        "FA/over",
+        "FA/acc",
         title=f"{model_dir} on {data} ({len(df):,} ok rows)",
+        caption="FA/over: share of the configs over budget that the model accepts; "
+        "FA/acc: share of the accepted configs that are over budget",
     )
     for t in targets:
         m = metrics(
             df[t].to_numpy(), pred[t].to_numpy(), pred[f"{t}_lo"].to_numpy(), pred[f"{t}_hi"].to_numpy(), budgets.get(t)
         )
+        m.update(_false_accepts(df[t].to_numpy(float), pred[t].to_numpy(float), m["budget"]))
         res["results"][t] = m
         table.add_row(
             f"{t} ({UNITS[t]})",
@@ -233,7 +240,8 @@ def _score_model(
             _fmt(m["spearman"], ".3f"),
             _pct(m["coverage"], ".0f"),
             _pct(m["budget_accuracy"], ".0f"),
-            _pct(m["false_accept_rate"], ".0f"),
+            _pct(m["false_accept_rate"], ".1f"),
+            _pct(m["false_discovery_rate"], ".1f"),
         )
     console = _console()
     console.print(table)
@@ -243,12 +251,33 @@ def _score_model(
         _write_json(res, json_out, console)
 
 
+def _false_accepts(y: Any, pred: Any, budget: float) -> dict[str, float]:
+    """False accepts both ways at ``budget`` (accept: predicted within it; the rows measured, as ``metrics`` scores).
+
+    Both rates come from ``metrics`` (``false_accept_rate``: of the configs over budget; ``false_discovery_rate``:
+    of the accepted configs); this adds their counts ``false_accepts``, ``over_budget``, ``accepted``.
+    """
+    import numpy as np
+
+    from carb.decide.validate import budget_metrics
+
+    ok = np.isfinite(y)
+    if not ok.any() or not np.isfinite(budget):
+        return {"false_accepts": 0, "over_budget": 0, "accepted": 0}
+    m = budget_metrics(pred[ok] <= budget, y[ok] <= budget)
+    # the rate itself comes from metrics (NaN when nothing is accepted); these are its counts
+    return {k: m[k] for k in ("false_accepts", "over_budget", "accepted")}
+
+
 def train(
     data: str = typer.Option(..., "--data", help="Dataset name or .parquet/.csv file."),
     preset: str = typer.Option(
-        "default",
+        "auto",
         "--preset",
-        help=("Model preset: default, paper, fast, flops-linear, lgbm, nb201 (tuned for NAS-Bench-201 cells)."),
+        help=(
+            "Model preset: auto (default: the data's family preset where one exists, nb201 for NAS-Bench-201 "
+            "cells, else default), default, paper, fast, flops-linear, lgbm, nb201, nb201-cb."
+        ),
     ),
     out: Path = typer.Option(..., "--out", help="Bundle directory to write."),
     device: Optional[str] = typer.Option(
@@ -289,6 +318,7 @@ def train(
     import numpy as np
 
     from carb.model import CARB, BundleError, save
+    from carb.model._presets import auto_preset
 
     _check_preset([preset])
     if not 0 < coverage < 1:
@@ -300,6 +330,10 @@ def train(
         df = df[df["status"] == "ok"].reset_index(drop=True)
     df, latency_note = latency_view(df, latency)
     console = _console()
+    if preset == "auto":  # the data's family preset, said in one line
+        preset, why = auto_preset(df)
+        generic = "; --preset default for the generic one" if preset != "default" else ""
+        console.print(f"preset {preset}: {why}{generic}", highlight=False, soft_wrap=True)
     test = None
     if holdout > 0:
         perm = np.random.default_rng(seed).permutation(len(df))
@@ -313,11 +347,28 @@ def train(
             model,
             str(out),
             holdout=hold,
-            training={"latency": latency_note} if "latency_ms" in model.targets_ else None,
+            training=_training_facts(data, df, model, latency_note),
         )
     except BundleError as e:
         raise _usage(str(e)) from None
+    except Exception as e:  # a full disk, seen by Python or by xgboost's writer; save leaves nothing behind
+        if not isinstance(e, OSError) and type(e).__name__ != "XGBoostError":
+            raise
+        raise _usage(f"--out {out}: writing the bundle failed ({one_line(e)}); nothing was written") from None
     _say_trained(model, out, preset, prior, latency_note, hold, console)
+
+
+def _training_facts(data: str, df: Any, model: Any, latency_note: str) -> dict[str, Any]:
+    """What the bundle records of its data: the latency view, the device label and the machine it was measured on."""
+    from carb.datasets import fingerprint
+
+    fp = fingerprint(data)
+    devices = sorted(map(str, df["device"].dropna().unique())) if "device" in df.columns else []
+    return {
+        **({"latency": latency_note} if "latency_ms" in model.targets_ else {}),
+        "device": devices[0] if len(devices) == 1 else None,
+        "fingerprint": fp.to_dict() if fp is not None else None,
+    }
 
 
 def _fit_saying_warnings(model: Any, df: Any, data: str, preset: str, console: Any) -> None:
@@ -384,8 +435,9 @@ def evaluate_cmd(
         None,
         "--preset",
         help=(
-            "Model preset to compare (repeat; default: default, paper, flops-linear, lgbm, power-latency = the default "
-            "model's latency x the training rows' median power; plus nb201 on NAS-Bench-201 data)."
+            "Model preset to compare (repeat; auto: the data's family preset, nb201 for NAS-Bench-201 cells, else "
+            "default; without --preset: default, paper, flops-linear, lgbm, power-latency = the default model's "
+            "latency x the training rows' median power, plus the data's family preset, the recommended one marked)."
         ),
     ),
     json_out: Optional[Path] = typer.Option(
@@ -467,8 +519,7 @@ def _compare_presets(
     check_budget_targets(budgets, df, where)
     if presets and "power-latency" in names:
         check_power_latency(df, where)
-    if not presets and "family" in df.columns and (df["family"] == "nb201").all():
-        names.append("nb201")  # the preset tuned for NAS-Bench-201 cells
+    names, recommended = _with_auto(names, df, asked=bool(presets))
     prior_model = _load_prior(prior, n_jobs)
     console = _console()
     with console.status("evaluating") as status:
@@ -490,130 +541,45 @@ def _compare_presets(
     res["latency"] = latency_note
     if prior is not None:
         res["prior"] = str(prior)
+    if recommended is not None:
+        res["recommended_preset"], res["recommended_why"] = recommended
     print_results(res, console)
+    if recommended is not None:
+        rec = f"recommended: {recommended[0]} ({recommended[1]}; carb train fits it without --preset)"
+        console.print(rec, highlight=False, soft_wrap=True)
     if "latency_ms" in df.columns and df["latency_ms"].notna().any():
         console.print(f"latency: {latency_note}")
     if json_out is not None:
         _write_json(res, json_out, console)
 
 
-def predict(
-    model_dir: Optional[Path] = typer.Option(
-        None,
-        "--model",
-        help=(
-            "Model directory (from carb train or carb calibrate); with --module, a network model (default: the shipped "
-            "layers-cpu-avx2-1t)."
-        ),
-    ),
-    space_name: Optional[str] = typer.Option(None, "--space", help="Built-in space name or TOML file."),
-    configs_file: Optional[Path] = typer.Option(None, "--configs", help="Parquet/CSV file of configs."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Output .parquet or .csv file (with --space/--configs)."),
-    n_jobs: int = typer.Option(1, "--jobs", min=1, help="Threads per learner."),
-    module: Optional[str] = typer.Option(
-        None,
-        "--module",
-        help=(
-            "Any network: pkg.mod:callable or file.py:callable returning an nn.Module (needs a network model: "
-            "carb.netmodel)."
-        ),
-    ),
-    input_shape: Optional[str] = typer.Option(None, "--input", help="With --module: input shape, e.g. 1x3x224x224."),
-    precision: str = typer.Option("fp32", "--precision", help="With --module: fp32, fp16 or bf16."),
-    json_file: Optional[Path] = typer.Option(
-        None, "--json", help=("With --module: also write the prediction as JSON here.")
-    ),
-    top: int = typer.Option(10, "--top", min=1, help="With --module: layers shown, most expensive first."),
-) -> None:
-    """Predict energy, latency and memory (with intervals) for a space or a file of configs, or for any network (--module).
+def _with_auto(names: list[str], df: Any, asked: bool) -> tuple[list[str], tuple[str, str] | None]:
+    """``carb evaluate``'s presets with ``auto`` resolved, and the recommended one with why (or None).
 
-    Example: carb predict --model models/cpu-1t --space screening --out predictions.parquet
-    """  # noqa: E501
-    import pandas as pd
+    Without ``--preset`` (``asked`` false) the default list gains the data's family preset and that
+    preset is recommended; ``--preset auto`` stands for it; presets named otherwise are fitted as asked.
+    """
+    from carb.model._presets import AUTO, auto_preset
 
-    from carb.families import space
-    from carb.model import BundleError, load
-
-    if module is not None:
-        from carb.cli._predict import predict_cli
-
-        if space_name is not None or configs_file is not None or out is not None:
-            raise _usage("--module predicts one network: give it without --space, --configs or --out")
-        predict_cli(module, input_shape, precision, model_dir, json_file, top, _usage)
-        return
-    if model_dir is None:
-        raise _usage("missing option --model (a model directory from carb train or carb calibrate)")
-    if out is None:
-        raise _usage("give --out (with --space or --configs)")
-    if (space_name is None) == (configs_file is None):
-        raise _usage("give exactly one of --space or --configs")
-    if out.suffix not in (".parquet", ".csv"):
-        raise _usage(f"--out {out}: unknown output type (expected .parquet or .csv)")
-    check_out_file(out)
-    from carb.transfer.calibrate import load_predictor
-
-    try:
-        model = (
-            load(model_dir, n_jobs=n_jobs)
-            if not (model_dir / "calibration.json").exists()
-            else load_predictor(model_dir)
-        )
-    except (BundleError, ValueError, OSError) as e:
-        raise _usage(str(e)) from None
-    frame = space.load(space_name).to_frame() if space_name is not None else _read_configs(configs_file)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", UserWarning)
-        try:
-            pred = model.predict(frame)
-        except ValueError as e:
-            raise _usage(f"{configs_file or space_name}: {e}") from None
-    for w in caught:  # e.g. how many rows lie outside the training domain
-        _console().print(f"[yellow]warning[/yellow]: {w.message}", highlight=False, soft_wrap=True)
-    result = pd.concat([frame, pred], axis=1)
-    from carb.datasets import write
-
-    write(result, out)
-    missing = getattr(model, "missing_targets_", [])
-    _console().print(
-        f"wrote {len(result):,} predictions to {out} (targets: {', '.join(model.targets_)}"
-        + (f"; NaN for untrained {', '.join(missing)})" if missing else ")")
-    )
-
-
-def _read_configs(configs_file: Path) -> Any:
-    """``carb predict --configs``: the configs of a Parquet/CSV file, their ids computed (or verified)."""
-    import pandas as pd
-
-    from carb.families import space
-    from carb.families.space import PARAMETERS
-
-    if configs_file.suffix not in (".parquet", ".csv"):
-        raise _usage(f"--configs {configs_file}: unknown file type (expected .parquet or .csv)")
-    if not configs_file.exists():
-        raise _usage(f"--configs {configs_file}: no such file")
-    try:
-        frame = pd.read_parquet(configs_file) if configs_file.suffix == ".parquet" else pd.read_csv(configs_file)
-    except Exception as e:
-        raise _usage(f"--configs {configs_file}: unreadable ({' '.join(str(e).split())[:200]})") from None
-    frame = frame[[c for c in ("config_id", *PARAMETERS) if c in frame.columns]].reset_index(drop=True)
-    if len(frame) and {"family", "depth"} <= set(frame.columns):
-        try:  # computed (vectorized) or, when the file has them, verified
-            frame = space.with_config_ids(frame)
-        except ValueError as e:
-            raise _usage(f"--configs {configs_file}: {e}") from None
-    return frame
+    if asked and AUTO not in names:
+        return names, None
+    pick, why = auto_preset(df)
+    names = [pick if n == AUTO else n for n in names] if asked else [*names, pick]
+    return list(dict.fromkeys(names)), (pick, why)  # each once, in order
 
 
 def register(app: typer.Typer) -> None:
     """Add the ``train``, ``evaluate`` and ``predict`` commands to ``app``."""
     app.command("train")(train)
     app.command("evaluate")(evaluate_cmd)
+    from .predicting import predict
+
     app.command("predict")(predict)
 
 
 def _check_train_out(out: Path, force: bool) -> None:
     """``carb train --out``: a new or empty directory, or (with ``--force``) a model bundle."""
-    check_out_dir(out)
+    check_out_dir(out, need_mb=BUNDLE_MB)
     if out.is_dir() and any(out.iterdir()):
         if not (out / "manifest.json").is_file():
             raise _usage(f"--out {out}: exists and is not a CARB model bundle; choose a new directory")

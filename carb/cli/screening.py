@@ -13,8 +13,19 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.table import Table
 
-from ._app import app, check_out_dir, console, err, fail, load_model, parse_budget_options, pick_option
-from ._calibrate import _calibrate_netmodel, _fit_on_k, _print_maps, _warn_foreign_precisions
+from ._app import (
+    Oversubscribe,
+    app,
+    check_out_dir,
+    check_threads,
+    console,
+    err,
+    fail,
+    load_model,
+    parse_budget_options,
+    pick_option,
+)
+from ._calibrate import _calibrate_netmodel, _check_k, _fit_on_k, _need_mb, _print_maps, _warn_foreign_precisions
 from ._progress import CampaignProgress
 from ._validate import _print_validation, _read_screen, _validate_on_device, _validate_on_truth, _validation_configs
 
@@ -60,6 +71,23 @@ _ShortlistShare = Annotated[
         help="With --risk decide: keep at most this share of the candidates on the shortlist, the likeliest on the "
         "Pareto front first (default 0.10 = 90% pruning; chosen by measurement: on cpu-1t -> cpu-2t the 10% "
         "likeliest held 95-100% of the true front at every budget quantile, 8% only 90%). 1 = no share cap.",
+    ),
+]
+_Device = Annotated[
+    Optional[str],
+    typer.Option(
+        "--device",
+        help="The device the shortlist is for: cpu, cuda, or a dataset's device label (e.g. h200). A target model "
+        "measured on another kind of device is refused. Default: the space's, when its name is a kind of device (the "
+        "built-in cpu space); else not checked.",
+    ),
+]
+_AllowForeign = Annotated[
+    bool,
+    typer.Option(
+        "--allow-foreign-model",
+        help="Screen with a target model of another family of networks or kind of device than the space anyway: every "
+        "config it cannot speak for is then extrapolated, called measure or reject, never accept.",
     ),
 ]
 _FrontMinProb = Annotated[
@@ -123,6 +151,8 @@ def screen(
     out: Path = typer.Option(
         ..., "--out", help=("Output directory: shortlist.parquet/.csv, feasible.parquet, summary.json.")
     ),
+    device: _Device = None,
+    allow_foreign: _AllowForeign = False,
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Two-stage screening: rank the space with a source model, re-score survivors with the target model, keep the Pareto front.
@@ -140,6 +170,7 @@ def screen(
     frame = _space_frame(sp, precision)
     tgt = load_model(target)
     src = load_model(source) if source else None
+    device, why = _check_foreign(sp.name, frame, tgt, target, device, allow_foreign)
     try:
         extra = {"front_min_prob": front_min_prob} if front_min_prob is not None else {}
         res = run_screen(
@@ -154,6 +185,8 @@ def screen(
             max_shortlist=max_shortlist,
             shortlist_share=None if shortlist_share >= 1 else shortlist_share,
             rule=rule,
+            device=device,
+            allow_foreign=allow_foreign,
             **extra,
         )
     except ValueError as e:
@@ -164,6 +197,9 @@ def screen(
         precisions=precision or None,
         target_model=str(target),
         source_model=str(source) if source else None,
+        device=device,
+        foreign_model=why,
+        target_machine=_machine_text(tgt),
         # the machine's speed while the target model was calibrated: carb validate
         # reports the drift since and scores the calls at that speed too
         calibration_sentinel_ms=(getattr(tgt, "meta", None) or {}).get("sentinel_ms") or None,
@@ -173,6 +209,34 @@ def screen(
         print(json.dumps(res.summary, indent=2, default=float))
         return
     _print_screening(res, sp.name, out)
+
+
+def _machine_text(model: Any) -> str:
+    """The machine the target model's measurements were taken on, by what it is."""
+    from carb.transfer.load import machine_of
+
+    fp = machine_of(model)
+    return fp.describe() if fp is not None else "a machine the model does not record"
+
+
+def _check_foreign(
+    space_name: str, frame: Any, model: Any, path: Path, device: Optional[str], allow_foreign: bool
+) -> tuple[Optional[str], Optional[str]]:
+    """Refuse a target model foreign to the space unless ``--allow-foreign-model``; return the device and why.
+
+    The device is ``--device``, else the space's name where it names a kind of device (the built-in ``cpu`` space);
+    why is the line that says how the model is foreign (None: it is not).
+    """
+    from carb.decide.screen import device_kind, foreign_reason
+
+    device = device or (space_name if device_kind(space_name) else None)
+    why = foreign_reason(frame, model, device)
+    if why and not allow_foreign:
+        fail(
+            f"--target-model {path}: {why}: its predictions there are extrapolations "
+            "(--allow-foreign-model screens anyway: those configs are then measure or reject, never accept)"
+        )
+    return device, why
 
 
 def _check_screen_options(shortlist_share: float, z: float, out: Path, objective: Optional[list[str]]) -> Any:
@@ -193,6 +257,7 @@ def _check_screen_options(shortlist_share: float, z: float, out: Path, objective
 def _print_screening(res: Any, space_name: str, out: Path) -> None:
     """What ``carb screen`` did: the counts, the budget calls with hints, the shortlist, the files."""
     s = res.summary
+    console.print(f"priced for {s['target_machine']} (where the target model's measurements were taken)")
     console.print(
         f"[bold]{space_name}[/bold]: {s['candidates']:,} candidates -> Stage 1 {s['after_stage1']:,} "
         f"-> feasible {s['feasible']:,} -> shortlist {s['shortlist']:,} "
@@ -205,7 +270,11 @@ def _print_screening(res: Any, space_name: str, out: Path) -> None:
             f"reject {d['reject']:,}, measure {d['measure']:,} ({100 * s['decided_share']:.1f}% decided; "
             f"the {d['measure']:,} to measure are in measure.csv, likeliest on the front first)"
         )
-        if d["measure"] and s.get("measure_by_budget"):
+    outside = _outside_line(s)
+    if outside:
+        console.print(outside)
+    if "decisions" in s:
+        if d["measure"] and any((s.get("measure_by_budget") or {}).values()):
             console.print(
                 "to measure, by the budget their interval reaches over: "
                 + ", ".join(f"{t} {k:,}" for t, k in s["measure_by_budget"].items())
@@ -228,6 +297,20 @@ def _print_screening(res: Any, space_name: str, out: Path) -> None:
     )
 
 
+def _outside_line(summary: dict) -> str | None:
+    """Return the line that says how many configs the target model predicted outside its domain (None: none)."""
+    e = summary.get("extrapolated") or {}
+    n, m = int(e.get("configs", 0)), int(e.get("of", 0))
+    if not n or not m:
+        return None
+    which = "configs" if m == summary.get("candidates") else "configs that Stage 1 kept"
+    calls = ", ".join(f"{d} {e[d]:,}" for d in ("measure", "reject") if e.get(d))
+    return (
+        f"{n:,} of {m:,} {which} ({100 * n / m:.1f}%) lie outside the target model's training domain: "
+        f"never accepted ({calls or 'none called'})"
+    )
+
+
 #: below this decided share, `carb screen` says why so much is left to measure
 HINT_DECIDED = 0.8
 #: ... and names a budget the candidates crowd at when at least this share of them is
@@ -243,7 +326,9 @@ def _width_hint(summary: dict, decisions) -> str | None:
     """
     import numpy as np
 
-    if summary.get("decided_share", 1.0) >= HINT_DECIDED or decisions is None or decisions.empty:
+    # configs left to measure because they lie outside the model's domain are not a width's doing
+    outside = (summary.get("extrapolated") or {}).get("measure", 0) / max(summary.get("candidates", 1), 1)
+    if summary.get("decided_share", 1.0) + outside >= HINT_DECIDED or decisions is None or decisions.empty:
         return None
     widths = []
     for t in summary.get("budgets", {}):
@@ -310,14 +395,17 @@ def _print_shortlist(df, limit: int = 15) -> None:
         return
     cols = [c for c in ("energy_j", "latency_ms", "memory_mb") if c in df.columns and df[c].notna().any()]
     # with three-way calls the probable front also holds configs to measure (their interval
-    # straddles a budget): the call and the chance of being on the front say which is which
+    # straddles a budget, or they lie outside the model's domain): the call, the chance of being
+    # on the front and the domain say which is which
     calls = [c for c in ("decision", "p_front") if c in df.columns]
+    if "extrapolated" in df.columns and df["extrapolated"].fillna(False).astype(bool).any():
+        calls.append("extrapolated")
     t = Table(
         "rank",
         Column("config", no_wrap=True),
         *[f"{c} [lo, hi]" for c in cols],
         "GFLOP/img",
-        *[{"decision": "call", "p_front": "P(front)"}[c] for c in calls],
+        *[{"decision": "call", "p_front": "P(front)", "extrapolated": "domain"}[c] for c in calls],
         title=f"shortlist ({len(df)} configs{', first %d' % limit if len(df) > limit else ''})",
     )
     for cfg, r in zip(configs_from_frame(df.head(limit)), df.head(limit).to_dict("records")):
@@ -326,9 +414,18 @@ def _print_shortlist(df, limit: int = 15) -> None:
             cfg.label(),
             *[f"{r[c]:.3g} [{r[c + '_lo']:.3g}, {r[c + '_hi']:.3g}]" for c in cols],
             f"{r['flops_per_image'] / 1e9:.3g}",
-            *[str(r[c]) if c == "decision" else f"{r[c]:.2f}" for c in calls],
+            *[_cell(r, c) for c in calls],
         )
     console.print(t)
+
+
+def _cell(row: dict, column: str) -> str:
+    """A shortlist row's call, chance of being on the front, or domain (``outside`` where extrapolated) as printed."""
+    if column == "decision":
+        return str(row[column])
+    if column == "extrapolated":
+        return "outside" if row[column] is True or row[column] == 1 else ""
+    return f"{row[column]:.2f}"
 
 
 @app.command()
@@ -360,12 +457,13 @@ def calibrate(
         help=(
             "With a network model: a text file of the networks to measure, one per line: SPEC INPUT [PRECISION], e.g. "
             "torchvision.models:resnet18 1x3x224x224 fp32 (default: K networks of carb.families.zoo spread over the "
-            "model's predicted latency)."
+            "model's predicted latency). It imports and runs each network's module."
         ),
     ),
     rounds: int = typer.Option(
         1, "--rounds", min=1, help=("Visits per config, spread over the calibration campaign and pooled.")
     ),
+    oversubscribe: Oversubscribe = False,
 ) -> None:
     """Measure K well-spread configs on a new device and map the source model to it.
 
@@ -374,13 +472,15 @@ def calibrate(
 
     Example: carb calibrate --model models/cpu-1t --device cpu --threads 2 --samples 10 --out models/cpu-2t
     """
-    from carb.families import space
     from carb.netmodel import resolve
-    from carb.transfer.calibrate import check_model_out, choose_samples
+    from carb.transfer.calibrate import check_model_out
 
     source = pick_option(source, source_old, "--model", "--source", required=True)
+    source_name = str(source)
     source = resolve(source)  # a shipped network model may be named (layers-cpu-avx2-1t)
-    check_out_dir(out)
+    check_out_dir(out, need_mb=_need_mb(source))
+    _check_k(source, samples, networks)
+    check_threads(threads, oversubscribe or device != "cpu")
     try:  # before measuring anything: a calibrated model never overwrites a model or its source
         check_model_out(out, source)
     except ValueError as e:
@@ -397,9 +497,46 @@ def calibrate(
 
         method = method or DEFAULT_CALIBRATION_METHOD
         _calibrate_netmodel(
-            source, device, threads, samples, seed, max_time, out, method, networks, rounds, _measure_frame
+            source,
+            device,
+            threads,
+            samples,
+            seed,
+            max_time,
+            out,
+            method,
+            networks,
+            rounds,
+            _measure_frame,
+            source_name=source_name,
         )
         return
+    _calibrate_config_model(
+        source, device, threads, samples, space_name, precision, seed, max_time, out, method, networks, rounds
+    )
+
+
+def _calibrate_config_model(
+    source: Path,
+    device: str,
+    threads: Optional[int],
+    samples: int,
+    space_name: str,
+    precision: Optional[list[str]],
+    seed: int,
+    max_time: float,
+    out: Path,
+    method: Optional[str],
+    networks: Optional[Path],
+    rounds: int,
+) -> None:
+    """``carb calibrate`` of a config model: K configs of the space measured here, a map per target fitted on them."""
+    from dataclasses import replace
+
+    from carb.families import space
+    from carb.measure.fingerprint import here
+    from carb.transfer.calibrate import choose_samples
+
     method = method or "log"
     if method not in ("log", "nnls"):
         fail(f"--method: unknown value {method!r} (expected log or nnls)")
@@ -413,7 +550,15 @@ def calibrate(
     frame = _space_frame(sp, precision)
     _warn_foreign_precisions(device, frame)
     pick = choose_samples(frame, src, samples, seed=seed)
-    meta = {"device": device, "samples": samples, "space": sp.name, "seed": seed, "source": str(source)}
+    meta = {
+        "device": device,
+        "samples": samples,
+        "space": sp.name,
+        "seed": seed,
+        "source": str(source),
+        # where the K were measured: this machine
+        "fingerprint": replace(here(device), threads=threads or 1 if device == "cpu" else None).to_dict(),
+    }
     model = _fit_on_k(src, source, pick, device, threads, max_time, rounds, out, method, meta, _measure_frame)
     _print_maps(model, device)
     console.print(f"wrote {out} (a model directory: use it as --target-model of carb screen, or --model anywhere)")
@@ -504,6 +649,7 @@ def validate(
     max_time: float = typer.Option(2.0, "--max-time", min=0.1, help="Sampling seconds per config."),
     seed: int = typer.Option(0, "--seed", help="Seed of the control sample."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    oversubscribe: Oversubscribe = False,
 ) -> None:
     """Check a screening on hardware (or against a dataset of the whole space): budget accuracy, false accepts/rejects, Pareto recall.
 
@@ -512,6 +658,7 @@ def validate(
     truth = pick_option(truth, truth_old, "--data", "--truth")
     if (device is None) == (truth is None):
         fail("give exactly one of --device or --data")
+    check_threads(threads, oversubscribe or device != "cpu")
     scr = _read_screen(screen_dir, measure_first)
     if truth is not None:
         res = _validate_on_truth(scr, truth, platform)

@@ -10,6 +10,9 @@ Columns of a CARB dataset: ``config_id``, ``device`` (the platform label, e.g.
 datasets lack ``_min``), ``energy_missing_reason``, ``timed_s``, ``wall_s``, ``run_id``,
 ``measured_at``, ``extra`` (JSON telemetry), and the static features of
 :func:`carb.families.features.compute` (recomputed on :func:`load`, so shipped files stay small).
+A network row (``family = net``) carries the features captured when it was measured
+(:data:`carb.families.nets.CAPTURED_COLUMNS`): they are data, kept by :func:`slim` and read,
+never recomputed, so no dataset, file or store runs the code a row names.
 
 Shipped datasets (``carb/data/<name>.parquet`` with a card ``<name>.md`` beside it) are
 real measurements made with CARB's own pipeline; ``help-fbnet`` is public data of HELP
@@ -19,6 +22,7 @@ real measurements made with CARB's own pipeline; ``help-fbnet`` is public data o
 from __future__ import annotations
 
 import json
+import uuid
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -32,6 +36,7 @@ from carb.families.space import PARAMETERS, SpaceError, configs_from_frame
 from carb.measure.base import STATUSES
 
 from ._errors import DatasetError
+from ._fingerprints import fingerprint
 
 __all__ = [
     "from_store",
@@ -43,6 +48,7 @@ __all__ = [
     "check",
     "DatasetError",
     "DatasetInfo",
+    "fingerprint",
     "REQUIRED_COLUMNS",
     "TARGET_COLUMNS",
 ]
@@ -67,7 +73,11 @@ class DatasetInfo:
 
 
 def from_store(store: Store, platform: str | None = None, with_features: bool = True) -> pd.DataFrame:
-    """The store's measurements (of one platform if given) as a dataset DataFrame."""
+    """The store's measurements (of one platform if given) as a dataset DataFrame.
+
+    Network rows keep the features stored when they were measured (with or without ``with_features``); nothing is
+    imported, so a store exports from any directory, failed rows included.
+    """
     df = store.measurements(platform).rename(columns={"platform": "device"})
     if with_features and len(df):
         df = _features_where_valid(df)
@@ -111,8 +121,9 @@ def write(df: pd.DataFrame, out: str | Path) -> Path:
         out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as e:  # a parent is a file, or not writable
         raise DatasetError(f"{out}: cannot create its folder ({e.strerror or e})") from None
-    tmp = out.with_name(out.name + ".tmp")
-    # write then rename, so that an interrupted export never leaves a half file behind
+    # write then rename, so that an interrupted export never leaves a half file behind; the temporary file has a
+    # short name of its own (NAME.tmp would pass the 255 bytes a file name may have where NAME is near them)
+    tmp = out.parent / f".carb-{uuid.uuid4().hex[:12]}.tmp"
     try:
         if out.suffix == ".parquet":
             df.to_parquet(tmp, index=False)
@@ -129,12 +140,14 @@ def write(df: pd.DataFrame, out: str | Path) -> Path:
 def slim(df: pd.DataFrame) -> pd.DataFrame:
     """A dataset in the form in which datasets are shipped.
 
-    That is, without what :func:`load` recomputes (static features) and without the raw latency samples inside
-    ``extra``.
+    That is, without what :func:`load` recomputes (static features; a network row's stored features are kept) and
+    without the raw latency samples inside ``extra``.
     """
     from carb.families.features import FEATURE_COLUMNS
+    from carb.families.nets import CAPTURED_COLUMNS
 
-    out = df.drop(columns=[c for c in FEATURE_COLUMNS if c in df.columns])
+    stored = "family" in df.columns and bool((df["family"] == "net").any())
+    out = df.drop(columns=[c for c in FEATURE_COLUMNS if c in df.columns and not (stored and c in CAPTURED_COLUMNS)])
 
     def strip(x: Any) -> Any:
         if not isinstance(x, str):
@@ -198,7 +211,8 @@ def load(name: str, features: bool = True, *, device: str | None = None) -> pd.D
     """Load a shipped dataset by name (see :func:`list`) or a dataset file by path.
 
     The file is checked (required columns, types, statuses, config ids that match their
-    parameters) and the static features are recomputed when ``features``. ``device``: only
+    parameters) and the static features are recomputed when ``features`` (a network row's are
+    read from the file, as stored when it was measured: no code is imported). ``device``: only
     that device's (platform's) rows, where the dataset can load them alone (``nb201``);
     other datasets ignore it (filter the result).
 
@@ -259,7 +273,7 @@ def read(path: str | Path) -> pd.DataFrame:
         i = int(np.flatnonzero(wrong)[0])
         raise DatasetError(
             f"{path}: row {i}: config_id {df['config_id'].iloc[i]!r} does not match its "
-            f"parameters (expected {ids[i]!r})"
+            f"parameters (expected {str(ids[i])!r})"
         )
     return df
 

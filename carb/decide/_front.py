@@ -108,7 +108,7 @@ def probable_front(
 
     Both come from Monte-Carlo draws of the true costs (log-Student-t per config and target, spread from its
     ``confidence`` interval). Configs that an accepted config dominates even at the ends of both intervals get 0
-    without being drawn.
+    without being drawn; an extrapolated config is never accepted, so it never prunes another this way.
     """
     from scipy.stats import t as student
 
@@ -142,7 +142,9 @@ def probable_front(
         for t in cost
     }
     sig = {t: np.where(np.isfinite(v), v, 5.0) for t, v in sig.items()}
-    fixed = pareto.oriented(k, [o for o in objs if o[0].removesuffix("_per_image") not in cost])
+    fixed_objs = [o for o in objs if o[0].removesuffix("_per_image") not in cost]
+    # every objective may be a predicted target (e.g. latency alone): then no column is fixed
+    fixed = pareto.oriented(k, fixed_objs) if fixed_objs else np.empty((len(k), 0))
     rng = np.random.default_rng(seed)
     batch = k["batch"].to_numpy(float) if "batch" in k.columns else np.ones(len(k))
     feas_count = np.zeros(len(k))

@@ -40,6 +40,17 @@ Shortlist
     degrees of freedom, as heavy-tailed as the measured errors; independent per config),
     and those with a chance of at least ``front_min_prob`` are the shortlist, at most
     ``shortlist_share`` of the candidates (:data:`SHORTLIST_SHARE`).
+Extrapolation
+    A decision never rests on extrapolation. A config whose prediction the target model flags
+    ``extrapolated`` (outside its training domain: a value beyond its training range, an unseen
+    family, block or precision, a precision a calibration never measured) is never accepted,
+    under any risk: it is ``measure``, or ``reject`` where its interval's lower bound is over a
+    budget (with ``risk="decide"``: the reject rule of its ``rule``). So it is never feasible,
+    never on the point front and never a config surely within budget that prunes the probable
+    front; it may be shortlisted, as a config to measure. Stage 1 never prunes a config whose
+    source prediction is extrapolated. A target model of another family of networks or another
+    kind of device than the space (:func:`foreign_reason`) is refused unless
+    ``allow_foreign``; then every config it cannot speak for is extrapolated.
 
 Predictors are objects with ``predict(DataFrame) -> DataFrame`` giving, for each target
 they model, columns ``<target>``, ``<target>_lo``, ``<target>_hi``, and an attribute
@@ -57,8 +68,10 @@ import numpy as np
 import pandas as pd
 
 from carb.decide import pareto
-from carb.decide._calls import DECISIONS, call_counts, decisions_table, measure_set
+from carb.decide._calls import DECISIONS, call_counts, decisions_table, extrapolated, foreign_rows, measure_set
 from carb.decide._calls import calls as _calls
+from carb.decide._calls import device_kind as device_kind
+from carb.decide._calls import foreign_reason as foreign_reason
 from carb.decide._front import FRONT_ROOM as FRONT_ROOM
 from carb.decide._front import PREFILTER_COVERAGE as PREFILTER_COVERAGE
 from carb.decide._front import TAIL_DF, point_shortlist, probable_shortlist, share_cap
@@ -76,6 +89,8 @@ __all__ = [
     "RULES",
     "FRONT_MIN_PROB",
     "SHORTLIST_SHARE",
+    "foreign_reason",
+    "device_kind",
 ]
 
 RISKS = ("safe", "point", "optimistic", "decide")
@@ -276,6 +291,7 @@ class _Settings:
     samples: int
     max_shortlist: int | None
     shortlist_share: float | None
+    device: str | None = None
 
     @property
     def three_way(self) -> bool:
@@ -301,6 +317,8 @@ def screen(
     max_shortlist: int | None = None,
     shortlist_share: float | None = SHORTLIST_SHARE,
     rule: str = "interval",
+    device: str | None = None,
+    allow_foreign: bool = False,
 ) -> ScreenResult:
     """Screen ``candidates`` (a DataFrame of configs: ``config_id`` and the parameters).
 
@@ -334,13 +352,17 @@ def screen(
         z: Stage 1 margin in residual standard deviations of the source-to-target map.
         calibration: configs predicted by both models to fit the Stage 1 map.
         seed: seed of the calibration sample.
+        device: the device the screening is for (``cpu``, ``cuda``, ``h200``): a target model
+            measured on another kind of device is foreign. None: not checked.
+        allow_foreign: screen with a foreign target model (another family or device kind) anyway:
+            every config it cannot speak for is extrapolated (measure or reject, never accept).
 
     Returns:
         The shortlist, the feasible configs, the calls and a summary (:class:`ScreenResult`).
 
     Raises:
-        ValueError: a setting out of range, no candidates, or a budget on a target the
-            target model does not predict.
+        ValueError: a setting out of range, no candidates, a budget on a target the target
+            model does not predict, or a foreign target model without ``allow_foreign``.
     """
     st = _check_settings(
         risk=risk,
@@ -354,15 +376,15 @@ def screen(
         samples=samples,
         max_shortlist=max_shortlist,
         shortlist_share=shortlist_share,
+        device=device,
     )
-    _check_inputs(candidates, target, budgets)
+    _check_inputs(candidates, target, budgets, device, allow_foreign)
     n = len(candidates)
     summary = _summary_head(n, budgets, st)
 
     t0 = time.perf_counter()
     survivors, stage1 = _stage1(candidates, target, source, budgets, st)
-    if stage1 is not None:
-        summary["stage1"] = stage1
+    summary.update({"stage1": stage1} if stage1 is not None else {})
     timings: dict[str, float] = {"stage1_s": time.perf_counter() - t0}
     summary["after_stage1"] = int(len(survivors))
 
@@ -411,6 +433,13 @@ def _decide(
     summary["objectives"] = [f"{d}:{c}" for c, d in objs]
     shortlist, pred = _shortlist(pred, feasible, possible, objs, budgets, st, n, summary)
     measure = decisions = pd.DataFrame()
+    ext = extrapolated(pred)
+    # the configs the target model predicted outside its domain, and how they were called
+    summary["extrapolated"] = {
+        "configs": int(ext.sum()),
+        "of": int(len(pred)),
+        **{d: int((pred["decision"].to_numpy()[ext] == d).sum()) for d in DECISIONS if len(pred)},
+    }
     if st.risk == "decide" and len(pred):
         measure = measure_set(pred, budgets)
         summary.update(call_counts(pred, measure, budgets, n, len(survivors)))
@@ -432,6 +461,7 @@ def _check_settings(
     samples: int,
     max_shortlist: int | None,
     shortlist_share: float | None,
+    device: str | None = None,
 ) -> _Settings:
     """:func:`screen`'s settings, checked (a ValueError names the first one out of range)."""
     if risk not in RISKS:
@@ -464,11 +494,18 @@ def _check_settings(
         samples=int(samples),
         max_shortlist=None if max_shortlist is None else int(max_shortlist),
         shortlist_share=None if shortlist_share is None else float(shortlist_share),
+        device=device,
     )
 
 
-def _check_inputs(candidates: pd.DataFrame, target: Predictor, budgets: Mapping[str, float]) -> None:
-    """Refuse an empty space and a budget on a target the target model does not predict."""
+def _check_inputs(
+    candidates: pd.DataFrame, target: Predictor, budgets: Mapping[str, float], device: str | None, allow_foreign: bool
+) -> None:
+    """Refuse an empty space, a budget on a target the target model does not predict, and a foreign target model.
+
+    A foreign model (another family of networks or kind of device, :func:`foreign_reason`) passes with
+    ``allow_foreign``.
+    """
     if candidates.empty:
         raise ValueError("no candidates to screen")
     missing = [t for t in budgets if t not in target.targets_]
@@ -476,6 +513,12 @@ def _check_inputs(candidates: pd.DataFrame, target: Predictor, budgets: Mapping[
         raise ValueError(
             f"budget on {missing[0]}, which the target model does not predict "
             f"(it predicts {', '.join(target.targets_)})"
+        )
+    why = foreign_reason(candidates, target, device)
+    if why and not allow_foreign:
+        raise ValueError(
+            f"{why}: its predictions there are extrapolations; pass allow_foreign=True to screen anyway "
+            "(those configs are then measure or reject, never accept)"
         )
 
 
@@ -503,6 +546,8 @@ def _stage1(
         maps[t] = m
         mapped = m["intercept"] + m["slope"] * np.log(src_all[t].to_numpy(float))
         keep &= mapped <= np.log(budgets[t]) + st.z * m["sigma"] + m.get("interval_margin", 0.0)
+    # a prune is a reject: never on an extrapolated source prediction
+    keep |= extrapolated(src_all)
     return candidates[keep], {"z": st.z, "maps": maps, "targets": shared}
 
 
@@ -544,6 +589,7 @@ def _stage2(
         ],
         axis=1,
     )
+    pred["extrapolated"] = extrapolated(pred) | foreign_rows(pred, target, st.device)
     call, ok, possible = _budget_calls(pred, budgets, st)
     pred = _with_derived(pred.assign(decision=call))
     if "flops_per_image" not in pred.columns:
@@ -559,7 +605,9 @@ def _budget_calls(
     """Return each config's call, whether it is feasible, and whether it may be within budget.
 
     Those that may be within budget are the probable front's candidates (``None`` when it does not apply). With
-    three-way calls it adds ``p_within`` to ``pred``: the chance every budget is met (targets independent).
+    three-way calls it adds ``p_within`` to ``pred``: the chance every budget is met (targets independent). A
+    two-way risk calls an extrapolated config as the three-way rule does on its interval: ``measure``, or ``reject``
+    where its lower bound is over a budget.
     """
     possible = None
     if st.risk == "decide":
@@ -571,9 +619,12 @@ def _budget_calls(
     ok = np.ones(len(pred), dtype=bool)
     for t, b in budgets.items():
         ok &= pred[f"{t}{col}"].to_numpy(float) <= b
+    three = _calls(pred, budgets)
+    ext = extrapolated(pred)
+    ok &= ~ext
     if st.front == "probable":
-        possible = _calls(pred, budgets) != "reject"
-    return np.where(ok, "accept", "reject"), ok, possible
+        possible = three != "reject"
+    return np.where(ext, three, np.where(ok, "accept", "reject")), ok, possible
 
 
 def _objectives(objectives: Sequence[tuple[str, str]] | None, target: Predictor) -> list[tuple[str, str]]:

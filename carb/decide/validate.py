@@ -8,8 +8,11 @@ Budget classification counts a config *accepted* when the screening kept it as f
 the budgets:
 
 * ``accuracy``: share of configs where the two agree;
-* ``false_accept_rate``: share of the truly infeasible configs that were accepted
-  (a budget broken on the device: the costly mistake);
+* ``false_accept_rate``: share of the truly infeasible (over-budget) configs that were
+  accepted (a budget broken on the device: the costly mistake), out of ``over_budget``;
+* ``false_discovery_rate``: share of the accepted configs that are over budget (how far
+  a user can trust an accept); it differs from the former wherever accepts are few or the
+  over-budget configs many, so both are reported (:func:`false_accept_line`);
 * ``false_reject_rate``: share of the truly feasible configs that were rejected
   (a good config never profiled).
 
@@ -32,6 +35,7 @@ from carb.decide import pareto
 __all__ = [
     "budget_metrics",
     "decision_metrics",
+    "false_accept_line",
     "truly_feasible",
     "validate_against_truth",
     "with_per_image",
@@ -56,7 +60,14 @@ def truly_feasible(measured: pd.DataFrame, budgets: Mapping[str, float]) -> np.n
 
 
 def budget_metrics(accepted: np.ndarray, feasible: np.ndarray) -> dict[str, float]:
-    """Accuracy, false-accept and false-reject rates of accept decisions vs the truth."""
+    """Accuracy, false-accept and false-reject rates of accept decisions vs the truth.
+
+    Counts: ``n``, ``accepted``, ``truly_feasible``, ``over_budget`` (truly infeasible),
+    ``false_accepts`` (accepted and over budget), ``false_rejects``. Shares (0 where their
+    denominator is empty): ``accuracy``, ``false_accept_rate`` (false accepts over
+    ``over_budget``), ``false_discovery_rate`` (false accepts over ``accepted``),
+    ``false_reject_rate`` (false rejects over ``truly_feasible``).
+    """
     accepted, feasible = np.asarray(accepted, bool), np.asarray(feasible, bool)
     n = len(accepted)
     tp = int(np.sum(accepted & feasible))
@@ -67,12 +78,32 @@ def budget_metrics(accepted: np.ndarray, feasible: np.ndarray) -> dict[str, floa
         "n": n,
         "accepted": tp + fp,
         "truly_feasible": tp + fn,
+        "over_budget": fp + tn,
         "accuracy": (tp + tn) / n if n else float("nan"),
         "false_accept_rate": fp / (fp + tn) if fp + tn else 0.0,
+        "false_discovery_rate": fp / (tp + fp) if tp + fp else 0.0,
         "false_reject_rate": fn / (fn + tp) if fn + tp else 0.0,
         "false_accepts": fp,
         "false_rejects": fn,
     }
+
+
+def false_accept_line(m: Mapping[str, Any]) -> str:
+    """Say the false accepts both ways, from :func:`budget_metrics` (or :func:`decision_metrics`).
+
+    E.g. ``"false accepts: 2 of 40 over-budget configs accepted (5.0%); 2 of 150 accepted
+    are over budget (1.3%)"``.
+    """
+    fa, over, acc = int(m["false_accepts"]), int(m["over_budget"]), int(m["accepted"])
+    first = (
+        f"{fa} of {over:,} over-budget configs accepted ({100 * m['false_accept_rate']:.1f}%)"
+        if over
+        else "no config over budget"
+    )
+    second = (
+        f"{fa} of {acc:,} accepted are over budget ({100 * m['false_discovery_rate']:.1f}%)" if acc else "none accepted"
+    )
+    return f"false accepts: {first}; {second}"
 
 
 def decision_metrics(calls: Sequence[str] | np.ndarray, feasible: np.ndarray) -> dict[str, float]:

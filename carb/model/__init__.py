@@ -11,11 +11,13 @@ on one device, with prediction intervals.
 
 from ._bundle import SCHEMA_VERSION, BundleError, load, save
 from ._estimator import CARB, CASCADE_ORDER, TARGETS, UNITS, TargetModel, training_hash
-from ._presets import PRESETS
+from ._presets import AUTO, PRESETS, auto_preset
 
 __all__ = [
     "CARB",
     "PRESETS",
+    "AUTO",
+    "auto_preset",
     "TARGETS",
     "UNITS",
     "CASCADE_ORDER",

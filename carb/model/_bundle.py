@@ -2,10 +2,11 @@
 
 Layout::
 
-    DIR/manifest.json            schema version, carb version, preset and settings, input
-                                 columns, targets trained, training-data hash, cross-validated
-                                 metrics (and holdout metrics when given), the structure of
-                                 every target's model, and the SHA-256 of every file
+    DIR/manifest.json            schema version, carb version, the preset fitted (the one
+                                 ``"auto"`` picked) and the settings, input columns, targets
+                                 trained, training-data hash, cross-validated metrics (and
+                                 holdout metrics when given), the structure of every
+                                 target's model, and the SHA-256 of every file
     DIR/<target>.<learner>.ubj   XGBoost boosters (UBJSON)
     DIR/<target>.<learner>.txt   LightGBM boosters (LightGBM model text)
     DIR/<target>.<learner>.npz   ExtraTrees as node arrays (numpy, no pickled objects)
@@ -137,7 +138,8 @@ def save(
             "carb_version": __version__,
             "versions": _versions(),
             "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-            "preset": model.preset,
+            # the recipe fitted: "auto" resolved (``params`` keeps the setting as given)
+            "preset": getattr(model, "preset_", model.preset),
             # the prior is a model, not a setting: it is the "prior" entry below
             "params": {**model.get_params(deep=False), "prior": None},
             "spec": spec,
@@ -374,6 +376,7 @@ def load(directory: str | Path, n_jobs: int = 1):
     except Exception as e:  # xgboost / lightgbm parse errors have their own classes
         why = " ".join(str(e).split())[:200]
         raise BundleError(f"{d}: unreadable model file ({type(e).__name__}: {why})") from None
+    model.preset_ = str(man.get("preset") or model.preset)
     model.spec_ = spec
     model.input_columns_ = cols
     model.prior = model.prior_ = prior

@@ -1,4 +1,12 @@
-"""The training domain: the input ranges and categories a prediction may be trusted on."""
+"""The training domain: the input ranges and categories a prediction may be trusted on.
+
+A prediction outside it keeps its point value; its interval widens to what was measured
+about such a step on our own datasets (:data:`STEPS_FILE`, written by
+``benchmarks/bench_machine_kind.py config-steps``): beyond the training range of a value
+(a fit on part of a dataset's range, scored on the rest), or in a precision the data never
+held (a fit on fp32 scored on bf16). A family or block the data never held has no measured
+step: its interval is unbounded.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +15,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["DOMAIN_CATEGORIES", "training_domain", "outside_domain"]
+__all__ = ["DOMAIN_CATEGORIES", "STEPS_FILE", "training_domain", "outside_domain", "outside_kinds", "widen"]
+
+#: The measured steps beyond a config model's domain (under ``carb/data``).
+STEPS_FILE = "domain_steps.json"
 
 
 #: categorical columns whose unseen values make a row extrapolated (their integer codes can
@@ -41,3 +52,60 @@ def outside_domain(domain: dict[str, Any], part: pd.DataFrame, Xb: np.ndarray, c
         if c in part.columns:
             out |= (part[c].notna() & ~part[c].astype(str).isin(seen)).to_numpy()
     return out
+
+
+def outside_kinds(domain: dict[str, Any], part: pd.DataFrame, Xb: np.ndarray, cols: list[str]) -> np.ndarray:
+    """Per row, how it lies outside the domain (bits, 0: inside).
+
+    1: a value beyond its training range; 2: a precision never seen; 4: another category
+    never seen (family or block).
+    """
+    out = np.zeros(len(part), dtype=np.int8)
+    for j, c in enumerate(cols):
+        lo_hi = domain["ranges"].get(c)
+        if lo_hi is None:
+            continue
+        lo, hi = lo_hi
+        slack = 1e-3 * max(abs(lo), abs(hi), 1e-12)
+        with np.errstate(invalid="ignore"):
+            out |= (((Xb[:, j] < lo - slack) | (Xb[:, j] > hi + slack)) * 1).astype(np.int8)
+    for c, seen in domain["categories"].items():
+        if c in part.columns:
+            unseen = (part[c].notna() & ~part[c].astype(str).isin(seen)).to_numpy()
+            out |= (unseen * (2 if c == "precision" else 4)).astype(np.int8)
+    return out
+
+
+def _steps() -> dict[str, Any]:
+    import json
+    from importlib import resources
+
+    try:
+        doc = json.loads((resources.files("carb") / "data" / STEPS_FILE).read_text())
+    except (OSError, ValueError):  # pragma: no cover - the package ships it
+        return {}
+    return doc.get("config", {}) if isinstance(doc, dict) else {}
+
+
+def widen(hw: np.ndarray, kinds: np.ndarray, target: str) -> np.ndarray:
+    """Half-widths (log) of the rows outside the domain, widened to the measured step of their kind.
+
+    ``kinds``: :func:`outside_kinds` per row.
+
+    Steps that apply together add in quadrature; a row of an unseen family or block, or a
+    step with no measurement for ``target``, gets an infinite half-width.
+    """
+    if not kinds.any():
+        return hw
+    steps = _steps()
+
+    def q(kind: str) -> float:
+        try:
+            return float(steps[kind][target]["q90_abs_log"])
+        except (KeyError, TypeError, ValueError):
+            return np.inf
+
+    # np.where, not a product: a step with no measurement is inf, and 0 * inf is NaN
+    s = np.sqrt(np.where((kinds & 1) > 0, q("range") ** 2, 0.0) + np.where((kinds & 2) > 0, q("precision") ** 2, 0.0))
+    s = np.where((kinds & 4) > 0, np.inf, s)
+    return np.where(kinds > 0, np.maximum(hw, s), hw)

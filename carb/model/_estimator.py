@@ -16,10 +16,10 @@ from carb.families.space import Config, Space
 from . import _conformal
 from ._conformal import ConformalScale, aux_inputs
 from ._domain import DOMAIN_CATEGORIES as DOMAIN_CATEGORIES  # re-exported with the domain
-from ._domain import outside_domain, training_domain
+from ._domain import outside_kinds, training_domain, widen
 from ._inputs import FAMILY_COLUMNS, arch_keys, config_frame, matrix, with_features
 from ._learners import Learner, fit_learner
-from ._presets import resolve
+from ._presets import AUTO, auto_preset, resolve
 from ._prior import _prior_inputs, _resolve_prior
 from ._target_model import CASCADE_ORDER, TARGETS, UNITS, TargetModel, _forward, _inverse, member_std
 
@@ -145,7 +145,8 @@ class CARB(RegressorMixin, BaseEstimator):
         (500 trees, 31 leaves) on the paper features, ``log1p`` targets.
 
     Args:
-        preset: name of the recipe.
+        preset: name of the recipe; ``"auto"``: the data's family preset where one exists
+            (NAS-Bench-201 cells: ``nb201``), else ``default``.
         coverage: nominal coverage of the prediction intervals, in (0, 1).
         n_folds: folds of the internal cross-validation (>= 2).
         learner_params: settings merged into the preset's learners, e.g.
@@ -159,6 +160,7 @@ class CARB(RegressorMixin, BaseEstimator):
             target reads as inputs; None: none.
 
     Attributes (after ``fit``):
+        preset_: the preset fitted (``preset``, or the one ``"auto"`` picked).
         targets_: trained targets, in cascade order.
         missing_targets_: targets not trained (no or too few labels).
         models_: :class:`TargetModel` per trained target.
@@ -211,7 +213,8 @@ class CARB(RegressorMixin, BaseEstimator):
             ValueError: bad settings, no target to train, rows of several devices, or an
                 invalid config row.
         """
-        spec = resolve(self.preset, self.learner_params)
+        preset = auto_preset(X)[0] if self.preset == AUTO else self.preset
+        spec = resolve(preset, self.learner_params)
         if not 0 < float(self.coverage) < 1:
             raise ValueError(f"coverage: {self.coverage!r} must be in (0, 1)")
         if int(self.n_folds) < 2:
@@ -242,6 +245,7 @@ class CARB(RegressorMixin, BaseEstimator):
                 spec, t, before, data, _forward(spec["transform"], labels[t]), valid[t], upstream_pred
             )
 
+        self.preset_ = preset
         self.spec_ = spec
         self.input_columns_ = cols
         self.prior_ = prior
@@ -496,7 +500,7 @@ class CARB(RegressorMixin, BaseEstimator):
         logs = {t: np.empty(n) for t in self.targets_}
         spreads = {t: np.empty(n) for t in self.targets_ if self.models_[t].reads_spread}
         domain = getattr(self, "domain_", None)
-        outside = np.zeros(n, dtype=bool)
+        outside = np.zeros(n, dtype=np.int8)  # how each row lies outside the domain (outside_kinds)
         # in chunks: the input matrix of a chunk stays in cache and memory stays bounded
         for s in range(0, n, PREDICT_CHUNK):
             part = df.iloc[s : s + PREDICT_CHUNK]
@@ -517,7 +521,7 @@ class CARB(RegressorMixin, BaseEstimator):
                 Xb, xcols = np.column_stack([Xb, pX]), xcols + pcols
             batch = part["batch"].to_numpy(dtype=np.float64)
             if domain is not None:
-                outside[s : s + len(part)] = outside_domain(domain, part, Xb, xcols)
+                outside[s : s + len(part)] = outside_kinds(domain, part, Xb, xcols)
             for t in self.targets_:
                 m = self.models_[t]
                 Z = np.column_stack([Xb, *[logs[u][s : s + len(part)] for u in m.upstream]]) if m.upstream else Xb
@@ -529,7 +533,7 @@ class CARB(RegressorMixin, BaseEstimator):
             if t in logs:
                 m = self.models_[t]
                 out[t] = _inverse(m.transform, logs[t])
-                hw = m.halfwidths(df, logs[t], cov, float(self.coverage), spread=spreads.get(t))
+                hw = widen(m.halfwidths(df, logs[t], cov, float(self.coverage), spread=spreads.get(t)), outside, t)
                 out[f"{t}_lo"] = _inverse(m.transform, logs[t] - hw)
                 out[f"{t}_hi"] = _inverse(m.transform, logs[t] + hw)
                 if budgets and t in budgets:
@@ -539,12 +543,13 @@ class CARB(RegressorMixin, BaseEstimator):
             else:
                 out[t] = out[f"{t}_lo"] = out[f"{t}_hi"] = np.nan
         if domain is not None:
-            out["extrapolated"] = outside
+            out["extrapolated"] = outside > 0
             if outside.any():
                 warnings.warn(
-                    f"CARB: {int(outside.sum()):,} of {n:,} rows lie outside the training domain (a value "
+                    f"CARB: {int((outside > 0).sum()):,} of {n:,} rows lie outside the training domain (a value "
                     "beyond the training range, or a precision/family/block never seen): their "
-                    "predictions are extrapolated (column 'extrapolated')",
+                    "predictions are extrapolated (column 'extrapolated'), their intervals widened by the "
+                    "measured step (unbounded for a family or block never seen)",
                     UserWarning,
                     stacklevel=2,
                 )

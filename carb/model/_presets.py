@@ -26,7 +26,10 @@ from typing import Any
 
 from carb.families.nb201 import EDGE_COLUMNS as _NB201_EDGES
 
-__all__ = ["PRESETS", "resolve"]
+__all__ = ["PRESETS", "AUTO", "FAMILY_PRESETS", "auto_preset", "resolve"]
+
+#: the preset name that picks one from the data (:func:`auto_preset`)
+AUTO = "auto"
 
 _PAPER_XGB = {
     "n_estimators": 800,
@@ -221,6 +224,41 @@ PRESETS: dict[str, dict[str, Any]] = {
         "monotone": False,
     },
 }
+
+
+#: family -> (the preset tuned for its configs, what its rows are, in words); a family absent
+#: here is fitted with ``default``. ``nb201-cb`` is closer on NAS-Bench-201 but fits 6x slower
+#: and needs CatBoost, so ``nb201`` is the one picked.
+FAMILY_PRESETS: dict[str, tuple[str, str]] = {"nb201": ("nb201", "NAS-Bench-201 cells")}
+
+
+def auto_preset(data: Any) -> tuple[str, str]:
+    """Pick the preset for a dataset: its family's preset where one exists, else ``default``.
+
+    Args:
+        data: the rows to fit (a DataFrame); their ``family`` column decides. Rows of one
+            family that has an entry in :data:`FAMILY_PRESETS` get that preset; rows of
+            several families, or of a family without one, get ``default``.
+
+    Returns:
+        The preset name and why, in words (``"the data are NAS-Bench-201 cells"``).
+    """
+    families = (
+        sorted({str(f) for f in data["family"].dropna().unique()})
+        if hasattr(data, "columns") and "family" in data.columns
+        else []
+    )
+    if len(families) == 1 and families[0] in FAMILY_PRESETS:
+        name, what = FAMILY_PRESETS[families[0]]
+        return name, f"the data are {what}"
+    tuned = ", ".join(f"{p} for {w}" for p, w in FAMILY_PRESETS.values())
+    if len(families) > 1:
+        why = f"the data mix {len(families)} families ({', '.join(families)})"
+    elif families:
+        why = f"no preset is tuned for {families[0]} configs"
+    else:
+        why = "the data name no family"
+    return "default", f"{why} (family presets: {tuned})"
 
 
 def resolve(preset: str, learner_params: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:

@@ -32,8 +32,11 @@ of predictions within ±10% of the measurement), ``spearman`` (rank correlation)
 ``coverage`` (share of measurements inside the prediction interval) and ``mean_width``
 (mean interval width, target units) with ``median_rel_width`` (median of width /
 measurement); and at a budget (default: the test set's median) for the question "is this
-config within budget?": ``budget_accuracy`` (share answered right) and
-``false_accept_rate`` (share of the configs truly over budget that the model accepts).
+config within budget?": ``budget_accuracy`` (share answered right), and the false accepts
+both ways: ``false_accept_rate`` (share of the configs truly over budget that the model
+accepts; NaN when none is over) and ``false_discovery_rate`` (share of the configs the model
+accepts that are truly over budget: how far an accept can be trusted; NaN when none is
+accepted). The two differ wherever accepts are few or the configs over budget many.
 """
 
 from __future__ import annotations
@@ -64,6 +67,7 @@ METRICS: tuple[str, ...] = (
     "budget",
     "budget_accuracy",
     "false_accept_rate",
+    "false_discovery_rate",
     "n",
 )
 
@@ -177,6 +181,7 @@ def metrics(
     out["budget_accuracy"] = float(np.mean(within == accepted))
     over = ~within
     out["false_accept_rate"] = float(np.mean(accepted[over])) if over.any() else float("nan")
+    out["false_discovery_rate"] = float(np.mean(over[accepted])) if accepted.any() else float("nan")
     return {m: out[m] for m in METRICS}
 
 

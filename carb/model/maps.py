@@ -5,6 +5,8 @@
 - :class:`LogMap` / :func:`fit_log_map`: one source prediction mapped in log space, the map
   chosen by exact leave-one-out error among the identity, a factor, a line and a line with
   a batch term (and, when offered, the additive ``y = s + c`` of :func:`fit_additive`).
+- :class:`Reach` / :func:`measure_reach`: the range of the K a map was fitted on, and how fast
+  its error grows beyond it, measured by refitting it without the K's ends.
 
 Costs are positive and additive (latency in ms, energy in J, memory in MB); every map
 works in the target's own units.
@@ -14,11 +16,24 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from scipy.optimize import nnls
 
-__all__ = ["MIN_K_BATCH_TERM", "LogMap", "fit_additive", "fit_log_map", "nnls_map", "single_map"]
+from ._conformal import conformal_quantile
+
+__all__ = [
+    "INSIDE",
+    "MIN_K_BATCH_TERM",
+    "LogMap",
+    "Reach",
+    "fit_additive",
+    "fit_log_map",
+    "measure_reach",
+    "nnls_map",
+    "single_map",
+]
 
 
 def nnls_map(F: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float]:
@@ -273,4 +288,122 @@ def fit_log_map(
         loo=[float(v) for v in loo],
         s_range=(float(np.exp(log_s.min())), float(np.exp(log_s.max()))),
         add=add,
+    )
+
+
+@dataclass
+class Reach:
+    """The range one target's map was measured over, and how fast its error grows beyond it.
+
+    A config beyond the K (its source prediction below the smallest or above the largest of
+    theirs, or its batch outside theirs) is predicted by extrapolating the map: it is
+    flagged ``extrapolated`` and its interval's half-width (log) grows by ``rate`` per unit
+    of log distance beyond the range (:meth:`beyond`). ``rate`` is measured on the K
+    themselves (:func:`measure_reach`): the map refitted without its lowest, highest,
+    smallest-batch or largest-batch points, the error of its predictions of those points
+    beyond the in-range interval, per unit of their distance, at the intervals' coverage.
+    """
+
+    #: least and greatest source prediction of the K (target units, e.g. ms)
+    s_range: tuple[float, float]
+    #: least and greatest batch of the K (images per forward)
+    batch_range: tuple[float, float]
+    #: log half-width added per unit of log distance beyond the range; ``None``: too few K to measure it
+    rate: float | None
+    #: leave-out extrapolation errors ``rate`` was read from
+    n: int = 0
+
+    def beyond(self, s: np.ndarray, batch: np.ndarray) -> np.ndarray:
+        """Return each row's log distance beyond the K's range: of its source prediction plus its batch (0 inside)."""
+        return _distance(
+            np.log(np.maximum(np.asarray(s, float), 1e-12)),
+            np.log(np.asarray(batch, float)),
+            np.log(self.s_range),
+            np.log(self.batch_range),
+        )
+
+    def to_dict(self) -> dict:
+        """The reach as JSON-ready fields (what :meth:`from_dict` reads back)."""
+        return {"s_range": list(self.s_range), "batch_range": list(self.batch_range), "rate": self.rate, "n": self.n}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Reach":
+        """Read a reach from :meth:`to_dict`'s fields."""
+        return cls(
+            s_range=(float(d["s_range"][0]), float(d["s_range"][1])),
+            batch_range=(float(d["batch_range"][0]), float(d["batch_range"][1])),
+            rate=None if d.get("rate") is None else float(d["rate"]),
+            n=int(d.get("n", 0)),
+        )
+
+
+#: log distance below which a config counts as inside the K's range (floating-point ties)
+INSIDE = 1e-9
+
+
+def _distance(ls: np.ndarray, lb: np.ndarray, s_lim: Any, b_lim: Any) -> np.ndarray:
+    """Return the log distance of ``(log s, log batch)`` beyond the limits ``(lo, hi)`` of each, summed."""
+    return (
+        np.maximum(s_lim[0] - ls, 0.0)
+        + np.maximum(ls - s_lim[1], 0.0)
+        + np.maximum(b_lim[0] - lb, 0.0)
+        + np.maximum(lb - b_lim[1], 0.0)
+    )
+
+
+def _leave_out_sets(ls: np.ndarray, lb: np.ndarray) -> list[np.ndarray]:
+    """Return the K's subsets to leave out when measuring extrapolation: their ends in source prediction and batch.
+
+    The ``m`` lowest and ``m`` highest source predictions, and the ``m`` smallest and
+    largest batch levels, for every ``m`` that keeps at least two thirds of the K (and 2) to
+    fit on; each as a boolean mask, no mask twice.
+    """
+    n = len(ls)
+    keep = max(math.ceil(2 * n / 3), 2)
+    order = np.argsort(ls, kind="stable")
+    levels = np.unique(lb)
+    sets: dict[bytes, np.ndarray] = {}
+    for m in range(1, n - keep + 1):
+        for idx in (order[:m], order[-m:]):
+            mask = np.zeros(n, bool)
+            mask[idx] = True
+            sets.setdefault(mask.tobytes(), mask)
+    for j in range(1, len(levels)):
+        for mask in (lb <= levels[j - 1], lb >= levels[-j]):
+            if mask.sum() <= n - keep:
+                sets.setdefault(mask.tobytes(), mask)
+    return list(sets.values())
+
+
+def measure_reach(
+    refit: Any, s: np.ndarray, y: np.ndarray, batch: np.ndarray, hw_in: np.ndarray, coverage: float
+) -> Reach:
+    """Measure how a target's map errs beyond the K it was fitted on.
+
+    For each subset of :func:`_leave_out_sets`, the map is refitted on the other K points
+    (``refit(rest, out)`` returns its predictions of the left-out points, target units) and
+    each left-out point beyond the rest's range scores its error in excess of the in-range
+    half-width ``hw_in`` (log) per unit of its log distance beyond. ``rate`` is the
+    split-conformal quantile of the scores at ``coverage`` (their largest when there are too
+    few for it).
+    """
+    ls, lb, ly = np.log(s), np.log(batch), np.log(y)
+    scores: list[float] = []
+    for out in _leave_out_sets(ls, lb):
+        rest = ~out
+        d = _distance(ls[out], lb[out], (ls[rest].min(), ls[rest].max()), (lb[rest].min(), lb[rest].max()))
+        far = d > INSIDE
+        if not far.any():
+            continue
+        r = np.abs(ly[out] - np.log(np.maximum(np.asarray(refit(rest, out), float), 1e-12)))
+        scores.extend((np.maximum(r - hw_in[out], 0.0)[far] / d[far]).tolist())
+    rate = None
+    if scores:
+        q = conformal_quantile(np.sort(scores), coverage)
+        rate = float(q) if np.isfinite(q) else float(max(scores))
+    return Reach(
+        s_range=(float(s.min()), float(s.max())),
+        batch_range=(float(batch.min()), float(batch.max())),
+        rate=rate,
+        n=len(scores),
     )

@@ -4,7 +4,9 @@ By default one device factor per target, or none where it does not predict the K
 left out (``factor``); :func:`carb.model.maps.fit_log_map`'s full log-space map per target
 (``log``: also a slope and a batch term); or the network terms refitted on the K
 (``refit``). The K are chosen spread over the predicted latency and the input sizes
-(:func:`choose_networks`). Leave-one-out intervals at the finite-sample conformal level.
+(:func:`choose_networks`). A map's interval pools its leave-one-out residuals on the K with
+the model's own in-domain error (:func:`carb.netmodel.network.calibrated_q`); a refit's is the
+finite-sample conformal level of its leave-one-out residuals.
 """
 
 from __future__ import annotations

@@ -18,6 +18,8 @@ import numpy as np
 import pandas as pd
 
 from carb.graph import CaptureError, LayerTable, build_meta, capture
+from carb.measure.fingerprint import Fingerprint, here
+from carb.netmodel.domain import fingerprint_of, standing
 from carb.netmodel.network import NetModel, _network_rows, load
 
 
@@ -36,6 +38,13 @@ class Prediction:
         unknown_ops: operator kinds priced by the generic fallback.
         precision, precision_measured: the network's precision, and whether the model's
             layers were measured in it (``None``: not recorded by the model).
+        machine: the machine the model's measurements were taken on, by what it is.
+        machine_line: one line saying this machine is another kind than the model's, with
+            the command that fits it here (``None``: the same kind).
+        extrapolated, outside: whether the network lies outside the model's domain (another
+            machine kind, beyond its fitted range, an unmeasured precision) and why; its
+            intervals are then widened by the measured size of such a step
+            (:mod:`carb.netmodel.domain`); an upper bound may be infinite.
         layers: the per-layer table with ``latency_ms`` (predicted, ms) and ``share``, the
             most expensive first.
         flops, params: of the whole forward / module. Units: FLOP, count.
@@ -61,6 +70,14 @@ class Prediction:
     #: model does not record its layers' precisions)
     precision: str = ""
     precision_measured: bool | None = None
+    #: the machine the model's measurements were taken on, by what it is; the one line that
+    #: says this machine is another kind (``None``: the same kind); whether the network lies
+    #: outside the model's domain (machine kind, fitted range, measured precisions), why,
+    #: and so whether its intervals were widened by the measured steps (:mod:`carb.netmodel.domain`)
+    machine: str = ""
+    machine_line: str | None = None
+    extrapolated: bool = False
+    outside: list[str] = field(default_factory=list)
     # the captured table, per-layer ms and known flags the breakdown is made of, on first
     # use of ``layers`` (sorting and copying the table is most of the per-network predict
     # time, and a sweep over many networks seldom reads it)
@@ -113,9 +130,13 @@ class Prediction:
                 "precision_measured": self.precision_measured,
             },
             "device": self.device,
+            "machine": self.machine,
+            "machine_line": self.machine_line,
+            "extrapolated": self.extrapolated,
+            "outside": list(self.outside),
             "interval": self.interval,
-            "latency_ms": {"value": self.latency_ms, "lo": self.latency_ms_lo, "hi": self.latency_ms_hi},
-            "memory_mb": {"value": self.memory_mb, "lo": self.memory_mb_lo, "hi": self.memory_mb_hi},
+            "latency_ms": {"value": self.latency_ms, "lo": self.latency_ms_lo, "hi": _finite(self.latency_ms_hi)},
+            "memory_mb": {"value": self.memory_mb, "lo": self.memory_mb_lo, "hi": _finite(self.memory_mb_hi)},
             "energy_j": self.energy_j,
             "energy_missing_reason": self.energy_missing_reason,
             "flops": self.flops,
@@ -125,6 +146,11 @@ class Prediction:
         }
 
 
+def _finite(x: float) -> float | None:
+    """``x``, or ``None`` for an unbounded value (JSON has no infinity)."""
+    return x if np.isfinite(x) else None
+
+
 def predict_module(
     module: Any,
     example_input: Any,
@@ -132,17 +158,24 @@ def predict_module(
     *,
     precision: str | None = None,
     fold_bn: bool = False,
+    machine: Fingerprint | None = None,
 ) -> Prediction:
     """Predict latency and peak memory of ``module`` on the device of ``model``.
 
     With intervals, the per-layer breakdown and the coverage of the model.
 
     Args:
-        module: any ``torch.nn.Module`` (captured on the meta device; not modified).
-        example_input: a tensor, a tuple of tensors, or a shape such as ``(1, 3, 224, 224)``.
+        module: any ``torch.nn.Module`` (captured on the meta device; not modified), or the
+            path of an ``.onnx`` file (read by :func:`carb.graph.capture_onnx`, its graph priced
+            as it is, BN folded or not).
+        example_input: a tensor, a tuple of tensors, or a shape such as ``(1, 3, 224, 224)``
+            (for an ONNX file: its input's shape, ``None`` where the file fixes it).
         model: the device's network model (a :class:`NetModel`, its directory or a shipped name).
         precision: ``fp32``, ``fp16``, ``bf16``; ``None``: the input's dtype.
         fold_bn: fold each BN that directly follows a convolution into it (:func:`carb.graph.capture`).
+        machine: the machine the prediction is for; ``None``: this one
+            (:func:`carb.measure.fingerprint.here`). On another kind than the model's the
+            interval widens by the measured step and ``machine_line`` says so.
 
     Returns:
         The :class:`Prediction`.
@@ -153,27 +186,37 @@ def predict_module(
 
     """
     nm = model if isinstance(model, NetModel) else load(model)
-    table = capture(module, example_input, precision, fold_bn=fold_bn)
-    return predict_table(table, nm)
+    if isinstance(module, (str, Path)) and str(module).lower().endswith(".onnx"):
+        from carb.graph import capture_onnx
+
+        table = capture_onnx(module, example_input, precision)
+    else:
+        table = capture(module, example_input, precision, fold_bn=fold_bn)
+    return predict_table(table, nm, machine)
 
 
-def predict_table(table: LayerTable, nm: NetModel) -> Prediction:
+def predict_table(table: LayerTable, nm: NetModel, machine: Fingerprint | None = None) -> Prediction:
     """:func:`predict_module` on an already captured network."""
-    return predict_tables([table], nm)[0]
+    return predict_tables([table], nm, machine)[0]
 
 
-def predict_tables(tables: Sequence[LayerTable], nm: NetModel) -> list[Prediction]:
+def predict_tables(tables: Sequence[LayerTable], nm: NetModel, machine: Fingerprint | None = None) -> list[Prediction]:
     """:func:`predict_table` over many captured networks at once; the same figures as predicting each alone.
 
     One layer-model call over all their layers and one network-model call over all
     networks (per network, the fixed cost of those calls is most of the prediction time).
+    ``machine``: as in :func:`predict_module`.
     """
     if not tables:
         return []
     rows, t_all, known_all, L = _network_rows(tables, nm.layer)
     ends = np.cumsum([len(t.layers) for t in tables])
     starts = ends - np.array([len(t.layers) for t in tables])
-    pred = nm.predict_rows(rows)
+    machine = machine if machine is not None else here(_device_kind(nm))
+    pred, where = standing(nm, rows, nm.predict_rows(rows), [t.precision for t in tables], machine)
+    model_fp = fingerprint_of(nm)
+    described = model_fp.describe() if model_fp is not None else "a machine the model does not record"
+    line = where.machine.line(_fix_command(nm))
     cols = {c: pred[c].to_numpy(np.float64) for c in pred.columns}
     kind_all = L["kind"].to_numpy() if len(L) else np.zeros(0, object)
     share_f, share_l = rows["flops_known_share"].to_numpy(), rows["layers_known_share"].to_numpy()
@@ -199,10 +242,27 @@ def predict_tables(tables: Sequence[LayerTable], nm: NetModel) -> list[Predictio
                 device=nm.device,
                 precision=table.precision,
                 precision_measured=None if nm.layer.precisions is None else table.precision in nm.layer.precisions,
+                machine=described,
+                machine_line=line,
+                extrapolated=bool(where.outside[i]),
+                outside=list(where.outside[i]),
                 _source=(table.layers, t, known),
             )
         )
     return out
+
+
+def _device_kind(nm: NetModel) -> str:
+    """``cuda`` for a GPU model, else ``cpu`` (from its fingerprint, else its device label)."""
+    fp = fingerprint_of(nm)
+    dev = (fp.device if fp is not None and fp.device else None) or nm.device or "cpu"
+    return "cuda" if dev.startswith(("cuda", "gpu")) else "cpu"
+
+
+def _fix_command(nm: NetModel) -> str:
+    """The one command that fits ``nm`` to this machine."""
+    name = nm.meta.get("name")
+    return f"carb calibrate --model {name if isinstance(name, str) else 'MODEL_DIR'} --out NEW_DIR"
 
 
 #: Below this many networks :func:`predict_modules` captures in-process by default: a
@@ -239,6 +299,7 @@ def predict_modules(
     fold_bn: bool = False,
     workers: int | None = None,
     progress: Any = None,
+    machine: Fingerprint | None = None,
 ) -> list[Prediction]:
     """:func:`predict_module` for many networks (a sweep, a NAS population).
 
@@ -258,6 +319,7 @@ def predict_modules(
             CPU from :data:`PARALLEL_MIN` networks on, in-process below; ``1``: in-process.
         progress: called with the number of networks captured so far (e.g. a progress bar's
             ``update``), after each chunk.
+        machine: as in :func:`predict_module`.
 
     Returns:
         One :class:`Prediction` per network, in order; the same figures as
@@ -286,7 +348,7 @@ def predict_modules(
     for i in range(n):
         if isinstance(results[i], str):
             raise CaptureError(results[i] if results[i].startswith(f"network {i}") else f"network {i}: {results[i]}")
-    return predict_tables([results[i] for i in range(n)], nm)
+    return predict_tables([results[i] for i in range(n)], nm, machine)
 
 
 def _capture_all(jobs: list[tuple[int, Any, Any, str | None, bool]], workers: int, progress: Any) -> dict[int, Any]:

@@ -28,6 +28,8 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import math
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -163,7 +165,7 @@ def _predictor(model: Any) -> tuple[Any, str]:
 
 def _describe_model(m: Any) -> str:
     if hasattr(m, "preset"):
-        return f"CARB (preset {m.preset})"
+        return f"CARB (preset {getattr(m, 'preset_', m.preset)})"
     if hasattr(m, "maps_"):
         return "calibrated CARB model"
     return type(m).__name__
@@ -557,11 +559,46 @@ def write_report(
     if screen_dir is not None and screen is not None:
         raise ReportError("give screen_dir or screen, not both")
     out = Path(out_dir)
+    created = [p for p in (out, *out.parents) if not p.exists()]
     out.mkdir(parents=True, exist_ok=True)
-    if _names_nb201(data) and model is None and screen_dir is None and screen is None:
-        from . import _nb201  # its own analyses: batch scaling, 29 x 29 transfer, Jetson energy vs latency
+    # every file is written into a private folder inside ``out`` first and moved into place once all are written:
+    # a failure (a full disk) leaves ``out`` as it was, and an earlier report in it whole
+    stage = Path(tempfile.mkdtemp(prefix=".carb-report-", dir=out))
+    try:
+        if _names_nb201(data) and model is None and screen_dir is None and screen is None:
+            from . import _nb201  # its own analyses: batch scaling, 29 x 29 transfer, Jetson energy vs latency
 
-        return _nb201.write(out, say=say)
+            page = _nb201.write(stage, say=say)
+            stale: list[str] = []
+        else:
+            page, stale = _write_files(stage, data, model, screen_dir, screen, holdout, seed, transfer, title, say)
+        for f in sorted(stage.iterdir()):
+            f.replace(out / f.name)
+    except OSError as e:
+        raise ReportError(f"--out {out}: cannot write the report ({e.strerror or e}); nothing was written") from None
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+        for d in created:  # the folders made for a report that failed, if left empty
+            if d.is_dir() and not any(d.iterdir()):
+                d.rmdir()
+    for name in stale:  # a figure not drawn this time must not survive from an earlier report in the same folder
+        (out / name).unlink(missing_ok=True)
+    return out / page.name
+
+
+def _write_files(
+    out: Path,
+    data: Any,
+    model: Any,
+    screen_dir: str | Path | None,
+    screen: Any,
+    holdout: float,
+    seed: int,
+    transfer: bool,
+    title: str,
+    say: Callable[[str], None] | None,
+) -> tuple[Path, list[str]]:
+    """Write the report's files into ``out``; return the page's path and the figures of an earlier report to drop."""
     r = build_report(data, model, screen_dir, screen=screen, holdout=holdout, seed=seed, transfer=transfer, say=say)
     doc = r["json"]
     doc["title"] = title
@@ -591,14 +628,7 @@ def write_report(
         else None
     )
     figs["importance"] = figures.feature_importance(r["importance"], out / "importance.png")
-    # a figure not drawn this time must not survive from an earlier report in the same folder
-    for k, p in figs.items():
-        if p is None and (out / f"{k}.png").exists():
-            (out / f"{k}.png").unlink()
     doc["figures"] = {k: p.name for k, p in figs.items() if p is not None}
     (out / "report.json").write_text(json.dumps(_clean(doc), indent=2, allow_nan=False))
-    page = html_page(r, doc, figs)
-    tmp = out / "report.html.tmp"
-    tmp.write_text(page, encoding="utf-8")
-    tmp.replace(out / "report.html")
-    return out / "report.html"
+    (out / "report.html").write_text(html_page(r, doc, figs), encoding="utf-8")
+    return out / "report.html", [f"{k}.png" for k, p in figs.items() if p is None]

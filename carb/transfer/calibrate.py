@@ -3,10 +3,12 @@
 Measure K well-chosen configs on the new device, then map the source model's
 predictions to the new device's values, per target:
 
-* **Active sampler** (:func:`choose_samples`): the K configs are spread over the source
-  model's predicted cost range (one per quantile bin of predicted latency) and over the
-  space (within a bin, the config farthest from those already chosen, in the parameters'
-  level ranks), so that the map sees cheap and costly, small- and large-batch configs.
+* **Active sampler** (:func:`choose_samples`): first, per precision, the smallest-batch
+  config of least predicted memory (the corner a shortlist under budgets lies in) and a
+  config of the largest batch, then the rest spread over the source model's predicted
+  cost range (one per quantile bin of predicted latency) and over the space (within a
+  bin, the config farthest from those already chosen, in the parameters' level ranks),
+  so that the map sees each precision, cheap and costly, small- and large-batch configs.
 * **Map** (:class:`CalibratedModel`): in log space, with ``s`` the source prediction,
   one of ``log y = log s`` (no change: the target transfers as it is), ``a + log s``
   (a device factor), ``a + b log s`` (a factor and a different growth with cost) or,
@@ -18,6 +20,10 @@ predictions to the new device's values, per target:
   Intervals: the source's interval width scaled by a conformal quantile of the map's
   leave-one-out errors, or, with too few K, the source interval mapped through the map
   and widened by the map's leave-one-out residual quantile.
+* **Reach** (:class:`Reach`): beyond the K's range (source prediction or batch), a
+  prediction is flagged ``extrapolated`` and its interval widens with the log distance
+  beyond, at the rate the map's own errors grow when it is refitted without the K's ends
+  and asked about them.
 
 The map is :mod:`carb.transfer`'s few-shot model (the one ``carb fewshot`` uses), with the
 source model as its one source device: ``method="log"`` is the map above; ``"nnls"`` is
@@ -41,7 +47,7 @@ import numpy as np
 import pandas as pd
 
 from carb.model._conformal import conformal_quantile
-from carb.model.maps import MIN_K_BATCH_TERM, LogMap, fit_log_map
+from carb.model.maps import INSIDE, MIN_K_BATCH_TERM, LogMap, Reach, fit_log_map, measure_reach
 
 from .fewshot import FewShotModel, ModelSource
 
@@ -51,6 +57,8 @@ __all__ = [
     "MIN_K_BATCH_TERM",
     "NNLS_FEATURES",
     "NnlsMap",
+    "Reach",
+    "VISIT_SCATTER_TARGETS",
     "calibration_speed",
     "check_model_out",
     "choose_samples",
@@ -58,6 +66,7 @@ __all__ = [
     "load_calibrated",
     "load_predictor",
     "model_checksum",
+    "visit_scatter",
 ]
 
 #: the file that marks a calibrated model's directory (beside a copy of its source in ``source/``)
@@ -67,14 +76,20 @@ CALIBRATION_FILE = "calibration.json"
 def choose_samples(
     candidates: pd.DataFrame, source: Any, k: int, seed: int = 0, target: str = "latency_ms"
 ) -> pd.DataFrame:
-    """Pick ``k`` configs to measure, spread over the source's predicted cost and over the space.
+    """Pick ``k`` configs to measure: the corners decisions land in, then a spread over cost and space.
 
-    One config per quantile bin of the source model's predicted ``target``, each the
-    farthest (maximin over the parameters' level ranks) from those already chosen.
+    First the corners (:func:`_corner_picks`, at most ``k // 2``): per precision, the config
+    of the smallest batch with the least predicted memory (a shortlist under budgets
+    favours that corner, and a map extrapolates below its K), and a config of the largest
+    batch. Then one config per quantile bin of the source model's predicted ``target``, each
+    the farthest (maximin over the parameters' level ranks) from those already chosen, so
+    that the K span the precisions, the batches and the sizes; a corner takes the place of
+    its bin's pick (:func:`_bins_taken`), so the K stay ``k`` and spread as without them.
 
     Args:
         candidates: configs to choose from (a space's frame).
-        source: a fitted predictor of ``target``.
+        source: a fitted predictor of ``target`` (and of ``memory_mb`` for the corners,
+            when it predicts it).
         k: how many to pick (at least 2; all candidates when ``k`` is not below their count).
         seed: seed of the ties and of the first pick.
         target: the predicted column the bins split (e.g. ``latency_ms``).
@@ -89,19 +104,67 @@ def choose_samples(
         raise ValueError(f"samples: {k} is too few to calibrate (at least 2)")
     if k >= len(candidates):
         return candidates.copy()
-    pred = np.log(source.predict(candidates)[target].to_numpy(float))
+    predicted = source.predict(candidates)
+    pred = np.log(predicted[target].to_numpy(float))
     rng = np.random.default_rng(seed)
     levels = _level_ranks(candidates)
+    corners = _corner_picks(candidates, predicted, target, k // 2)
     order = np.argsort(pred + rng.uniform(0, 1e-9, len(pred)))
     bins = np.array_split(order, k)
-    chosen: list[int] = []
-    for b in bins:
-        if not chosen:
+    taken = _bins_taken(bins, corners)
+    chosen = list(corners)
+    drawn = False
+    for i, b in enumerate(bins):
+        if i in taken:
+            continue
+        if not drawn:  # the seed's draw: the K differ from seed to seed
             chosen.append(int(rng.choice(b)))
+            drawn = True
             continue
         d = np.min(((levels[b][:, None, :] - levels[chosen][None, :, :]) ** 2).sum(-1), axis=1)
         chosen.append(int(b[np.argmax(d + rng.uniform(0, 1e-9, len(d)))]))
     return candidates.iloc[sorted(chosen)].copy()
+
+
+def _bins_taken(bins: list[np.ndarray], corners: list[int]) -> set[int]:
+    """Return the quantile bins whose pick a corner takes: its own, or the nearest free one when that is taken.
+
+    So the K keep one config per bin, the same design with or without the corners.
+    """
+    bin_of = np.empty(sum(len(b) for b in bins), int)
+    for i, b in enumerate(bins):
+        bin_of[b] = i
+    taken: set[int] = set()
+    for c in corners:
+        free = [j for j in range(len(bins)) if j not in taken]
+        taken.add(min(free, key=lambda j: (abs(j - int(bin_of[c])), j)))
+    return taken
+
+
+def _corner_picks(candidates: pd.DataFrame, predicted: pd.DataFrame, target: str, most: int) -> list[int]:
+    """Return the positions of the corners the K must reach (at most ``most``).
+
+    Per precision, its smallest-batch config of least predicted memory: that low-memory,
+    small-batch corner is where a shortlist under budgets lies, and without a K there every
+    such config is predicted by extrapolating the map below its K (``target`` picks it
+    where the source does not predict memory). Then the largest batch's config of median
+    predicted ``target``: without a K at the largest batch, every config there lies beyond
+    the K's batches.
+    """
+    col = "memory_mb" if "memory_mb" in predicted.columns and predicted["memory_mb"].notna().all() else target
+    cost = predicted[col].to_numpy(float)
+    batch = candidates["batch"].to_numpy(float) if "batch" in candidates.columns else np.ones(len(candidates))
+    prec = candidates["precision"].astype(str).to_numpy() if "precision" in candidates.columns else None
+    groups = [np.ones(len(candidates), bool)] if prec is None else [prec == p for p in sorted(set(prec))]
+    picks: list[int] = []
+    for g in groups:
+        rows = np.flatnonzero(g & (batch == batch[g].min()))
+        picks.append(int(rows[np.argmin(cost[rows])]))
+    top = np.flatnonzero(batch == batch.max())
+    if batch.max() > batch.min():
+        tcost = predicted[target].to_numpy(float)[top]
+        picks.append(int(top[np.argsort(tcost, kind="stable")[len(top) // 2]]))
+    return picks[:most]
 
 
 def _level_ranks(df: pd.DataFrame) -> np.ndarray:
@@ -160,25 +223,73 @@ class CalibratedModel:
     Attributes:
         targets_: targets it predicts (those of the source with target measurements).
         maps_: per target the fitted map (coefficients, interval widening, K).
+        reach_: per target the range of the K and the widening beyond it (:class:`Reach`;
+            empty for a calibration saved without one: no flag, no widening).
+        scatter_: per target the visit-to-visit scatter of a measurement (log) every
+            interval is widened by (:func:`visit_scatter`; empty: none measured).
     """
 
     def __init__(
-        self, source: Any, maps: dict[str, LogMap | NnlsMap], coverage: float = 0.9, meta: dict[str, Any] | None = None
+        self,
+        source: Any,
+        maps: dict[str, LogMap | NnlsMap],
+        coverage: float = 0.9,
+        meta: dict[str, Any] | None = None,
+        reach: dict[str, Reach] | None = None,
+        scatter: dict[str, float] | None = None,
     ) -> None:
-        """Wrap ``source`` with its per-target ``maps``, the intervals' ``coverage`` and the fit's ``meta``."""
+        """Wrap ``source`` with per-target ``maps`` and ``reach``, the intervals' ``coverage``, the fit's ``meta``."""
         self.source = source
         self.maps_ = maps
         self.targets_ = list(maps)
         self.coverage = coverage
         self.meta = meta or {}
+        self.reach_ = reach or {}
+        self.scatter_ = scatter or {}
 
     def predict(self, configs: pd.DataFrame) -> pd.DataFrame:
         """Predict ``energy_j`` (J), ``latency_ms`` (ms), ``memory_mb`` (MB) with ``_lo``/``_hi`` on the new device.
 
-        Targets without a map are NaN; rows in a precision the K did not include are
-        flagged in ``extrapolated`` (with a warning).
+        Targets without a map are NaN. Rows beyond the range of the K (:class:`Reach`) have
+        their intervals widened by the map's measured extrapolation error; they, rows in a
+        precision the K did not include, and rows outside the source's own domain are
+        flagged in ``extrapolated`` (with a warning for the first two).
         """
+        import warnings
+
         src = self.source.predict(configs)
+        out = self._in_range(configs, src)
+        flags = [src["extrapolated"].to_numpy(bool)] if "extrapolated" in src.columns else []
+        beyond = self._widen_beyond(configs, src, out)
+        if beyond is not None:
+            flags.append(beyond)
+            if beyond.any():
+                warnings.warn(
+                    f"calibrated model: {int(beyond.sum()):,} of {len(beyond):,} rows lie beyond the range its K "
+                    "measurements covered (source prediction or batch): their intervals are widened by the map's "
+                    "measured extrapolation error (column 'extrapolated')",
+                    UserWarning,
+                    stacklevel=2,
+                )
+        known = self.meta.get("precisions")
+        if known and "precision" in configs.columns:
+            other = ~configs["precision"].astype(str).isin(known).to_numpy()
+            if other.any():
+                flags.append(other)
+                names = ", ".join(sorted(set(configs["precision"].astype(str)[other])))
+                warnings.warn(
+                    f"calibrated model: {int(other.sum()):,} of {len(other):,} rows are in a precision its K "
+                    f"measurements did not include ({names}; calibrated on {', '.join(known)}): their "
+                    "predictions carry another precision's map (column 'extrapolated')",
+                    UserWarning,
+                    stacklevel=2,
+                )
+        if flags:
+            out["extrapolated"] = np.logical_or.reduce(flags)
+        return out
+
+    def _in_range(self, configs: pd.DataFrame, src: pd.DataFrame) -> pd.DataFrame:
+        """Return the mapped predictions and their intervals as within the K's range (no widening beyond it)."""
         batch = np.asarray(configs["batch"], dtype=float)
         out = pd.DataFrame(index=src.index)
         feats = None
@@ -207,32 +318,33 @@ class CalibratedModel:
                     feats = compute(configs)
                 p = m.apply(np.column_stack([feats[list(m.features)].to_numpy(float), s]))
                 out[t], lo, hi = p, p * np.exp(-m.q), p * np.exp(m.q)
-            out[f"{t}_lo"], out[f"{t}_hi"] = np.minimum(lo, hi), np.maximum(lo, hi)
-        if "extrapolated" in src.columns:  # outside the source model's training domain
-            out["extrapolated"] = src["extrapolated"].to_numpy()
-        known = self.meta.get("precisions")
-        if known and "precision" in configs.columns:
-            other = ~configs["precision"].astype(str).isin(known).to_numpy()
-            if other.any():
-                import warnings
-
-                out["extrapolated"] = other | (
-                    out["extrapolated"].to_numpy(bool) if "extrapolated" in out.columns else False
-                )
-                names = ", ".join(sorted(set(configs["precision"].astype(str)[other])))
-                warnings.warn(
-                    f"calibrated model: {int(other.sum()):,} of {len(other):,} rows are in a precision its K "
-                    f"measurements did not include ({names}; calibrated on {', '.join(known)}): their "
-                    "predictions carry another precision's map (column 'extrapolated')",
-                    UserWarning,
-                    stacklevel=2,
-                )
+            lo, hi = np.minimum(lo, hi), np.maximum(lo, hi)
+            if self.scatter_.get(t):  # a measurement visits the config once: its own scatter comes on top
+                lo, hi = lo * np.exp(-self.scatter_[t]), hi * np.exp(self.scatter_[t])
+            out[f"{t}_lo"], out[f"{t}_hi"] = lo, hi
         return out
+
+    def _widen_beyond(self, configs: pd.DataFrame, src: pd.DataFrame, out: pd.DataFrame) -> np.ndarray | None:
+        """Widen, in place, the intervals of rows beyond the K's range; return which rows are (``None``: no reach)."""
+        if not self.reach_:
+            return None
+        batch = np.asarray(configs["batch"], dtype=float)
+        beyond = np.zeros(len(out), bool)
+        for t, r in self.reach_.items():
+            if t not in self.maps_:
+                continue
+            d = r.beyond(src[t].to_numpy(float), batch)
+            beyond |= d > INSIDE
+            if r.rate:
+                widen = np.exp(r.rate * d)
+                out[f"{t}_lo"] = out[f"{t}_lo"].to_numpy(float) / widen
+                out[f"{t}_hi"] = out[f"{t}_hi"].to_numpy(float) * widen
+        return beyond
 
     def save(self, directory: str | Path, source_dir: str | Path) -> Path:
         """Write a self-contained calibrated model directory.
 
-        ``calibration.json`` (maps, meta, and the checksum of the source) goes beside a
+        ``calibration.json`` (maps, reach, meta, and the checksum of the source) goes beside a
         copy of the source model directory in ``source/``.
 
         Args:
@@ -270,6 +382,8 @@ class CalibratedModel:
                 }
                 for t, m in self.maps_.items()
             },
+            "reach": {t: r.to_dict() for t, r in self.reach_.items()},
+            "visit_scatter": self.scatter_,
         }
         from carb.model._bundle import doc_checksum
 
@@ -280,7 +394,12 @@ class CalibratedModel:
 
 
 def fit_calibrated(
-    source: Any, measured: pd.DataFrame, coverage: float = 0.9, meta: dict[str, Any] | None = None, method: str = "log"
+    source: Any,
+    measured: pd.DataFrame,
+    coverage: float = 0.9,
+    meta: dict[str, Any] | None = None,
+    method: str = "log",
+    visits: pd.DataFrame | None = None,
 ) -> CalibratedModel:
     """Fit the per-target maps of a source model to a new device from K measured configs.
 
@@ -291,6 +410,8 @@ def fit_calibrated(
     HELP-style non-negative weights in the target's units. On the shipped cpu-1t -> cpu-2t
     pair ``log`` wins at K = 5, 10 and 50 (latency MAPE 17.2% against 20.2% at K = 10) and
     ties at K = 20 (16.1% against 15.2%, inside the seeds' spread; mean over 5 seeds).
+    Each target's :class:`Reach` (the K's range and the widening beyond it) is measured on
+    the K with the same map refitted without their ends.
 
     Args:
         source: the source model (a CARB bundle, a calibrated model, or any predictor with
@@ -301,6 +422,10 @@ def fit_calibrated(
         coverage: nominal coverage of the intervals.
         meta: provenance kept in the calibrated model.
         method: ``log`` or ``nnls`` (above).
+        visits: every visit of the K configs (``config_id`` and measured targets: first
+            visits, retakes, rounds), ``measured`` holding the one kept per config; those
+            visited more than once measure the visit-to-visit scatter of
+            :data:`VISIT_SCATTER_TARGETS` (:func:`visit_scatter`).
 
     Returns:
         The :class:`CalibratedModel` (save it with :meth:`CalibratedModel.save`).
@@ -316,13 +441,15 @@ def fit_calibrated(
     df = measured[measured["status"] == "ok"] if "status" in measured.columns else measured
     if len(df) < 2:
         raise ValueError(f"calibration needs at least 2 successful measurements, got {len(df)}")
-    src = source.predict(df)
+    df = df.reset_index(drop=True)
+    src = source.predict(df).reset_index(drop=True)
     if method == "nnls":
         from carb.families.features import compute
 
-        df = compute(df.reset_index(drop=True))
-        src = src.reset_index(drop=True)
+        df = compute(df)
+    batch = df["batch"].to_numpy(float) if "batch" in df.columns else np.ones(len(df))
     maps: dict[str, LogMap | NnlsMap] = {}
+    refits: dict[str, tuple[Any, np.ndarray]] = {}
     for t in source.targets_:
         if t not in df.columns:
             continue
@@ -331,50 +458,105 @@ def fit_calibrated(
         ok = np.isfinite(y) & (y > 0) & np.isfinite(s) & (s > 0)
         if ok.sum() < 2:
             continue  # e.g. no energy sensor on the new device
-        rows = df[ok]
-        if method == "log":
-            # memory is also offered the additive map: on the shipped pair a second thread's
-            # runtime holds a fixed ~0.5 MB more, which a multiplicative map turns into a bias at batch 1
-            batch = rows["batch"].to_numpy(float) if "batch" in rows.columns else np.ones(len(rows))
-            lm = fit_log_map(s[ok], y[ok], batch, coverage, additive=t == "memory_mb")
-            if lm.loo is not None:
-                # leave-one-out errors in units of the source's own local half-width: their
-                # conformal quantile scales that width into the new device's interval
-                hw = _log_halfwidth(src[ok], t)
-                scores = np.sort(np.abs(np.asarray(lm.loo)) / np.maximum(hw, 1e-9))
-                q = conformal_quantile(scores, coverage)
-                lm.scale_q = float(q) if np.isfinite(q) else None
-            maps[t] = lm
-            continue
-        feats = list(NNLS_FEATURES)
-
-        def fit(X: pd.DataFrame, yy: np.ndarray, t: str = t) -> Any:
-            return FewShotModel(ModelSource(source, t), passthrough=feats, method="nnls").fit(X, yy)
-
-        m = fit(rows, y[ok])
-        maps[t] = NnlsMap(
-            coef=[float(c) for c in m.coef_],
-            intercept=float(m.intercept_),
-            features=feats,
-            q=_nnls_interval(fit, rows, y[ok], coverage),
-            n=int(ok.sum()),
-        )
+        fit = _fit_log if method == "log" else _fit_nnls
+        maps[t], refit = fit(source, t, df[ok], s[ok], y[ok], batch[ok], _log_halfwidth(src[ok], t), coverage)
+        refits[t] = (refit, ok)
     if not maps:
         raise ValueError("no target has measurements to calibrate on")
     # the precisions the K configs were measured in: a config in another one is mapped by
     # their map, which on a CPU without native bf16 is off by tens of times
     precisions = sorted(set(df["precision"].astype(str))) if "precision" in df.columns else None
-    return CalibratedModel(
-        source,
-        maps,
-        coverage,
-        {
-            **(meta or {}),
-            "method": method,
-            **({"precisions": precisions} if precisions else {}),
-            **calibration_speed(measured),
-        },
+    meta = {
+        **(meta or {}),
+        "method": method,
+        **({"precisions": precisions} if precisions else {}),
+        **calibration_speed(measured),
+    }
+    scatter = visit_scatter(df, visits, [t for t in maps if t in VISIT_SCATTER_TARGETS], coverage)
+    model = CalibratedModel(source, maps, coverage, meta, scatter=scatter)
+    inside = model._in_range(df, src)  # the in-range intervals at the K, which extrapolation errors exceed
+    for t, (refit, ok) in refits.items():
+        hw_in = _log_halfwidth(inside[ok], t)
+        y, s = df[t].to_numpy(float)[ok], src[t].to_numpy(float)[ok]
+        model.reach_[t] = measure_reach(refit, s, y, batch[ok], hw_in, coverage)
+    return model
+
+
+def _fit_log(source: Any, t: str, rows: pd.DataFrame, s, y, batch, src_hw, coverage: float) -> tuple[LogMap, Any]:
+    """Fit target ``t``'s log map on the K (``s`` predicted, ``y`` measured, ``src_hw`` the source's log half-widths).
+
+    Returns the map and its refit on a subset of the K (``refit(rest, out)``: the predictions of the rows ``out``).
+    """
+    # memory is also offered the additive map: on the shipped pair a second thread's
+    # runtime holds a fixed ~0.5 MB more, which a multiplicative map turns into a bias at batch 1
+    additive = t == "memory_mb"
+    lm = fit_log_map(s, y, batch, coverage, additive=additive)
+    if lm.loo is not None:
+        # leave-one-out errors in units of the source's own local half-width: their
+        # conformal quantile scales that width into the new device's interval
+        scores = np.sort(np.abs(np.asarray(lm.loo)) / np.maximum(src_hw, 1e-9))
+        q = conformal_quantile(scores, coverage)
+        lm.scale_q = float(q) if np.isfinite(q) else None
+
+    def refit(rest: np.ndarray, out: np.ndarray) -> np.ndarray:
+        return fit_log_map(s[rest], y[rest], batch[rest], coverage, additive=additive).apply(s[out], batch[out])
+
+    return lm, refit
+
+
+def _fit_nnls(source: Any, t: str, rows: pd.DataFrame, s, y, batch, src_hw, coverage: float) -> tuple[NnlsMap, Any]:
+    """Fit target ``t``'s NNLS map on the K ``rows`` (with their cost features) and measured ``y``.
+
+    Returns the map and its refit on a subset of the K (``refit(rest, out)``: the predictions of the rows ``out``).
+    """
+    feats = list(NNLS_FEATURES)
+
+    def fit(X: pd.DataFrame, yy: np.ndarray) -> Any:
+        return FewShotModel(ModelSource(source, t), passthrough=feats, method="nnls").fit(X, yy)
+
+    m = fit(rows, y)
+    nm = NnlsMap(
+        coef=[float(c) for c in m.coef_],
+        intercept=float(m.intercept_),
+        features=feats,
+        q=_nnls_interval(fit, rows, y, coverage),
+        n=len(y),
     )
+
+    def refit(rest: np.ndarray, out: np.ndarray) -> np.ndarray:
+        return fit(rows.iloc[np.flatnonzero(rest)], y[rest]).predict(rows.iloc[np.flatnonzero(out)])
+
+    return nm, refit
+
+
+#: targets whose intervals carry the visit-to-visit scatter of a measurement: peak memory
+#: jumps by a few MB from visit to visit of one config (a worker thread's buffers held or
+#: not), which no retake in the machine's latency state evens out; latency's visits are
+#: brought into one machine state instead (:func:`carb.campaign.rounds.retake_off_state`)
+VISIT_SCATTER_TARGETS: tuple[str, ...] = ("memory_mb",)
+
+
+def visit_scatter(kept: pd.DataFrame, visits: pd.DataFrame | None, targets: list[str], coverage: float) -> dict:
+    """Return per target the visit-to-visit scatter of a measurement (log).
+
+    For every config of ``kept`` that ``visits`` holds more than once, its visits' distances
+    ``|log(visit / kept row)|`` but the least (the kept visit's own); the scatter is their
+    split-conformal quantile at ``coverage`` (the largest when too few). Targets without
+    such a pair are left out.
+    """
+    if visits is None or "config_id" not in visits.columns or "config_id" not in kept.columns:
+        return {}
+    ok = visits[visits["status"] == "ok"] if "status" in visits.columns else visits
+    out: dict[str, float] = {}
+    for t in (t for t in targets if t in ok.columns and t in kept.columns):
+        ref = dict(zip(kept["config_id"], pd.to_numeric(kept[t], errors="coerce")))
+        v = ok[ok["config_id"].isin(ref)]
+        d = np.log(pd.to_numeric(v[t], errors="coerce") / v["config_id"].map(ref)).abs().dropna()
+        d = np.sort(np.concatenate([np.sort(g.to_numpy())[1:] for _, g in d.groupby(v["config_id"])] or [[]]))
+        if len(d):
+            q = conformal_quantile(d, coverage)
+            out[t] = float(q if np.isfinite(q) else d[-1])
+    return out
 
 
 def _log_halfwidth(pred: pd.DataFrame, t: str) -> np.ndarray:
@@ -496,6 +678,8 @@ def load_calibrated(directory: str | Path) -> CalibratedModel:
             raise ValueError("not a version-1 carb calibration")
         check_doc_checksum(doc, "calibration_sha256", str(cal), "calibrate again with this carb")
         maps = _read_maps(doc)
+        # a calibration saved without its reach: no flag and no widening beyond the K
+        reach = {t: Reach.from_dict(r) for t, r in (doc.get("reach") or {}).items()}
     except BundleError:
         raise
     except (ValueError, KeyError, TypeError) as e:
@@ -507,4 +691,7 @@ def load_calibrated(directory: str | Path) -> CalibratedModel:
         raise BundleError(
             f"{cal}: the source model in {d / 'source'} changed since calibration (checksum mismatch); calibrate again"
         )
-    return CalibratedModel(load_predictor(d / "source"), maps, float(doc.get("coverage", 0.9)), doc.get("meta"))
+    scatter = {t: float(v) for t, v in (doc.get("visit_scatter") or {}).items()}
+    return CalibratedModel(
+        load_predictor(d / "source"), maps, float(doc.get("coverage", 0.9)), doc.get("meta"), reach, scatter
+    )

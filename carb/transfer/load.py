@@ -27,7 +27,7 @@ from carb.model import BundleError
 
 from .calibrate import CALIBRATION_FILE, fit_calibrated, load_calibrated
 
-__all__ = ["MODEL_FILES", "calibrate", "load_model", "model_kind"]
+__all__ = ["MODEL_FILES", "calibrate", "load_model", "machine_of", "model_kind"]
 
 
 def _load_bundle(d: Path) -> Any:
@@ -195,3 +195,23 @@ def calibrate(model: Any, measured: pd.DataFrame, **kwargs: Any) -> Any:
     if _is_network_model(model):
         return _calibrate_network(model, measured, **kwargs)
     return fit_calibrated(model, measured, **kwargs)
+
+
+def machine_of(model: Any) -> Any:
+    """The machine a model's measurements were taken on (:class:`carb.measure.fingerprint.Fingerprint`).
+
+    A network model and a calibrated model record it in their ``meta``, a bundle in its
+    manifest's ``training`` (from its dataset: :func:`carb.datasets.fingerprint`).
+
+    Returns:
+        The fingerprint, or ``None`` where the model records none.
+
+    """
+    from carb.measure.fingerprint import Fingerprint
+
+    meta = getattr(model, "meta", None)
+    if isinstance(meta, dict) and meta.get("fingerprint") is not None:
+        return Fingerprint.from_dict(meta["fingerprint"])
+    manifest = getattr(model, "manifest_", None)
+    fp = (manifest or {}).get("training", {}).get("fingerprint") if isinstance(manifest, dict) else None
+    return Fingerprint.from_dict(fp) if fp is not None else None

@@ -73,3 +73,29 @@ def test_drift_corrected_calls_score_at_the_calibrations_speed():
     # a row whose sentinel failed (NaN) keeps its raw latency
     gap = val.assign(sentinel_ms=[1.0, np.nan, 1.0, 1.0])
     assert corrected_latency(gap, 1.0).latency_ms.tolist() == pytest.approx([5.0, 16.0, 30.0, 9.0])
+
+
+def test_false_accepts_are_counted_both_ways():
+    """SYNTHETIC calls: 10 configs, 4 truly over budget; 5 accepted, of which 1 is over.
+    Of the over-budget configs 1 of 4 was accepted (25%); of the accepts 1 of 5 is over (20%)."""
+    from carb.decide.validate import decision_metrics, false_accept_line
+
+    feas = np.array([1, 1, 1, 1, 0, 1, 1, 0, 0, 0], bool)
+    acc = np.array([1, 1, 1, 1, 1, 0, 0, 0, 0, 0], bool)
+    m = budget_metrics(acc, feas)
+    assert (m["false_accepts"], m["over_budget"], m["accepted"]) == (1, 4, 5)
+    assert m["false_accept_rate"] == pytest.approx(1 / 4)
+    assert m["false_discovery_rate"] == pytest.approx(1 / 5)
+    assert false_accept_line(m) == (
+        "false accepts: 1 of 4 over-budget configs accepted (25.0%); 1 of 5 accepted are over budget (20.0%)"
+    )
+    # three-way calls: both shares over the decided configs (the measure ones left out)
+    calls = np.where(acc, "accept", "reject").astype(object)
+    calls[[3, 9]] = "measure"
+    d = decision_metrics(calls, feas)
+    assert (d["false_accepts"], d["over_budget"], d["accepted"]) == (1, 3, 4)
+    assert d["false_accept_rate"] == pytest.approx(1 / 3) and d["false_discovery_rate"] == pytest.approx(1 / 4)
+    # nothing accepted, nothing over budget: said so, not a share of zero
+    none = budget_metrics(np.zeros(3, bool), np.ones(3, bool))
+    assert none["false_discovery_rate"] == 0.0
+    assert false_accept_line(none) == "false accepts: no config over budget; none accepted"

@@ -49,6 +49,28 @@ def test_sampler_spreads_over_cost_and_space(cands):
     assert choose_samples(cands, src, 10, seed=0).config_id.tolist() == pick.config_id.tolist()
 
 
+@pytest.mark.parametrize("k", [6, 12])
+def test_sampler_reaches_each_precision_at_its_low_memory_batch_1_corner_and_the_largest_batch(cands, k):
+    """SYNTHETIC source over the cpu space (fp32 and bf16, batches 1-32): the K hold, per
+    precision, the batch-1 config of least predicted memory (where a shortlist under budgets
+    lies), and a config of the largest batch, without growing past k."""
+    src = Device(0.01)
+    pick = choose_samples(cands, src, k, seed=0)
+    assert len(pick) == k and pick.config_id.is_unique
+    mem = src.predict(cands).memory_mb
+    for p in ("bf16", "fp32"):
+        corner = mem[(cands.precision == p) & (cands.batch == 1)].idxmin()
+        assert corner in pick.index, p
+    assert pick.batch.max() == cands.batch.max()
+    lat = src.predict(pick).latency_ms
+    assert lat.max() >= src.predict(cands).latency_ms.quantile(0.85)  # the rest still spread up the cost range
+    # one precision: its corner and the largest batch, the rest spread as before
+    fp32 = cands[cands.precision == "fp32"]
+    one = choose_samples(fp32, src, k, seed=0)
+    assert set(one.precision) == {"fp32"} and one.batch.min() == 1 and one.batch.max() == 32
+    assert mem[fp32[fp32.batch == 1].index].idxmin() in one.index
+
+
 @pytest.mark.parametrize("k", [5, 10, 20])
 def test_calibration_recovers_a_new_device(cands, k):
     src = Device(0.01, p=1.0, g=0.0)
@@ -145,7 +167,9 @@ def test_log_map_range_round_trips_and_old_files_load(cands, tmp_path):
     assert lm.s_range == pytest.approx((src_k.min(), src_k.max()))
     save(src_model, tmp_path / "src")
     model.save(tmp_path / "cal", source_dir=tmp_path / "src")
-    rest = cands.sample(300, random_state=4)
+    # a sample with the space's ends, beyond the K's range of source predictions
+    by_cost = src_model.predict(cands)["latency_ms"].sort_values().index
+    rest = cands.loc[cands.sample(300, random_state=4).index.union(by_cost[:5]).union(by_cost[-5:])]
     again = load_predictor(tmp_path / "cal")
     assert again.maps_["latency_ms"].s_range == pytest.approx(lm.s_range)
     np.testing.assert_allclose(again.predict(rest).latency_ms, model.predict(rest).latency_ms, rtol=1e-9)
@@ -231,12 +255,19 @@ def test_a_precision_outside_the_k_is_flagged(cands):
     assert model.meta["precisions"] == ["fp32"]
     with pytest.warns(UserWarning, match=r"precision its K measurements did not include \(bf16; calibrated on fp32\)"):
         pred = model.predict(cands)
-    assert (pred["extrapolated"].to_numpy() == (cands.precision != "fp32").to_numpy()).all()
+    bf16 = (cands.precision != "fp32").to_numpy()
+    assert pred["extrapolated"].to_numpy()[bf16].all()
+    # an fp32 row is flagged only beyond the K's range (source prediction or batch)
+    src_pred = src.predict(cands)
+    beyond = np.zeros(len(cands), bool)
+    for t, r in model.reach_.items():
+        beyond |= r.beyond(src_pred[t].to_numpy(), cands.batch.to_numpy()) > 0
+    assert (pred["extrapolated"].to_numpy()[~bf16] == beyond[~bf16]).all() and not beyond[~bf16].all()
     import warnings
 
     with warnings.catch_warnings():
-        warnings.simplefilter("error")  # the K's own precision: no warning
-        assert "extrapolated" not in model.predict(fp32).columns
+        warnings.simplefilter("error")  # the K's own precision, inside the K's range: no warning, no flag
+        assert not model.predict(pick)["extrapolated"].any()
 
 
 def test_log_map_max_terms_limits_the_candidate_maps():
@@ -307,3 +338,133 @@ def test_a_calibrated_model_carries_the_extrapolated_flag(tmp_path) -> None:
         big = frame[frame.batch > 8].head(3).reset_index(drop=True)
         p = cal.predict(big)
     assert "extrapolated" in p.columns and bool(np.all(p["extrapolated"]))
+
+
+def _halfwidth(pred, t):
+    return np.log(pred[f"{t}_hi"].to_numpy() / pred[f"{t}_lo"].to_numpy()) / 2
+
+
+def test_a_prediction_beyond_the_k_range_is_flagged_and_widened_by_the_measured_extrapolation_error(cands):
+    """SYNTHETIC devices: K = 10 measured among mid-cost configs at batches 2-8 only, on a
+    target whose growth with cost differs from the source's (y ~ s^0.8). Configs below or
+    above the K's source predictions, or at a batch outside theirs, are flagged
+    ``extrapolated`` and their intervals widen with the distance; configs inside keep the
+    in-range interval. The widening is measured on the K: a target that is an exact factor
+    of the source extrapolates without error and gets none."""
+    import copy
+
+    src = Device(0.01)
+    tgt = Device(0.03, p=0.8, noise=0.02, seed=1)
+    lat = src.predict(cands).latency_ms
+    mid = cands[lat.between(lat.quantile(0.3), lat.quantile(0.7)) & cands.batch.between(2, 8)]
+    pick = choose_samples(mid, src, 10, seed=0)
+    model = fit_calibrated(src, pick.join(tgt.truth(pick)))
+    reach = model.reach_["latency_ms"]
+    assert reach.n > 0 and reach.rate > 0 and reach.batch_range == (2.0, 8.0)
+    bare = copy.copy(model)
+    bare.reach_ = {}  # the same maps without their reach
+    with pytest.warns(UserWarning, match="beyond the range its K measurements covered"):
+        pred = model.predict(cands)
+    plain = bare.predict(cands)
+    s = src.predict(cands).latency_ms.to_numpy()
+    d = reach.beyond(s, cands.batch.to_numpy())
+    out = pred["extrapolated"].to_numpy()
+    lo, hi = reach.s_range
+    assert out[s < lo].all() and out[s > hi].all() and out[(cands.batch == 32).to_numpy()].all()
+    inside = ~out
+    assert inside.any() and (d[inside] == 0).all()
+    np.testing.assert_allclose(_halfwidth(pred, "latency_ms")[inside], _halfwidth(plain, "latency_ms")[inside])
+    wider = _halfwidth(pred, "latency_ms")[d > 0] - _halfwidth(plain, "latency_ms")[d > 0]
+    np.testing.assert_allclose(wider, reach.rate * d[d > 0], rtol=1e-9)  # the measured rate times the distance
+    assert (wider > 0).all()
+    np.testing.assert_allclose(pred.latency_ms, plain.latency_ms)  # the point prediction does not move
+    # the widening covers what the map misses beyond the K better than the in-range interval does
+    truth = tgt.truth(cands)
+    far = d > np.median(d[d > 0])
+    covered = ((truth.latency_ms >= pred.latency_ms_lo) & (truth.latency_ms <= pred.latency_ms_hi)).to_numpy()
+    covered_plain = ((truth.latency_ms >= plain.latency_ms_lo) & (truth.latency_ms <= plain.latency_ms_hi)).to_numpy()
+    assert covered[far].mean() > covered_plain[far].mean()
+    # an exact factor: the refits without the K's ends predict them exactly, nothing to widen
+    exact = pick.join(src.truth(pick) * 3.0)
+    flat = fit_calibrated(src, exact)
+    assert flat.reach_["latency_ms"].rate == pytest.approx(0.0, abs=1e-9)
+    with pytest.warns(UserWarning, match="beyond the range"):
+        p = flat.predict(cands)
+    assert p["extrapolated"].to_numpy()[d > 0].all()
+
+
+def test_the_reach_round_trips_and_a_calibration_without_one_loads(cands, tmp_path):
+    """SYNTHETIC devices: the K's range and the widening beyond it are saved with the
+    calibration and read back; a calibration.json without them (written before they
+    existed) loads and flags nothing beyond the K."""
+    import json
+    import warnings
+
+    from carb.model import CARB, save
+    from carb.model._bundle import doc_checksum
+    from carb.transfer.calibrate import load_predictor
+
+    train = cands.sample(300, random_state=0)
+    with pytest.warns(UserWarning, match="not training energy_j"):
+        src_model = CARB(preset="fast").fit(train.join(Device(0.01).truth(train)))
+    tgt = Device(0.03, p=0.9, noise=0.02, seed=3)
+    pick = choose_samples(cands, src_model, 12, seed=0)
+    model = fit_calibrated(src_model, pick.join(tgt.truth(pick)))
+    save(src_model, tmp_path / "src")
+    model.save(tmp_path / "cal", source_dir=tmp_path / "src")
+    rest = cands.sample(300, random_state=4)
+    again = load_predictor(tmp_path / "cal")
+    assert again.reach_ == model.reach_
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        pd.testing.assert_frame_equal(again.predict(rest), model.predict(rest))
+        f = tmp_path / "cal" / "calibration.json"
+        doc = json.loads(f.read_text())
+        assert set(doc["reach"]) == set(model.targets_)
+        del doc["reach"]
+        doc["calibration_sha256"] = doc_checksum(doc, "calibration_sha256")
+        f.write_text(json.dumps(doc))
+        old = load_predictor(tmp_path / "cal")
+        assert old.reach_ == {}
+        p = old.predict(rest)
+        src_flag = src_model.predict(rest)["extrapolated"].to_numpy()
+    assert (p["extrapolated"].to_numpy() == src_flag).all()
+
+
+def test_repeated_visits_of_the_k_widen_the_memory_intervals_by_their_measured_scatter(cands, tmp_path):
+    """SYNTHETIC devices: three of the K visited again, their memory 10% higher on the second
+    visit (a worker's buffers held or not) and latency unchanged. The memory intervals widen by
+    that measured scatter (log), latency's do not; without other visits nothing widens, and the
+    scatter is saved with the calibration."""
+    import copy
+    import warnings
+
+    from carb.model import CARB, save
+    from carb.transfer.calibrate import load_predictor, visit_scatter
+
+    src = Device(0.01)
+    tgt = Device(0.03, p=0.9, noise=0.02, seed=3)
+    pick = choose_samples(cands, src, 12, seed=0)
+    measured = pick.join(tgt.truth(pick)).assign(status="ok")
+    again = measured.head(3).assign(memory_mb=lambda d: d.memory_mb * 1.1)
+    visits = pd.concat([measured, again])
+    model = fit_calibrated(src, measured, visits=visits)
+    assert model.scatter_ == {"memory_mb": pytest.approx(np.log(1.1))}
+    assert visit_scatter(measured, measured, ["memory_mb"], 0.9) == {}  # every config seen once: no pair
+    assert fit_calibrated(src, measured).scatter_ == {}
+    bare = copy.copy(model)
+    bare.scatter_ = {}
+    rest = cands.sample(200, random_state=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        wide, plain = model.predict(rest), bare.predict(rest)
+    np.testing.assert_allclose(wide.memory_mb_hi / plain.memory_mb_hi, 1.1, rtol=1e-9)
+    np.testing.assert_allclose(plain.memory_mb_lo / wide.memory_mb_lo, 1.1, rtol=1e-9)
+    np.testing.assert_allclose(wide.latency_ms_hi, plain.latency_ms_hi)
+    train = cands.sample(300, random_state=0)
+    with pytest.warns(UserWarning, match="not training energy_j"):
+        src_model = CARB(preset="fast").fit(train.join(src.truth(train)))
+    cal = fit_calibrated(src_model, measured, visits=visits)
+    save(src_model, tmp_path / "src")
+    cal.save(tmp_path / "cal", source_dir=tmp_path / "src")
+    assert load_predictor(tmp_path / "cal").scatter_ == pytest.approx(cal.scatter_)

@@ -1,0 +1,43 @@
+"""Where a dataset was measured: the machine fingerprint of a shipped dataset or of a campaign store."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
+
+from carb.measure.fingerprint import Fingerprint, from_provenance
+
+#: The shipped datasets' fingerprints, as their cards record them.
+FINGERPRINTS_FILE = "fingerprints.json"
+
+
+def fingerprint(spec: str | Path) -> Fingerprint | None:
+    """The machine a dataset was measured on.
+
+    Args:
+        spec: a shipped dataset's name (:func:`carb.datasets.list`) or a campaign store
+            (``.duckdb``: its last run's provenance).
+
+    Returns:
+        The fingerprint, or ``None`` where the data do not record one (a Parquet/CSV file,
+        public data of many devices).
+
+    """
+    p = Path(spec)
+    if p.suffix == ".duckdb" and p.is_file():
+        from carb.campaign.store import Store
+
+        store = Store(p, read_only=True)
+        try:
+            runs = store.runs()
+        finally:
+            store.close()
+        if not len(runs) or "provenance" not in runs.columns:
+            return None
+        prov = runs["provenance"].iloc[-1]
+        prov = json.loads(prov) if isinstance(prov, str) else prov
+        return from_provenance(prov, source=f"the provenance of {p.name}") if isinstance(prov, dict) else None
+    doc = json.loads((resources.files("carb") / "data" / FINGERPRINTS_FILE).read_text())
+    entry = doc.get(str(spec))
+    return Fingerprint.from_dict(entry) if isinstance(entry, dict) else None
