@@ -56,42 +56,9 @@ ROOT = Path(__file__).resolve().parents[1]
 MODEL = "layers-cpu-avx2-1t"  # carb predict's default network model
 RESULTS = ROOT / "benchmarks" / "results"
 MEASUREMENTS = RESULTS / "machine_shift_measurements.json"
-#: torchvision classification networks at batch 1 and their usual input size
-AT_224 = (
-    "alexnet",
-    "vgg11_bn",
-    "vgg16_bn",
-    "resnet18",
-    "resnet34",
-    "resnet50",
-    "resnet101",
-    "resnext50_32x4d",
-    "wide_resnet50_2",
-    "resnext101_32x8d",
-    "densenet121",
-    "densenet169",
-    "googlenet",
-    "mobilenet_v2",
-    "mobilenet_v3_small",
-    "mobilenet_v3_large",
-    "mnasnet0_5",
-    "mnasnet1_0",
-    "shufflenet_v2_x0_5",
-    "shufflenet_v2_x1_0",
-    "squeezenet1_0",
-    "squeezenet1_1",
-    "efficientnet_b0",
-    "efficientnet_b1",
-    "efficientnet_v2_s",
-    "regnet_x_400mf",
-    "regnet_y_400mf",
-    "regnet_x_1_6gf",
-    "regnet_y_800mf",
-    "regnet_y_1_6gf",
-    "convnext_tiny",
-)
-#: (name, input size) at batch 1 besides 224
-OTHER_SIZES = (("inception_v3", 299), ("efficientnet_b2", 288))
+# the torchvision networks (batch 1, their usual input size) of bench_public_zoo, the same set
+from bench_public_zoo import AT_224, OTHER_SIZES  # noqa: E402  (same directory)
+
 #: glibc malloc.h, and the bytes below which freed memory stays with the process (as the model's workers)
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD, RETAIN_BYTES = -1, -3, 1 << 30
 #: the two schemas of torchvision's C ops defined here where its C library does not load (kept alive)

@@ -96,7 +96,8 @@ def find(source: str, source_dir: str | Path, machine: Fingerprint) -> CacheEntr
     """
     if not machine.known:
         return None
-    d = _entry_dir(source_checksum(source_dir), machine)
+    checksum = source_checksum(source_dir)  # reads every file of the source: once
+    d = _entry_dir(checksum, machine)
     f = d / _ENTRY
     if not f.exists():
         return None
@@ -107,7 +108,7 @@ def find(source: str, source_dir: str | Path, machine: Fingerprint) -> CacheEntr
         fp = Fingerprint.from_dict(doc.get("machine"))
         if not _same_kind(fp, machine):
             raise ValueError("calibrated on another machine kind")
-        if doc.get("source_sha256") != source_checksum(source_dir):
+        if doc.get("source_sha256") != checksum:
             raise ValueError("calibrated from another version of the model")
         from carb.transfer.load import load_model
 
@@ -137,7 +138,8 @@ def store(
         The entry's model directory.
 
     """
-    d = _entry_dir(source_checksum(source_dir), machine)
+    checksum = source_checksum(source_dir)
+    d = _entry_dir(checksum, machine)
     d.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=d.parent))
     try:
@@ -145,7 +147,7 @@ def store(
         doc = {
             "format": CACHE_FORMAT,
             "source": source,
-            "source_sha256": source_checksum(source_dir),
+            "source_sha256": checksum,
             "machine": machine.to_dict(),
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "networks": networks,
