@@ -25,7 +25,7 @@ same machine by our pipeline (``carb dataset list``). The source model is CARB
    and on the point prediction (``risk=point``). The study: >90% pruning, 95.8% budget
    accuracy, 2.1% false accepts.
 
-    python benchmarks/bench_cpu_transfer.py [--seeds 0 1 2 3 4] [--preset default]
+    python benchmarks/bench_cpu_transfer.py [--seeds 0 1 2 3 4] [--preset default] [--json OUT.json]
 
 Deterministic: every draw is seeded, every learner runs on one thread (CARB ``n_jobs=1``:
 XGBoost, ExtraTrees; BLAS pinned to one thread), and the output starts with the library
@@ -41,12 +41,12 @@ import os
 for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):  # before numpy loads BLAS
     os.environ.setdefault(_v, "1")
 
-import argparse
 import itertools
 import subprocess
 import sys
 import warnings
 
+import _common
 import numpy as np
 import pandas as pd
 from scipy.stats import spearmanr
@@ -160,7 +160,7 @@ def calibration_rows(tgt: pd.DataFrame, source, seeds, ks) -> pd.DataFrame:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = _common.parser(__doc__.splitlines()[0])
     ap.add_argument("--source", default="cpu-1t")
     ap.add_argument("--target", default="cpu-2t")
     ap.add_argument("--preset", default="default")
@@ -190,7 +190,7 @@ def main() -> None:
         from carb.campaign.speed import corrected
 
         src, tgt = corrected(src, paired_only=True), corrected(tgt, paired_only=True)
-    print(f"command: python {' '.join(sys.argv)}")
+    print(f"command: {_common.command_line()}")
     print(versions())
     print(
         f"latency: {a.latency} ({', '.join(n for n, d in ((a.source, src), (a.target, tgt)) if 'latency_ms_raw' in d) or 'neither'} has a speed index)"
@@ -212,7 +212,7 @@ def main() -> None:
     print(curve.round(4).to_string())
     print("(mape sd: standard deviation over the seeds)")
     print(
-        "\nas in RESULTS.md: | target | K | active | random | nnls | active, slope carried | "
+        "\nas a Markdown table: | target | K | active | random | nnls | active, slope carried | "
         "(Spearman / MAPE / coverage)"
     )
     cell = lambda r: f"{r.spearman:.3f} / {100 * r.mape:.{1 if r.mape >= 0.1 else 2}f}% / {100 * r.coverage:.0f}%"
@@ -224,7 +224,18 @@ def main() -> None:
                 + " | ".join(cell(curve.loc[(t, m, k)]) for m in ("active", "random", "nnls", "active, slope carried"))
                 + " |"
             )
+    res: dict = {
+        "source": a.source,
+        "target": a.target,
+        "preset": a.preset,
+        "seeds": a.seeds,
+        "latency": a.latency,
+        "calibration": curve.reset_index().to_dict("records"),
+        "calibration_per_seed": rows.to_dict("records"),
+    }
     if a.no_screening:
+        if a.json:
+            _common.write_json(a.json, res)
         return
 
     # -- 2. paper-style screening table --------------------------------------------------
@@ -264,9 +275,11 @@ def main() -> None:
                 }
             )
     table = pd.DataFrame(out)
+    if a.json:
+        _common.write_json(a.json, {**res, "screening": out})
     print(table.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     print("study (RTX 5090 -> 3080, 3,072 configs): pruning >0.90, budget accuracy 0.958, false accepts 0.021")
-    print("\nas in RESULTS.md:")
+    print("\nas Markdown tables:")
     for r in table.itertuples(index=False):
         print(
             f"| {r[0]:.2f} | {r[1].replace(' (OOF)', '')} | {r[2]} | {r[3]:,} | {r[4]:,} | {r[6]:,} | "

@@ -49,63 +49,16 @@ import os
 for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_v, "1")
 
-import argparse  # noqa: E402
-import copy  # noqa: E402
-import json  # noqa: E402
-import platform  # noqa: E402
-import sys  # noqa: E402
 import time  # noqa: E402
 import warnings  # noqa: E402
 
+import _common  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from _common import OutOfFold, cpu_pair_data  # noqa: E402
 
 QS = (0.1, 0.25, 0.5, 0.75)
 REGIMES = ((1, 2, "b<=2"), (3, 8, "b 4-8"), (9, 10**9, "b>=16"))
-
-
-class OutOfFold:
-    """The device-specific model of the study, out-of-fold by architecture: each config is
-    predicted by the fold model that never saw its architecture. ``plain=True`` drops the
-    locally adaptive intervals (constant-width CV conformal, as before issue 18)."""
-
-    def __init__(
-        self,
-        df: pd.DataFrame,
-        preset: str,
-        folds: int = 5,
-        seed: int = 0,
-        id_col: str = "config_id",
-        arch_keys: list[str] | None = None,
-        prior=None,
-    ) -> None:
-        from carb.model import CARB
-
-        keys = arch_keys or [c for c in ("family", "block", "depth", "width", "early_downsample") if c in df.columns]
-        groups = pd.factorize(df[keys].astype(str).agg("|".join, axis=1))[0]
-        fold_of = np.random.default_rng(seed).permutation(groups.max() + 1)[groups] % folds
-        self.fold_of = dict(zip(df[id_col], fold_of))
-        self.id_col = id_col
-        self.models = [CARB(preset=preset, random_state=seed, prior=prior).fit(df[fold_of != f]) for f in range(folds)]
-        self.targets_ = list(self.models[0].targets_)
-        self.coverage = self.models[0].coverage
-
-    def plain(self) -> "OutOfFold":
-        other = copy.copy(self)
-        other.models = [copy.deepcopy(m) for m in self.models]
-        for m in other.models:
-            for tm in m.models_.values():
-                tm.interval = None
-        return other
-
-    def predict(
-        self, configs: pd.DataFrame, coverage: float | None = None, budgets: dict | None = None
-    ) -> pd.DataFrame:
-        fold = configs[self.id_col].map(self.fold_of).to_numpy()
-        parts = [
-            self.models[f].predict(configs[fold == f], coverage=coverage, budgets=budgets) for f in np.unique(fold)
-        ]
-        return pd.concat(parts).loc[configs.index]
 
 
 class RefitIntervals:
@@ -137,18 +90,6 @@ class RefitIntervals:
             hw = np.log(sp[f"{t}_hi"].to_numpy(float) / sp[t].to_numpy(float)) * conformal_quantile(self.scores[t], c)
             p[f"{t}_lo"], p[f"{t}_hi"] = p[t] * np.exp(-hw), p[t] * np.exp(hw)
         return p
-
-
-def _versions() -> dict[str, str]:
-    from importlib.metadata import PackageNotFoundError, version
-
-    out = {"python": platform.python_version()}
-    for p in ("carb", "numpy", "pandas", "scipy", "scikit-learn", "xgboost", "xgboost-cpu", "lightgbm", "moocore"):
-        try:
-            out[p] = version(p)
-        except PackageNotFoundError:
-            pass
-    return out
 
 
 def _coverage_table(
@@ -337,17 +278,6 @@ def _true_fronts(cands: pd.DataFrame, targets: list[str], objs) -> set:
     return out
 
 
-def cpu_pair_data(target: str) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The ok rows of ``cpu-1t`` (the source) and of ``target``, the target's latency at its
-    campaign's median speed where the paired sentinel timed a row, as `carb train` learns it."""
-    from carb import datasets
-    from carb.campaign.speed import corrected
-
-    src, tgt = datasets.load("cpu-1t"), datasets.load(target)
-    src, tgt = src[src.status == "ok"].reset_index(drop=True), tgt[tgt.status == "ok"].reset_index(drop=True)
-    return src, corrected(tgt, paired_only=True)
-
-
 def _cpu_pair(a, out: dict) -> None:
     from carb.families.features import compute
     from carb.model import CARB
@@ -367,15 +297,11 @@ def _cpu_pair(a, out: dict) -> None:
     print(f"{pair}: models fitted in {time.perf_counter() - t0:.0f} s", flush=True)
     objs = [("latency_ms", "min"), ("memory_mb", "min"), ("flops_per_image", "max")]
     refit = RefitIntervals(calibrated, source, chosen)
-    # ablation: the interval scale without the blend members' spread (as before it read it)
-    import carb.model._estimator as est
-
+    # ablation: the interval scale without the blend members' spread
     device_nospread = device_qs = None
     if not a.no_ablations:
-        est.SPREAD_SCALE = False
         t0 = time.perf_counter()
-        device_nospread = OutOfFold(tgt, a.preset)
-        est.SPREAD_SCALE = True
+        device_nospread = OutOfFold(tgt, a.preset, interval_spread=False)
         print(f"device model without the spread scale fitted in {time.perf_counter() - t0:.0f} s", flush=True)
         device_qs = _quantile_scale(tgt, a.preset)
     for name, model, cands in (
@@ -447,15 +373,9 @@ def _cpu_pair(a, out: dict) -> None:
 
 def _quantile_scale(tgt: pd.DataFrame, preset: str, **kw) -> "OutOfFold":
     """The device model with the interval scale fitted by quantile regression of log |r| at
-    0.9 instead of least squares (carb/model/_conformal.py), for the ablation."""
-    import carb.model._conformal as conf
-
+    0.9 instead of least squares (``CARB(interval_tail=0.9)``), for the ablation."""
     t0 = time.perf_counter()
-    conf.SCALE_QUANTILE, keep = 0.9, conf.SCALE_QUANTILE
-    try:
-        model = OutOfFold(tgt, preset, **kw)
-    finally:
-        conf.SCALE_QUANTILE = keep
+    model = OutOfFold(tgt, preset, interval_tail=0.9, **kw)
     print(f"device model with the quantile scale fitted in {time.perf_counter() - t0:.0f} s", flush=True)
     return model
 
@@ -514,8 +434,7 @@ def _nb201_pair(a, out: dict) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--json", required=True, help="write the results here")
+    ap = _common.parser(__doc__.splitlines()[0], json_required=True)
     ap.add_argument("--preset", default="default")
     ap.add_argument("--confidence", type=float, default=0.9)
     ap.add_argument("--sweep", type=float, nargs="*", default=[0.8, 0.95])
@@ -530,8 +449,8 @@ def main() -> None:
     warnings.filterwarnings("ignore")
     t0 = time.perf_counter()
     out: dict = {
-        "command": "python " + " ".join(sys.argv),
-        "versions": _versions(),
+        "command": _common.command_line(),
+        "versions": _common.versions(),
         "threads": {v: os.environ.get(v) for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")},
         "confidence": a.confidence,
         "rows": [],
@@ -546,8 +465,7 @@ def main() -> None:
     if a.nb201:
         _nb201_pair(a, out)
     out["wall_s"] = time.perf_counter() - t0
-    with open(a.json, "w") as f:
-        json.dump(out, f, indent=1, default=float)
+    _common.write_json(a.json, out)
     print(f"wrote {a.json} ({out['wall_s']:.0f} s)")
 
 

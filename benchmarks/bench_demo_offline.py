@@ -39,10 +39,9 @@ import os
 for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):  # before numpy loads BLAS
     os.environ.setdefault(_v, "1")
 
-import argparse
-import json
 import warnings
 
+import _common
 import numpy as np
 import pandas as pd
 
@@ -135,11 +134,10 @@ def simulate(source, cands: pd.DataFrame, truth: pd.DataFrame, seed: int, varian
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = _common.parser(__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--truth", default="cpu-2t", help="the shipped dataset standing in for the demo's measurements")
     ap.add_argument("--variants", nargs="*", default=list(VARIANTS))
-    ap.add_argument("--json", default=None)
     a = ap.parse_args()
     warnings.simplefilter("ignore")
     from carb import datasets
@@ -179,8 +177,7 @@ def main() -> None:
             flush=True,
         )
     if a.json:
-        with open(a.json, "w") as f:
-            json.dump(out, f, indent=1, default=float)
+        _common.write_json(a.json, out)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ between and within the campaigns.
     python benchmarks/bench_drift.py --rescore store.duckdb [--plain-from figures.json] [--json rescored.json]
 
 "size-elastic correction (not adopted)": each config scaled by the sentinel ratio to the power
-of an elasticity that falls with its size (``benchmarks/elasticity.py``), for comparison.
+of an elasticity that falls with its size (``_common.at_speed``), for comparison.
 
 "fastest sample" / "10th percentile": that statistic of each config's pooled samples instead of
 their median (contention only ever adds time), raw and scaled by the same statistic of its
@@ -37,13 +37,13 @@ paired sentinel samples; "plain loop, fastest forward" likewise. "carb's own rep
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+import _common
 import numpy as np
 
 
@@ -94,7 +94,7 @@ def stats(ratio: np.ndarray) -> dict[str, float]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = _common.parser(__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=16)
     ap.add_argument("--seed", type=int, default=5)
     ap.add_argument("--gap-min", type=float, default=5.0, help="minutes from campaign A's start to campaign B's")
@@ -102,7 +102,6 @@ def main() -> None:
     ap.add_argument("--max-time", type=float, default=1.0, help="sampling seconds per config (shared by its rounds)")
     ap.add_argument("--precision", help="only configs of this precision (e.g. fp32 on a CPU without native bf16)")
     ap.add_argument("--plain-s", type=float, default=1.0, help="seconds of forwards per config in the plain loop")
-    ap.add_argument("--json", help="also write the figures (and per-config ratios) to this JSON file")
     ap.add_argument("--keep", help="keep the campaign store at this path (default: a throw-away one)")
     ap.add_argument(
         "--stress-b",
@@ -181,18 +180,16 @@ def main() -> None:
 
 def _start_stress(kind: str):
     """A process streaming memory (or thrashing a cache-sized buffer) on a core this one does
-    not run on (``benchmarks/probe_sentinel_elasticity.py``'s stressor); ``(stop event, process)``."""
+    not run on (``_common.stress``); ``(stop event, process)``."""
     import multiprocessing as mp
     import os
-
-    from probe_sentinel_elasticity import _stress
 
     mine = os.sched_getaffinity(0)
     other = next((c for c in range(os.cpu_count() or 1) if c not in mine), None)
     if other is None:
         sys.exit("bench_drift: --stress-b needs a core outside this process's affinity (run it under taskset -c 1)")
     stop = mp.Event()
-    proc = mp.Process(target=_stress, args=(kind, other, stop), daemon=True)
+    proc = mp.Process(target=_common.stress, args=(kind, other, stop), daemon=True)
     proc.start()
     print(f"stressor ({kind}) on core {other} for pass 2 and campaign B", flush=True)
     return stop, proc
@@ -238,8 +235,6 @@ def score(m, r, readings, runs, res, plain, wall, sentinel_s, out) -> None:
     """Print (and write to the JSON file ``out``, if given) the figures of campaigns A (``m``)
     and B (``r``), their readings and, when given, the plain loop's pass 2 / pass 1 ratio per
     config (``plain``); ``wall``: the campaigns' wall time (s), ``None`` when unknown."""
-    from elasticity import at_speed
-
     from carb.campaign import speed as drift
 
     ids = list(m.index)
@@ -248,10 +243,12 @@ def score(m, r, readings, runs, res, plain, wall, sentinel_s, out) -> None:
     # from the rows' sentinel: the same for a store carb writes, and right for one kept while
     # the elasticity below was being tried in carb itself (run 17)
     corr = raw * (m.sentinel_ms / r.sentinel_ms).to_numpy(float)
-    # tried and not adopted (elasticity.py): each config scaled by the sentinel ratio to the
+    # tried and not adopted (_common.at_speed): each config scaled by the sentinel ratio to the
     # power of its size's elasticity, for comparison in the same run
     ref = float(np.median(np.concatenate([m.sentinel_ms.to_numpy(float), r.sentinel_ms.to_numpy(float)])))
-    sized = np.asarray(at_speed(r.latency_ms, ref, r.sentinel_ms) / at_speed(m.latency_ms, ref, m.sentinel_ms), float)
+    sized = np.asarray(
+        _common.at_speed(r.latency_ms, ref, r.sentinel_ms) / _common.at_speed(m.latency_ms, ref, m.sentinel_ms), float
+    )
     plain_ratio = np.array([plain[i] for i in ids]) if plain else np.full(len(ids), np.nan)
     usable = readings[readings.used.fillna(True).astype(bool)]
     med = {
@@ -344,7 +341,7 @@ def score(m, r, readings, runs, res, plain, wall, sentinel_s, out) -> None:
     )
     print("\n".join(drift.speed_lines(drift.speed_summary(readings), readings)))
     if out:
-        Path(out).write_text(json.dumps(res, indent=2))
+        _common.write_json(out, res)
 
 
 if __name__ == "__main__":

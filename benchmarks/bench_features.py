@@ -14,17 +14,17 @@ Side by side, in one run, on the ``paper`` space:
 The FLOPs of both methods are checked equal on the sampled configs. Prints a table of
 configs/s and the ratio to FlopCounterMode. Run::
 
-    python benchmarks/bench_features.py [--flop-configs 200] [--rows 1000000] [--repeats 3]
+    python benchmarks/bench_features.py [--flop-configs 200] [--rows 1000000] [--repeats 3] [--json OUT.json]
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import platform
 import statistics
 import time
 
+import _common
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
@@ -57,7 +57,7 @@ def _compute(frame, repeats: int) -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = _common.parser(__doc__.split("\n")[0])
     ap.add_argument("--flop-configs", type=int, default=200, help="configs for FlopCounterMode")
     ap.add_argument("--rows", type=int, default=1_000_000, help="rows of the large table")
     ap.add_argument("--repeats", type=int, default=3, help="timed runs of features.compute (median)")
@@ -96,6 +96,25 @@ def main() -> None:
     for name, n, t in rows:
         print(f"{name:<52} {n:>10,} {t:>9.3f} {n / t:>12,.0f} {n / t / base:>18,.0f}x")
     print(f"FLOPs agree exactly on {len(sample)} sampled configs.")
+    if args.json:
+        _common.write_json(
+            args.json,
+            {
+                "torch_threads": torch.get_num_threads(),
+                "flops_agree_on": len(sample),
+                "rows": [
+                    {
+                        "method": name,
+                        "configs": n,
+                        "seconds": t,
+                        "configs_per_s": n / t,
+                        "vs_flop_counter": n / t / base,
+                    }
+                    for name, n, t in rows
+                ],
+            },
+        )
+        print(f"wrote {args.json}")
 
 
 if __name__ == "__main__":

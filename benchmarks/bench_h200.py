@@ -33,11 +33,10 @@ import os
 for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):  # before numpy loads BLAS
     os.environ.setdefault(_v, "1")
 
-import argparse
-import json
 import time
 import warnings
 
+import _common
 import numpy as np
 import pandas as pd
 
@@ -121,11 +120,10 @@ def transfer(df: pd.DataFrame, source: str) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = _common.parser(__doc__.split("\n\n")[0])
     ap.add_argument("--data", default="h200", help="dataset name or file (default: the shipped h200)")
     ap.add_argument("--seeds", type=int, default=5, help="grouped splits to average over")
     ap.add_argument("--source", default="cpu-1t", help="the transfer part's source dataset")
-    ap.add_argument("--json", help="write the results here")
     a = ap.parse_args()
     t0 = time.perf_counter()
     df = datasets.load(a.data)
@@ -167,8 +165,7 @@ def main() -> None:
         )
     print(f"\n{res['seconds']:.0f} s")
     if a.json:
-        with open(a.json, "w") as fh:
-            json.dump(res, fh, indent=2, default=float)
+        _common.write_json(a.json, res)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ carb.transfer. Then K = 5, 10, 20, 50 random measurements alone; the method choi
 HELP's validation devices (never the targets); and a cross-GPU table: a latency model
 trained on one GPU/batch setting, used unchanged on another.
 
-    python benchmarks/bench_help_fewshot.py [--seeds N] [--jobs N]
+    python benchmarks/bench_help_fewshot.py [--seeds N] [--jobs N] [--json OUT.json]
 
 Deterministic: fixed seeds, LightGBM with ``deterministic`` and row-wise histograms, BLAS
 pinned to one thread; the library versions are printed with the figures.
@@ -32,15 +32,14 @@ pinned to one thread; the library versions are printed with the figures.
 
 from __future__ import annotations
 
-import argparse
 import os
-import shlex
 import sys
 import time
 
 for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):  # before numpy loads BLAS
     os.environ.setdefault(_v, "1")
 
+import _common
 import numpy as np
 import pandas as pd
 from scipy.stats import spearmanr
@@ -95,7 +94,7 @@ def short(device: str) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = _common.parser(__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=5, help="seeds 0..N-1 (HELP: 5)")
     ap.add_argument(
         "--jobs",
@@ -106,8 +105,9 @@ def main() -> None:
     args = ap.parse_args()
     seeds = range(args.seeds)
 
-    print("$ " + shlex.join(["python", os.path.relpath(sys.argv[0]), *sys.argv[1:]]))
+    print("$ " + _common.command_line())
     print(versions())
+    res: dict = {"seeds": args.seeds, "table2": [], "means": {}, "k_random": [], "method_choice": [], "cross_gpu": {}}
     t_all = time.perf_counter()
     wide = hf.load(wide=True)
     devices = hf.devices()
@@ -182,6 +182,9 @@ def main() -> None:
             for name, fn in built[pname]["columns"].items():
                 m, s = score(fn, target, y, 10, True, seeds, reference, prot)
                 means.setdefault((pname, name), []).append(m)
+                res["table2"].append(
+                    {"protocol": pname, "target": target, "method": name, "spearman_mean": m, "spearman_std": s}
+                )
                 row += f" {m:15.3f} ({s:.3f})"
             print(row)
         help_mean = float(np.mean([hf.HELP_RESULTS[t] for t in targets]))
@@ -192,6 +195,10 @@ def main() -> None:
     print(f"{'':24s}" + "".join(f" {p:>9s}" for p in protocols))
     for c in columns:
         print(f"{c:24s}" + "".join(f" {np.mean(means[(p, c)]):9.3f}" for p in protocols))
+    res["means"] = {
+        "help_published": help_mean,
+        **{p: {c: float(np.mean(means[(p, c)])) for c in columns} for p in protocols},
+    }
     print(f"({time.perf_counter() - t:.1f} s)")
 
     # --- K random alone ------------------------------------------------------------
@@ -207,6 +214,7 @@ def main() -> None:
                 for pname, prot in protocols.items():
                     m, _ = score(built[pname]["columns"][c], target, y, k, False, seeds, reference, prot)
                     per[(c, pname)].append(m)
+                    res["k_random"].append({"k": k, "target": target, "method": c, "protocol": pname, "spearman": m})
                     row += f" {m:30.3f}"
             print(row)
         print(f"{k:3d} {'mean':9s}" + "".join(f" {np.mean(v):30.3f}" for v in per.values()))
@@ -228,8 +236,10 @@ def main() -> None:
     print(f"{'setting':14s}" + "".join(f" {c:>22s}" for c in methods))
     for label, k, with_ref in (("ref10 + 10", 10, True), ("K=5", 5, False), ("K=10", 10, False), ("K=20", 20, False)):
         row = f"{label:14s}"
-        for fn in methods.values():
-            row += f" {np.mean([score(fn, d, y, k, with_ref, seeds, reference)[0] for d in val]):22.3f}"
+        for mname, fn in methods.items():
+            v = float(np.mean([score(fn, d, y, k, with_ref, seeds, reference)[0] for d in val]))
+            row += f" {v:22.3f}"
+            res["method_choice"].append({"setting": label, "method": mname, "spearman": v})
         print(row)
     print(f"({time.perf_counter() - t:.1f} s)")
 
@@ -265,6 +275,11 @@ def main() -> None:
     print("(R2 clipped at -99)")
     print(f"({time.perf_counter() - t:.1f} s)")
     print(f"\ntotal {time.perf_counter() - t_all:.1f} s")
+    res["cross_gpu"] = {"settings": gpus, **{name: mat for name, mat in mats.items()}}
+    res["total_s"] = time.perf_counter() - t_all
+    if args.json:
+        _common.write_json(args.json, res)
+        print(f"wrote {args.json}")
 
 
 if __name__ == "__main__":

@@ -32,7 +32,8 @@ Run (repository root; core 1 reserved for the campaign)::
 
     taskset -c 1 python benchmarks/bench_machine_kind.py measure --store campaigns/kind-zoo.duckdb
     python benchmarks/bench_machine_kind.py step --store campaigns/kind-zoo.duckdb \
-        --model layers-cpu-avx2-1t --out benchmarks/results/machine_kind_step.json
+        --model layers-cpu-avx2-1t --json benchmarks/results/machine_kind_step.json
+    python benchmarks/bench_machine_kind.py config-steps [--json benchmarks/results/config_steps.json]
 """
 
 from __future__ import annotations
@@ -44,9 +45,10 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+import _common
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = _common.ROOT
 
 
 def _configs(per_family: int, seed: int, max_gflops: float) -> list:
@@ -141,9 +143,8 @@ def step(args: argparse.Namespace) -> None:
     out["range"], out["range_step"] = _range_step(nm)
     out["precision_step"] = _precision_step()
     print(f"range step: {json.dumps(out['range_step'])}\nprecision step: {json.dumps(out['precision_step'])}")
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
-    print(f"wrote {args.out}")
+    _common.write_json(args.json, out)
+    print(f"wrote {args.json}")
     if args.write_model:
         _record(args.write_model, out)
 
@@ -293,12 +294,15 @@ def config_steps(args: argparse.Namespace) -> None:
     out = ROOT / "carb" / "data" / "domain_steps.json"
     out.write_text(json.dumps(doc, indent=1) + "\n")
     print(f"wrote {out.relative_to(ROOT)}: {json.dumps(doc['config'])}")
+    if args.json:  # the same figures as a result file, with the run's provenance
+        _common.write_json(args.json, doc)
+        print(f"wrote {args.json}")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
-    m = sub.add_parser("measure")
+    m = sub.add_parser("measure", help="measure carb.zoo networks on this machine into --store")
     m.add_argument("--store", required=True)
     m.add_argument("--per-family", type=int, default=4)
     m.add_argument("--seed", type=int, default=7)
@@ -306,12 +310,14 @@ def main() -> None:
     m.add_argument("--max-gflops", type=float, default=12.0)
     m.add_argument("--rounds", type=int, default=2)
     m.add_argument("--max-time", type=float, default=1.2)
-    s = sub.add_parser("step")
+    s = sub.add_parser("step", help="the step of a network model fitted on another kind; JSON")
     s.add_argument("--store", required=True)
     s.add_argument("--model", default="layers-cpu-avx2-1t")
-    s.add_argument("--out", required=True)
+    _common.add_json(s, required=True, aliases=("--out",))
     s.add_argument("--write-model", default=None)
-    sub.add_parser("config-steps")
+    _common.add_json(
+        sub.add_parser("config-steps", help="the steps of config models, into carb/data/domain_steps.json")
+    )
     args = ap.parse_args()
     {"measure": measure, "step": step, "config-steps": config_steps}[args.cmd](args)
 

@@ -51,13 +51,15 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+import _common
 
-MODEL = "layers-cpu-avx2-1t"  # carb predict's default network model
-RESULTS = ROOT / "benchmarks" / "results"
-MEASUREMENTS = RESULTS / "machine_shift_measurements.json"
 # the torchvision networks (batch 1, their usual input size) of bench_public_zoo, the same set
-from bench_public_zoo import AT_224, OTHER_SIZES  # noqa: E402  (same directory)
+from _common import AT_224, OTHER_SIZES
+
+ROOT = _common.ROOT
+MODEL = "layers-cpu-avx2-1t"  # carb predict's default network model
+RESULTS = _common.RESULTS
+MEASUREMENTS = RESULTS / "machine_shift_measurements.json"
 
 #: glibc malloc.h, and the bytes below which freed memory stays with the process (as the model's workers)
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD, RETAIN_BYTES = -1, -3, 1 << 30
@@ -223,7 +225,7 @@ def _networks(args: argparse.Namespace) -> tuple[list[dict], dict[str, str], lis
 
 def cmd_measure(args: argparse.Namespace) -> None:
     specs, roles, cal = _networks(args)
-    out = Path(args.out)
+    out = Path(args.json)
     doc = json.loads(out.read_text()) if out.exists() else {"visits": []}
     doc.update(
         roles=roles,
@@ -260,8 +262,7 @@ def cmd_measure(args: argparse.Namespace) -> None:
             visit["error"] = (p.stderr.strip().splitlines() or ["no output"])[-1]
         visit["load1"] = os.getloadavg()[0]
         doc["visits"].append(visit)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(doc, indent=1))
+        _common.write_json(out, doc)
         eta = (time.time() - t_start) / (i + 1) * (len(todo) - i - 1)
         print(
             f"[{i + 1}/{len(todo)}] r{r} {visit['network']}: "
@@ -439,9 +440,9 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         "torchvision": __import__("torchvision").__version__,
         "command": "PYTHONPATH=/tmp/tvsite python benchmarks/bench_machine_shift.py measure && ... evaluate",
     }
-    Path(args.out).write_text(json.dumps(out, indent=1, default=float))
+    _common.write_json(args.json, out)
     report(out)
-    print(f"written {args.out}")
+    print(f"written {args.json}")
 
 
 def zoo_left_out(nm, cfgs: list, rows, y, draws: int, ks: tuple = (5, 10, 15)) -> dict:
@@ -522,7 +523,7 @@ def main(argv: list[str] | None = None) -> None:
     m.add_argument("--warmup-s", type=float, default=0.3)
     m.add_argument("--core", type=int, default=1)
     m.add_argument("--limit", type=int, default=None, help="only the first N torchvision networks (a smoke run)")
-    m.add_argument("--out", default=str(MEASUREMENTS))
+    _common.add_json(m, str(MEASUREMENTS), aliases=("--out",))
     t = sub.add_parser("_time", help=argparse.SUPPRESS)
     t.add_argument("spec")
     t.add_argument("--max-time", type=float, default=1.5)
@@ -531,7 +532,7 @@ def main(argv: list[str] | None = None) -> None:
     e.add_argument("--measurements", default=str(MEASUREMENTS))
     e.add_argument("--model", default=MODEL)
     e.add_argument("--draws", type=int, default=60, help="draws of K from the zoo candidates (the rule's check)")
-    e.add_argument("--out", default=str(RESULTS / "machine_shift.json"))
+    _common.add_json(e, str(RESULTS / "machine_shift.json"), aliases=("--out",))
     args = p.parse_args(argv)
     {"measure": cmd_measure, "_time": cmd_time, "evaluate": cmd_evaluate}[args.cmd](args)
 

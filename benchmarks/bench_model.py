@@ -15,17 +15,20 @@ In one run, on one measured dataset:
 
 Run (one core)::
 
-    taskset -c 0 python benchmarks/bench_model.py --data campaigns/cpu-1t-snapshot.parquet --seeds 0 1 2
+    taskset -c 0 python benchmarks/bench_model.py --data cpu-1t --seeds 0 1 2 [--json OUT.json]
+
+With ``--json``: the accuracy of every split (mean over the seeds) and the training time and
+throughput of every preset, with the run's provenance.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import platform
 import time
 import warnings
 
+import _common
 import numpy as np
 import pandas as pd
 
@@ -63,7 +66,7 @@ def _mean_of(runs: list[dict]) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = _common.parser(__doc__.split("\n")[0])
     ap.add_argument("--data", required=True, help="dataset name or .parquet/.csv file (one device)")
     ap.add_argument("--splits", nargs="*", default=["random", "stratified", "grouped", "batch-tier"])
     ap.add_argument("--presets", nargs="+", default=["default", "paper", "flops-linear", "lgbm"])
@@ -198,6 +201,7 @@ def main() -> None:
         f"s for {args.rows:,}",
         title=f"training time and prediction throughput, features included, {cores} core(s)",
     )
+    speed = []
     for p in args.throughput_presets:
         t0 = time.perf_counter()
         with warnings.catch_warnings():
@@ -207,10 +211,35 @@ def main() -> None:
         s1 = _throughput(model, params_only, args.repeats)
         s2 = _throughput(model, big, args.repeats)
         t3.add_row(p, f"{train_s:.1f}", f"{len(params_only) / s1:,.0f}", f"{args.rows / s2:,.0f}", f"{s2:.1f}")
+        speed.append(
+            {
+                "preset": p,
+                "train_s": train_s,
+                "space_configs": len(params_only),
+                "space_configs_per_s": len(params_only) / s1,
+                "sample_configs": args.rows,
+                "sample_configs_per_s": args.rows / s2,
+                "sample_s": s2,
+            }
+        )
         console.print(
             f"{p}: trained in {train_s:.1f} s; {len(params_only) / s1:,.0f} and {args.rows / s2:,.0f} configs/s"
         )
     console.print(t3)
+    if args.json:
+        _common.write_json(
+            args.json,
+            {
+                "data": args.data,
+                "rows": {"all": len(df), "ok": len(ok)},
+                "seeds": args.seeds,
+                "jobs": args.jobs,
+                "usable_cores": cores,
+                "accuracy": summary,
+                "throughput": speed,
+            },
+        )
+        console.print(f"wrote {args.json}")
 
 
 if __name__ == "__main__":

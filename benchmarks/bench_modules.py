@@ -17,7 +17,11 @@ Subcommands (run from the repository root, ``. .venv/bin/activate``):
               network (``predict_module``) beside ``predict_modules`` in-process and in
               worker processes, in one run (ABBA).
 
-Every figure was measured on a 2-core machine shared with other sessions; see RESULTS.md.
+The JSON subcommands write with ``--json PATH`` (``--out``), each adding its keys to the file.
+Shipping the measured layers as a dataset and the network model fitted on them is
+``scripts/ship.py dataset`` and ``scripts/ship.py netmodel``.
+
+Every figure was measured on a 2-core machine shared with other sessions.
 """
 
 from __future__ import annotations
@@ -29,7 +33,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+import _common
+from _common import drift_summary as _drift
+from _common import measure_campaign, metrics
+
+ROOT = _common.ROOT
 CAMPAIGNS = ROOT / "campaigns"
 
 
@@ -73,47 +81,6 @@ def cmd_measure(args: argparse.Namespace) -> None:
     measure_campaign(
         configs, args.store, rounds=args.rounds, chunk=args.chunk, max_time=args.max_time, allocator=args.allocator
     )
-
-
-def measure_campaign(
-    configs: list, store_path: str | Path, rounds: int, chunk: int, max_time: float, allocator: str = "default"
-) -> None:
-    """Measure ``configs`` on this CPU (1 thread) with the ordinary pipeline (``run_campaign``:
-    a fresh worker per visit, ``rounds`` visits spread over the campaign, the sentinel) into
-    ``store_path``, one line per pooled result."""
-    from dataclasses import replace
-
-    from carb.campaign.runner import run_campaign
-    from carb.campaign.store import Store
-    from carb.measure import Protocol, get_backend
-
-    protocol = replace(Protocol.default_for("cpu"), max_time_s=max_time)
-    backend = get_backend("cpu", threads=1, protocol=protocol, allocator=allocator)
-    store = Store(store_path)
-    t0 = time.time()
-
-    def on_result(cfg, m) -> None:
-        lat = m.latency_ms.median if m.latency_ms else float("nan")
-        print(
-            f"{time.time() - t0:7.0f}s {cfg.label():55s} {m.status:6s} {lat:9.2f} ms {m.memory_mb or 0:8.1f} MB"
-            + ("" if m.status == "ok" else f" {m.message}"),
-            flush=True,
-        )
-
-    try:
-        res = run_campaign(
-            configs,
-            backend,
-            store,
-            rounds=rounds,
-            chunk=chunk,
-            command="python " + " ".join(sys.argv),
-            on_result=on_result,
-        )
-        print(res.to_dict() if hasattr(res, "to_dict") else res, flush=True)
-    finally:
-        store.close()
-        backend.close()
 
 
 def loop_ms(f, warm_s: float = 0.3) -> float:
@@ -238,24 +205,6 @@ def _capture_cached(c):
     f.parent.mkdir(exist_ok=True)
     f.write_bytes(pickle.dumps(t))
     return t
-
-
-def metrics(y, pred, lo=None, hi=None) -> dict:
-    import numpy as np
-    from scipy.stats import spearmanr
-
-    y, pred = np.asarray(y, float), np.asarray(pred, float)
-    r = np.abs(pred / y - 1)
-    out = {
-        "n": int(len(y)),
-        "mape": float(100 * r.mean()),
-        "within10": float(100 * (r <= 0.10).mean()),
-        "within20": float(100 * (r <= 0.20).mean()),
-        "spearman": float(spearmanr(y, pred).statistic) if len(y) > 2 else float("nan"),
-    }
-    if lo is not None:
-        out["coverage"] = float(100 * ((np.asarray(lo) <= y) & (y <= np.asarray(hi))).mean())
-    return out
 
 
 def _mean_metrics(ms: list[dict]) -> dict:
@@ -428,43 +377,11 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         if "measured_at" in zdf
         else None,
     }
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
     # keys other subcommands added to the same file (consistency, compare, speed) are kept
-    doc = json.loads(out.read_text()) if out.exists() else {}
-    out.write_text(json.dumps({**doc, **results}, indent=1, default=float))
+    out = _common.write_json(args.json, results, merge=True)
     print(json.dumps({k: results["pooled"][k] for k in results["pooled"]}, indent=1))
     print("pairs:", json.dumps(pairs, indent=0, default=float))
     print(f"written {out} ({time.time() - t0:.0f} s)")
-    if args.save_model:
-        nm = netmodel.fit_netmodel(
-            lm,
-            rows,
-            y,
-            groups=arch,
-            device="cpu-1t",
-            meta={
-                "layers": int(len(lf)),
-                "networks": int(len(zdf)),
-                "network_target": args.target,
-                "data": args.data
-                or (
-                    f"layers of {', '.join(Path(p).name for p in args.layers)} + carb.families.zoo networks of "
-                    f"{Path(args.zoo).name}"
-                ),
-                "threads": 1,
-                "layer_store": ", ".join(Path(p).name for p in args.layers),
-                "zoo_store": Path(args.zoo).name,
-                "layer_target": args.layer_target,
-                "zoo_measured": results["conditions"]["zoo_measured"],
-                "layer_features": lm.features,
-                "lat_shrink_strength": netmodel.LAT_SHRINK_STRENGTH,
-                "allocator": "/".join(sorted(set(lspeed.attrs["allocator"]) | set(zspeed.attrs["allocator"]))),
-                **({"conditions": args.conditions} if args.conditions else {}),
-            },
-        )
-        nm.save(args.save_model)
-        print(f"model -> {args.save_model}")
 
 
 def cmd_consistency(args: argparse.Namespace) -> None:
@@ -546,12 +463,8 @@ def cmd_consistency(args: argparse.Namespace) -> None:
         "memory": metrics(y.memory_mb, p.memory_mb, p.memory_mb_lo, p.memory_mb_hi),
     }
     print(json.dumps(out, indent=1), flush=True)
-    res = Path(args.out)
-    doc = json.loads(res.read_text()) if res.exists() else {}
     key = "consistency_cpu1t" if args.dataset == "cpu-1t" and not args.model else f"consistency_{args.dataset}"
-    doc[key + ("_" + Path(args.store).stem if args.store else "")] = out
-    res.parent.mkdir(parents=True, exist_ok=True)
-    res.write_text(json.dumps(doc, indent=1, default=float))
+    res = _common.write_json(args.json, {key + ("_" + Path(args.store).stem if args.store else ""): out}, merge=True)
     print(f"written {res} ({time.time() - t0:.0f} s)")
 
 
@@ -656,10 +569,7 @@ def _speed_many(args: argparse.Namespace, cfgs: list, nm) -> None:
         "seconds": ts,
         "speedup_vs_loop": {k: ts["loop"] / v for k, v in ts.items()},
     }
-    res = Path(args.out)
-    doc = json.loads(res.read_text()) if res.exists() else {}
-    doc["speed_many"] = out
-    res.write_text(json.dumps(doc, indent=1, default=float))
+    _common.write_json(args.json, {"speed_many": out}, merge=True)
 
 
 def _speed_side_by_side(args: argparse.Namespace, cfgs: list, nm) -> None:
@@ -725,108 +635,7 @@ def _speed_side_by_side(args: argparse.Namespace, cfgs: list, nm) -> None:
         "before_ms_median": 1000 * float(np.median(ts["before"])),
         "after_ms_median": 1000 * float(np.median(ts["after"])),
     }
-    res = Path(args.out)
-    doc = json.loads(res.read_text()) if res.exists() else {}
-    doc["speed_side_by_side"] = out
-    res.write_text(json.dumps(doc, indent=1, default=float))
-
-
-def cmd_ship(args: argparse.Namespace) -> None:
-    """Ship the layer campaign as ``carb/data/layers-cpu-1t.parquet`` + its card, with the
-    figures scripts/ship_dataset.py computes for the other datasets (its store's platform is
-    ``cpu-1t``, not the dataset's name, hence this wrapper)."""
-    import importlib.util
-    from datetime import datetime, timezone
-
-    from carb import datasets
-    from carb.campaign.store import Store
-
-    spec = importlib.util.spec_from_file_location("ship_dataset", ROOT / "scripts" / "ship_dataset.py")
-    ship = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(ship)
-    import pandas as pd
-
-    out = Path(args.out)
-    frames, figs = [], []
-    for store in args.store:
-        with Store(store, read_only=True) as st:
-            frames.append(datasets.from_store(st, args.platform, with_features=False))
-            figs.append(ship.figures(st, args.platform))
-    # several stores: a layer measured in two is kept from the first (raw values, not rescaled)
-    df = pd.concat(frames, ignore_index=True)
-    df = df[df["family"] == "layers"].drop_duplicates("config_id").reset_index(drop=True)
-    f = figs[0]
-    df["device"] = args.name
-    datasets.write(datasets.slim(df), out / f"{args.name}.parquet")
-    p, pr = f["provenance"], f["protocol"]
-    ops = df["op"].value_counts()
-    lines = [
-        f"# {args.name}: single CNN layers measured on one of our 2-core CPU machines, 1 thread",
-        "",
-        f"Real measurements of {len(df):,} single layers of the built-in `layers` space "
-        "(`carb.families.layers`: convolutions dense/pointwise/grouped/depthwise, stems, SE fully connected "
-        "layers, linear, attention-style matmul, BN, activations, pooling, add, broadcast multiply, concat, "
-        "channel shuffle copy, whole SE blocks), a per-operator balanced, space-filling sample "
-        "(`carb.families.layers.balanced_sample`), measured with CARB's own pipeline "
-        f"(`{args.how}`). "
-        "One row per layer; the layer's parameters are columns (`op`, `cin`, `cout`, `input_size`, `kernel`, "
-        "`stride`, `groups`, `batch`, `precision`), the per-layer columns of `carb.families.layers.layer_frame` "
-        "are recomputed on load. Used by `carb.netmodel` (per-operator cost models).",
-        "",
-        f"Operators: {', '.join(f'{k} {v}' for k, v in ops.items())}.",
-        "",
-        "## Machine and software",
-        f"- CPU: {p.get('cpu_model')} ({p.get('logical_cpus')} logical CPUs), frequency seen {p.get('cpu_freq_mhz')} MHz",
-        f"- python {p.get('python')}, torch {p.get('torch')}, carb {p.get('carb')}",
-        f"- threads: 1 intra-op and inter-op (`torch.set_num_threads`); {args.pinning}",
-        f"- the workers' C allocator: {p.get('allocator', 'default')} (`carb.measure.cpu.ALLOCATORS`"
-        + ("; not recorded by this store: glibc's default rules)" if "allocator" not in p else ")"),
-        "",
-        "## Protocol",
-        f"- each layer visited in {pr.get('rounds')} rounds at different moments (round-robin over chunks), "
-        "each visit a fresh worker process; timed forwards until the 95% CI of the median is within "
-        f"{100 * pr.get('ci_target', 0):g}% or {pr.get('max_time_s', 0) / max(pr.get('rounds', 1), 1):g} s per visit",
-        "- latency_ms: median per-forward time (one module call: the operator on inputs held as buffers); "
-        f"latency_ms_p5: the 5th percentile of the pooled samples; carb.netmodel learns from `{args.layer_target}` "
-        "(see below)",
-        *[
-            f"- measured {g['first_measured'][:16]} to {g['last_measured'][:16]} UTC in {g['runs']} resumed run(s)"
-            + (f" ({Path(st_).name}, {n:,} layers kept from it)" if len(args.store) > 1 else "")
-            for st_, g, n in zip(args.store, figs, _kept_counts(frames))
-        ],
-        "",
-        "## Counts and noise",
-        f"- rows by status: {', '.join(f'{k}: {v}' for k, v in df['status'].value_counts().items())}",
-        f"- latency: median CoV of the pooled samples {df['latency_ms_cov'].median():.3f} "
-        f"(p95 {df['latency_ms_cov'].quantile(0.95):.3f}); median samples per layer "
-        f"{df['latency_ms_n'].median():.0f}",
-        *[f"- {ln}" for g in figs for ln in g.get("speed_lines", [])],
-        "",
-        "## Conditions and known limits",
-        f"- {args.conditions}",
-        *[f"- {n}" for n in args.note],
-        "- no CPU energy (no RAPL on this VM); peak memory of a single layer is mostly the process's own pages",
-        "- fp32 only: a fp16/bf16 network is priced by this fp32 data (its bytes halve, nothing else changes); "
-        "no reduced-precision layer was measured",
-        "",
-        f"Generated by `python benchmarks/bench_modules.py ship` on {datetime.now(timezone.utc):%Y-%m-%d} "
-        "from the campaign store.",
-    ]
-    (out / f"{args.name}.md").write_text("\n".join(lines) + "\n")
-    datasets.read(out / f"{args.name}.parquet")
-    print(f"wrote {out / args.name}.parquet ({len(df)} rows) and .md")
-
-
-def _kept_counts(frames: list) -> list[int]:
-    """How many layers of each store a multi-store dataset keeps (the first store's copy of a
-    layer measured twice)."""
-    seen: set = set()
-    out = []
-    for d in frames:
-        ids = set(d.loc[d["family"] == "layers", "config_id"]) - seen
-        out.append(len(ids))
-        seen |= ids
-    return out
+    _common.write_json(args.json, {"speed_side_by_side": out}, merge=True)
 
 
 #: how a captured layer's operator maps onto the ``layers`` family (ops sampled from real networks)
@@ -1000,14 +809,12 @@ def cmd_compare(args: argparse.Namespace) -> None:
         },
     }
     print(json.dumps(out, indent=1))
-    res = Path(args.out)
-    doc = json.loads(res.read_text()) if res.exists() else {}
-    doc["zoo_runs_compared" + ("" if args.target == "latency_ms" else f"_{args.target}")] = out
-    res.write_text(json.dumps(doc, indent=1, default=float))
+    key = "zoo_runs_compared" + ("" if args.target == "latency_ms" else f"_{args.target}")
+    _common.write_json(args.json, {key: out}, merge=True)
 
 
 def cmd_report(args: argparse.Namespace) -> None:
-    """Markdown tables of a results JSON, for benchmarks/RESULTS.md."""
+    """Markdown tables of a results JSON."""
     d = json.loads(Path(args.json).read_text())
     f = lambda m, cov=True: (
         f"{m['mape']:.1f}% | {m['within10']:.0f}% | {m['within20']:.0f}% | "  # noqa: E731
@@ -1073,30 +880,6 @@ def cmd_report(args: argparse.Namespace) -> None:
         )
 
 
-def _drift(speed) -> dict | None:
-    """How much the machine's speed moved during a campaign (the sentinel's readings)."""
-    if speed is None or not len(speed):
-        return None
-    col = "sentinel_ms" if "sentinel_ms" in speed.columns else speed.select_dtypes("number").columns[0]
-    noisy = 0
-    if "used" in speed.columns:  # readings less precise than the drift they would measure are not used
-        used = speed["used"].fillna(True).astype(bool)
-        noisy = int((~used).sum())
-        speed = speed[used]
-    v = speed[col].dropna().to_numpy(float)
-    if not len(v):
-        return None
-    import numpy as np
-
-    return {
-        "readings": int(len(v)),
-        "noisy_readings_left_out": noisy,
-        "sentinel_ms_median": float(np.median(v)),
-        "max_over_min": float(v.max() / v.min()),
-        "p90_over_p10": float(np.quantile(v, 0.9) / np.quantile(v, 0.1)),
-    }
-
-
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -1151,12 +934,7 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="scale each later layer store to the first by the median ratio of the layers both measured",
     )
-    e.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "bench_modules.json"))
-    e.add_argument("--save-model", default=None, help="also fit on everything and save the model here")
-    e.add_argument("--conditions", default=None, help="how the data were measured, for the saved model's meta")
-    e.add_argument(
-        "--data", default=None, help="what the saved model was fitted on, for its meta (default: the stores' names)"
-    )
+    _common.add_json(e, str(_common.RESULTS / "bench_modules.json"), aliases=("--out",))
     e.set_defaults(func=cmd_evaluate)
     c = sub.add_parser("consistency", help="cpu-1t ResNets: layer path vs config-level model")
     c.add_argument("--layers", nargs="+", default=[str(CAMPAIGNS / "layers-cpu-1t.duckdb")])
@@ -1186,32 +964,8 @@ def main(argv: list[str] | None = None) -> None:
     )
     c.add_argument("--preset", default="fast")
     c.add_argument("--layer-target", default="latency_ms_p5")
-    c.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "bench_modules.json"))
+    _common.add_json(c, str(_common.RESULTS / "bench_modules.json"), aliases=("--out",))
     c.set_defaults(func=cmd_consistency)
-    sh = sub.add_parser("ship", help="ship the layer campaign as a dataset + card")
-    sh.add_argument(
-        "--store",
-        nargs="+",
-        default=[str(CAMPAIGNS / "layers-cpu-1t.duckdb")],
-        help="campaign store(s); a layer in several is kept from the first",
-    )
-    sh.add_argument("--platform", default="cpu-1t")
-    sh.add_argument("--name", default="layers-cpu-1t")
-    sh.add_argument("--out", default=str(ROOT / "carb" / "data"))
-    sh.add_argument(
-        "--conditions",
-        default="other sessions ran campaigns, tests and benchmarks on both cores "
-        "throughout (load average 8-10 on 2 cores); the zoo campaign of bench_modules ran beside it",
-    )
-    sh.add_argument(
-        "--how",
-        default="carb characterize --configs ... --threads 1 --max-time 1.5 --rounds 3 --chunk 48",
-        help="the measuring command, for the card",
-    )
-    sh.add_argument("--pinning", default="not pinned to a core")
-    sh.add_argument("--layer-target", default="latency_ms_p5")
-    sh.add_argument("--note", action="append", default=[], help="a further line of the card's limits (repeatable)")
-    sh.set_defaults(func=cmd_ship)
     nl = sub.add_parser("narrow-layers", help="layers of narrow CNNs to measure (3-48 channels, 4-64 px)")
     nl.add_argument("--n", type=int, default=170)
     nl.add_argument("--bridge", type=int, default=20)
@@ -1248,7 +1002,7 @@ def main(argv: list[str] | None = None) -> None:
     cp.add_argument("a")
     cp.add_argument("b")
     cp.add_argument("--target", default="latency_ms", help="the latency column compared (e.g. latency_ms_min)")
-    cp.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "bench_modules.json"))
+    _common.add_json(cp, str(_common.RESULTS / "bench_modules.json"), aliases=("--out",))
     cp.set_defaults(func=cmd_compare)
     rp = sub.add_parser("report", help="markdown tables of a results JSON")
     rp.add_argument("json")
@@ -1259,7 +1013,7 @@ def main(argv: list[str] | None = None) -> None:
     sp.add_argument(
         "--before", default=None, help="git revision: also time carb/graph.py as of it, network by network alternating"
     )
-    sp.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "bench_modules_quiet.json"))
+    _common.add_json(sp, str(_common.RESULTS / "bench_modules_quiet.json"), aliases=("--out",))
     sp.add_argument(
         "--workers",
         default="1,2",

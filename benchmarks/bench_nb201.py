@@ -50,13 +50,12 @@ Timings are not the point here; all figures are model accuracy on public measure
 
 from __future__ import annotations
 
-import argparse
 import copy
 import json
-import sys
 import time
 import warnings
 
+import _common
 import numpy as np
 import pandas as pd
 
@@ -592,7 +591,7 @@ def analyses(a, out: dict) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = _common.parser(__doc__.splitlines()[0])
     ap.add_argument("parts", nargs="*", default=["accuracy", "fewshot", "screen", "analyses"])
     ap.add_argument("--splits", nargs="*", default=["grouped", "random", "stratified", "batch-tier"])
     ap.add_argument("--no-cascade", action="store_true", help="skip the cascade variants")
@@ -610,10 +609,9 @@ def main() -> None:
         help="screening: the decide calls' confidence levels (0.9: the product's default)",
     )
     ap.add_argument("--jobs", type=int, default=2)
-    ap.add_argument("--json", default=None)
     a = ap.parse_args()
     warnings.filterwarnings("ignore")
-    out: dict = {"command": "python " + " ".join(sys.argv)}
+    out: dict = {"command": _common.command_line()}
     for p in a.parts:
         {
             "accuracy": accuracy,
@@ -624,10 +622,7 @@ def main() -> None:
             "floor": floor,
         }[p](a, out)
     if a.json:
-        from carb.cli.model import _clean
-
-        with open(a.json, "w") as f:
-            json.dump(_clean(out), f, indent=1, allow_nan=False)
+        _common.write_json(a.json, out)
         print(f"wrote {a.json}")
 
 

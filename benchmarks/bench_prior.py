@@ -24,26 +24,21 @@ import os
 for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_v, "1")
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import sys  # noqa: E402
 import time  # noqa: E402
 import warnings  # noqa: E402
 
+import _common  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # bench_decisions beside this file
+from _common import OutOfFold, cpu_pair_data  # noqa: E402
 
 TARGETS = ("latency_ms", "memory_mb")
 QS = (0.25, 0.5, 0.75)
 
 
 def out_of_fold(tgt: pd.DataFrame, preset: str, seed: int, prior) -> dict[str, pd.DataFrame]:
-    """Out-of-fold predictions by architecture (``bench_decisions.OutOfFold``: the same folds
-    and fold models) at 90% and 80% coverage."""
-    from bench_decisions import OutOfFold
-
+    """Out-of-fold predictions by architecture (``_common.OutOfFold``, as ``bench_decisions.py``:
+    the same folds and fold models) at 90% and 80% coverage."""
     oof = OutOfFold(tgt, preset, seed=seed, prior=prior)
     return {"90": oof.predict(tgt, coverage=0.9), "80": oof.predict(tgt, coverage=0.8)}
 
@@ -69,15 +64,12 @@ def score(tgt: pd.DataFrame, p: dict[str, pd.DataFrame]) -> dict[str, float]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = _common.parser(__doc__.splitlines()[0])
     ap.add_argument("--target", default="cpu-2t")
     ap.add_argument("--preset", default="default")
     ap.add_argument("--seeds", type=int, default=5)
-    ap.add_argument("--json", help="write the results here")
     a = ap.parse_args()
     warnings.filterwarnings("ignore")
-    from bench_decisions import cpu_pair_data
-
     from carb.model import CARB
 
     src, tgt = cpu_pair_data(a.target)
@@ -110,33 +102,18 @@ def main() -> None:
             + " / ".join(f"{100 * r[f'false_accept_q{q}']:.2f}%" for q in QS)
         )
     if a.json:
-        import platform
-
-        import lightgbm
-        import sklearn
-        import xgboost
-
-        with open(a.json, "w") as fh:
-            json.dump(
-                {
-                    "command": "python " + " ".join(sys.argv),
-                    "target": a.target,
-                    "preset": a.preset,
-                    "seconds": round(time.perf_counter() - t0, 1),
-                    "rows": rows,
-                    "mean": {k: v for k, v in mean.T.to_dict().items()},
-                    "versions": {
-                        "python": platform.python_version(),
-                        "numpy": np.__version__,
-                        "pandas": pd.__version__,
-                        "scikit-learn": sklearn.__version__,
-                        "xgboost": xgboost.__version__,
-                        "lightgbm": lightgbm.__version__,
-                    },
-                },
-                fh,
-                indent=1,
-            )
+        _common.write_json(
+            a.json,
+            {
+                "command": _common.command_line(),
+                "target": a.target,
+                "preset": a.preset,
+                "seconds": round(time.perf_counter() - t0, 1),
+                "rows": rows,
+                "mean": {k: v for k, v in mean.T.to_dict().items()},
+                "versions": _common.versions(),
+            },
+        )
         print(f"wrote {a.json}")
 
 

@@ -28,66 +28,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _common
+from _common import AT_224, AT_B4, OTHER_SIZES, measure_campaign, metrics
+from _common import drift_summary as _drift
 
-from bench_modules import _drift, measure_campaign, metrics  # noqa: E402  (same directory)
+ROOT = _common.ROOT
 
 MODEL = "layers-cpu-avx2-1t"  # carb predict's default; --model for another (a shipped name or a directory)
 STORE = ROOT / "campaigns" / "public-zoo-cpu-1t.duckdb"
-#: torchvision classification networks at batch 1 and their usual input size
-AT_224 = (
-    "alexnet",
-    "vgg11_bn",
-    "vgg16_bn",
-    "resnet18",
-    "resnet34",
-    "resnet50",
-    "resnet101",
-    "resnext50_32x4d",
-    "wide_resnet50_2",
-    "resnext101_32x8d",
-    "densenet121",
-    "densenet169",
-    "googlenet",
-    "mobilenet_v2",
-    "mobilenet_v3_small",
-    "mobilenet_v3_large",
-    "mnasnet0_5",
-    "mnasnet1_0",
-    "shufflenet_v2_x0_5",
-    "shufflenet_v2_x1_0",
-    "squeezenet1_0",
-    "squeezenet1_1",
-    "efficientnet_b0",
-    "efficientnet_b1",
-    "efficientnet_v2_s",
-    "regnet_x_400mf",
-    "regnet_y_400mf",
-    "regnet_x_1_6gf",
-    "regnet_y_800mf",
-    "regnet_y_1_6gf",
-    "convnext_tiny",
-)
-#: (name, input size) at batch 1 besides 224
-OTHER_SIZES = (("inception_v3", 299), ("efficientnet_b2", 288))
-#: the same networks at another batch and resolution: batch 4 at 160 px
-AT_B4 = (
-    "resnet18",
-    "resnet50",
-    "mobilenet_v2",
-    "mobilenet_v3_large",
-    "shufflenet_v2_x1_0",
-    "efficientnet_b0",
-    "regnet_y_400mf",
-    "densenet121",
-    "mnasnet1_0",
-    "resnext50_32x4d",
-)
 
 
 def public_configs() -> list:
@@ -293,14 +244,13 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         "model": str(args.model),
         "allocator": netmodel.allocator_of(nm),
     }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(out, indent=1, default=float))
+    _common.write_json(args.json, out)
     print(
         json.dumps(
             {k: {t: {m: round(x, 3) for m, x in v[t].items()} for t in v} for k, v in out["pooled"].items()}, indent=1
         )
     )
-    print(f"written {args.out}")
+    print(f"written {args.json}")
 
 
 def cmd_choice(args: argparse.Namespace) -> None:
@@ -405,9 +355,8 @@ def cmd_choice(args: argparse.Namespace) -> None:
         "measured": [str(df["measured_at"].min()), str(df["measured_at"].max())],
         "speed": _drift(speed),
     }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(out, indent=1, default=float))
-    print(f"written {args.out}")
+    _common.write_json(args.json, out)
+    print(f"written {args.json}")
 
 
 def cmd_report(args: argparse.Namespace) -> None:
@@ -473,13 +422,13 @@ def main(argv: list[str] | None = None) -> None:
         help="whose intervals the per-network table shows",
     )
     e.add_argument("--cal-set", default=None, help="the calibration set of the per-network table (e.g. calibration-3)")
-    e.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "public_zoo.json"))
+    _common.add_json(e, str(_common.RESULTS / "public_zoo.json"), aliases=("--out",))
     ch = sub.add_parser("choice", help="score the rules that choose the K calibration networks (needs measure --pool)")
     ch.add_argument("--store", default=str(STORE))
     ch.add_argument("--model", default=MODEL)
     ch.add_argument("--k", type=int, default=10)
     ch.add_argument("--draws", type=int, default=40)
-    ch.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "public_zoo_choice.json"))
+    _common.add_json(ch, str(_common.RESULTS / "public_zoo_choice.json"), aliases=("--out",))
     r = sub.add_parser("report", help="markdown tables of a results JSON")
     r.add_argument("json")
     args = p.parse_args(argv)

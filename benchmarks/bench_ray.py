@@ -24,8 +24,6 @@ On a 2-core machine the driver, Ray's own processes and both slots share the cor
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import platform
 import signal
@@ -35,6 +33,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import _common
 
 SPACE = """
 name = "bench-ray"
@@ -72,11 +72,10 @@ def start_node(root: Path, name: str, args: list[str]) -> int:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = _common.parser(__doc__.splitlines()[0])
     ap.add_argument("--max-time", type=float, default=0.5, help="sampling seconds per config")
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--pairs", type=int, default=2, help="alternated 1-slot / 2-slot campaigns after the first two")
-    ap.add_argument("--json", default=None, help="write the results here")
     a = ap.parse_args()
     os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
     os.environ.pop("RAY_ADDRESS", None)
@@ -195,8 +194,7 @@ def main() -> None:
             "rtt_ms_median": 1000 * float(np.median(rtt)),
             "loadavg_before_after": [load_before[0], os.getloadavg()[0]],
         }
-        Path(a.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(a.json).write_text(json.dumps(out, indent=1))
+        _common.write_json(a.json, out)
         print(f"wrote {a.json}")
 
 

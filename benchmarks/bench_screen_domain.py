@@ -36,19 +36,15 @@ import os
 for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_v, "1")
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import platform  # noqa: E402
-import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 import warnings  # noqa: E402
 from pathlib import Path  # noqa: E402
 
+import _common  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import OutOfFold, cpu_pair_data  # noqa: E402
 
 QS = (0.1, 0.25, 0.5, 0.75)
 #: the calls compared in domain: (label, screen() keyword arguments)
@@ -58,25 +54,6 @@ METHODS = (
     ("point", {"risk": "point"}),
     ("safe", {"risk": "safe"}),
 )
-
-
-def _versions() -> dict[str, str]:
-    from importlib.metadata import PackageNotFoundError, version
-
-    out = {"python": platform.python_version()}
-    for p in ("carb", "numpy", "pandas", "scipy", "scikit-learn", "xgboost", "xgboost-cpu", "lightgbm", "moocore"):
-        try:
-            out[p] = version(p)
-        except PackageNotFoundError:
-            pass
-    return out
-
-
-def _cpu_name() -> str:
-    try:
-        return next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
-    except (OSError, StopIteration):
-        return platform.processor() or "unknown"
 
 
 def _fit(df: pd.DataFrame, preset: str):
@@ -245,8 +222,6 @@ def _in_domain_rows(name: str, model, source, cands: pd.DataFrame, conf: float) 
 
 
 def in_domain(preset: str, conf: float) -> list[dict]:
-    from bench_decisions import OutOfFold, cpu_pair_data
-
     from carb.transfer.calibrate import choose_samples, fit_calibrated
 
     src, tgt = cpu_pair_data("cpu-2t")
@@ -263,8 +238,7 @@ def in_domain(preset: str, conf: float) -> list[dict]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--json", default="benchmarks/results/screen_domain.json", help="write the results here")
+    ap = _common.parser(__doc__.splitlines()[0], json_default="benchmarks/results/screen_domain.json")
     ap.add_argument("--preset", default="fast")
     ap.add_argument("--confidence", type=float, default=0.9)
     a = ap.parse_args()
@@ -277,10 +251,10 @@ def main() -> None:
     cpu1t = datasets.load("cpu-1t")
     cpu1t = cpu1t[cpu1t["status"] == "ok"]
     out: dict = {
-        "command": "python " + " ".join(sys.argv),
-        "machine": _cpu_name(),
+        "command": _common.command_line(),
+        "machine": _common.machine()["cpu_model"],
         "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
-        "versions": _versions(),
+        "versions": _common.versions(),
         "preset": a.preset,
         "confidence": a.confidence,
     }
@@ -289,9 +263,7 @@ def main() -> None:
         out["out_of_device"] = out_of_device(a.preset, a.confidence, cpu_space, cpu1t, Path(tmp))
     out["in_domain"] = in_domain(a.preset, a.confidence)
     out["wall_s"] = time.perf_counter() - t0
-    Path(a.json).parent.mkdir(parents=True, exist_ok=True)
-    with open(a.json, "w") as f:
-        json.dump(out, f, indent=1, default=float)
+    _common.write_json(a.json, out)
     print(f"wrote {a.json} ({out['wall_s']:.0f} s)")
 
 

@@ -18,7 +18,7 @@
 # 60 s and at its end, and spreads each config's rounds over the whole part; the drift
 # check shares the platform's speed index, so it is reported raw and drift-corrected.
 # Ship each platform afterwards (the card then shows the index over time and a PNG):
-#   python scripts/ship_dataset.py --store campaigns/cpu-1t.duckdb --name cpu-1t
+#   python scripts/ship.py dataset --store campaigns/cpu-1t.duckdb --name cpu-1t
 # Re-running the script resumes where it stopped. Name platforms to collect only those:
 #   scripts/collect_cpu_datasets.sh cpu-2t
 set -euo pipefail

@@ -11,7 +11,7 @@ platform's median speed
 (``latency_ms_norm = latency_ms * median reading / sentinel_ms``).
 
 Which workload tracks the speed of real configs: :data:`CPU_SENTINEL`
-(``benchmarks/choose_sentinel.py`` compares candidates).
+(``experiments/sentinel/choose_sentinel.py`` compares candidates).
 """
 
 from __future__ import annotations

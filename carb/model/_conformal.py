@@ -23,8 +23,8 @@ some regimes and too wide for others.
   spread (the standard deviation of the members' predictions: where XGBoost and
   ExtraTrees disagree, the config is hard), each clipped to the training range so that
   the scale never extrapolates. The coefficients are fitted by least squares (the mean
-  of ``log |r|``: the typical size of the error) unless :data:`SCALE_QUANTILE` (or
-  ``fit(tail=)``) asks for a **quantile regression** of ``log |r|`` (e.g. at 0.9: the
+  of ``log |r|``: the typical size of the error) unless ``fit(tail=)`` (the CARB
+  estimator's ``interval_tail``) asks for a **quantile regression** of ``log |r|`` (e.g. at 0.9: the
   local tail of the error). Where the share of large errors changes and their typical
   size does not, only the quantile scale follows: out of fold on the NAS-Bench-201
   Jetson pair it brought the latencies within 10% of the 50/75% budgets from 92.7/93.2%
@@ -36,7 +36,7 @@ some regimes and too wide for others.
   quantile of K = 20 map errors in its units): with it, the calibrated K = 20 latency
   intervals covered 98.7% (95.3%) and the decided share at the median budget fell from
   74% to 66%; device-model false accepts rose 0.2 points at the budgets where its
-  intervals narrowed (``benchmarks/coverage_near_budget.py``,
+  intervals narrowed (``experiments/screening/coverage_near_budget.py``,
   ``benchmarks/bench_decisions.py``);
 * the conformal scores are ``|r| / sigma(x)``, and their quantile is taken **per batch
   regime** (Mondrian: ``batch <= 2``, ``<= 8``, larger; a regime with fewer than
@@ -71,7 +71,6 @@ __all__ = [
     "conformal_quantile",
     "aux_inputs",
     "quantile_lstsq",
-    "TARGET_TAIL",
 ]
 
 #: upper batch bound of each Mondrian regime but the last (launch-bound, middle, throughput-bound)
@@ -86,12 +85,6 @@ N_BASIS = 8
 SPREAD_FLOOR = 1e-4
 #: training quantiles of the log prediction where the scale's hinge terms bend
 KNOT_QUANTILES = (0.1, 0.25, 0.5, 0.75, 0.9)
-#: quantile of ``log |r|`` the scale model is fitted to by default (``None``: least squares,
-#: the mean; see the module docstring for why); a switch for benchmarks/bench_decisions.py
-SCALE_QUANTILE: float | None = None
-#: per target, the quantile of ``log |r|`` its scale model is fitted to when it differs from
-#: :data:`SCALE_QUANTILE` (``None``: least squares)
-TARGET_TAIL: dict[str, float | None] = {}
 #: iterations of the reweighted least squares that fit the quantile scale, and the floor of
 #: its weights' residuals (log space)
 SCALE_ITERATIONS, SCALE_EPS = 100, 1e-4
@@ -224,7 +217,7 @@ class ConformalScale:
         pred_log: np.ndarray,
         edges: tuple[int, ...] = REGIME_EDGES,
         spread: np.ndarray | None = None,
-        tail: float | None | str = "default",
+        tail: float | None = None,
     ) -> "ConformalScale":
         """Fit the scale model and the conformal scores from out-of-fold residuals.
 
@@ -236,11 +229,9 @@ class ConformalScale:
             edges: the batch regimes' upper edges.
             spread: the out-of-fold standard deviation of the blend members' predictions (log space), or ``None``
                 (one member: not used).
-            tail: the quantile of ``log |r|`` the scale is fitted to (default :data:`SCALE_QUANTILE`; ``None``:
-                least squares).
+            tail: the quantile of ``log |r|`` the scale is fitted to, in (0, 1); ``None``: least squares (the
+                mean of ``log |r|``; see the module docstring for why it is the default).
         """
-        if isinstance(tail, str):
-            tail = SCALE_QUANTILE
         if tail is not None and not 0 < float(tail) < 1:
             raise ValueError(f"tail: {tail!r} must be in (0, 1) or None")
         r = np.abs(np.asarray(resid, float))

@@ -13,7 +13,6 @@ from sklearn.base import BaseEstimator, RegressorMixin
 
 from carb.families.space import Config, Space
 
-from . import _conformal
 from ._conformal import ConformalScale, aux_inputs
 from ._domain import DOMAIN_CATEGORIES as DOMAIN_CATEGORIES  # re-exported with the domain
 from ._domain import outside_kinds, training_domain, widen
@@ -64,11 +63,6 @@ def training_hash(df: pd.DataFrame, targets: Iterable[str]) -> str:
     for row in rows.itertuples(index=False, name=None):
         h.update(("\n" + row[0] + "," + ",".join(repr(float(v)) for v in row[1:])).encode())
     return h.hexdigest()
-
-
-#: whether the interval scale reads the blend members' spread (two or more members);
-#: an ablation switch for comparing intervals with and without it
-SPREAD_SCALE = True
 
 
 class CARB(RegressorMixin, BaseEstimator):
@@ -158,6 +152,14 @@ class CARB(RegressorMixin, BaseEstimator):
             :func:`carb.model.load`, or any predictor with ``targets_`` and
             ``predict(DataFrame)`` giving ``<target>`` columns), whose predictions every
             target reads as inputs; None: none.
+        interval_spread: whether each target's interval scale also reads the spread of its
+            blend members' out-of-fold predictions (log space; used when two or more members
+            are kept); False: the scale reads batch, precision and predicted size only.
+        interval_tail: the quantile of ``log |r|`` (out-of-fold residuals, log space) each
+            target's interval scale is fitted to (:meth:`ConformalScale.fit`'s ``tail``):
+            None: least squares (the typical size of the error); a number in (0, 1): a
+            quantile regression (the local tail of the errors); a dict target -> either: per
+            target (a target it does not name: None).
 
     Attributes (after ``fit``):
         preset_: the preset fitted (``preset``, or the one ``"auto"`` picked).
@@ -182,6 +184,8 @@ class CARB(RegressorMixin, BaseEstimator):
         random_state: int = 0,
         n_jobs: int = 1,
         prior: Any = None,
+        interval_spread: bool = True,
+        interval_tail: float | None | Mapping[str, float | None] = None,
     ) -> None:
         self.preset = preset
         self.coverage = coverage
@@ -190,6 +194,8 @@ class CARB(RegressorMixin, BaseEstimator):
         self.random_state = random_state
         self.n_jobs = n_jobs
         self.prior = prior
+        self.interval_spread = interval_spread
+        self.interval_tail = interval_tail
 
     def __sklearn_clone__(self) -> "CARB":
         # the prior is a fitted model of another device, not a setting: a clone shares it
@@ -219,6 +225,7 @@ class CARB(RegressorMixin, BaseEstimator):
             raise ValueError(f"coverage: {self.coverage!r} must be in (0, 1)")
         if int(self.n_folds) < 2:
             raise ValueError(f"n_folds: {self.n_folds!r} must be >= 2")
+        _check_tail(self.interval_tail)
         if not isinstance(X, pd.DataFrame):
             raise TypeError("CARB.fit: expected a DataFrame (a dataset)")
         df = with_features(_ok_rows(X, y).reset_index(drop=True))
@@ -306,14 +313,15 @@ class CARB(RegressorMixin, BaseEstimator):
         r = cvres["rows"]
         bt, wide = aux_inputs(df.iloc[r])
         kept = [j for j, n in enumerate(cvres["members"]) if n in model.learners]
-        spread = member_std(cvres["member_oof"][:, kept]) if SPREAD_SCALE and len(kept) >= 2 else None
+        spread = member_std(cvres["member_oof"][:, kept]) if self.interval_spread and len(kept) >= 2 else None
+        tail = self.interval_tail
         model.interval = ConformalScale.fit(
             ylog[r] - cvres["pred_oof"],
             bt,
             wide,
             cvres["pred_oof"],
             spread=spread,
-            tail=_conformal.TARGET_TAIL.get(model.target, "default"),
+            tail=tail.get(model.target) if isinstance(tail, Mapping) else tail,
         )
         cvres["coverage"] = float(
             np.mean(
@@ -599,6 +607,20 @@ class _TrainingRows:
     columns: list[str]
     batch: np.ndarray
     folds: np.ndarray
+
+
+def _check_tail(tail: Any) -> None:
+    """Refuse an ``interval_tail`` that is not None, a quantile in (0, 1), or a dict of them by target.
+
+    Raises:
+        ValueError: a quantile outside (0, 1) or a key that is not a target.
+    """
+    items = tail.items() if isinstance(tail, Mapping) else [("", tail)]
+    for t, q in items:
+        if isinstance(tail, Mapping) and t not in TARGETS:
+            raise ValueError(f"interval_tail: {t!r} is not a target ({', '.join(TARGETS)})")
+        if q is not None and (isinstance(q, bool) or not isinstance(q, (int, float)) or not 0 < float(q) < 1):
+            raise ValueError(f"interval_tail: {q!r} must be None or a quantile in (0, 1)")
 
 
 def _ok_rows(X: pd.DataFrame, y: pd.DataFrame | None) -> pd.DataFrame:

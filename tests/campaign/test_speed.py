@@ -128,9 +128,9 @@ def test_a_card_reports_how_the_remeasurement_repeated_each_figure(tmp_path):
     with Store(store) as s:
         run_campaign(configs, DriftingBackend(step=0.02), s, sentinel=every_visit())
         run_campaign(configs[:3], DriftingBackend(step=0.02), s, sentinel=every_visit(), remeasure=True)
-    script = ROOT / "scripts" / "ship_dataset.py"
+    script = ROOT / "scripts" / "ship.py"
     r = subprocess.run(
-        [sys.executable, str(script), "--store", str(store), "--name", "cpu-1t", "--out", str(tmp_path)],
+        [sys.executable, str(script), "dataset", "--store", str(store), "--name", "cpu-1t", "--out", str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=300,

@@ -219,7 +219,7 @@ def test_shipped_h200_has_measured_energy_that_adds_up():
 
 def test_h200_card_and_rows_rebuild_from_the_kept_store(tmp_path):
     # the shipped h200 dataset is the device run's store (kept in benchmarks/results) through
-    # scripts/ship_dataset.py: rebuilding it gives the same rows and the same card (but the
+    # scripts/ship.py dataset: rebuilding it gives the same rows and the same card (but the
     # date it was generated)
     from importlib import resources
 
@@ -227,7 +227,8 @@ def test_h200_card_and_rows_rebuild_from_the_kept_store(tmp_path):
     r = subprocess.run(
         [
             sys.executable,
-            str(ROOT / "scripts" / "ship_dataset.py"),
+            str(ROOT / "scripts" / "ship.py"),
+            "dataset",
             "--store",
             str(run / "h200.duckdb"),
             "--name",

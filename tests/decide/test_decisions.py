@@ -225,7 +225,7 @@ def test_conformal_scale_follows_the_tail_of_the_errors():
     scale fitted by least squares to log |r| (the default) follows their typical size and
     misses in the tails' regions; the quantile scale (``tail=0.9``) holds ~90% in each
     quarter."""
-    from carb.model._conformal import SCALE_QUANTILE, quantile_lstsq
+    from carb.model._conformal import quantile_lstsq
 
     rng = np.random.default_rng(0)
 
@@ -239,7 +239,7 @@ def test_conformal_scale_follows_the_tail_of_the_errors():
     quarters = [(p2 >= lo) & (p2 < lo + 1) for lo in (-2, -1, 0, 1)]
     q_scale = ConformalScale.fit(r, b, w, p, tail=0.9)
     ls_scale = ConformalScale.fit(r, b, w, p)
-    assert SCALE_QUANTILE is None and ls_scale.coef == ConformalScale.fit(r, b, w, p, tail=None).coef
+    assert ls_scale.coef == ConformalScale.fit(r, b, w, p, tail=None).coef
     inside = np.abs(r2) <= q_scale.halfwidth(b2, w2, p2, 0.9)
     inside_ls = np.abs(r2) <= ls_scale.halfwidth(b2, w2, p2, 0.9)
     # seeds 0-3: quantile scale 0.888-0.909 per quarter; least squares 0.859-0.933
@@ -257,19 +257,36 @@ def test_conformal_scale_follows_the_tail_of_the_errors():
     assert abs(np.mean(u > B @ c) - 0.1) < 0.005
 
 
-def test_target_tail_switches_one_targets_scale(monkeypatch):
-    """TARGET_TAIL fits the named target's interval scale by quantile regression and leaves
-    the others on least squares (the probe benchmarks/probe_memory_tail.py sets it)."""
-    import carb.model._conformal as cf
+def test_interval_tail_and_spread_are_settings_of_the_estimator(tmp_path):
+    """``interval_tail`` fits the named target's interval scale by quantile regression and
+    leaves the others on least squares; a number applies to every target; ``interval_spread=False``
+    drops the blend members' spread from the scale; the settings survive a bundle and bad
+    ones are refused."""
     from carb import datasets
-    from carb.model import CARB
+    from carb.model import CARB, load, save
 
     df = datasets.load("cpu-2t").head(300)
     base = CARB(preset="fast", random_state=0).fit(df)
-    monkeypatch.setattr(cf, "TARGET_TAIL", {"memory_mb": 0.9})
-    tailed = CARB(preset="fast", random_state=0).fit(df)
+    tailed = CARB(preset="fast", random_state=0, interval_tail={"memory_mb": 0.9}).fit(df)
     assert tailed.models_["latency_ms"].interval.coef == base.models_["latency_ms"].interval.coef
     assert tailed.models_["memory_mb"].interval.coef != base.models_["memory_mb"].interval.coef
+    every = CARB(preset="fast", random_state=0, interval_tail=0.9).fit(df)
+    assert every.models_["memory_mb"].interval.coef == tailed.models_["memory_mb"].interval.coef
+    assert every.models_["latency_ms"].interval.coef != base.models_["latency_ms"].interval.coef
+    # the default preset blends two or more members: its scale reads their spread unless told not to
+    small = datasets.load("cpu-2t").head(200)
+    lp = {"xgb": {"n_estimators": 20}, "et": {"n_estimators": 10}}
+    spread = CARB(random_state=0, learner_params=lp).fit(small)
+    plain = CARB(random_state=0, learner_params=lp, interval_spread=False).fit(small)
+    used = [t for t, m in spread.models_.items() if m.interval.uses_spread]
+    assert used and not any(m.interval.uses_spread for m in plain.models_.values())
+    assert (spread.predict(small.head(20))[used[0]] == plain.predict(small.head(20))[used[0]]).all()
+    save(tailed, tmp_path / "b")
+    back = load(tmp_path / "b")
+    assert back.interval_tail == {"memory_mb": 0.9} and back.interval_spread is True
+    for bad in (1.5, {"memory": 0.9}, {"memory_mb": 0.0}):
+        with pytest.raises(ValueError, match="interval_tail"):
+            CARB(preset="fast", interval_tail=bad).fit(df)
 
 
 def test_carb_intervals_at_any_coverage_and_old_bundles(tmp_path):
