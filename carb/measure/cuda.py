@@ -146,8 +146,8 @@ class CudaBackend(Backend):
         lock_clocks: lock SM/memory clocks for the backend's lifetime (reset on close,
             exit and SIGINT/SIGTERM); ``False`` leaves them to the driver. Without
             permission it carries on unlocked and records why.
-        sm_clock_mhz, mem_clock_mhz: clocks to lock to (default: see
-            :func:`default_lock_targets`). Units: MHz.
+        sm_clock_mhz: SM clock to lock to (default: see :func:`default_lock_targets`). Units: MHz.
+        mem_clock_mhz: memory clock to lock to (default: see :func:`default_lock_targets`). Units: MHz.
         protocol: the repeat/stop protocol; default ``Protocol.default_for("cuda")``.
         cudnn_benchmark: ``torch.backends.cudnn.benchmark`` in the worker (default off:
             autotuning makes latency depend on the tuner's choice; recorded).

@@ -40,7 +40,7 @@ analytic features (they overfit), and a per-target residual ridge on the op coun
 Units: the map works in the target's own units (ms for latency); predictions are in
 those units. Spearman correlation, the usual few-shot metric, is unaffected by them.
 
-Example:
+Examples:
     >>> import numpy as np
     >>> X = np.arange(1.0, 21.0).reshape(-1, 1)
     >>> sources = SourceModels().fit(X, {"gpu": 2 * X[:, 0]})
