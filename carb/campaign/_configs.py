@@ -18,8 +18,9 @@ def read_config_file(path: str) -> list[Config]:
         The file's configs, in its order.
 
     Raises:
-        SpaceError: an unknown file type, an unreadable or empty file, a missing column, or
-            a config id that does not match its parameters.
+        SpaceError: an unknown file type, an unreadable or empty file, a missing column, a
+            config id that does not match its parameters, or a config this machine cannot
+            measure (its ``check_measurable``: an ONNX file without ONNX Runtime).
     """
     import pandas as pd
 
@@ -50,9 +51,13 @@ def read_config_file(path: str) -> list[Config]:
     try:
         if "config_id" in df.columns:
             with_config_ids(df)  # a user's ids are checked, never trusted
-        return configs_from_frame(df)
+        configs = configs_from_frame(df)
     except SpaceError as e:
         raise SpaceError(f"{p}: {e}") from None
+    for c in dict.fromkeys(configs):  # a config that needs more than torch says so before any worker starts
+        if callable(check := getattr(c, "check_measurable", None)):
+            check()
+    return configs
 
 
 def unique_configs(configs: Iterable[ConfigLike]) -> list[ConfigLike]:

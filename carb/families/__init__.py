@@ -18,14 +18,16 @@ The room:
 - :mod:`~carb.families.zoo`: ``zoo``, published CNN designs in plain torch (``_zoo_nets``).
 - :mod:`~carb.families.nets`: ``net``, any network a user names (``pkg.mod:callable``);
   ``zoo`` and ``net`` take their features from :func:`carb.graph.capture`.
+- :mod:`~carb.families.onnxfile`: ``onnx``, an ONNX file, measured with ONNX Runtime and
+  priced from its graph (:func:`carb.graph.capture_onnx`).
 - :mod:`~carb.families.space` (TOML spaces over any family), :mod:`~carb.families.arch`
   (:func:`~carb.families.arch.build` of any config) and :mod:`~carb.families.features`
   (:func:`~carb.families.features.compute` of any table): the dispatch over families.
 - :mod:`~carb.families._base`: the record and the primitives every family shares (the
   one-line :class:`SpaceError`, value coercion, the config-id hash, the steps of a
   vectorised ``features``). Of this package a family module imports ``_base`` and its own
-  private modules only (``zoo`` also ``nets``): no family imports the space, the features
-  or the builder.
+  private modules only (``zoo`` and ``onnxfile`` also ``nets``): no family imports the space,
+  the features or the builder.
 
 Another package adds a family with an entry point in the group ``carb.families`` that names
 a :class:`Family` object::
@@ -49,7 +51,7 @@ from __future__ import annotations
 from importlib import metadata
 from typing import Any, Mapping
 
-from . import fbnet, layers, nb201, nets, resnet, zoo
+from . import fbnet, layers, nb201, nets, onnxfile, resnet, zoo
 from ._base import PRECISIONS, Family, SpaceError, missing, stable_id
 
 __all__ = [
@@ -124,7 +126,16 @@ def _load() -> None:
     if _LOADED:
         return
     _LOADED = True
-    for fam in (resnet.CIFAR, resnet.IMAGENET, fbnet.FBNET, nb201.NB201, layers.LAYERS, zoo.ZOO, nets.NET):
+    for fam in (
+        resnet.CIFAR,
+        resnet.IMAGENET,
+        fbnet.FBNET,
+        nb201.NB201,
+        layers.LAYERS,
+        zoo.ZOO,
+        nets.NET,
+        onnxfile.ONNX,
+    ):
         _REGISTRY[fam.name] = fam
     for ep in metadata.entry_points(group="carb.families"):
         try:

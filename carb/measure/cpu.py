@@ -10,8 +10,9 @@ never raises for those.
 
 Here: the backend (the parent's side). The worker's side, a typed job
 (:class:`~carb.measure._cpu_worker.CpuJob`) and its steps, lives in
-:mod:`carb.measure._cpu_worker`; the process facts it reads, in :mod:`carb.measure._cpu_process`;
-the RAPL zones, in :mod:`carb.measure._rapl`. Every name stays importable from here.
+:mod:`carb.measure._cpu_worker` (a config run by ONNX Runtime, in :mod:`carb.measure._onnx_worker`);
+the process facts it reads, in :mod:`carb.measure._cpu_process`; the RAPL zones, in
+:mod:`carb.measure._rapl`. Every name stays importable from here.
 
 Definitions
 -----------
@@ -70,7 +71,8 @@ from ._cpu_process import (
     _retain_freed_memory,  # noqa: F401 - kept importable from here (benchmarks)
     thp_mode,
 )
-from ._cpu_worker import CpuJob, _cpu_child, _noop
+from ._cpu_worker import CpuJob, _cpu_child, _noop  # noqa: F401 - _cpu_child kept importable from here (tests)
+from ._onnx_worker import child_of, runtime_version
 from ._rapl import Rapl, rapl_delta_uj
 from .base import Backend, ConfigLike, Measurement, Protocol
 from .protocol import check_protocol
@@ -194,6 +196,7 @@ class CpuBackend(Backend):
                 if ln.strip() and "get_num" not in ln and "get_max_threads" not in ln
             ][:6],
             mkldnn=bool(torch.backends.mkldnn.is_available()),
+            onnxruntime_version=runtime_version(),  # the runtime of onnx rows (carb.measure._onnx_worker)
             energy_sensor={
                 "kind": "rapl (zones found through zeus.device.cpu)",
                 "available": self.rapl.available,
@@ -228,7 +231,9 @@ class CpuBackend(Backend):
         t0 = time.perf_counter()
         job = self._job(config, protocol)
         recv, send = self._ctx.Pipe(duplex=False)
-        proc = self._ctx.Process(target=_cpu_child, args=(send, job), daemon=True, name=f"carb-cpu-{config.config_id}")
+        proc = self._ctx.Process(
+            target=child_of(config), args=(send, job), daemon=True, name=f"carb-cpu-{config.config_id}"
+        )
         try:
             proc.start()
         except Exception as e:  # e.g. fork failing for lack of memory
