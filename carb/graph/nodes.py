@@ -436,13 +436,32 @@ def _esize(dtype: Any) -> int:
     return got
 
 
+def _functional_pool(node: Any) -> tuple[int, int, int, int]:
+    """Kernel height and width, stride and padding of a functional 2-D pooling call.
+
+    ``F.max_pool2d`` and ``F.avg_pool2d`` take ``(input, kernel_size, stride=None, padding=0,
+    ...)``; a missing or empty stride is the kernel, as in torch.
+    """
+    args = list(node.args) + [None] * 3
+    kw = node.kwargs
+    k = kw.get("kernel_size", args[1])
+    s = kw.get("stride", args[2])
+    p = kw.get("padding", args[3])
+    kernel, kernel_w = _pair(k)
+    stride = _pair(s if s not in (None, [], ()) else k)[0]
+    return kernel, kernel_w, stride, _pair(p if p is not None else 0)[0]
+
+
 def _named_inplace(node: Any, kwargs: Any) -> bool:
     """Whether an fx node is named in-place by PyTorch's conventions.
 
-    A trailing underscore (``relu_``, ``add_``) or an ``inplace=True`` argument.
+    A trailing underscore (``relu_``, ``add_``) or an ``inplace=True`` argument, by keyword or,
+    for the functional activations (``F.relu(x, True)``), as their second argument.
     """
     name = str(node.target) if node.op == "call_method" else _name(node.target)
-    return name.endswith("_") or (isinstance(kwargs, dict) and kwargs.get("inplace") is True)
+    if name.endswith("_") or (isinstance(kwargs, dict) and kwargs.get("inplace") is True):
+        return True
+    return node.op == "call_function" and name in _ACT_FUNCS and len(node.args) >= 2 and node.args[1] is True
 
 
 def _name(target: Any) -> str:
@@ -495,6 +514,8 @@ def _row(node: Any, mod: Any, ins: list[Any], outs: list[Any], flops: int, dtype
         groups = int(kw.get("groups", a[6] if a[6] is not None else 1))
         weight = sum(t.numel() * t.element_size() for t in ins[1:])
         ins = ins[:1]
+    elif op in ("maxpool", "avgpool"):  # F.max_pool2d / F.avg_pool2d(x, kernel_size, stride, padding, ...)
+        kernel, kernel_w, stride, padding = _functional_pool(node)
     elif op in ("linear", "bn", "layernorm") and len(ins) >= 2:  # functional forms: weights are inputs
         weight = sum(t.numel() * t.element_size() for t in ins[1:])
         ins = ins[:1]
