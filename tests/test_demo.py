@@ -5,6 +5,7 @@ measuring (retakes, recalibration), the sitting's floor, and the figures' axis l
 from __future__ import annotations
 
 import itertools
+import json
 import warnings
 
 import numpy as np
@@ -169,7 +170,14 @@ def test_demo_reports_drift_first_and_scores_raw_and_corrected(tmp_path, cpu1t_s
         val.call.to_numpy(), truly_feasible(val.assign(latency_ms=val.latency_ms_corrected), s["budgets"])
     )
     assert {k: vc[k] for k in want} == pytest.approx(want)
-    assert any("drift-corrected (false accepts" in m for m in said if m.startswith("validated on"))
+    # false accepts both ways, raw and drift-corrected: said, and kept in summary.json
+    from carb.decide.validate import false_accept_line
+
+    assert false_accept_line(s["validation"]) in said
+    assert any(m.startswith("drift-corrected: budget accuracy") and m.endswith(false_accept_line(vc)) for m in said)
+    kept = json.loads((tmp_path / "demo" / "summary.json").read_text())
+    assert kept["validation"]["false_accepts_line"] == false_accept_line(s["validation"])
+    assert kept["validation_corrected"]["false_accepts_line"] == false_accept_line(vc)
     # synthetic truth is a line of the source's prediction in log: the sitting's floor is ~0
     assert s["validation_floor_median_abs_error"]["latency_ms"] < 1e-6
     assert s["validation_floor_median_abs_error_raw"]["latency_ms"] < 1e-6
@@ -355,7 +363,7 @@ def test_demo_figure_log_labels_do_not_overlap(tmp_path, monkeypatch):
     matplotlib.use("Agg")
     from matplotlib.figure import Figure
 
-    from carb import demo
+    from carb.demo._outputs import _figures
 
     seen = []
     real = Figure.savefig
@@ -377,8 +385,38 @@ def test_demo_figure_log_labels_do_not_overlap(tmp_path, monkeypatch):
     feas = pd.DataFrame(
         {"latency_ms": np.exp(rng.uniform(-1, 1.3, 200)), "flops_per_image": 10 ** rng.uniform(5.6, 8.4, 200)}
     )
-    demo._figures(tmp_path, calib, val, feas, feas.head(30), ["memory_mb", "latency_ms"])
+    _figures(tmp_path, calib, val, feas, feas.head(30), ["memory_mb", "latency_ms"])
     assert (tmp_path / "measured_vs_predicted.png").exists() and (tmp_path / "pareto.png").exists()
     assert len(seen) == 2
     for fig in seen:
         assert _overlapping_labels(fig) == []
+
+
+def test_demo_summary_table_says_false_accepts_both_ways(tmp_path, monkeypatch):
+    import io
+
+    from rich.console import Console
+
+    from carb.cli import demo as cli_demo
+    from carb.decide.validate import decision_metrics
+
+    # SYNTHETIC calls and truth: 2 of 3 over-budget configs accepted, 2 of 4 accepts over budget
+    v = decision_metrics(
+        np.array(["accept"] * 4 + ["reject", "measure"]), np.array([True, True, False, False, False, True])
+    )
+    summary = {
+        "screening": {"candidates": 10, "shortlist": 4, "pruning_ratio": 0.6},
+        "validation": v,
+        "validation_corrected": {**v, "reference": "the calibration's median sentinel speed"},
+        "budgets": {"latency_ms": 1.0},
+        "validation_median_abs_error": {},
+        "timings": {"total_s": 1.0},
+    }
+    buf = io.StringIO()
+    monkeypatch.setattr(cli_demo, "console", Console(file=buf, width=400))  # one table row per line
+    cli_demo._print_summary(summary, tmp_path)
+    out = buf.getvalue()
+    assert "2 of 3 over-budget configs accepted (66.7%)" in out
+    assert "2 of 4 accepted are over budget (50.0%)" in out
+    corrected = next(x for x in out.splitlines() if "drift-corrected" in x)
+    assert "2 of 3 over-budget configs accepted" in corrected and "2 of 4 accepted are over budget" in corrected

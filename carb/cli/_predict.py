@@ -105,15 +105,12 @@ def predict_cli(
             pred = predict_module(net, shape, nm, precision=precision, machine=machine)
     except (CaptureError, ModelError) as e:
         raise usage(str(e)) from None
+    # one line, first: the machines by what they are, and this very command with --calibrate
     line = compare(fingerprint_of(nm), machine).line(
-        "carb predict --module ... --calibrate (about a minute), or carb calibrate --model "
-        f"{shlex.quote(str(model_dir))} --out NEW_DIR"
+        _calibrate_command(module_spec, shape, precision, None if default else model_dir)
     )
     if line:
-        con.print(
-            line + "; until then its intervals are widened by the measured step between machine kinds",
-            style="bold yellow",
-        )
+        con.print(line, style="bold yellow")
     _print_coverage(con, pred, nm, precision)
     con.print(
         f"{module_spec} on {'x'.join(map(str, shape))} {precision}: "
@@ -140,6 +137,18 @@ def predict_cli(
             + "\n"
         )
         con.print(f"wrote {json_file}")
+
+
+def _calibrate_command(module_spec: str | Path, shape: tuple[int, ...], precision: str, model_dir: Any) -> str:
+    """This prediction's own command with ``--calibrate``: it measures K networks here first and keeps the result.
+
+    ``model_dir``: ``None`` for the shipped default model.
+    """
+    flag = "--onnx" if isinstance(module_spec, Path) else "--module"
+    args = ["carb", "predict", flag, str(module_spec), "--input", "x".join(map(str, shape))]
+    args += [] if precision == "fp32" else ["--precision", precision]
+    args += [] if model_dir is None else ["--model", str(model_dir)]
+    return f"{shlex.join([*args, '--calibrate'])} (about a minute: {CALIBRATE_SAMPLES} networks measured here)"
 
 
 def _calibrated_here(con: Console, nm: NetModel, model_dir: Any, calibrate: bool, cache: bool) -> tuple[NetModel, Any]:

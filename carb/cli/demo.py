@@ -119,8 +119,11 @@ def demo(
 def _print_summary(summary: dict[str, Any], out: Path) -> None:
     """Print the demo's summary table, every number measured or predicted on this machine.
 
-    The drift comes first when it exceeds its chance variation, then the screening, the budget calls and the errors.
+    The drift comes first when it exceeds its chance variation, then the screening, the budget calls (false accepts
+    both ways) and the errors.
     """
+    from carb.decide.validate import false_accept_line
+
     t = Table("", "value", title="demo summary (every number measured or predicted on this machine)")
     sc, v = summary["screening"], summary["validation"]
     moved = summary.get("drift") or {}
@@ -156,13 +159,15 @@ def _print_summary(summary: dict[str, Any], out: Path) -> None:
         (f"{v['accuracy']:.3f} on {v['n']} decided configs" if v["n"] else "no config decided")
         + (f", {v['measure']} called 'measure'" if v.get("measure") else ""),
     )
-    t.add_row("false accepts / rejects", f"{v['false_accepts']} / {v['false_rejects']}")
+    if v["n"]:  # both ways: of the over-budget configs, and of the accepted ones
+        t.add_row("false accepts (decided configs)", false_accept_line(v).removeprefix("false accepts: "))
+    t.add_row("false rejects", str(v["false_rejects"]))
     vc = summary.get("validation_corrected")
     if vc and v["n"]:
         t.add_row(
             "budget accuracy, drift-corrected",
-            f"{vc['accuracy']:.3f} (false accepts {vc['false_accepts']} / "
-            f"rejects {vc['false_rejects']}; latency at {vc['reference']})",
+            f"{vc['accuracy']:.3f} ({false_accept_line(vc)}; false rejects {vc['false_rejects']}; "
+            f"latency at {vc['reference']})",
         )
     for k, e in summary["validation_median_abs_error"].items():
         t.add_row(

@@ -35,6 +35,21 @@ from carb.graph.table import CaptureError
 _CLOSED_FORMS = True
 
 
+def _first_layer_expects(module: Any) -> str | None:
+    """What the network's first layer of a fixed input size expects, in words.
+
+    The first submodule (in definition order) with ``in_channels`` (a convolution) or
+    ``in_features`` (a linear layer); ``None`` where none has one.
+    """
+    for name, m in module.named_modules():
+        for attr, what in (("in_channels", "input channels"), ("in_features", "input features")):
+            want = getattr(m, attr, None)
+            if isinstance(want, int) and not isinstance(want, bool) and want > 0:
+                layer = f"{type(m).__name__} {name!r}" if name else type(m).__name__
+                return f"the first layer ({layer}) expects {want} {what}"
+    return None
+
+
 class _GraphRun:
     """One run of a traced graph on meta tensors.
 
@@ -53,6 +68,7 @@ class _GraphRun:
         self.node_row: dict[Any, int] = {}
         self.reads: dict[int, list[int]] = {}  # row -> allocating rows of the tensors it reads
         self.placeholders = iter(inputs)
+        self.input_shapes = [tuple(t.shape) for t in inputs]
         self.shims: dict[int, Any] = {}
         self.keep: list[Any] = []  # keeps every meta tensor alive, so ids stay unique
         self.mode = _flop_mode()
@@ -93,9 +109,11 @@ class _GraphRun:
             raise
         except Exception as e:  # noqa: BLE001
             msg = " ".join(str(e).split())[:300]
+            shapes = ", ".join("x".join(map(str, s)) for s in self.input_shapes)
+            expects = _first_layer_expects(self.module)
             raise CaptureError(
-                f"running the traced graph on the example input failed at node "
-                f"{node.name!r} ({type(e).__name__}: {msg})"
+                f"running the traced graph on the example input {shapes} failed at node "
+                f"{node.name!r} ({type(e).__name__}: {msg})" + (f"; {expects}" if expects else "")
             ) from None
 
     def _step(self, node: Any) -> None:

@@ -133,12 +133,14 @@ class Comparison:
         differences: one phrase per differing or unknown fact (empty: same kind).
         model: the model's fingerprint (``None``: the model records none).
         machine: the machine's.
+        facts: the fact (:data:`KIND_FIELDS`) each phrase of ``differences`` is about (``""``: none).
 
     """
 
     differences: tuple[str, ...]
     model: Fingerprint | None
     machine: Fingerprint
+    facts: tuple[str, ...] = ()
 
     @property
     def same_kind(self) -> bool:
@@ -148,16 +150,31 @@ class Comparison:
     def line(self, fix: str) -> str | None:
         """One line for the top of an answer on another kind of machine (``None`` on the same kind).
 
+        The two machines are named by what they are (:meth:`Fingerprint.describe`: model, kernels, native
+        precisions); the parenthesis adds only the differences those names do not show: unknown facts, the device,
+        and the CPU flags where the kernels are the same (where they differ, the kernels say it).
+
         Args:
             fix: the one command that fits the model to this machine.
 
         """
         if self.same_kind:
             return None
-        where = self.model.describe() if self.model is not None else "a machine it does not record"
+        m, this = self.model, self.machine
+        where = m.describe() if m is not None else "a machine it does not record"
+
+        def named(f: str) -> bool:  # both sides known, and the two names already show the difference
+            if m is None or f not in KIND_FIELDS or getattr(m, f) is None or getattr(this, f) is None:
+                return False
+            kernels_differ = None not in (m.kernels, this.kernels) and m.kernels != this.kernels
+            return f in ("name", "kernels", "native") or (f == "isa" and kernels_differ)
+
+        facts = self.facts or ("",) * len(self.differences)
+        rest = [d for f, d in zip(facts, self.differences) if not named(f)]
+        detail = f" ({'; '.join(rest)})" if rest else ""
         return (
-            f"another kind of machine: the model was measured on {where}; this is {self.machine.describe()} "
-            f"({'; '.join(self.differences)}). To fit it here: {fix}"
+            f"another kind of machine: the model was measured on {where}; this is {this.describe()}{detail}. "
+            f"To fit it here: {fix}"
         )
 
 
@@ -173,8 +190,8 @@ def compare(model: Fingerprint | None, machine: Fingerprint) -> Comparison:
 
     """
     if model is None:
-        return Comparison(("the model records no machine",), None, machine)
-    out = []
+        return Comparison(("the model records no machine",), None, machine, ("",))
+    out, facts = [], []
     labels = {"device": "device", "name": "model", "isa": "CPU flags", "kernels": "kernels", "native": "native"}
     for k in KIND_FIELDS:
         a, b = getattr(model, k), getattr(machine, k)
@@ -185,7 +202,10 @@ def compare(model: Fingerprint | None, machine: Fingerprint) -> Comparison:
         elif a != b:
             show = (lambda v: ", ".join(v) or "none") if isinstance(a, tuple) else str
             out.append(f"{labels[k]} {show(a)} there, {show(b)} here")
-    return Comparison(tuple(out), model, machine)
+        else:
+            continue
+        facts.append(k)
+    return Comparison(tuple(out), model, machine, tuple(facts))
 
 
 def here(device: str = "cpu") -> Fingerprint:

@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from carb.model.steps import data_file, half_width, read_steps
+
 __all__ = ["DOMAIN_CATEGORIES", "STEPS_FILE", "training_domain", "outside_domain", "outside_kinds", "widen"]
 
 #: The measured steps beyond a config model's domain (under ``carb/data``).
@@ -76,17 +78,6 @@ def outside_kinds(domain: dict[str, Any], part: pd.DataFrame, Xb: np.ndarray, co
     return out
 
 
-def _steps() -> dict[str, Any]:
-    import json
-    from importlib import resources
-
-    try:
-        doc = json.loads((resources.files("carb") / "data" / STEPS_FILE).read_text())
-    except (OSError, ValueError):  # pragma: no cover - the package ships it
-        return {}
-    return doc.get("config", {}) if isinstance(doc, dict) else {}
-
-
 def widen(hw: np.ndarray, kinds: np.ndarray, target: str) -> np.ndarray:
     """Half-widths (log) of the rows outside the domain, widened to the measured step of their kind.
 
@@ -97,15 +88,9 @@ def widen(hw: np.ndarray, kinds: np.ndarray, target: str) -> np.ndarray:
     """
     if not kinds.any():
         return hw
-    steps = _steps()
-
-    def q(kind: str) -> float:
-        try:
-            return float(steps[kind][target]["q90_abs_log"])
-        except (KeyError, TypeError, ValueError):
-            return np.inf
-
+    steps = read_steps(data_file(STEPS_FILE), "config")
+    r, p = half_width(steps, "range", target), half_width(steps, "precision", target)
     # np.where, not a product: a step with no measurement is inf, and 0 * inf is NaN
-    s = np.sqrt(np.where((kinds & 1) > 0, q("range") ** 2, 0.0) + np.where((kinds & 2) > 0, q("precision") ** 2, 0.0))
+    s = np.sqrt(np.where((kinds & 1) > 0, r**2, 0.0) + np.where((kinds & 2) > 0, p**2, 0.0))
     s = np.where((kinds & 4) > 0, np.inf, s)
     return np.where(kinds > 0, np.maximum(hw, s), hw)

@@ -127,8 +127,11 @@ def test_bad_inputs_one_line_errors() -> None:
         graph.capture(Tiny(), (1, 3, 4, 4), "fp8")
     with pytest.raises(graph.CaptureError, match="nn.Module"):
         graph.capture(lambda x: x, (1, 3, 4, 4))
-    with pytest.raises(graph.CaptureError, match="failed at node"):
-        graph.capture(Tiny(), (1, 5, 32, 32))  # 5 channels into a 3-channel conv
+    # 5 channels into a 3-channel conv: the input given and what the first layer expects, in one line
+    with pytest.raises(graph.CaptureError, match=r"input 1x5x32x32 failed at node .*expects 3 input channels$"):
+        graph.capture(Tiny(), (1, 5, 32, 32))
+    with pytest.raises(graph.CaptureError, match=r"input 2x7 failed .*\(Linear\) expects 8 input features$"):
+        graph.capture(nn.Linear(8, 4), (2, 7))
     assert graph.parse_shape("8x3x160x160") == (8, 3, 160, 160)
     for bad in ("8x3xx160", "axb", "0x3x4x4", ""):
         with pytest.raises(graph.CaptureError, match="malformed input shape"):

@@ -27,6 +27,21 @@ def test_another_kind_is_named_by_what_differs():
     line = c.line("carb calibrate --model M --out D")
     assert line.startswith("another kind of machine") and "AVX2 kernels, no native bf16/fp16" in line
     assert line.endswith("To fit it here: carb calibrate --model M --out D")
+    # the kernels differ: the line names them (AVX2 / AVX512) and does not repeat the CPU flags; one line
+    assert "AVX512 kernels" in line and "CPU flags" not in line and "avx512f" not in line and "\n" not in line
+    assert line.count("To fit it here") == 1
+
+
+def test_the_cpu_flags_are_said_where_the_kernels_do_not_differ():
+    from dataclasses import replace
+
+    no_bf16 = replace(AVX512, isa=("avx2", "avx512f"))  # same kernels and native set: only the flags differ
+    line = compare(no_bf16, AVX512).line("FIX")
+    assert "(CPU flags avx2, avx512f there, avx2, avx512_bf16, avx512f here)" in line
+    # a fact unknown on one side is always said, with the flags
+    hidden = replace(AVX512, kernels=None)
+    line = compare(AVX2, hidden).line("FIX")
+    assert "kernels unknown here" in line and "CPU flags avx2 there" in line
 
 
 def test_threads_and_torch_do_not_decide_the_kind():
