@@ -17,23 +17,23 @@ measured about that step, not from in-kind residuals. This script measures it:
              ``cpu-avx2-1t``, measured on the model's own machine kind, beyond the range
              of the 100 carb.zoo networks the shipped model was fitted on) and the
              ``precision`` step (bf16 against fp32 of the same configs of ``cpu-1t``, a CPU
-             with native bf16). ``--write-model DIR`` records the three steps and the
-             fitted range in that network model's ``meta`` (``domain_steps``, ``range``),
-             so that predictions outside its domain widen by them
-             (:mod:`carb.netmodel.domain`).
+             with native bf16). ``scripts/ship.py steps --network JSON --model DIR`` records
+             the three steps and the fitted range in that network model's ``meta``, so that
+             predictions outside its domain widen by them (:mod:`carb.netmodel.domain`).
 
 ``config-steps``  the same for config models (CARB bundles), from shipped data only: the
              ``range`` step (fit ``fast`` on the small batches of a dataset, score the rows
              beyond their range, and the reverse; cpu-avx2-1t, cpu-1t, h200) and the
-             ``precision`` step (fit on cpu-1t's fp32 rows, score its bf16 rows), written
-             to ``carb/data/domain_steps.json`` (read by :mod:`carb.model._domain`).
+             ``precision`` step (fit on cpu-1t's fp32 rows, score its bf16 rows), into
+             ``--json``; ``scripts/ship.py steps --config JSON`` ships them to
+             ``carb/data/domain_steps.json`` (read by :mod:`carb.model._domain`).
 
 Run (repository root; core 1 reserved for the campaign)::
 
     taskset -c 1 python benchmarks/bench_machine_kind.py measure --store campaigns/kind-zoo.duckdb
     python benchmarks/bench_machine_kind.py step --store campaigns/kind-zoo.duckdb \
         --model layers-cpu-avx2-1t --json benchmarks/results/machine_kind_step.json
-    python benchmarks/bench_machine_kind.py config-steps [--json benchmarks/results/config_steps.json]
+    python benchmarks/bench_machine_kind.py config-steps --json benchmarks/results/config_steps.json
 """
 
 from __future__ import annotations
@@ -43,7 +43,6 @@ import json
 import sys
 import time
 from datetime import datetime, timezone
-from pathlib import Path
 
 import _common
 import numpy as np
@@ -144,9 +143,7 @@ def step(args: argparse.Namespace) -> None:
     out["precision_step"] = _precision_step()
     print(f"range step: {json.dumps(out['range_step'])}\nprecision step: {json.dumps(out['precision_step'])}")
     _common.write_json(args.json, out)
-    print(f"wrote {args.json}")
-    if args.write_model:
-        _record(args.write_model, out)
+    print(f"wrote {args.json} (ship it: python scripts/ship.py steps --network {args.json} --model DIR)")
 
 
 def _abs_log_q90(y: np.ndarray, p: np.ndarray) -> dict:
@@ -199,32 +196,6 @@ def _precision_step() -> dict:
     step = {t: _abs_log_q90(j[f"{t}_bf16"].to_numpy(float), j[t].to_numpy(float)) for t in ("latency_ms", "memory_mb")}
     step["from"] = f"{len(j)} configs of cpu-1t measured in both bf16 and fp32 (a CPU with native bf16)"
     return step
-
-
-def _record(model_dir: str, out: dict) -> None:
-    """Record the steps and the fitted range in a network model's ``netmodel.json`` (``meta``)."""
-    f = Path(model_dir) / "netmodel.json"
-    doc = json.loads(f.read_text())
-    meta = doc.setdefault("meta", {})
-    steps = meta.setdefault("domain_steps", {})
-    steps["machine_kind"] = {
-        t: {"q90_abs_log": v["q90_abs_log"], "median_log_error": v["median_log_error"], "n": out["networks"]}
-        for t, v in out["targets"].items()
-    } | {
-        "from": (
-            f"{out['networks']} carb.zoo networks measured on {out['measured_on'].get('name')} "
-            f"({out['measured_on'].get('kernels')} kernels) and predicted by this model uncalibrated, "
-            f"{out['computed']} (benchmarks/bench_machine_kind.py)"
-        )
-    }
-    steps["range"] = out["range_step"]
-    steps["precision"] = out["precision_step"]
-    meta["range"] = out["range"]
-    f.write_text(json.dumps(doc, indent=1))
-    from carb.netmodel.io import seal
-
-    seal(model_dir)  # the model's checksums cover its meta
-    print(f"recorded the steps and the range in {f}")
 
 
 def config_steps(args: argparse.Namespace) -> None:
@@ -291,12 +262,9 @@ def config_steps(args: argparse.Namespace) -> None:
             for kind, per in pooled.items()
         },
     }
-    out = ROOT / "carb" / "data" / "domain_steps.json"
-    out.write_text(json.dumps(doc, indent=1) + "\n")
-    print(f"wrote {out.relative_to(ROOT)}: {json.dumps(doc['config'])}")
-    if args.json:  # the same figures as a result file, with the run's provenance
-        _common.write_json(args.json, doc)
-        print(f"wrote {args.json}")
+    print(f"config steps: {json.dumps(doc['config'])}")
+    _common.write_json(args.json, doc)
+    print(f"wrote {args.json} (ship it: python scripts/ship.py steps --config {args.json})")
 
 
 def main() -> None:
@@ -314,9 +282,9 @@ def main() -> None:
     s.add_argument("--store", required=True)
     s.add_argument("--model", default="layers-cpu-avx2-1t")
     _common.add_json(s, required=True, aliases=("--out",))
-    s.add_argument("--write-model", default=None)
     _common.add_json(
-        sub.add_parser("config-steps", help="the steps of config models, into carb/data/domain_steps.json")
+        sub.add_parser("config-steps", help="the steps of config models (ship them with scripts/ship.py steps)"),
+        required=True,
     )
     args = ap.parse_args()
     {"measure": measure, "step": step, "config-steps": config_steps}[args.cmd](args)

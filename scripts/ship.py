@@ -12,7 +12,12 @@ with a layer card.
 ``netmodel``: a network model (``carb.netmodel``) fitted on every measured layer of the layer
 store(s) and every ``carb.families.zoo`` network of the zoo store, saved with its checksums into
 ``<out>/<name>.netmodel`` and loaded back. Its machine fingerprint and measured domain steps are
-recorded afterwards (``benchmarks/bench_machine_kind.py step --write-model``).
+recorded afterwards (``steps``).
+
+``steps``: the measured steps beyond a model's domain, from the JSON ``benchmarks/bench_machine_kind.py``
+writes, put where predictions read them: ``--network`` (``step``'s JSON) into a network model's
+``meta`` (``domain_steps``, ``range``; the model is sealed again), ``--config``
+(``config-steps``' JSON) into ``carb/data/domain_steps.json``.
 
     python scripts/ship.py dataset --store campaigns/cpu-1t.duckdb --name cpu-1t
     python scripts/ship.py dataset --store RUN/h200.duckdb --name h200 --validation RUN/validate.json \
@@ -21,6 +26,9 @@ recorded afterwards (``benchmarks/bench_machine_kind.py step --write-model``).
         --name layers-cpu-1t
     python scripts/ship.py netmodel --layers campaigns/layers-cpu-1t.duckdb --zoo campaigns/zoo-cpu-1t.duckdb \
         --name layers-cpu-1t --conditions "core 1 reserved (taskset -c 1), 1 thread"
+    python scripts/ship.py steps --network benchmarks/results/machine_kind_step.json \
+        --model carb/data/layers-cpu-avx2-1t.netmodel
+    python scripts/ship.py steps --config benchmarks/results/config_steps.json
 
 Bad input (a missing store, a store without the rows asked for): one ``error:`` line, exit 2.
 """
@@ -658,6 +666,70 @@ def ship_netmodel(a: argparse.Namespace) -> None:
     print(f"wrote {path}")
 
 
+def _read_json(path: str, keys: tuple[str, ...]) -> dict:
+    """A result JSON holding ``keys``; a missing file or key is a ValueError naming it."""
+    f = Path(path)
+    if not f.is_file():
+        raise ValueError(f"{path}: no such file")
+    try:
+        doc = json.loads(f.read_text())
+    except ValueError as e:
+        raise ValueError(f"{path}: not JSON ({e})") from e
+    missing_keys = [k for k in keys if not isinstance(doc, dict) or k not in doc]
+    if missing_keys:
+        raise ValueError(f"{path}: no {', '.join(missing_keys)} (is it bench_machine_kind's output?)")
+    return doc
+
+
+def ship_network_steps(model_dir: str, out: dict) -> None:
+    """Record a network model's measured steps and fitted range in its ``meta``, then seal it again."""
+    from carb.netmodel.io import seal
+
+    f = Path(model_dir) / "netmodel.json"
+    if not f.is_file():
+        raise ValueError(f"{model_dir}: no netmodel.json (a network model's folder?)")
+    doc = json.loads(f.read_text())
+    meta = doc.setdefault("meta", {})
+    steps = meta.setdefault("domain_steps", {})
+    steps["machine_kind"] = {
+        t: {"q90_abs_log": v["q90_abs_log"], "median_log_error": v["median_log_error"], "n": out["networks"]}
+        for t, v in out["targets"].items()
+    } | {
+        "from": (
+            f"{out['networks']} carb.zoo networks measured on {out['measured_on'].get('name')} "
+            f"({out['measured_on'].get('kernels')} kernels) and predicted by this model uncalibrated, "
+            f"{out['computed']} (benchmarks/bench_machine_kind.py)"
+        )
+    }
+    steps["range"] = out["range_step"]
+    steps["precision"] = out["precision_step"]
+    meta["range"] = out["range"]
+    f.write_text(json.dumps(doc, indent=1))
+    seal(model_dir)  # the model's checksums cover its meta
+    print(f"recorded the steps and the range in {f}")
+
+
+def ship_config_steps(doc: dict, out_dir: str) -> None:
+    """Write the config models' measured steps to ``<out>/domain_steps.json`` (read by ``carb.model._domain``)."""
+    keep = {k: doc[k] for k in ("about", "computed", "command", "runs", "config") if k in doc}
+    out = Path(out_dir) / "domain_steps.json"
+    out.write_text(json.dumps(keep, indent=1) + "\n")
+    print(f"wrote {out}: {json.dumps(keep['config'])}")
+
+
+def ship_steps(a: argparse.Namespace) -> None:
+    """The ``steps`` subcommand: either or both of ``--network`` and ``--config``."""
+    if not (a.network or a.config):
+        raise ValueError("steps: give --network (with --model) and/or --config")
+    if a.network:
+        if not a.model:
+            raise ValueError("steps --network: give --model, the network model's folder")
+        out = _read_json(a.network, ("networks", "targets", "measured_on", "computed", "range", "range_step"))
+        ship_network_steps(a.model, out)
+    if a.config:
+        ship_config_steps(_read_json(a.config, ("config", "runs")), a.out)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Parse the command line and ship; bad input is one ``error:`` line and exit status 2."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -700,8 +772,16 @@ def main(argv: list[str] | None = None) -> int:
     n.add_argument("--conditions", default=None, help="how the data were measured, for the model's meta")
     n.add_argument("--data", default=None, help="what the model was fitted on, for its meta")
     n.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "carb" / "data"))
+    st = sub.add_parser("steps", help="measured domain steps into a network model or carb/data/domain_steps.json")
+    st.add_argument("--network", help="bench_machine_kind.py step's JSON")
+    st.add_argument("--model", help="with --network: the network model's folder (sealed again)")
+    st.add_argument("--config", help="bench_machine_kind.py config-steps' JSON")
+    st.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "carb" / "data"))
     a = ap.parse_args(argv)
     try:
+        if a.kind == "steps":
+            ship_steps(a)
+            return 0
         for p in a.store if a.kind == "dataset" else [*a.layers, a.zoo]:
             if not Path(p).is_file():
                 raise ValueError(f"{p}: no such campaign store")

@@ -1,11 +1,11 @@
 """The training domain: the input ranges and categories a prediction may be trusted on.
 
 A prediction outside it keeps its point value; its interval widens to what was measured
-about such a step on our own datasets (:data:`STEPS_FILE`, written by
-``benchmarks/bench_machine_kind.py config-steps``): beyond the training range of a value
-(a fit on part of a dataset's range, scored on the rest), or in a precision the data never
-held (a fit on fp32 scored on bf16). A family or block the data never held has no measured
-step: its interval is unbounded.
+about such a step on our own datasets (:data:`STEPS_FILE`, measured by
+``benchmarks/bench_machine_kind.py config-steps`` and shipped by ``scripts/ship.py steps``):
+beyond the training range of a value (a fit on part of a dataset's range, scored on the
+rest), or in a precision the data never held (a fit on fp32 scored on bf16). A family or
+block the data never held has no measured step: its interval is unbounded.
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ A network model's own intervals come from its residuals inside its domain: its m
 kind, the precisions its layers were measured in, the range of networks it was fitted on.
 A prediction outside that domain keeps its point value, and its interval widens to what
 was *measured* about such a step (:data:`STEP_KINDS`, recorded in the model's
-``meta["domain_steps"]`` by ``benchmarks/bench_machine_kind.py``; a model without its own
+``meta["domain_steps"]``, measured by ``benchmarks/bench_machine_kind.py`` and recorded by
+``scripts/ship.py steps``; a model without its own
 takes the shipped default model's):
 
 - ``machine_kind``: the 90% quantile of |log(measured / predicted)| of networks measured on
