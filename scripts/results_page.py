@@ -149,7 +149,7 @@ def page(spec: dict, sources: dict[str, Source], figs: dict[str, str]) -> str:
         "",
         "Each figure above comes from one of these files. Rerun the command from the repository's root "
         "on a machine of the kind named; figures measured on hardware move with the machine and its load, "
-        "figures computed from shipped data are reproduced to the digit.",
+        "figures computed from shipped data reproduce to the digit on a machine of the same kind.",
         "",
     ]
     for s in sources.values():
