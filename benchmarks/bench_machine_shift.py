@@ -290,23 +290,13 @@ def _cpu_line() -> str:
 
 
 def metrics(y, pred, lo=None, hi=None) -> dict:
-    """Mean latency error (%), share within +-10/20% (%), Spearman, 90% coverage (%) and median half-width (%)."""
+    """:func:`_common.metrics` and, with ``lo``/``hi``, the intervals' median half-width (% of the prediction)."""
     import numpy as np
-    from scipy.stats import spearmanr
 
-    y, pred = np.asarray(y, float), np.asarray(pred, float)
-    r = np.abs(pred / y - 1)
-    out = {
-        "n": int(len(y)),
-        "mape": float(100 * r.mean()),
-        "within10": float(100 * (r <= 0.10).mean()),
-        "within20": float(100 * (r <= 0.20).mean()),
-        "spearman": float(spearmanr(y, pred).statistic) if len(y) > 2 else float("nan"),
-    }
+    out = _common.metrics(y, pred, lo, hi)
     if lo is not None:
-        lo, hi = np.asarray(lo, float), np.asarray(hi, float)
-        out["coverage"] = float(100 * ((lo <= y) & (y <= hi)).mean())
-        out["half_width_median"] = float(100 * np.median((hi - lo) / 2 / pred))
+        half = (np.asarray(hi, float) - np.asarray(lo, float)) / 2 / np.asarray(pred, float)
+        out["half_width_median"] = float(100 * np.median(half))
     return out
 
 

@@ -8,6 +8,7 @@ Fixtures live in ``tests/conftest.py``.
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import weakref
@@ -349,3 +350,30 @@ class SyntheticPredictor:
             out[f"{t}_lo"] = point[t] * (1 - self.rel)
             out[f"{t}_hi"] = point[t] * (1 + self.rel)
         return out
+
+
+def chromium() -> str | None:
+    """The headless browser the page tests use (Debian's ``chromium``), or None."""
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def chromium_dump_dom(
+    url: str, profile: Path, *, budget_ms: int = 5000, extra: tuple[str, ...] = (), timeout: float = 120
+) -> subprocess.CompletedProcess:
+    """Open ``url`` headless, let its scripts run for ``budget_ms`` of virtual time, return the run (DOM on stdout)."""
+    cmd = [
+        chromium(),
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--no-first-run",
+        "--disable-extensions",
+        *extra,
+        f"--user-data-dir={profile}",
+        f"--virtual-time-budget={budget_ms}",
+        "--dump-dom",
+        url,
+    ]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)

@@ -20,16 +20,14 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
+from tests._helpers import chromium, chromium_dump_dom
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _mkdocs() -> str | None:
     here = Path(sys.executable).parent / "mkdocs"
     return str(here) if here.exists() else shutil.which("mkdocs")
-
-
-def _chromium() -> str | None:
-    return shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 pytestmark = pytest.mark.skipif(_mkdocs() is None, reason="mkdocs not installed (pip install -e '.[docs]')")
@@ -269,28 +267,19 @@ next(0);
 """
 
 
-@pytest.mark.skipif(_chromium() is None, reason="chromium not installed (Debian: apt-get install chromium)")
+@pytest.mark.skipif(chromium() is None, reason="chromium not installed (Debian: apt-get install chromium)")
 def test_every_page_of_the_nav_renders_in_headless_chromium(site, tmp_path):
     pages = [_html(p) for p in _nav_pages()]
     harness = site / "_render_check.html"
     harness.write_text(_HARNESS % json.dumps(pages))
-    cmd = [
-        _chromium(),
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--no-first-run",
-        "--disable-extensions",
-        "--allow-file-access-from-files",
-        f"--user-data-dir={tmp_path / 'profile'}",
-        "--virtual-time-budget=30000",
-        "--dump-dom",
-        harness.as_uri(),
-    ]
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+        p = chromium_dump_dom(
+            harness.as_uri(),
+            tmp_path / "profile",
+            budget_ms=30000,
+            extra=("--allow-file-access-from-files",),
+            timeout=180,
+        )
     finally:
         harness.unlink()
     assert p.returncode == 0, p.stderr[-2000:]

@@ -3,8 +3,6 @@ predictor: files, self-containment, the CLI's errors, and the page in headless C
 
 import json
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +15,7 @@ from carb.decide.screen import screen
 from carb.families import space
 from carb.families.features import compute
 from carb.report import MAX_EXPLORER_POINTS, ReportError, load_screen, write_report
+from tests._helpers import chromium, chromium_dump_dom
 
 SVG_NS = "http://www.w3.org/2000/svg"  # a namespace name in the page's script, never fetched
 
@@ -237,29 +236,9 @@ def test_cli_report_usage_errors(tmp_path, data_file, args, words):
 # -- the page in a real browser -----------------------------------------------------------------
 
 
-def _chromium():
-    return shutil.which("chromium") or shutil.which("chromium-browser")
-
-
 def _load_in_chromium(page: Path, tmp: Path, fragment: str = "") -> tuple[str, str]:
     """Open the page headless, let its scripts run, return (DOM after scripts, browser log)."""
-    cmd = [
-        _chromium(),
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--no-first-run",
-        "--disable-extensions",
-        f"--user-data-dir={tmp}",
-        "--enable-logging=stderr",
-        "--v=0",
-        "--virtual-time-budget=5000",
-        "--dump-dom",
-        page.resolve().as_uri() + fragment,
-    ]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    p = chromium_dump_dom(page.resolve().as_uri() + fragment, tmp, extra=("--enable-logging=stderr", "--v=0"))
     assert p.returncode == 0, p.stderr[-2000:]
     return p.stdout, p.stderr
 
@@ -269,7 +248,7 @@ def _body(dom: str) -> dict[str, str]:
     return dict(re.findall(r'data-([a-z]+)="([^"]*)"', m.group(1)))
 
 
-@pytest.mark.skipif(_chromium() is None, reason="chromium not installed (Debian: apt-get install chromium)")
+@pytest.mark.skipif(chromium() is None, reason="chromium not installed (Debian: apt-get install chromium)")
 def test_report_in_headless_chromium(report, screen_dir, tmp_path):
     short = pd.read_parquet(screen_dir / "shortlist.parquet")
     feas = pd.read_parquet(screen_dir / "feasible.parquet")
@@ -292,7 +271,7 @@ def test_report_in_headless_chromium(report, screen_dir, tmp_path):
     assert 0 < int(body["visible"]) < len(feas)
 
 
-@pytest.mark.skipif(_chromium() is None, reason="chromium not installed (Debian: apt-get install chromium)")
+@pytest.mark.skipif(chromium() is None, reason="chromium not installed (Debian: apt-get install chromium)")
 def test_empty_report_in_headless_chromium(empty_report, tmp_path):
     dom, log = _load_in_chromium(empty_report, tmp_path / "profile")
     body = _body(dom)
