@@ -33,7 +33,7 @@ import operator
 import warnings
 from typing import Any
 
-from carb.graph._run import _GraphRun
+from carb.graph._run import _first_layer_expects, _GraphRun
 from carb.graph.nodes import _MODULE_OPS, _fast_module, _meta
 from carb.graph.table import CaptureError
 
@@ -72,9 +72,12 @@ def export_graph(
         meta_module = _meta_copy(module, dtype)
         exported = _export(meta_module, inputs)
     except _ExportFailed as e:
+        shapes = ", ".join("x".join(map(str, t.shape)) for t in inputs)
+        expects = _first_layer_expects(module)
+        why = f"torch.export on the example input {shapes} ({e})" + (f"; {expects}" if expects else "")
         if fx_reason is None:
-            raise CaptureError(f"module does not export with torch.export ({e})") from None
-        raise CaptureError(f"{fx_reason}, nor export with torch.export ({e})") from None
+            raise CaptureError(f"module does not export with {why}") from None
+        raise CaptureError(f"{fx_reason}, nor export with {why}") from None
     graph, groups, attrs = _fx_like(exported, meta_module)
     run = _ExportRun(meta_module, inputs, dtype, groups, attrs)
     run.run(graph)

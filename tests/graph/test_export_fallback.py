@@ -186,3 +186,11 @@ def test_neither_tracer_one_line_naming_both_reasons(capsys) -> None:
     assert capsys.readouterr().err == ""  # export's partial-graph dump is not printed
     with pytest.raises(graph.CaptureError, match="unknown capture method"):
         graph.capture(Dyn(), (1, 3, 4, 4), via="jit")
+
+
+def test_a_wrong_input_through_the_fallback_names_the_input_and_what_the_first_layer_expects() -> None:
+    with pytest.raises(graph.CaptureError) as e:
+        graph.capture(PadToMultiple(), (1, 4, 40, 40))  # fx cannot trace it; export fails on 4 channels
+    msg = str(e.value)
+    assert "\n" not in msg and "torch.fx" in msg and "torch.export" in msg
+    assert "example input 1x4x40x40" in msg and "expects 3 input channels" in msg
