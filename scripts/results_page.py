@@ -6,9 +6,10 @@ from the benchmarks' JSON, so that no measured figure is ever typed by hand.
 
 The figures, their sources and the page's sections are declared in ``benchmarks/results.toml``:
 
-- a **source** names one JSON file under the repository, the command that writes it, and the
-  machine kind and date it was measured on (the date the JSON records, in ``provenance.utc``,
-  ``date_utc`` or ``date``, wins over the declared one);
+- a **source** names one JSON file under the repository, the command that writes it, the
+  machine kind it was measured on (``machine``; ``kind``, a short form for the tables) and the
+  date (the date the JSON records, in ``provenance.utc``, ``date_utc`` or ``date``, wins over
+  the declared one);
 - a **figure** picks one number out of a source with a path of keys, where a table (an
   inline TOML table) in the path picks the one list element whose fields equal it, and formats
   it with a Python format spec (``.1%``, ``.3f``, ``,d``);
@@ -53,6 +54,7 @@ class Source:
     machine: str
     date: str
     data: Any
+    kind: str = ""
 
 
 def _load_sources(spec: dict, root: Path) -> dict[str, Source]:
@@ -71,7 +73,7 @@ def _load_sources(spec: dict, root: Path) -> dict[str, Source]:
             recorded = prov.get("utc") or data.get("date_utc") or data.get("date")
             if isinstance(recorded, str) and recorded[:4].isdigit():
                 date = recorded[:10]
-        out[s["id"]] = Source(s["id"], s["json"], s["command"], s["machine"], date, data)
+        out[s["id"]] = Source(s["id"], s["json"], s["command"], s["machine"], date, data, s.get("kind", s["machine"]))
     return out
 
 
@@ -127,7 +129,7 @@ def _table(rows: list[dict], figs: dict[str, str], sources: dict[str, Source], w
     for r in rows:
         src = sources[r["source"]]
         cells = [_cell(r.get(c, "—"), figs, where) for c in ("what", "carb", "anchor")]
-        lines.append("| " + " | ".join(cells) + f" | {src.machine}, {src.date} | [{src.id}](#{src.id}) |")
+        lines.append("| " + " | ".join(cells) + f" | {src.kind}, {src.date} | [{src.id}](#{src.id}) |")
     return lines
 
 
