@@ -191,6 +191,7 @@ def _calibrate_netmodel(
     from carb.transfer import cache
 
     nm, cfgs, what, tables = _networks_to_measure(source, networks, samples, seed)
+    runtime = netmodel.runtime_of(cfgs)
     df = pd.DataFrame([c.to_dict() for c in cfgs])
     df.insert(0, "config_id", [c.config_id for c in cfgs])
     # the K networks are measured as the model's layers and networks were: with the same
@@ -222,6 +223,7 @@ def _calibrate_netmodel(
                     "networks": [c.label() for c, o in zip(cfgs, ok) if o],
                     "calibration_latency": "at the K networks' median sentinel speed" if ref is not None else "raw",
                     "sentinel_ms": [float(v) for v in meas["sentinel_ms"]] if "sentinel_ms" in meas else [],
+                    **_runtime_meta(runtime),
                     **_machine_meta(nm, device, threads, allocator, tabs, out),
                 },
             )
@@ -230,9 +232,17 @@ def _calibrate_netmodel(
         model.device = f"{device}-{threads or 1}t" if device == "cpu" else device
         model.save(out)
         shutil.copy2(store, out / "calibration.duckdb")  # the K measurements, kept with the model
-    _print_net_calibration(nm, model, tabs, cfgs, fit_rows, f"{len(tabs)} networks measured on {device} ({method})")
-    console.print(f"wrote {out} (a network model: carb predict --module ... --model {shlex.quote(str(out))})")
-    if keep:
+    on = f"{len(tabs)} networks measured on {device}" + (" with ONNX Runtime" if runtime != "torch" else "")
+    _print_net_calibration(nm, model, tabs, cfgs, fit_rows, f"{on} ({method})")
+    use = "--onnx FILE.onnx --input SHAPE" if runtime != "torch" else "--module ..."
+    console.print(f"wrote {out} (a network model: carb predict {use} --model {shlex.quote(str(out))})")
+    if keep and runtime != "torch":
+        # the cache answers `carb predict --module` (PyTorch eager) on this machine: not with another runtime's map
+        console.print(
+            "not kept in your calibration cache: it prices ONNX Runtime, and the cache serves PyTorch eager; "
+            f"pass --model {shlex.quote(str(out))}"
+        )
+    elif keep:
         try:
             kept = cache.store(out, str(source_name or source), source, here(device), len(tabs))
         except OSError as e:
@@ -242,6 +252,19 @@ def _calibrate_netmodel(
                 f"kept for this machine in your calibration cache ({kept.parent}): carb predict --module --model "
                 f"{shlex.quote(str(source_name or source))} uses it here"
             )
+
+
+def _runtime_meta(runtime: str) -> dict:
+    """The runtime the K were measured with, where it is not PyTorch eager (the network model's own)."""
+    if runtime == "torch":
+        return {}
+    import importlib.metadata
+
+    try:
+        version = importlib.metadata.version(runtime)
+    except importlib.metadata.PackageNotFoundError:
+        version = None
+    return {"runtime": runtime, "runtime_version": version}
 
 
 def _machine_meta(nm: Any, device: str, threads: Optional[int], allocator: str, tabs: list[Any], out: Path) -> dict:
@@ -283,6 +306,7 @@ def _networks_to_measure(
             ):
                 cfgs = netmodel.choose_networks(nm, samples, seed=seed)
             what = f"{len(cfgs)} carb.families.zoo networks (seed {seed})"
+        netmodel.runtime_of(cfgs)  # one runtime per calibration
         # a --networks file names the user's code: importing, building and capturing it runs it
         with running_user_code(f"--networks {networks}") if networks is not None else contextlib.nullcontext():
             tables = [netmodel.capture_config(c) for c in cfgs]

@@ -48,7 +48,10 @@ def calibration_line(nm: NetModel, model_dir: Any) -> str:
     fp = fingerprint_of(nm)
     where = fp.describe() if fp is not None else (nm.device or "its device")
     if m.get("calibration_method"):
-        return f"calibrated ({m['calibration_method']}) on {m.get('calibrated_on', '?')} networks measured on {where}"
+        rt = f" with {m['runtime']} {m.get('runtime_version') or ''}".rstrip() if m.get("runtime") else ""
+        return (
+            f"calibrated ({m['calibration_method']}) on {m.get('calibrated_on', '?')} networks measured{rt} on {where}"
+        )
     n = f"{m['networks']} networks measured " if isinstance(m.get("networks"), int) else ""
     return (
         f"not calibrated to this machine: fitted on {n}on {where} on another day; to fit it "
@@ -111,6 +114,9 @@ def predict_cli(
     )
     if line:
         con.print(line, style="bold yellow")
+    runtime_line = _runtime_line(nm, module_spec)
+    if runtime_line:
+        con.print(runtime_line, style="bold yellow")
     _print_coverage(con, pred, nm, precision)
     con.print(
         f"{module_spec} on {'x'.join(map(str, shape))} {precision}: "
@@ -137,6 +143,21 @@ def predict_cli(
             + "\n"
         )
         con.print(f"wrote {json_file}")
+
+
+def _runtime_line(nm: NetModel, module_spec: str | Path) -> str | None:
+    """A line where the model prices another runtime than the one the network is held for, else ``None``.
+
+    A network model prices PyTorch eager unless it was calibrated on ONNX files measured with ONNX
+    Runtime (``meta["runtime"]``); then a module is priced as ONNX Runtime would run its export.
+    """
+    runtime = nm.meta.get("runtime")
+    if runtime and not isinstance(module_spec, Path):
+        return (
+            f"this model is calibrated for {runtime} (ONNX files measured here): it prices the module as "
+            f"{runtime} would run its ONNX export, not as PyTorch eager runs it"
+        )
+    return None
 
 
 def _calibrate_command(module_spec: str | Path, shape: tuple[int, ...], precision: str, model_dir: Any) -> str:

@@ -457,7 +457,8 @@ def calibrate(
         help=(
             "With a network model: a text file of the networks to measure, one per line: SPEC INPUT [PRECISION], e.g. "
             "torchvision.models:resnet18 1x3x224x224 fp32 (default: K networks of carb.families.zoo spread over the "
-            "model's predicted latency). It imports and runs each network's module."
+            "model's predicted latency). It imports and runs each network's module. A SPEC ending in .onnx is an "
+            "ONNX file measured with ONNX Runtime: a list of them calibrates the model to ONNX Runtime's cost."
         ),
     ),
     rounds: int = typer.Option(

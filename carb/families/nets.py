@@ -224,22 +224,25 @@ def features(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def read_networks(path: str | Path) -> list[NetConfig]:
+def read_networks(path: str | Path) -> list[Any]:
     """Networks from a text file, one per line: ``SPEC INPUT [PRECISION]``.
 
     For example ``torchvision.models:resnet18 1x3x224x224 fp32`` (``INPUT`` is ``BATCHx3xSIZExSIZE``; precision
-    ``fp32`` by default); blank lines and ``#`` comments are skipped.
+    ``fp32`` by default); blank lines and ``#`` comments are skipped. A ``SPEC`` ending in ``.onnx`` is an ONNX
+    file (:class:`carb.families.onnxfile.OnnxConfig`, measured with ONNX Runtime; any ``INPUT`` shape), relative
+    to the directory the command runs in.
 
     Raises:
         SpaceError: an unreadable file or a malformed line (one line naming the line).
         OSError: the file cannot be read.
     """
     from carb import graph
+    from carb.families import onnxfile
 
     p = Path(path)
     if not p.is_file():
         raise SpaceError(f"{p}: no such file")
-    out: list[NetConfig] = []
+    out: list[Any] = []
     for n, line in enumerate(p.read_text().splitlines(), 1):
         parts = line.split("#", 1)[0].split()
         if not parts:
@@ -247,6 +250,9 @@ def read_networks(path: str | Path) -> list[NetConfig]:
         try:
             if len(parts) not in (2, 3):
                 raise SpaceError(f"expected SPEC INPUT [PRECISION], got {len(parts)} fields")
+            if parts[0].lower().endswith(".onnx"):
+                out.append(onnxfile.OnnxConfig(parts[0], parts[1], parts[2] if len(parts) == 3 else "fp32"))
+                continue
             try:
                 dims = graph.parse_shape(parts[1])
             except graph.CaptureError:

@@ -32,6 +32,7 @@ from carb.netmodel.calibrate import (
     capture_config,
     choose_networks,
     pick_networks,
+    runtime_of,
 )
 from carb.netmodel.io import DEFAULT_MODEL, FORMAT, SHIPPED, ModelError, resolve
 
@@ -89,6 +90,7 @@ __all__ = [
     "LAT_SHRINK_STRENGTH",
     "allocator_of",
     "capture_config",
+    "runtime_of",
     "pick_networks",
     "choose_networks",
     "calibrate_on",

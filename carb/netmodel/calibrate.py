@@ -39,23 +39,41 @@ def capture_config(config: Any) -> LayerTable:
     """The layer table of a measurable network config, built on the meta device.
 
     Args:
-        config: a :class:`carb.families.zoo.ZooConfig` or a :class:`carb.families.nets.NetConfig`.
+        config: a :class:`carb.families.zoo.ZooConfig`, a :class:`carb.families.nets.NetConfig` or a
+            :class:`carb.families.onnxfile.OnnxConfig`.
 
     Returns:
-        Its :func:`carb.graph.capture`.
+        Its :func:`carb.graph.capture` (an ONNX file's :func:`carb.graph.capture_onnx`).
 
     Raises:
-        carb.graph.CaptureError: the network does not build or trace (one line).
-        ModelError: not a zoo or net config.
+        carb.graph.CaptureError: the network does not build or trace, or the file does not read (one line).
+        ModelError: not a zoo, net or onnx config.
 
     """
-    from carb.families import nets, zoo
+    from carb.families import nets, onnxfile, zoo
 
     if isinstance(config, nets.NetConfig):
         return nets.capture(config)
     if isinstance(config, zoo.ZooConfig):
         return zoo.capture(config)
-    raise ModelError(f"not a network config: a {type(config).__name__} (expected a zoo or net config)")
+    if isinstance(config, onnxfile.OnnxConfig):
+        return onnxfile.capture(config)
+    raise ModelError(f"not a network config: a {type(config).__name__} (expected a zoo, net or onnx config)")
+
+
+def runtime_of(configs: Sequence[Any]) -> str:
+    """The one runtime a list of network configs is measured with: ``torch`` (eager) or ``onnxruntime``.
+
+    Raises:
+        ModelError: the list mixes runtimes (a calibration maps one runtime's cost).
+    """
+    runtimes = {getattr(c, "runtime", "torch") for c in configs}
+    if len(runtimes) > 1:
+        raise ModelError(
+            "the networks mix ONNX files (measured with ONNX Runtime) and torch networks (PyTorch eager): "
+            "calibrate one runtime at a time"
+        )
+    return runtimes.pop() if runtimes else "torch"
 
 
 #: How :func:`choose_networks` spreads the K networks: ``sizes`` (the default) takes in each
