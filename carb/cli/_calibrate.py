@@ -290,13 +290,13 @@ def _networks_to_measure(
     The networks are those of the ``--networks`` file, or K zoo networks spread over the model's predicted latency.
     """
     from carb import netmodel
-    from carb.families import SpaceError, nets
+    from carb.families import SpaceError
     from carb.graph import CaptureError
 
     try:
         nm = netmodel.load(source)
         if networks is not None:
-            cfgs = nets.read_networks(networks)
+            cfgs = netmodel.read_networks(networks)
             if len(cfgs) < 3:
                 fail(f"--networks {networks}: {len(cfgs)} networks; need at least 3")
             what = f"{len(cfgs)} networks of {networks}"

@@ -224,20 +224,19 @@ def features(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def read_networks(path: str | Path) -> list[Any]:
+def read_networks(path: str | Path, onnx: Callable[[str, str, str], Any] | None = None) -> list[Any]:
     """Networks from a text file, one per line: ``SPEC INPUT [PRECISION]``.
 
     For example ``torchvision.models:resnet18 1x3x224x224 fp32`` (``INPUT`` is ``BATCHx3xSIZExSIZE``; precision
-    ``fp32`` by default); blank lines and ``#`` comments are skipped. A ``SPEC`` ending in ``.onnx`` is an ONNX
-    file (:class:`carb.families.onnxfile.OnnxConfig`, measured with ONNX Runtime; any ``INPUT`` shape), relative
-    to the directory the command runs in.
+    ``fp32`` by default); blank lines and ``#`` comments are skipped. With ``onnx``, a ``SPEC`` ending in ``.onnx``
+    is an ONNX file, made into a config by ``onnx(path, input, precision)`` (any ``INPUT`` shape; see
+    :func:`carb.netmodel.read_networks`, which passes :class:`carb.families.onnxfile.OnnxConfig`).
 
     Raises:
         SpaceError: an unreadable file or a malformed line (one line naming the line).
         OSError: the file cannot be read.
     """
     from carb import graph
-    from carb.families import onnxfile
 
     p = Path(path)
     if not p.is_file():
@@ -250,8 +249,8 @@ def read_networks(path: str | Path) -> list[Any]:
         try:
             if len(parts) not in (2, 3):
                 raise SpaceError(f"expected SPEC INPUT [PRECISION], got {len(parts)} fields")
-            if parts[0].lower().endswith(".onnx"):
-                out.append(onnxfile.OnnxConfig(parts[0], parts[1], parts[2] if len(parts) == 3 else "fp32"))
+            if onnx is not None and parts[0].lower().endswith(".onnx"):
+                out.append(onnx(parts[0], parts[1], parts[2] if len(parts) == 3 else "fp32"))
                 continue
             try:
                 dims = graph.parse_shape(parts[1])

@@ -32,6 +32,7 @@ from carb.netmodel.calibrate import (
     capture_config,
     choose_networks,
     pick_networks,
+    read_networks,
     runtime_of,
 )
 from carb.netmodel.io import DEFAULT_MODEL, FORMAT, SHIPPED, ModelError, resolve
@@ -91,6 +92,7 @@ __all__ = [
     "allocator_of",
     "capture_config",
     "runtime_of",
+    "read_networks",
     "pick_networks",
     "choose_networks",
     "calibrate_on",

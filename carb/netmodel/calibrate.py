@@ -11,6 +11,7 @@ finite-sample conformal level of its leave-one-out residuals.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -59,6 +60,20 @@ def capture_config(config: Any) -> LayerTable:
     if isinstance(config, onnxfile.OnnxConfig):
         return onnxfile.capture(config)
     raise ModelError(f"not a network config: a {type(config).__name__} (expected a zoo, net or onnx config)")
+
+
+def read_networks(path: str | Path) -> list[Any]:
+    """The networks of a ``--networks`` file (:func:`carb.families.nets.read_networks`), ``.onnx`` files included.
+
+    A ``SPEC`` ending in ``.onnx`` is an ONNX file (:class:`carb.families.onnxfile.OnnxConfig`, measured with
+    ONNX Runtime), relative to the directory the command runs in.
+
+    Raises:
+        carb.families.SpaceError: an unreadable file or a malformed line (one line naming the line).
+    """
+    from carb.families import nets, onnxfile
+
+    return nets.read_networks(path, onnx=onnxfile.OnnxConfig)
 
 
 def runtime_of(configs: Sequence[Any]) -> str:

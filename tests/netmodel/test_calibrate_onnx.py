@@ -51,7 +51,7 @@ def onnx_list(tmp_path):
 
 
 def test_a_networks_file_names_onnx_files_and_one_runtime(onnx_list, tmp_path) -> None:
-    cfgs = nets.read_networks(onnx_list)
+    cfgs = netmodel.read_networks(onnx_list)
     assert all(isinstance(c, onnxfile.OnnxConfig) for c in cfgs) and cfgs[1].input_shape == "2x3x32x32"
     assert netmodel.runtime_of(cfgs) == "onnxruntime"
     assert netmodel.capture_config(cfgs[0]).meta["capture"] == "onnx"
