@@ -190,8 +190,7 @@ def _calibrate_netmodel(
     from carb.measure.fingerprint import here
     from carb.transfer import cache
 
-    nm, cfgs, what, tables = _networks_to_measure(source, networks, samples, seed)
-    runtime = netmodel.runtime_of(cfgs)
+    nm, cfgs, what, tables, runtime = _networks_to_measure(source, networks, samples, seed)
     df = pd.DataFrame([c.to_dict() for c in cfgs])
     df.insert(0, "config_id", [c.config_id for c in cfgs])
     # the K networks are measured as the model's layers and networks were: with the same
@@ -284,10 +283,11 @@ def _machine_meta(nm: Any, device: str, threads: Optional[int], allocator: str, 
 
 def _networks_to_measure(
     source: Path, networks: Optional[Path], samples: int, seed: int
-) -> tuple[Any, list[Any], str, list[Any]]:
-    """Return the network model, the K networks to measure, a phrase naming them and their captured layer tables.
+) -> tuple[Any, list[Any], str, list[Any], str]:
+    """Return the network model, the K networks, a phrase naming them, their layer tables and their one runtime.
 
-    The networks are those of the ``--networks`` file, or K zoo networks spread over the model's predicted latency.
+    The networks are those of the ``--networks`` file, or K zoo networks spread over the model's predicted latency;
+    the runtime is :func:`carb.netmodel.runtime_of` of them.
     """
     from carb import netmodel
     from carb.families import SpaceError
@@ -306,13 +306,13 @@ def _networks_to_measure(
             ):
                 cfgs = netmodel.choose_networks(nm, samples, seed=seed)
             what = f"{len(cfgs)} carb.families.zoo networks (seed {seed})"
-        netmodel.runtime_of(cfgs)  # one runtime per calibration
+        runtime = netmodel.runtime_of(cfgs)  # one runtime per calibration
         # a --networks file names the user's code: importing, building and capturing it runs it
         with running_user_code(f"--networks {networks}") if networks is not None else contextlib.nullcontext():
             tables = [netmodel.capture_config(c) for c in cfgs]
     except (netmodel.ModelError, CaptureError, SpaceError, OSError) as e:
         fail(str(e))
-    return nm, cfgs, what, tables
+    return nm, cfgs, what, tables, runtime
 
 
 def _networks_measured_ok(rows: Any, df: Any, cfgs: list[Any]) -> tuple[list[bool], Any]:

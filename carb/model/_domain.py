@@ -17,7 +17,7 @@ import pandas as pd
 
 from carb.model.steps import data_file, half_width, read_steps
 
-__all__ = ["DOMAIN_CATEGORIES", "STEPS_FILE", "training_domain", "outside_domain", "outside_kinds", "widen"]
+__all__ = ["DOMAIN_CATEGORIES", "STEPS_FILE", "training_domain", "outside_kinds", "widen"]
 
 #: The measured steps beyond a config model's domain (under ``carb/data``).
 STEPS_FILE = "domain_steps.json"
@@ -37,23 +37,6 @@ def training_domain(df: pd.DataFrame, Xb: np.ndarray, cols: list[str]) -> dict[s
             ranges[c] = [float(v.min()), float(v.max())]
     cats = {c: sorted(map(str, df[c].dropna().unique())) for c in DOMAIN_CATEGORIES if c in df.columns}
     return {"ranges": ranges, "categories": cats}
-
-
-def outside_domain(domain: dict[str, Any], part: pd.DataFrame, Xb: np.ndarray, cols: list[str]) -> np.ndarray:
-    """Return, per row, whether a value is beyond its column's training range (0.1% slack) or a category unseen."""
-    out = np.zeros(len(part), dtype=bool)
-    for j, c in enumerate(cols):
-        lo_hi = domain["ranges"].get(c)
-        if lo_hi is None:
-            continue
-        lo, hi = lo_hi
-        slack = 1e-3 * max(abs(lo), abs(hi), 1e-12)
-        with np.errstate(invalid="ignore"):
-            out |= (Xb[:, j] < lo - slack) | (Xb[:, j] > hi + slack)
-    for c, seen in domain["categories"].items():
-        if c in part.columns:
-            out |= (part[c].notna() & ~part[c].astype(str).isin(seen)).to_numpy()
-    return out
 
 
 def outside_kinds(domain: dict[str, Any], part: pd.DataFrame, Xb: np.ndarray, cols: list[str]) -> np.ndarray:
