@@ -17,7 +17,9 @@ recorded afterwards (``steps``).
 ``steps``: the measured steps beyond a model's domain, from the JSON ``benchmarks/bench_machine_kind.py``
 writes, put where predictions read them: ``--network`` (``step``'s JSON) into a network model's
 ``meta`` (``domain_steps``, ``range``; the model is sealed again), ``--config``
-(``config-steps``' JSON) into ``carb/data/domain_steps.json``.
+(``config-steps``' JSON) into ``carb/data/domain_steps.json``, ``--memory-definition``
+(``experiments/memory/definition_step.py``'s JSON: the models' memory definition against the
+worker's now) into a network model's ``meta``.
 
     python scripts/ship.py dataset --store campaigns/cpu-1t.duckdb --name cpu-1t
     python scripts/ship.py dataset --store RUN/h200.duckdb --name h200 --validation RUN/validate.json \
@@ -29,6 +31,8 @@ writes, put where predictions read them: ``--network`` (``step``'s JSON) into a 
     python scripts/ship.py steps --network benchmarks/results/machine_kind_step.json \
         --model carb/data/layers-cpu-avx2-1t.netmodel
     python scripts/ship.py steps --config benchmarks/results/config_steps.json
+    python scripts/ship.py steps --memory-definition experiments/memory/results/memory_definition_step.json \
+        --model carb/data/layers-cpu-avx2-1t.netmodel
 
 Bad input (a missing store, a store without the rows asked for): one ``error:`` line, exit 2.
 """
@@ -594,6 +598,22 @@ def _store_rows(path: str, family: str) -> tuple[Any, list[str]]:
     return df, allocators
 
 
+def _memory_baseline(paths: list[str]) -> dict:
+    """``{"memory_baseline": ...}`` where every run of the stores measured memory as the worker now does, else ``{}``.
+
+    A network model without it widens its memory answers by the measured definition step
+    (:func:`carb.netmodel.domain.older_memory`).
+    """
+    from carb.measure.cpu import MEMORY_BASELINE, MEMORY_DEFINITION
+
+    defs = set()
+    for path in paths:
+        with Store(path, read_only=True) as st:
+            runs = st.runs()
+        defs |= {json.loads(p).get("memory_definition") for p in runs["provenance"] if isinstance(p, str)}
+    return {"memory_baseline": MEMORY_BASELINE} if defs == {MEMORY_DEFINITION} else {}
+
+
 def _layer_rows(paths: list[str], target: str, bridge: bool) -> tuple[Any, list[str]]:
     """The measured layers of one or more stores (a layer in two kept from the first).
 
@@ -656,6 +676,7 @@ def ship_netmodel(a: argparse.Namespace) -> None:
         "layer_features": lm.features,
         "lat_shrink_strength": netmodel.LAT_SHRINK_STRENGTH,
         "allocator": "/".join(sorted(set(lalloc) | set(zalloc))),
+        **_memory_baseline([*a.layers, a.zoo]),
         **({"conditions": a.conditions} if a.conditions else {}),
     }
     nm = netmodel.fit_netmodel(
@@ -709,6 +730,23 @@ def ship_network_steps(model_dir: str, out: dict) -> None:
     print(f"recorded the steps and the range in {f}")
 
 
+def ship_memory_definition(model_dir: str, doc: dict) -> None:
+    """Record the measured step between a network model's memory definition and the worker's now; seal it again."""
+    from carb.netmodel.io import seal
+
+    f = Path(model_dir) / "netmodel.json"
+    if not f.is_file():
+        raise ValueError(f"{model_dir}: no netmodel.json (a network model's folder?)")
+    model = json.loads(f.read_text())
+    model.setdefault("meta", {}).setdefault("domain_steps", {})["memory_definition"] = {
+        "memory_mb": doc["memory_mb"],
+        "from": doc["from"],
+    }
+    f.write_text(json.dumps(model, indent=1))
+    seal(model_dir)
+    print(f"recorded the memory definition step in {f}")
+
+
 def ship_config_steps(doc: dict, out_dir: str) -> None:
     """Write the config models' measured steps to ``<out>/domain_steps.json`` (read by ``carb.model._domain``)."""
     keep = {k: doc[k] for k in ("about", "computed", "command", "runs", "config") if k in doc}
@@ -719,8 +757,12 @@ def ship_config_steps(doc: dict, out_dir: str) -> None:
 
 def ship_steps(a: argparse.Namespace) -> None:
     """The ``steps`` subcommand: either or both of ``--network`` and ``--config``."""
-    if not (a.network or a.config):
-        raise ValueError("steps: give --network (with --model) and/or --config")
+    if not (a.network or a.config or a.memory_definition):
+        raise ValueError("steps: give --network or --memory-definition (with --model), and/or --config")
+    if a.memory_definition:
+        if not a.model:
+            raise ValueError("steps --memory-definition: give --model, the network model's folder")
+        ship_memory_definition(a.model, _read_json(a.memory_definition, ("memory_mb", "from")))
     if a.network:
         if not a.model:
             raise ValueError("steps --network: give --model, the network model's folder")
@@ -776,6 +818,9 @@ def main(argv: list[str] | None = None) -> int:
     st.add_argument("--network", help="bench_machine_kind.py step's JSON")
     st.add_argument("--model", help="with --network: the network model's folder (sealed again)")
     st.add_argument("--config", help="bench_machine_kind.py config-steps' JSON")
+    st.add_argument(
+        "--memory-definition", help="experiments/memory/definition_step.py's JSON (the memory definition step)"
+    )
     st.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "carb" / "data"))
     a = ap.parse_args(argv)
     try:

@@ -20,7 +20,7 @@ from tests import _behaviour
 
 GOLDEN = Path(__file__).parent / "data" / "behaviour.json.gz"
 #: the machine kind the snapshot was recorded on (``model name`` of /proc/cpuinfo)
-RECORDED_ON = "AMD EPYC"
+RECORDED_ON = "Intel(R) Xeon(R) Processor"
 
 
 def _cpu() -> str:

@@ -28,6 +28,7 @@ from ._cpu_process import (
     _retain_freed_memory,
     _rss_kb,
     _status_kb,
+    prefault_parent_pages,
 )
 from ._rapl import Rapl
 from .base import ConfigLike, Protocol
@@ -87,6 +88,7 @@ class _Memory:
     baseline_kb: int  # VmRSS after imports, before the model exists
     ru_baseline_kb: int  # ru_maxrss at the same moment (the fallback's baseline)
     model_kb: int = 0  # VmRSS once the model is built and cast
+    prefault_kb: int | None = None  # the forkserver's library pages mapped ahead of the baseline (None: not done)
 
 
 class _Sampling:
@@ -218,10 +220,15 @@ def _memory_baseline(job: CpuJob) -> _Memory:
         # e.g. a user network's import (carb.families.nets): its library pages load ahead of
         # the memory baseline, so they do not count as the network's inference memory
         prepare()
+    prefault_kb = prefault_parent_pages()
     gc.collect()
+    _malloc_trim()  # the page map's freed buffers go back to the OS: a build cannot reuse them unseen
     can_reset = _reset_hwm()
     return _Memory(
-        can_reset=can_reset, baseline_kb=_rss_kb(), ru_baseline_kb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        can_reset=can_reset,
+        baseline_kb=_rss_kb(),
+        ru_baseline_kb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+        prefault_kb=prefault_kb,
     )
 
 
@@ -301,14 +308,21 @@ def _peak_memory_kb(mem: _Memory, hwm_warm_kb: int | None, extra: dict[str, Any]
             extra["memory_hwm_end_mb"] = hwm_kb * 1024 / 1e6  # the sentinel's share included
             hwm_kb = hwm_warm_kb
         memory_kb = hwm_kb - mem.baseline_kb
-        extra["memory_method"] = "VmHWM (clear_refs reset) - VmRSS baseline" + (
-            ", peak read before the paired sentinel was built" if hwm_warm_kb is not None else ""
+        extra["memory_method"] = (
+            "VmHWM (clear_refs reset) - VmRSS baseline"
+            + (
+                ", the forkserver's library pages mapped before the baseline"
+                if mem.prefault_kb is not None
+                else ", library pages the forked worker maps included (upper bound)"
+            )
+            + (", peak read before the paired sentinel was built" if hwm_warm_kb is not None else "")
         )
     else:
         hwm_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss if hwm_warm_kb is None else hwm_warm_kb
         memory_kb = hwm_kb - min(mem.baseline_kb, mem.ru_baseline_kb)
         extra["memory_method"] = "ru_maxrss - baseline (no clear_refs: includes the build; upper bound)"
     extra.update(
+        memory_prefault_mb=None if mem.prefault_kb is None else mem.prefault_kb * 1024 / 1e6,
         memory_baseline_mb=mem.baseline_kb * 1024 / 1e6,
         memory_model_mb=(mem.model_kb - mem.baseline_kb) * 1024 / 1e6,
         memory_hwm_mb=hwm_kb * 1024 / 1e6,

@@ -29,7 +29,14 @@ memory_mb
     is reset (``/proc/self/clear_refs`` <- ``5``, Linux >= 4.0) once the model is built and
     cast to its precision (freed heap handed back with glibc ``malloc_trim``), so the peak
     covers the ready model's weights plus everything inference touches (activations,
-    allocator and kernel-library pages), not the fp32 build of an fp16 model. Units: MB
+    allocator and kernel-library pages), not the fp32 build of an fp16 model. The worker is
+    forked, and Linux copies no page-table entries of file mappings at ``fork``: the
+    library pages its parent had mapped would count again as the worker touches them
+    (about 14 MB a network). So before the baseline the worker maps the pages its parent
+    has mapped (``/proc/<ppid>/pagemap``, ``madvise(MADV_POPULATE_READ)``), and the peak is
+    what the network adds to a process that imported torch, as a fresh process measures it;
+    ``extra["memory_prefault_mb"]`` is that mapping, ``None`` where the parent's page map
+    cannot be read (then those pages count: an upper bound). Units: MB
     (10**6 bytes). Where ``clear_refs`` is unavailable
     it falls back to ``ru_maxrss`` (which cannot be reset, so it includes the build and
     is an upper bound); ``extra["memory_method"]`` says which.
@@ -77,11 +84,26 @@ from ._rapl import Rapl, rapl_delta_uj
 from .base import Backend, ConfigLike, Measurement, Protocol
 from .protocol import check_protocol
 
-__all__ = ["CpuBackend", "CpuJob", "Rapl", "rapl_delta_uj", "MEMORY_DEFINITION", "ALLOCATORS", "THP_PATH", "thp_mode"]
+__all__ = [
+    "CpuBackend",
+    "CpuJob",
+    "Rapl",
+    "rapl_delta_uj",
+    "MEMORY_DEFINITION",
+    "MEMORY_BASELINE",
+    "ALLOCATORS",
+    "THP_PATH",
+    "thp_mode",
+]
 
+#: how a worker's memory baseline is taken, recorded in the ``meta`` of models fitted on its
+#: measurements: the forkserver's mapped library pages mapped into the worker first
+MEMORY_BASELINE = "parent pages mapped"
 MEMORY_DEFINITION = (
     "peak RSS of a fresh worker process during inference (VmHWM, reset once the model "
-    "is built and cast) minus its VmRSS after imports and before the model exists; MB = 1e6 bytes"
+    "is built and cast) minus its VmRSS after imports and before the model exists, the "
+    "forkserver's mapped library pages mapped into the worker before that baseline "
+    "(what the network adds to a process that imported torch); MB = 1e6 bytes"
 )
 
 # "__main__" first: the forkserver imports the main script once, so that each worker

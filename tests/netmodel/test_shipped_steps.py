@@ -15,6 +15,7 @@ from carb.netmodel import load
 ROOT = Path(__file__).resolve().parents[2]
 SHIP = ROOT / "scripts" / "ship.py"
 STEP_JSON = ROOT / "benchmarks" / "results" / "machine_kind_step.json"
+DEFINITION_JSON = ROOT / "experiments" / "memory" / "results" / "memory_definition_step.json"
 
 
 def _ship(*args: str) -> subprocess.CompletedProcess:
@@ -30,11 +31,13 @@ def test_the_shipped_network_model_holds_the_steps_its_json_measured(tmp_path):
     doc = json.loads((copy / "netmodel.json").read_text())
     doc["meta"].pop("domain_steps")  # ship into a model that has none
     (copy / "netmodel.json").write_text(json.dumps(doc))
-    p = _ship("--network", str(STEP_JSON), "--model", str(copy))
+    p = _ship("--network", str(STEP_JSON), "--memory-definition", str(DEFINITION_JSON), "--model", str(copy))
     assert p.returncode == 0, p.stderr
     after = json.loads((copy / "netmodel.json").read_text())["meta"]
     assert {k: after[k] for k in ("domain_steps", "range")} == meta_before
-    assert load(str(copy)).meta["domain_steps"]["machine_kind"]["latency_ms"]["q90_abs_log"] > 0  # sealed again
+    steps = load(str(copy)).meta["domain_steps"]  # sealed again
+    assert steps["machine_kind"]["latency_ms"]["q90_abs_log"] > 0
+    assert steps["memory_definition"]["memory_mb"] == json.loads(DEFINITION_JSON.read_text())["memory_mb"]
 
 
 def test_config_steps_are_written_where_config_models_read_them(tmp_path):
