@@ -33,6 +33,10 @@ least-squares scale (``carb/model/_conformal.py``), decisions and coverage, on b
 latency model, Stage 2 ``edgegpu`` energy + latency, device model out-of-fold by
 architecture) when ``carb.datasets.load("nb201")`` is there.
 
+``--seeds N`` (default 10): the ``calibrated K=20`` decide rows over seeds 0..N-1 with each calibration
+sampler (``choose_samples`` with and without its corner picks), their means and paired per-seed
+differences: one seed's 20 measurements are one draw.
+
 ``--target NAME``: another CPU dataset as the pair's target instead of ``cpu-2t`` (e.g.
 ``cpu-avx2-1t``, another kind of CPU); ``--no-ablations`` skips the ablation models.
 
@@ -278,7 +282,7 @@ def _true_fronts(cands: pd.DataFrame, targets: list[str], objs) -> set:
     return out
 
 
-def _cpu_pair(a, out: dict) -> None:
+def _cpu_pair(a, out: dict) -> tuple:
     from carb.families.features import compute
     from carb.model import CARB
     from carb.transfer.calibrate import choose_samples, fit_calibrated
@@ -369,6 +373,60 @@ def _cpu_pair(a, out: dict) -> None:
                 methods=("decide", "decide, interval rule"),
             )
             out["ablation_quantile_scale"] += rows
+    return source, tgt
+
+
+#: the calibration samplers compared over seeds: (label, ``choose_samples`` corners)
+SAMPLERS = (("corners, then bins", True), ("bins only", False))
+
+
+def _calibrated_over_seeds(a, source, tgt: pd.DataFrame, targets: list[str], out: dict) -> None:
+    """The ``calibrated K=20`` decide rows for seeds 0..``--seeds``-1, per sampler: one seed's 20 measurements
+    are one draw, so the samplers are compared on the mean over seeds (and the paired per-seed differences)."""
+    from carb.transfer.calibrate import choose_samples, fit_calibrated
+
+    rows = []
+    for seed in range(a.seeds):
+        for label, corners in SAMPLERS:
+            chosen = choose_samples(tgt, source, 20, seed=seed, corners=corners)
+            model = fit_calibrated(source, chosen)
+            rest = tgt[~tgt.config_id.isin(chosen.config_id)].reset_index(drop=True)
+            got, _, _ = _rows_for(
+                "cpu-1t->" + a.target,
+                "calibrated K=20",
+                model,
+                source,
+                rest,
+                targets,
+                a.confidence,
+                [],
+                [],
+                ("decide", "decide, interval rule"),
+            )
+            rows += [{**r, "sampler": label, "seed": seed} for r in got]
+    df = pd.DataFrame(rows)
+    keys = ["decided", "accuracy", "false_accepts", "false_accept", "false_discovery", "front_recall"]
+    summary, paired = [], {}
+    for method, dm in df.groupby("method"):
+        for label, _ in SAMPLERS:
+            d = dm[dm.sampler == label]
+            summary.append({"method": method, "sampler": label, "q": "all", **{k: float(d[k].mean()) for k in keys}})
+            summary += [
+                {"method": method, "sampler": label, "q": q, **{k: float(g[k].mean()) for k in keys}}
+                for q, g in d.groupby("q")
+            ]
+        w = dm.pivot_table(index=["seed", "q"], columns="sampler", values=["accuracy", "false_accepts"])
+        paired[method] = {
+            k: (w[k][SAMPLERS[0][0]] - w[k][SAMPLERS[1][0]]).groupby(level="seed").mean().tolist()
+            for k in ("accuracy", "false_accepts")
+        }
+    out["calibrated_seeds"] = {"seeds": a.seeds, "summary": summary, "paired_per_seed": paired, "rows": rows}
+    for r in summary:
+        print(
+            f"  over {a.seeds} seeds, {r['method']:21s} {r['sampler']:18s} q={r['q']}: decided {r['decided']:.3f} "
+            f"accuracy {r['accuracy']:.4f} false accepts {r['false_accepts']:.2f}",
+            flush=True,
+        )
 
 
 def _quantile_scale(tgt: pd.DataFrame, preset: str, **kw) -> "OutOfFold":
@@ -445,6 +503,12 @@ def main() -> None:
         action="store_true",
         help="the shipped intervals only (no plain / no-spread / quantile-scale models: a third of the time)",
     )
+    ap.add_argument(
+        "--seeds",
+        type=int,
+        default=10,
+        help="the calibrated K=20 rows over this many seeds, per sampler (0: seed 0's rows only)",
+    )
     a = ap.parse_args()
     warnings.filterwarnings("ignore")
     t0 = time.perf_counter()
@@ -461,7 +525,9 @@ def main() -> None:
         "ablation_no_spread": [],
         "ablation_quantile_scale": [],
     }
-    _cpu_pair(a, out)
+    source, tgt = _cpu_pair(a, out)
+    if a.seeds:
+        _calibrated_over_seeds(a, source, tgt, ["latency_ms", "memory_mb"], out)
     if a.nb201:
         _nb201_pair(a, out)
     out["wall_s"] = time.perf_counter() - t0

@@ -71,6 +71,23 @@ def test_sampler_reaches_each_precision_at_its_low_memory_batch_1_corner_and_the
     assert mem[fp32[fp32.batch == 1].index].idxmin() in one.index
 
 
+def test_sampler_without_corners_takes_one_config_per_cost_bin(cands):
+    """SYNTHETIC source: ``corners=False`` (an ablation) keeps k configs, one in each quantile bin of
+    predicted latency, and so leaves the corners to chance; with them the same k hold them."""
+    src = Device(0.01)
+    k = 12
+    plain = choose_samples(cands, src, k, seed=0, corners=False)
+    assert len(plain) == k and plain.config_id.is_unique
+    rank = src.predict(cands).latency_ms.rank(method="first").astype(int) - 1
+    bins = np.array_split(np.arange(len(cands)), k)
+    bin_of = {int(r): i for i, b in enumerate(bins) for r in b}
+    assert sorted(bin_of[int(rank[i])] for i in plain.index) == list(range(k))
+    mem = src.predict(cands).memory_mb
+    corners = {mem[(cands.precision == p) & (cands.batch == 1)].idxmin() for p in ("bf16", "fp32")}
+    assert corners <= set(choose_samples(cands, src, k, seed=0).index)
+    assert not corners <= set(plain.index)
+
+
 @pytest.mark.parametrize("k", [5, 10, 20])
 def test_calibration_recovers_a_new_device(cands, k):
     src = Device(0.01, p=1.0, g=0.0)
