@@ -214,7 +214,7 @@ def prefault_parent_pages() -> int | None:
     A child forked from the preloaded forkserver starts without page-table entries for
     the shared libraries' pages (Linux copies none for file mappings at ``fork``): each
     page of torch's code it touches while building and running a network would count in
-    its resident set, about 14 MB a network more than the same network adds to a fresh
+    its resident set, several MB a network more than the same network adds to a fresh
     process that imported torch. Mapping the parent's pages first puts them in the memory
     baseline, so a worker's peak memory is what the network adds to such a process.
     ``None`` where the parent's page map cannot be read or the pages cannot be mapped

@@ -32,7 +32,7 @@ memory_mb
     allocator and kernel-library pages), not the fp32 build of an fp16 model. The worker is
     forked, and Linux copies no page-table entries of file mappings at ``fork``: the
     library pages its parent had mapped would count again as the worker touches them
-    (about 14 MB a network). So before the baseline the worker maps the pages its parent
+    (several MB a network). So before the baseline the worker maps the pages its parent
     has mapped (``/proc/<ppid>/pagemap``, ``madvise(MADV_POPULATE_READ)``), and the peak is
     what the network adds to a process that imported torch, as a fresh process measures it;
     ``extra["memory_prefault_mb"]`` is that mapping, ``None`` where the parent's page map

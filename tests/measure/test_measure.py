@@ -410,7 +410,7 @@ print((kb("VmHWM") - base) * 1024 / 1e6)
 @pytest.mark.slow
 def test_the_worker_measures_what_a_network_adds_to_a_fresh_process(cpu_backend):
     """A forked worker maps the library pages its parent had mapped before its baseline: without
-    that, the pages its network's build and forwards touch count again (about 14 MB here)."""
+    that, the pages its network's build and forwards touch count again (about 12 MB on this network)."""
     import json
     import subprocess
     import sys
