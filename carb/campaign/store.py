@@ -56,10 +56,21 @@ import duckdb
 import pandas as pd
 
 from carb import families
+from carb._safeio import DocumentError, loads_json
 from carb.families.space import PARAMETERS, Config
 from carb.measure.base import ConfigLike, Measurement, Stats
 
-__all__ = ["Store", "StoreError", "SCHEMA_VERSION", "TARGETS", "SPREAD", "DRIFT_COLUMNS", "SPEED_COLUMNS"]
+__all__ = [
+    "Store",
+    "StoreError",
+    "connect",
+    "SAFE_CONFIG",
+    "SCHEMA_VERSION",
+    "TARGETS",
+    "SPREAD",
+    "DRIFT_COLUMNS",
+    "SPEED_COLUMNS",
+]
 
 SCHEMA_VERSION = 2
 #: schema versions this carb opens (version 1 lacks ``arch``; opening it for writing adds it)
@@ -156,6 +167,47 @@ class StoreError(RuntimeError):
     """The store cannot be opened or is not a CARB store; the message is one line."""
 
 
+#: DuckDB settings of every connection carb opens. A store may come from anyone, and DuckDB by default downloads and
+#: loads a native extension that a file needs (an SQLite file passed as a store fetches ``sqlite_scanner``) and lets a
+#: view read any file or URL: here no extension is installed or loaded beyond those built into DuckDB (core
+#: functions, JSON, Parquet, ICU), nothing outside the database file is read, and the settings cannot be changed
+#: through the connection.
+SAFE_CONFIG = {
+    "autoinstall_known_extensions": False,
+    "autoload_known_extensions": False,
+    "allow_community_extensions": False,
+    "allow_unsigned_extensions": False,
+    "enable_external_access": False,
+    "lock_configuration": True,
+}
+
+
+def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection to the database file ``path`` with :data:`SAFE_CONFIG`: the only way carb opens one.
+
+    Raises:
+        duckdb.Error: the file cannot be opened (not DuckDB, in use, or a format that needs an extension).
+    """
+    return duckdb.connect(str(path), read_only=read_only, config=dict(SAFE_CONFIG))
+
+
+def _json_cell(text: Any, where: Path | str) -> dict[str, Any]:
+    """A store's JSON cell (``arch``, ``features``, ``extra``) as a dict (empty for NULL).
+
+    Raises:
+        StoreError: the cell is not a JSON object, or is too large or nested too deeply (:mod:`carb._safeio`).
+    """
+    if not isinstance(text, str):
+        return {}
+    try:
+        doc = loads_json(text, "a JSON cell")
+    except DocumentError as e:
+        raise StoreError(f"{where}: {e}") from None
+    if not isinstance(doc, dict):
+        raise StoreError(f"{where}: a JSON cell holds {type(doc).__name__}, not an object")
+    return doc
+
+
 def _refuse_foreign(con: Any, path: Path) -> None:
     """Raise :class:`StoreError` when the open database ``con`` holds tables but no CARB schema version."""
     tables = sorted(r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall())
@@ -174,7 +226,7 @@ def check_store_file(path: str | Path) -> None:
     An absent file passes (a campaign creates it), and so does a store in use (opening it says so).
     """
     try:
-        con = duckdb.connect(str(path), read_only=True) if Path(path).is_file() else None
+        con = connect(path, read_only=True) if Path(path).is_file() else None
     except duckdb.Error as e:
         if isinstance(e, duckdb.IOException) and "lock" in str(e).lower():
             return
@@ -204,7 +256,7 @@ class Store:
         if not read_only:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            self.con = duckdb.connect(str(self.path), read_only=read_only)
+            self.con = connect(self.path, read_only=read_only)
         except duckdb.IOException as e:
             first = str(e).splitlines()[0]
             if "lock" in first.lower() and read_only:
@@ -577,7 +629,7 @@ class Store:
             energy_missing_reason=None if _isnull(row.get("energy_missing_reason")) else row["energy_missing_reason"],
             timed_s=row.get("timed_s") or 0.0,
             wall_s=row.get("wall_s") or 0.0,
-            extra=json.loads(extra) if isinstance(extra, str) else (extra or {}),
+            extra=_json_cell(extra, "a stored row") if isinstance(extra, str) else (extra or {}),
         )
 
     # -- reading ------------------------------------------------------------------------
@@ -606,13 +658,13 @@ class Store:
         df = self.con.execute(q + " ORDER BY measured_at", args).df()
         if "arch" in df.columns and df["arch"].notna().any():
             # other families' parameters become columns of their own (empty on other rows)
-            params = pd.DataFrame([json.loads(a) if isinstance(a, str) else {} for a in df["arch"]], index=df.index)
+            params = pd.DataFrame([_json_cell(a, self.path) for a in df["arch"]], index=df.index)
             for c in params.columns:
                 if c not in df.columns:
                     df[c] = params[c]
         if "features" in df.columns:
             # the features stored at measurement become columns too (empty on other rows)
-            feats = pd.DataFrame([json.loads(a) if isinstance(a, str) else {} for a in df["features"]], index=df.index)
+            feats = pd.DataFrame([_json_cell(a, self.path) for a in df["features"]], index=df.index)
             df = df.drop(columns="features")
             for c in feats.columns:
                 if c not in df.columns:
@@ -651,7 +703,7 @@ class Store:
             wal = self.path.with_name(self.path.name + ".wal")
             if wal.exists():
                 shutil.copy2(wal, self.snapshot.with_name(self.snapshot.name + ".wal"))
-            return duckdb.connect(str(self.snapshot))  # a private copy: replaying its WAL is safe
+            return connect(self.snapshot)  # a private copy: replaying its WAL is safe
         except (OSError, duckdb.Error) as e:
             self._drop_snapshot()
             raise StoreError(

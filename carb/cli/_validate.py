@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
 import numpy as np
 from rich.table import Table
+
+from carb._safeio import read_json
 
 from ._app import console, fail
 
@@ -30,13 +31,17 @@ def _read_screen(screen_dir: Path, measure_first: bool) -> _Screened:
     import pandas as pd
 
     try:
-        summary = json.loads((screen_dir / "summary.json").read_text())
+        summary = read_json(screen_dir / "summary.json")
         shortlist = pd.read_parquet(screen_dir / "shortlist.parquet")
         feasible = pd.read_parquet(screen_dir / "feasible.parquet")
     except (OSError, ValueError) as e:
         fail(f"{screen_dir}: not a carb screen output ({' '.join(str(e).split())[:160]})")
-    budgets = summary["budgets"]
-    objs = [(o.split(":", 1)[1], o.split(":", 1)[0]) for o in summary["objectives"]]
+    budgets, objectives = (summary.get("budgets"), summary.get("objectives")) if isinstance(summary, dict) else (0, 0)
+    if not (isinstance(budgets, dict) and all(isinstance(v, (int, float)) for v in budgets.values())) or not (
+        isinstance(objectives, list) and all(isinstance(o, str) and ":" in o for o in objectives)
+    ):
+        fail(f"{screen_dir}/summary.json: not a carb screen summary (budgets or objectives malformed)")
+    objs = [(o.split(":", 1)[1], o.split(":", 1)[0]) for o in objectives]
     accepted = set(feasible.config_id)
     to_measure = None
     if (screen_dir / "measure.parquet").is_file():  # a three-way screening

@@ -33,6 +33,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from carb._safeio import read_json
+
 from ._inputs import FAMILY_COLUMNS, input_columns
 from ._learners import MissingDependency, load_learner
 
@@ -238,8 +240,8 @@ def _read_manifest(d: Path) -> dict[str, Any]:
     if not mpath.is_file():
         raise BundleError(f"{d}: not a CARB model bundle (no {MANIFEST})")
     try:
-        man = json.loads(mpath.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        man = read_json(mpath)
+    except (OSError, ValueError) as e:  # DocumentError: not JSON, too large or nested too deeply
         raise BundleError(f"{mpath}: unreadable manifest ({' '.join(str(e).split())})") from None
     if not isinstance(man, dict) or man.get("format") != FORMAT:
         raise BundleError(f"{mpath}: not a CARB model bundle manifest")

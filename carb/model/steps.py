@@ -11,11 +11,12 @@ quantile of |log(measured / predicted)| (``q90_abs_log``) and how many rows meas
 
 from __future__ import annotations
 
-import json
 import math
 from importlib import resources
 from pathlib import Path
 from typing import Any
+
+from carb._safeio import read_json
 
 __all__ = ["data_file", "half_width", "read_steps"]
 
@@ -38,8 +39,8 @@ def read_steps(path: str | Path, *keys: str) -> dict[str, Any]:
 
     """
     try:
-        doc: Any = json.loads(Path(path).read_text())
-    except (OSError, ValueError):
+        doc: Any = read_json(path)
+    except (OSError, ValueError):  # DocumentError too: not JSON, too large or nested too deeply
         return {}
     for k in keys:
         doc = doc.get(k) if isinstance(doc, dict) else None

@@ -22,6 +22,8 @@ import json
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
+from carb._safeio import read_json
+
 FORMAT = "carb-netmodel/1"
 #: Network models shipped with carb: name -> directory under ``carb/data``.
 SHIPPED = {"layers-cpu-avx2-1t": "layers-cpu-avx2-1t.netmodel", "layers-cpu-1t": "layers-cpu-1t.netmodel"}
@@ -147,8 +149,8 @@ def _read_doc(d: Path, f: Path) -> dict[str, Any]:
             "with carb calibrate or carb.netmodel.fit_netmodel)"
         )
     try:
-        doc = json.loads(f.read_text())
-    except (OSError, UnicodeDecodeError, ValueError) as e:
+        doc = read_json(f)
+    except (OSError, ValueError) as e:  # DocumentError too: not JSON, too large or nested too deeply
         raise ModelError(f"{f}: unreadable ({type(e).__name__}: {' '.join(str(e).split())[:200]})") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         got = doc.get("format") if isinstance(doc, dict) else None

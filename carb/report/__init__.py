@@ -37,6 +37,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from carb._safeio import read_json
 from carb.report import figures
 from carb.report._json import clean as _clean
 from carb.report._page import page as html_page
@@ -86,7 +87,7 @@ def load_screen(directory: str | Path) -> _Screen:
     try:
         shortlist = pd.read_parquet(d / "shortlist.parquet")
         feasible = pd.read_parquet(d / "feasible.parquet")
-        summary = json.loads((d / "summary.json").read_text())
+        summary = read_json(d / "summary.json")
     except Exception as e:  # corrupt parquet or JSON
         raise ReportError(f"--screen {d}: not a carb screen output ({' '.join(str(e).split())[:160]})") from None
     if not isinstance(summary, dict):

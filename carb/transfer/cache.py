@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from carb._safeio import read_json
 from carb.measure.fingerprint import KIND_FIELDS, Fingerprint
 
 __all__ = ["CACHE_FORMAT", "CacheEntry", "cache_dir", "find", "store", "source_checksum"]
@@ -102,7 +103,7 @@ def find(source: str, source_dir: str | Path, machine: Fingerprint) -> CacheEntr
     if not f.exists():
         return None
     try:
-        doc = json.loads(f.read_text())
+        doc = read_json(f)
         if not isinstance(doc, dict) or doc.get("format") != CACHE_FORMAT:
             raise ValueError(f"format {doc.get('format') if isinstance(doc, dict) else type(doc).__name__!r}")
         fp = Fingerprint.from_dict(doc.get("machine"))

@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from carb._safeio import read_json
 from carb.model._conformal import conformal_quantile
 from carb.model.maps import INSIDE, MIN_K_BATCH_TERM, LogMap, Reach, fit_log_map, measure_reach
 
@@ -567,8 +568,8 @@ def load_calibrated(directory: str | Path) -> CalibratedModel:
     d = Path(directory)
     cal = d / CALIBRATION_FILE
     try:
-        doc = json.loads(cal.read_text())
-        if doc.get("format") != "carb-calibration" or doc.get("version") != 1:
+        doc = read_json(cal)
+        if not isinstance(doc, dict) or doc.get("format") != "carb-calibration" or doc.get("version") != 1:
             raise ValueError("not a version-1 carb calibration")
         check_doc_checksum(doc, "calibration_sha256", str(cal), "calibrate again with this carb")
         maps = _read_maps(doc)
