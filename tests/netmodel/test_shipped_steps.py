@@ -1,5 +1,8 @@
 """The measured domain steps a shipped model carries come from the benchmark's JSON through
-``scripts/ship.py steps``: shipping that JSON again gives the same model meta, sealed."""
+``scripts/ship.py steps``: shipping that JSON again gives the same model meta, sealed.
+
+The memory definition step's JSON is rebuilt from what the shipped model holds (committed data),
+so that no test reads ``experiments/``."""
 
 from __future__ import annotations
 
@@ -15,7 +18,6 @@ from carb.netmodel import load
 ROOT = Path(__file__).resolve().parents[2]
 SHIP = ROOT / "scripts" / "ship.py"
 STEP_JSON = ROOT / "benchmarks" / "results" / "machine_kind_step.json"
-DEFINITION_JSON = ROOT / "experiments" / "memory" / "results" / "memory_definition_step.json"
 
 
 def _ship(*args: str) -> subprocess.CompletedProcess:
@@ -28,16 +30,20 @@ def test_the_shipped_network_model_holds_the_steps_its_json_measured(tmp_path):
     shutil.copytree(shipped, copy)
     meta = json.loads((copy / "netmodel.json").read_text())["meta"]
     meta_before = {k: meta[k] for k in ("domain_steps", "range")}
+    # the memory definition step as its measurement writes it: the step and where it comes from
+    definition = {**meta["domain_steps"]["memory_definition"], "runs": "the run's JSON"}
+    definition_json = tmp_path / "memory_definition_step.json"
+    definition_json.write_text(json.dumps(definition))
     doc = json.loads((copy / "netmodel.json").read_text())
     doc["meta"].pop("domain_steps")  # ship into a model that has none
     (copy / "netmodel.json").write_text(json.dumps(doc))
-    p = _ship("--network", str(STEP_JSON), "--memory-definition", str(DEFINITION_JSON), "--model", str(copy))
+    p = _ship("--network", str(STEP_JSON), "--memory-definition", str(definition_json), "--model", str(copy))
     assert p.returncode == 0, p.stderr
     after = json.loads((copy / "netmodel.json").read_text())["meta"]
     assert {k: after[k] for k in ("domain_steps", "range")} == meta_before
     steps = load(str(copy)).meta["domain_steps"]  # sealed again
     assert steps["machine_kind"]["latency_ms"]["q90_abs_log"] > 0
-    assert steps["memory_definition"]["memory_mb"] == json.loads(DEFINITION_JSON.read_text())["memory_mb"]
+    assert steps["memory_definition"]["memory_mb"] == definition["memory_mb"]
 
 
 def test_config_steps_are_written_where_config_models_read_them(tmp_path):
