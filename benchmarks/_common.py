@@ -5,7 +5,12 @@ Python puts the script's own folder first on the import path, so a benchmark rea
 ``import _common``. Every result file is written by :func:`write_json`, which adds the
 ``provenance`` of the figures: the exact command line, the UTC date and time, the machine (its
 :func:`carb.measure.fingerprint.here` fingerprint, CPU model and cores, the GPU where torch sees
-one), the carb version and git commit, and the versions of the libraries the figures depend on.
+one), the carb version, the git commit and whether the tree was clean (``git.dirty``; a figure from a
+dirty tree is not publishable), and the versions of the libraries the figures depend on.
+A command that writes its JSON without them (``carb evaluate --json PATH``) runs under
+:func:`stamp`, which adds them::
+
+    python benchmarks/_common.py stamp carb evaluate --data cpu-1t ... --json benchmarks/results/eval_cpu-1t.json
 
 Importing this module loads the standard library only (a benchmark may set thread variables
 before numpy loads); the helpers import what they need when called.
@@ -210,6 +215,28 @@ def write_json(path: str | Path, payload: dict[str, Any], argv: list[str] | None
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(clean(doc), indent=1, allow_nan=False, default=str) + "\n")
     return path
+
+
+def stamp(args: list[str]) -> int:
+    """Run ``args``, a command that writes the JSON named by its ``--json PATH``, then add the provenance.
+
+    The provenance names the whole command (``python benchmarks/_common.py stamp ...``); the git
+    state is read after the command ran, as :func:`write_json` reads it.
+
+    Returns:
+        The command's exit status (2 when ``args`` names no ``--json PATH``).
+    """
+    if "--json" not in args[:-1]:
+        print("error: stamp: the command names no --json PATH", file=sys.stderr)
+        return 2
+    path = Path(args[args.index("--json") + 1])
+    rc = subprocess.run(args).returncode
+    if rc != 0:
+        return rc
+    doc = json.loads(path.read_text())
+    doc["provenance"] = provenance(["stamp", *args])
+    path.write_text(json.dumps(clean(doc), indent=1, allow_nan=False, default=str) + "\n")
+    return 0
 
 
 def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
@@ -475,3 +502,10 @@ def stress(kind: str, core: int, stop) -> None:
     a = np.ones(n)
     while not stop.is_set():
         a += 1.0  # reads and writes the whole buffer
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] != ["stamp"] or len(sys.argv) < 3:
+        print("usage: python benchmarks/_common.py stamp COMMAND... --json PATH", file=sys.stderr)
+        sys.exit(2)
+    sys.exit(stamp(sys.argv[2:]))
