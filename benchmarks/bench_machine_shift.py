@@ -364,10 +364,8 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     import numpy as np
 
     from carb import netmodel
-    from carb.families import nets
 
     import_torchvision()
-    nets.ensure_registered()
     doc = json.loads(Path(args.measurements).read_text())
     per, visits = truth(doc)
     labels = [n for n in doc["specs"] if n in per.index]

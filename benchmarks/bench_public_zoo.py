@@ -57,9 +57,7 @@ def cmd_measure(args: argparse.Namespace) -> None:
     import pandas as pd
 
     from carb import netmodel
-    from carb.families import nets
 
-    nets.ensure_registered()
     nm = netmodel.load(args.model)
     # what `carb calibrate --samples K` measures, for each largest-network cap asked for
     cal_sets = {g: netmodel.choose_networks(nm, args.k, seed=args.seed, max_gflops=g) for g in args.cal_gflops}
@@ -121,9 +119,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
 
     from carb import families, netmodel
     from carb.campaign import speed as drift
-    from carb.families import nets
 
-    nets.ensure_registered()
     df, speed, rounds = _read(args.store)
     roles = pd.read_csv(Path(args.store).with_suffix(".roles.csv")).set_index("config_id")
     df = df[df["status"] == "ok"].reset_index(drop=True)
@@ -264,9 +260,7 @@ def cmd_choice(args: argparse.Namespace) -> None:
 
     from carb import families, netmodel
     from carb.campaign import speed as drift
-    from carb.families import nets
 
-    nets.ensure_registered()
     df, speed, rounds = _read(args.store)
     roles = pd.read_csv(Path(args.store).with_suffix(".roles.csv")).set_index("config_id")
     df = df[df["status"] == "ok"].reset_index(drop=True)

@@ -39,7 +39,6 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from carb import _compat
 from carb._version import __version__
 
 #: the public names: name -> (module, attribute)
@@ -59,8 +58,6 @@ __all__ = ["__version__", *_FRONT_DOOR]
 
 
 def __getattr__(name: str) -> Any:
-    if f"carb.{name}" in _compat.CALLABLE:
-        return _compat.front_door(f"carb.{name}")
     if name in _FRONT_DOOR:
         module, attr = _FRONT_DOOR[name]
         return getattr(importlib.import_module(module), attr)
@@ -69,6 +66,3 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_FRONT_DOOR))
-
-
-_compat.install()

@@ -1,11 +1,10 @@
-"""The front door: the names ``carb`` offers, its end-to-end example, and the old import paths."""
+"""The front door: the names ``carb`` offers and its end-to-end example."""
 
 from __future__ import annotations
 
 import doctest
 import importlib
 import re
-import sys
 import warnings
 from pathlib import Path
 
@@ -42,45 +41,6 @@ def test_an_unknown_name_is_an_attribute_error() -> None:
         carb.nope  # noqa: B018
 
 
-@pytest.mark.parametrize(
-    ("old", "new", "name"),
-    [
-        ("carb.space", "carb.families.space", "Space"),
-        ("carb.zoo", "carb.families.zoo", "build"),
-        ("carb.store", "carb.campaign.store", "Store"),
-        ("carb.pareto", "carb.decide.pareto", "front_mask"),
-        ("carb.evaluate", "carb.model.evaluation", "evaluate"),
-        ("carb.drift", "carb.campaign.rounds", "retake_off_state"),
-        ("carb.drift", "carb.campaign.speed", "normalize"),
-        ("carb.analysis", "carb.studies.analyses", "scaling"),
-        ("carb.analysis", "carb.model.gbm", "GBMRegressor"),
-    ],
-)
-def test_old_module_paths_warn_and_give_the_same_objects(old: str, new: str, name: str, monkeypatch) -> None:
-    monkeypatch.delitem(sys.modules, old, raising=False)  # a first import, as in a fresh program
-    with pytest.warns(DeprecationWarning, match=new.replace(".", r"\.")):
-        module = importlib.import_module(old)
-        value = getattr(module, name)
-    assert value is getattr(importlib.import_module(new), name)
-
-
-def test_a_moved_module_keeps_its_own_spec(monkeypatch) -> None:
-    monkeypatch.delitem(sys.modules, "carb.features", raising=False)
-    with pytest.warns(DeprecationWarning):
-        old = importlib.import_module("carb.features")
-    assert old.__spec__.name == "carb.families.features"
-
-
-def test_calibrate_and_screen_are_functions_and_old_modules_at_once() -> None:
-    from carb.decide.screen import parse_budgets
-    from carb.transfer.calibrate import choose_samples
-
-    assert carb.calibrate.__wrapped__ is importlib.import_module("carb.transfer.load").calibrate
-    assert carb.screen.__wrapped__ is importlib.import_module("carb.decide.screen").screen
-    with pytest.warns(DeprecationWarning, match="carb.transfer.calibrate"):
-        assert carb.calibrate.choose_samples is choose_samples
-    import carb.screen as old_screen
-
-    with pytest.warns(DeprecationWarning, match="carb.decide.screen"):
-        assert old_screen.parse_budgets is parse_budgets
-    assert old_screen is carb.screen and callable(old_screen)
+def test_calibrate_and_screen_are_the_library_functions() -> None:
+    assert carb.calibrate is importlib.import_module("carb.transfer.load").calibrate
+    assert carb.screen is importlib.import_module("carb.decide.screen").screen

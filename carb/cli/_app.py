@@ -29,7 +29,6 @@ __all__ = [
     "fail",
     "load_model",
     "parse_budget_options",
-    "pick_option",
     "check_out_file",
     "check_out_dir",
     "check_threads",
@@ -276,16 +275,3 @@ def running_user_code(what: str) -> Iterator[None]:
         fail(f"{what}: the code it names raised SystemExit({e.code!r}) while carb ran it")
     except KeyboardInterrupt:
         raise UserInterrupt(f"{what}: interrupted (KeyboardInterrupt) while carb ran the code it names") from None
-
-
-def pick_option(new: Any, old: Any, new_name: str, old_name: str, required: bool = False) -> Any:
-    """The value of an option that was renamed: ``old_name`` stays a hidden alias for one release.
-
-    Both given is an error; neither, when ``required``, too.
-    """
-    if new is not None and old is not None:
-        fail(f"{old_name} is the old name of {new_name}: give one of them")
-    value = new if new is not None else old
-    if value is None and required:
-        fail(f"missing option {new_name}")
-    return value

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.table import Table
 
-from ._app import Oversubscribe, app, check_out_file, check_threads, console, dataset_app, err, fail, pick_option
+from ._app import Oversubscribe, app, check_out_file, check_threads, console, dataset_app, err, fail
 from ._progress import CampaignProgress
 
 # -- characterize -------------------------------------------------------------------------
@@ -99,7 +99,6 @@ _Address = Annotated[
 def characterize(
     space_name: Optional[str] = typer.Option(None, "--space", help="Built-in space name or TOML file."),
     sample: Optional[int] = typer.Option(None, "--samples", min=1, help="Measure a sample of N configs of the space."),
-    sample_old: Optional[int] = typer.Option(None, "--sample", min=1, hidden=True, help="Old name of --samples."),
     seed: int = typer.Option(0, "--seed", help="Seed of the sample."),
     method: str = typer.Option("stratified", "--method", help="Sampling: stratified (space-filling) or uniform."),
     configs_file: Optional[Path] = typer.Option(
@@ -145,7 +144,6 @@ def characterize(
     """
     from carb.campaign.store import Store, check_store_file
 
-    sample = pick_option(sample, sample_old, "--samples", "--sample")
     configs = _configs_to_measure(space_name, configs_file, sample, seed, method)
     protocol = _protocol_of(device, ci_target, max_time, timeout)
     _check_device_options(device, threads, executor, address, workers, allocator, energy_periods)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, List, Optional
 
 import typer
 
-from ._app import check_out_file, pick_option
+from ._app import check_out_file
 from .report import _usage  # one UsageError maker for the sub-command modules
 
 if TYPE_CHECKING:  # the CLI imports pandas only when a command runs
@@ -29,10 +29,8 @@ def fewshot(
         help="Instead: a platform of help-fbnet taken as unseen; K of its archs 0..3999 are "
         "drawn (--samples, --seed) and archs 4000..4999 score the predictions.",
     ),
-    measured_old: Optional[Path] = typer.Option(None, "--measured", hidden=True, help="Old name of --data."),
-    device_old: Optional[str] = typer.Option(None, "--device", hidden=True, help="Old name of --platform."),
-    samples: int = typer.Option(10, "--samples", min=2, help="K, with --device."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the K drawn with --device."),
+    samples: int = typer.Option(10, "--samples", min=2, help="K, with --platform."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the K drawn with --platform."),
     source: Optional[List[str]] = typer.Option(
         None, "--source", help="Source device (repeat); default HELP's source devices."
     ),
@@ -56,8 +54,6 @@ def fewshot(
 
     Example: carb fewshot --platform titan_rtx_1 --samples 10
     """
-    measured = pick_option(measured, measured_old, "--data", "--measured")
-    device = pick_option(device, device_old, "--platform", "--device")
     if (measured is None) == (device is None):
         raise _usage("give exactly one of --data or --platform")
     if space not in ("fbnet", "nb201"):

@@ -15,7 +15,7 @@ from typing import Any, List, Optional
 
 import typer
 
-from ._app import UsageError, check_out_dir, check_out_file, one_line, pick_option
+from ._app import UsageError, check_out_dir, check_out_file, one_line
 from ._results import _console, _fmt, _pct, print_results
 
 __all__ = ["register", "load_data", "parse_budgets"]
@@ -283,7 +283,6 @@ def train(
     device: Optional[str] = typer.Option(
         None, "--platform", help=("The platform whose rows to train on (when the data holds several).")
     ),
-    device_old: Optional[str] = typer.Option(None, "--device", hidden=True, help="Old name of --platform."),
     coverage: float = typer.Option(0.9, "--coverage", help="Nominal coverage of the prediction intervals."),
     holdout: float = typer.Option(
         0.0,
@@ -325,7 +324,7 @@ def train(
         raise _usage(f"--coverage {coverage}: must be in (0, 1)")
     _check_train_out(out, force)  # before training: minutes of fitting must not end in a refusal
     prior_model = _load_prior(prior, n_jobs)
-    df = load_data(data, pick_option(device, device_old, "--platform", "--device"))
+    df = load_data(data, device)
     if "status" in df.columns:
         df = df[df["status"] == "ok"].reset_index(drop=True)
     df, latency_note = latency_view(df, latency)
@@ -449,7 +448,6 @@ def evaluate_cmd(
     device: Optional[str] = typer.Option(
         None, "--platform", help=("The platform whose rows to use (when the data holds several).")
     ),
-    device_old: Optional[str] = typer.Option(None, "--device", hidden=True, help="Old name of --platform."),
     coverage: float = typer.Option(0.9, "--coverage", help="Nominal coverage of the prediction intervals."),
     seed: int = typer.Option(0, "--seed", help="Seed of the split and of the models."),
     n_jobs: int = typer.Option(1, "--jobs", min=1, help="Threads per learner."),
@@ -482,11 +480,9 @@ def evaluate_cmd(
     if model_dir is not None:
         if presets or prior is not None:
             raise _usage("give --preset/--prior (fit and compare) or --model (score a fitted model), not both")
-        _score_model(
-            model_dir, data, pick_option(device, device_old, "--platform", "--device"), budget, json_out, latency
-        )
+        _score_model(model_dir, data, device, budget, json_out, latency)
         return
-    _compare_presets(data, split, presets, json_out, budget, device, device_old, coverage, seed, n_jobs, latency, prior)
+    _compare_presets(data, split, presets, json_out, budget, device, coverage, seed, n_jobs, latency, prior)
 
 
 def _compare_presets(
@@ -496,7 +492,6 @@ def _compare_presets(
     json_out: Optional[Path],
     budget: Optional[List[str]],
     device: Optional[str],
-    device_old: Optional[str],
     coverage: float,
     seed: int,
     n_jobs: int,
@@ -513,7 +508,7 @@ def _compare_presets(
     if not 0 < coverage < 1:
         raise _usage(f"--coverage {coverage}: must be in (0, 1)")
     budgets = parse_budgets(budget)
-    platform = pick_option(device, device_old, "--platform", "--device")
+    platform = device
     df, latency_note = latency_view(load_data(data, platform), latency)
     where = f"{data}" + (f" on {platform}" if platform else "")
     check_budget_targets(budgets, df, where)

@@ -23,7 +23,6 @@ from ._app import (
     fail,
     load_model,
     parse_budget_options,
-    pick_option,
 )
 from ._calibrate import _calibrate_netmodel, _check_k, _fit_on_k, _need_mb, _print_maps, _warn_foreign_precisions
 from ._progress import CampaignProgress
@@ -118,14 +117,12 @@ def _space_frame(sp: Any, precisions: Optional[list[str]]) -> Any:
 def screen(
     space_name: str = typer.Option(..., "--space", help="Built-in space name or TOML file to screen."),
     precision: _Precision = None,
-    target: Optional[Path] = typer.Option(
-        None, "--target-model", help=("Model directory of the target device (from carb train or carb calibrate).")
+    target: Path = typer.Option(
+        ..., "--target-model", help=("Model directory of the target device (from carb train or carb calibrate).")
     ),
     source: Optional[Path] = typer.Option(
         None, "--source-model", help=("Model directory of a source device for Stage 1 (either kind).")
     ),
-    target_old: Optional[Path] = typer.Option(None, "--target", hidden=True, help="Old name of --target-model."),
-    source_old: Optional[Path] = typer.Option(None, "--source", hidden=True, help="Old name of --source-model."),
     budget: Optional[list[str]] = typer.Option(
         None, "--budget", help=("TARGET=VALUE per forward of the batch, e.g. latency_ms=20 (repeat).")
     ),
@@ -162,8 +159,6 @@ def screen(
     from carb.decide.screen import screen as run_screen
     from carb.families import space
 
-    target = pick_option(target, target_old, "--target-model", "--target", required=True)
-    source = pick_option(source, source_old, "--source-model", "--source")
     budgets = parse_budget_options(budget)
     objs = _check_screen_options(shortlist_share, z, out, objective)
     sp = space.load(space_name)
@@ -430,10 +425,9 @@ def _cell(row: dict, column: str) -> str:
 
 @app.command()
 def calibrate(
-    source: Optional[Path] = typer.Option(
-        None, "--model", help=("Model directory of the source device (from carb train or carb calibrate).")
+    source: Path = typer.Option(
+        ..., "--model", help=("Model directory of the source device (from carb train or carb calibrate).")
     ),
-    source_old: Optional[Path] = typer.Option(None, "--source", hidden=True, help="Old name of --model."),
     device: str = typer.Option("cpu", "--device", help="The new device: cpu, cuda or cuda:i."),
     threads: Optional[int] = typer.Option(None, "--threads", min=1, help="CPU threads (default 1)."),
     samples: int = typer.Option(10, "--samples", min=2, help="How many configs to measure (K)."),
@@ -476,7 +470,6 @@ def calibrate(
     from carb.netmodel import resolve
     from carb.transfer.calibrate import check_model_out
 
-    source = pick_option(source, source_old, "--model", "--source", required=True)
     source_name = str(source)
     source = resolve(source)  # a shipped network model may be named (layers-cpu-avx2-1t)
     check_out_dir(out, need_mb=_need_mb(source))
@@ -620,7 +613,6 @@ def validate(
         "--data",
         help=("Instead of measuring: a dataset (name or file) that measured the whole space on the target."),
     ),
-    truth_old: Optional[str] = typer.Option(None, "--truth", hidden=True, help="Old name of --data."),
     platform: Optional[str] = typer.Option(
         None,
         "--platform",
@@ -656,7 +648,6 @@ def validate(
 
     Example: carb validate --screen screen-out --device cpu
     """  # noqa: E501
-    truth = pick_option(truth, truth_old, "--data", "--truth")
     if (device is None) == (truth is None):
         fail("give exactly one of --device or --data")
     check_threads(threads, oversubscribe or device != "cpu")

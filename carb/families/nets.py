@@ -48,7 +48,6 @@ __all__ = [
     "features",
     "measured_features",
     "read_networks",
-    "ensure_registered",
 ]
 
 FAMILY = "net"
@@ -279,14 +278,3 @@ NET = Family(
     parameters=PARAMETERS,
     measured_features=measured_features,
 )
-
-
-def ensure_registered() -> None:
-    """Deprecated: :mod:`carb.families` registers ``net`` and ``zoo`` with the built-in families."""
-    import warnings
-
-    warnings.warn(
-        "carb.families.nets.ensure_registered is no longer needed: the net and zoo families are built in",
-        DeprecationWarning,
-        stacklevel=2,
-    )

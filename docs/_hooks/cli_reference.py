@@ -3,8 +3,8 @@
 A page holding the marker ``<!-- carb-cli-reference -->`` gets, in its place, one section per
 command of ``carb`` (groups' subcommands one level below): its help text, its usage line and a
 table of its arguments and options as ``carb <command> --help`` shows them. Hidden commands and
-options (old spellings kept for one release) are left out. Nothing on the page is typed by hand,
-so the reference cannot fall behind the code.
+options are left out. Nothing on the page is typed by hand, so the reference cannot fall behind
+the code.
 """
 
 from __future__ import annotations

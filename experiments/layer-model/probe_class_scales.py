@@ -17,9 +17,7 @@ from bench_public_zoo import MODEL, _read
 
 from carb import families, netmodel
 from carb.campaign import speed as drift
-from carb.families import nets
 
-nets.ensure_registered()
 nm = netmodel.load(MODEL)
 GROUPS = {"dense": ["conv"], "grouped": ["conv_grouped"], "dw": ["conv_dw"], "pool": ["pool", "gap"]}
 

@@ -21,7 +21,6 @@ from bench_public_zoo import MODEL, ROOT, _read, public_configs  # noqa: E402
 from carb import families, netmodel
 from carb.campaign import speed as drift
 from carb.families import layers as L  # noqa: E402
-from carb.families import nets
 
 STORE = ROOT / "campaigns" / "public-zoo-cpu-1t-run3.duckdb"
 CLASSES = {
@@ -51,7 +50,6 @@ def probe_layers() -> pd.DataFrame:
 
 
 def cmd_measure() -> None:
-    nets.ensure_registered()
     nm = netmodel.load(MODEL)
     probes = probe_layers()
     lcfg = [families.config_from_row(r) for r in probes.to_dict("records")]
@@ -68,7 +66,6 @@ def cmd_measure() -> None:
 
 
 def cmd_evaluate() -> None:
-    nets.ensure_registered()
     nm = netmodel.load(MODEL)
     df, _, _ = _read(STORE)
     roles = pd.read_csv(STORE.with_suffix(".roles.csv")).set_index("config_id")

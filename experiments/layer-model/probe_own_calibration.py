@@ -18,7 +18,6 @@ from bench_modules import metrics  # noqa: E402
 from bench_public_zoo import MODEL, _read  # noqa: E402
 
 from carb import families, netmodel
-from carb.families import nets
 
 DESIGNS = {
     "resnet": ("resnet", "resnext", "wide_resnet"),
@@ -38,7 +37,6 @@ def design(label: str) -> str:
     return next(d for d, pre in DESIGNS.items() if label.startswith(pre))
 
 
-nets.ensure_registered()
 nm = netmodel.load(MODEL)
 for store in ("campaigns/public-zoo-cpu-1t.duckdb", "campaigns/public-zoo-cpu-1t-run2.duckdb"):
     df, _, _ = _read(store)

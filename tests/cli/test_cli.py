@@ -66,7 +66,7 @@ def test_characterize_resume_and_export(tmp_path):
         "characterize",
         "--space",
         "tiny",
-        "--sample",
+        "--samples",
         "3",
         "--seed",
         "1",
@@ -147,38 +147,6 @@ def test_kill_9_mid_campaign_never_corrupts_or_duplicates(tmp_path):
 
 
 # -- one model concept: names agree, a calibrated model is self-contained -----------------
-
-
-def test_renamed_options_keep_their_old_names_hidden() -> None:
-    from typer.testing import CliRunner
-
-    from carb.cli import app
-
-    for cmd, new, old in (
-        ["screen", "--target-model", "--target"],
-        ["screen", "--source-model", "--source"],
-        ["calibrate", "--model", "--source"],
-        ["validate", "--data", "--truth"],
-        ["characterize", "--samples", "--sample"],
-        ["train", "--platform", "--device"],
-        ["evaluate", "--platform", "--device"],
-        ["fewshot", "--data", "--measured"],
-        ["fewshot", "--platform", "--device"],
-    ):
-        out = CliRunner().invoke(app, [cmd, "--help"], terminal_width=200).output
-        assert new in out, (cmd, new)
-        assert f"{old} " not in out.replace(new, ""), (cmd, old)
-
-
-def test_pick_option_refuses_both_spellings() -> None:
-    from carb.cli._app import UsageError, pick_option
-
-    assert pick_option(None, "x", "--data", "--truth") == "x"
-    assert pick_option("y", None, "--data", "--truth") == "y"
-    with pytest.raises(UsageError, match="old name"):
-        pick_option("y", "x", "--data", "--truth")
-    with pytest.raises(UsageError, match="missing option --model"):
-        pick_option(None, None, "--model", "--source", required=True)
 
 
 def test_calibrated_model_is_self_contained_and_refuses_bad_out(tmp_path) -> None:

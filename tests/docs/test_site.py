@@ -167,34 +167,6 @@ def test_the_cli_reference_has_every_command_and_option_of_carb(site):
                 assert f"<code>{opt}" in text, f"carb {name}: option {opt} is missing from the CLI reference"
 
 
-def _options(cmd, ctx, hidden: bool) -> set[str]:
-    """The option names of ``cmd`` and its subcommands, hidden or visible ones."""
-    found = set()
-    for p in cmd.get_params(ctx):
-        if bool(getattr(p, "hidden", False)) == hidden and p.param_type_name == "option":
-            found.update(p.opts + p.secondary_opts)
-    if hasattr(cmd, "list_commands"):
-        for name in cmd.list_commands(ctx):
-            sub = cmd.get_command(ctx, name)
-            found |= _options(sub, sub.context_class(sub, info_name=name, parent=ctx), hidden)
-    return found
-
-
-def test_hidden_options_stay_out_of_the_cli_reference(site):
-    import typer
-
-    import carb.cli
-
-    group = typer.main.get_command(carb.cli.app)
-    ctx = group.context_class(group, info_name="carb")
-    # old spellings kept hidden for one release, where no visible option has the same name
-    old = _options(group, ctx, hidden=True) - _options(group, ctx, hidden=False)
-    assert old, "no hidden option left: drop this test"
-    text = (site / "reference" / "cli.html").read_text(encoding="utf-8")
-    for opt in old:
-        assert not re.search(f"<code>{re.escape(opt)}[ <]", text), f"hidden option {opt} is in the CLI reference"
-
-
 def test_the_api_reference_shows_every_public_name_of_carb(site):
     import carb
 

@@ -17,7 +17,7 @@ def run(*args):
 
 
 def test_fewshot_cli_on_a_held_out_device(tmp_path):
-    p = run("--device", "raspi4", "--samples", "10", "--seed", "1", "--out", tmp_path / "p.parquet", "--json")
+    p = run("--platform", "raspi4", "--samples", "10", "--seed", "1", "--out", tmp_path / "p.parquet", "--json")
     assert p.returncode == 0, p.stderr
     s = json.loads(p.stdout)
     assert s["k"] == 10 and "raspi4" not in s["sources"] and s["test_archs"] == 1000
@@ -38,8 +38,8 @@ def test_fewshot_cli_on_a_held_out_device(tmp_path):
     [
         ((), "give exactly one of --data or --platform"),
         (("--platform", "nope"), "--platform 'nope': not in help-fbnet"),
-        (("--device", "fpga", "--method", "magic"), "--method: unknown value 'magic'"),
-        (("--device", "fpga", "--source", "tpu"), "source device 'tpu' not in help-fbnet"),
+        (("--platform", "fpga", "--method", "magic"), "--method: unknown value 'magic'"),
+        (("--platform", "fpga", "--source", "tpu"), "source device 'tpu' not in help-fbnet"),
         (
             ("--space", "nb201", "--platform", "raspi4", "--method", "nnls"),
             "--method: unknown value 'nnls' for --space nb201 (expected ensemble, ridge)",
@@ -64,7 +64,7 @@ def test_measured_file_timed_with_the_paired_sentinel_is_read_at_median_speed(tm
     ).to_csv(paired, index=False)
     out = {}
     for name, f in (("clean", clean), ("paired", paired)):
-        p = run("--measured", f, "--out", tmp_path / f"{name}.parquet")
+        p = run("--data", f, "--out", tmp_path / f"{name}.parquet")
         assert p.returncode == 0, p.stderr
         out[name] = pd.read_parquet(tmp_path / f"{name}.parquet").latency_ms
     pd.testing.assert_series_equal(out["paired"], out["clean"], check_exact=False, rtol=1e-9)
@@ -73,10 +73,10 @@ def test_measured_file_timed_with_the_paired_sentinel_is_read_at_median_speed(tm
 def test_measured_file_errors(tmp_path):
     bad = tmp_path / "m.csv"
     bad.write_text("arch_id,latency_ms\n1,2.0\n9999,1.0\n")
-    p = run("--measured", bad)
+    p = run("--data", bad)
     assert p.returncode == 2 and "arch_id 9999 is not an architecture" in p.stderr
     bad.write_text("arch_id,latency_ms\n1,2.0\n2,-1\n")
-    p = run("--measured", bad)
+    p = run("--data", bad)
     assert p.returncode == 2 and "positive number" in p.stderr
 
 
