@@ -59,7 +59,7 @@ def test_demo_leaves_out_a_precision_the_cpu_runs_on_fallback_kernels(tmp_path, 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         s = demo.run_demo(
-            demo.DemoSettings(out=tmp_path / "d", samples=6, validate=3, control=3), measure, say=said.append
+            demo.DemoSettings(out=tmp_path / "d", samples=6, validate=3, control=3), measure=measure, say=said.append
         )
     # calibration, its second visits and validation: no bf16 measured
     assert len(seen) == 3 and all(p == {"fp32"} for p in seen)
@@ -87,7 +87,7 @@ def test_demo_source_setting_trains_on_that_dataset(tmp_path, monkeypatch) -> No
         warnings.simplefilter("ignore")
         s = demo.run_demo(
             demo.DemoSettings(out=tmp_path / "d", samples=6, validate=3, control=3, source="cpu-avx2-1t"),
-            measure,
+            measure=measure,
             say=said.append,
         )
     assert s["source_dataset"] == "cpu-avx2-1t" and s["source_model"]["rows"] == 592
@@ -107,7 +107,9 @@ def test_demo_precisions_setting_wins(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(carb.measure, "cpu_isa", _isa(False))
     with pytest.raises(ValueError, match="no config of `cpu` left"):
         demo.run_demo(
-            demo.DemoSettings(out=tmp_path / "d", samples=6, precisions=("fp16",)), lambda f, w: f, say=lambda m: None
+            demo.DemoSettings(out=tmp_path / "d", samples=6, precisions=("fp16",)),
+            measure=lambda f, w: f,
+            say=lambda m: None,
         )
 
 
@@ -148,7 +150,9 @@ def test_demo_reports_drift_first_and_scores_raw_and_corrected(tmp_path, cpu1t_s
         )
 
     said = []
-    s = run_demo(DemoSettings(out=tmp_path / "demo", samples=6, validate=3, control=3), measure, say=said.append)
+    s = run_demo(
+        DemoSettings(out=tmp_path / "demo", samples=6, validate=3, control=3), measure=measure, say=said.append
+    )
     d = s["drift"]
     assert d["speed_change"] == pytest.approx(1 / 1.25 - 1) and d["exceeds"]
     assert "slower" in d["line"]
@@ -209,7 +213,9 @@ def test_demo_says_when_the_drift_correction_adds_scatter(tmp_path, cpu1t_source
     said = []
     # retakes=0: the scattered sentinels would otherwise be measured again (test below)
     s = run_demo(
-        DemoSettings(out=tmp_path / "demo", samples=6, validate=5, control=5, retakes=0), measure, say=said.append
+        DemoSettings(out=tmp_path / "demo", samples=6, validate=5, control=5, retakes=0),
+        measure=measure,
+        say=said.append,
     )
     assert s["validation_floor_median_abs_error_raw"]["latency_ms"] < 1e-6
     assert s["validation_floor_median_abs_error"]["latency_ms"] > 0.05
@@ -259,7 +265,9 @@ def _two_state_demo(out, source, slow_of, retakes=2):
             sentinel_ms=np.where(slow, 1.0, 0.5),
         )
 
-    s = run_demo(DemoSettings(out=out, samples=6, validate=4, control=4, retakes=retakes), measure, say=said.append)
+    s = run_demo(
+        DemoSettings(out=out, samples=6, validate=4, control=4, retakes=retakes), measure=measure, say=said.append
+    )
     return s, said, asked
 
 

@@ -17,12 +17,12 @@ import typer
 
 from carb.families.space import SpaceError
 
-from . import campaign, demo, fewshot, model, report, screening, spaces  # noqa: F401 - importing registers the commands
-from ._app import UsageError, UserInterrupt, app, err, fail
+from . import calibrate, campaign, demo, fewshot, model, report, screening, spaces  # noqa: F401 - importing registers the commands
+from ._app import UsageError, UserInterrupt, app, err, fail, flag_of
 
 __all__ = ["app", "main", "UsageError", "fail"]
 
-_COMMAND_MODULES = (campaign, screening, spaces)  # registered by their decorators on import
+_COMMAND_MODULES = (calibrate, campaign, screening, spaces)  # registered by their decorators on import
 demo.register(app)
 model.register(app)
 report.register(app)
@@ -41,8 +41,10 @@ def main() -> None:
 
     import duckdb
 
+    from carb.campaign.here import CampaignInterrupted
     from carb.campaign.store import StoreError
     from carb.datasets import DatasetError
+    from carb.params import InvalidParameterError
 
     # a library warning (e.g. how many rows a model extrapolates) is one line on stderr,
     # not Python's two (file, line number and source)
@@ -53,6 +55,10 @@ def main() -> None:
         _error_exit(str(e))
     except UserInterrupt as e:
         _error_exit(str(e), 130)
+    except CampaignInterrupted as e:
+        _error_exit(f"interrupted: {e}", 130)
+    except InvalidParameterError as e:
+        _error_exit(f"{flag_of(e.param)}: {e.reason}")
     except typer.Exit as e:
         sys.exit(e.exit_code)
     except SystemExit as e:  # carb's commands never exit from inside the app: the code of a library or the user's

@@ -36,6 +36,8 @@ __all__ = [
     "Oversubscribe",
     "UserInterrupt",
     "running_user_code",
+    "library_errors",
+    "flag_of",
 ]
 
 
@@ -262,6 +264,31 @@ class UserInterrupt(Exception):
     """A ``KeyboardInterrupt`` while carb ran the user's code: one line ``error: ...``, exit code 130."""
 
 
+class _OsExit(SystemExit):
+    """``os._exit(code)`` called by the user's code in carb's own process, raised instead of ending it."""
+
+
+@contextlib.contextmanager
+def _os_exit_raises() -> Iterator[None]:
+    """While the user's code runs, ``os._exit`` in this process raises :class:`_OsExit` instead of ending it.
+
+    ``os._exit`` ends a process at once, silently and with the code it is given (0 reads as success), before any
+    handler runs. A process the user's code forks still exits as it asks.
+    """
+    real, pid = os._exit, os.getpid()
+
+    def _exit(code: int) -> None:
+        if os.getpid() != pid:
+            real(code)
+        raise _OsExit(code)
+
+    os._exit = _exit  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        os._exit = real
+
+
 @contextlib.contextmanager
 def running_user_code(what: str) -> Iterator[None]:
     """Report the user's code ending the process as its own failure, in one line.
@@ -269,9 +296,57 @@ def running_user_code(what: str) -> Iterator[None]:
     ``SystemExit`` (``sys.exit`` at import, in a builder or in a forward) becomes a usage error (exit code 2) and
     ``KeyboardInterrupt`` a :class:`UserInterrupt` (exit code 130), both naming ``what`` (e.g. ``--module SPEC``).
     """
+    from carb.campaign.here import CampaignInterrupted
+
     try:
-        yield
+        with _os_exit_raises():
+            yield
+    except _OsExit as e:
+        fail(f"{what}: the code it names called os._exit({e.code!r}) while carb ran it")
     except SystemExit as e:
         fail(f"{what}: the code it names raised SystemExit({e.code!r}) while carb ran it")
+    except CampaignInterrupted:  # carb's own campaign stopped, not the user's code: main() says so
+        raise
     except KeyboardInterrupt:
         raise UserInterrupt(f"{what}: interrupted (KeyboardInterrupt) while carb ran the code it names") from None
+
+
+#: the flag of a library parameter whose flag is not ``--`` and its name with dashes
+FLAGS: dict[str, str] = {
+    "max_time_s": "--max-time",
+    "precisions": "--precision",
+    "space": "--space",
+    "source": "--model",
+    "model": "--model",
+    "measured": "--data",
+    "visits": "--rounds",
+}
+
+
+def flag_of(param: str) -> str:
+    """The command-line flag of a library function's parameter (``max_time_s`` -> ``--max-time``)."""
+    return FLAGS.get(param, "--" + param.replace("_", "-"))
+
+
+@contextlib.contextmanager
+def library_errors(fn: Any = None) -> Iterator[None]:
+    """A library call's bad input as the CLI's one line.
+
+    A parameter's rule is said under its flag; any other ``ValueError`` (CARB's one-line errors: a bad model,
+    space, capture or data) as it is, its leading parameter name (``samples: ...``), where it is one of ``fn``'s
+    parameters, as its flag.
+    """
+    import inspect
+
+    from carb.params import InvalidParameterError
+
+    try:
+        yield
+    except InvalidParameterError as e:
+        fail(f"{flag_of(e.param)}: {e.reason}")
+    except ValueError as e:
+        msg = " ".join(str(e).split()) or type(e).__name__
+        head = re.match(r"([a-z_]+)([: ])", msg)
+        if fn is not None and head and head.group(1) in inspect.signature(fn).parameters:
+            msg = flag_of(head.group(1)) + msg[len(head.group(1)) :]
+        fail(msg)

@@ -200,12 +200,10 @@ def _calibrated_here(con: Console, nm: NetModel, model_dir: Any, calibrate: bool
 
 def _calibrate_now(con: Console, model_dir: Any, source_dir: Path, machine: Any) -> Any:
     """Measure K networks on this machine, calibrate ``model_dir`` and keep it in the cache; the new entry."""
-    import tempfile
-
-    from carb.cli._calibrate import _calibrate_netmodel
-    from carb.cli.screening import _measure_frame
-    from carb.netmodel import DEFAULT_CALIBRATION_METHOD
     from carb.transfer import cache as calibrations
+    from carb.transfer.here import calibrate_here
+
+    from ._progress import campaign_progress
 
     k, max_time, rounds = CALIBRATE_SAMPLES, 1.2, 1
     con.print(
@@ -213,22 +211,14 @@ def _calibrate_now(con: Console, model_dir: Any, source_dir: Path, machine: Any)
         f"(about {round(k * (max_time + 3.5) * rounds / 60 + 0.4)} min; Ctrl-C stops it, nothing is kept)",
         style="bold",
     )
-    with tempfile.TemporaryDirectory(prefix="carb-calibrate-") as tmp:
-        out = Path(tmp) / "model"
-        _calibrate_netmodel(
-            source_dir,
-            "cpu",
-            1,
-            k,
-            0,
-            max_time,
-            out,
-            DEFAULT_CALIBRATION_METHOD,
-            None,
-            rounds,
-            _measure_frame,
-            source_name=str(model_dir),
-        )
+    res = calibrate_here(
+        str(model_dir), samples=k, device="cpu", threads=1, rounds=rounds, max_time_s=max_time, cache=True,
+        progress=campaign_progress, say=lambda line: con.print(line, style="yellow"),
+    )  # fmt: skip
+    if res.cached is None:
+        con.print(f"not kept in your calibration cache: {res.not_cached}", style="yellow")
+    else:
+        con.print(f"kept for this machine in your calibration cache ({res.cached.parent})")
     return calibrations.find(str(model_dir), source_dir, machine)
 
 

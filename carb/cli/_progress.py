@@ -11,13 +11,15 @@ of the run and gives no time left.
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 from typing import Any, Callable
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-__all__ = ["CampaignProgress", "fmt_duration"]
+__all__ = ["CampaignProgress", "campaign_progress", "fmt_duration"]
 
 
 def fmt_duration(s: float) -> str:
@@ -149,3 +151,12 @@ class CampaignProgress:
     def _line(self, now: float | None = None) -> None:
         self._last = self.clock() if now is None else now
         self.console.print(self.line(), highlight=False, soft_wrap=True, markup=False)
+
+
+@contextlib.contextmanager
+def campaign_progress(what: str, store: str) -> Iterator[dict[str, Callable[..., None]]]:
+    """A library measuring step's progress on stderr (:data:`carb.campaign.here.Progress`): a bar or lines."""
+    from ._app import err
+
+    with CampaignProgress(err, what, store=store) as progress:
+        yield progress.callbacks

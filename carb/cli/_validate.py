@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 import numpy as np
 from rich.table import Table
@@ -125,17 +125,22 @@ def _validate_on_device(
     threads: Optional[int],
     max_time: float,
     json_out: bool,
-    measure: Callable[..., Any],
 ) -> dict[str, Any]:
-    """``carb validate --device``: the configs of ``todo`` measured, and the screening's calls scored on them.
-
-    ``measure`` is the measuring step (``carb.cli.screening._measure_frame``).
-    """
+    """``carb validate --device``: the configs of ``todo`` measured here, and the screening's calls scored on them."""
     from carb.campaign import rounds as states
+    from carb.campaign.here import measure_frame
     from carb.decide.validate import budget_metrics, decision_metrics, drift_corrected_calls, truly_feasible
 
+    from ._progress import campaign_progress
+
+    def measure(frame: Any, what: str, again: bool = False) -> Any:
+        return measure_frame(
+            frame, screen_dir / "validation.duckdb", device=device, threads=threads, max_time_s=max_time,
+            again=again, what=what, progress=campaign_progress,
+        )  # fmt: skip
+
     budgets, to_measure = scr.budgets, scr.to_measure
-    measured = measure(todo, device, threads, max_time, screen_dir / "validation.duckdb", "validating")
+    measured = measure(todo, "validating")
     measured = measured[measured.status == "ok"]
     # visits timed in another state of the machine than the calibration's (or, without its
     # readings, than the fastest most of them were timed in) are measured again
@@ -143,13 +148,7 @@ def _validate_on_device(
     measured, state = states.retake_off_state(
         measured,
         lambda f: measure(
-            todo[todo.config_id.isin(set(f.config_id))],
-            device,
-            threads,
-            max_time,
-            screen_dir / "validation.duckdb",
-            "measuring again (another machine state)",
-            again=True,
+            todo[todo.config_id.isin(set(f.config_id))], "measuring again (another machine state)", again=True
         ),
         ref_ms=states.machine_state(cal_s) if cal_s else None,
     )

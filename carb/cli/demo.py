@@ -9,7 +9,8 @@ import typer
 from rich.table import Table
 
 from ._app import Oversubscribe, check_out_dir, check_threads, console, fail, parse_budget_options
-from .screening import _measure_frame, _space_frame
+from ._progress import campaign_progress
+from .screening import _space_frame
 
 __all__ = ["register"]
 
@@ -109,10 +110,7 @@ def demo(
         f"[bold]carb demo[/bold] on {device}" + (f" with {threads} thread(s)" if threads else "") + f", writing {out}/"
     )
 
-    def measure(df: Any, what: str, again: bool = False) -> Any:
-        return _measure_frame(df, device, threads, max_time, out / "demo.duckdb", what, rounds, again)
-
-    summary = run_demo(settings, measure, say=lambda m: console.print("• " + m))
+    summary = run_demo(settings, say=lambda m: console.print("• " + m), progress=campaign_progress)
     _print_summary(summary, out)
 
 

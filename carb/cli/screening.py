@@ -1,8 +1,4 @@
-"""`carb screen`, `calibrate`, `validate` and `demo`: two-stage screening and its checks on hardware.
-
-The work of ``carb calibrate`` is in :mod:`._calibrate`, that of ``carb validate`` in :mod:`._validate`; both measure
-through :func:`_measure_frame` of this module, which they receive as an argument.
-"""
+"""`carb screen` and `carb validate`: two-stage screening and its check on hardware (:mod:`._validate`)."""
 
 from __future__ import annotations
 
@@ -19,13 +15,10 @@ from ._app import (
     check_out_dir,
     check_threads,
     console,
-    err,
     fail,
     load_model,
     parse_budget_options,
 )
-from ._calibrate import _calibrate_netmodel, _check_k, _fit_on_k, _need_mb, _print_maps, _warn_foreign_precisions
-from ._progress import CampaignProgress
 from ._validate import _print_validation, _read_screen, _validate_on_device, _validate_on_truth, _validation_configs
 
 # The options declared once here: --precision (carb screen and carb calibrate) and the long ones of carb screen.
@@ -101,16 +94,13 @@ _FrontMinProb = Annotated[
 
 def _space_frame(sp: Any, precisions: Optional[list[str]]) -> Any:
     """The configs of a space, only those in ``precisions`` when given (``--precision``)."""
-    frame = sp.to_frame()
-    if not precisions:
-        return frame
-    if "precision" not in frame.columns:
-        fail(f"--precision: space {sp.name} has no precision parameter")
-    have = sorted(set(frame["precision"].astype(str)))
-    bad = [p for p in precisions if p not in have]
-    if bad:
-        fail(f"--precision {bad[0]}: not in space {sp.name} (it has {', '.join(have)})")
-    return frame[frame["precision"].isin(precisions)].reset_index(drop=True)
+    from carb.families.space import SpaceError
+    from carb.transfer.here import space_frame
+
+    try:
+        return space_frame(sp, precisions)
+    except SpaceError as e:
+        fail(f"--{e}")
 
 
 @app.command()
@@ -424,187 +414,6 @@ def _cell(row: dict, column: str) -> str:
 
 
 @app.command()
-def calibrate(
-    source: Path = typer.Option(
-        ..., "--model", help=("Model directory of the source device (from carb train or carb calibrate).")
-    ),
-    device: str = typer.Option("cpu", "--device", help="The new device: cpu, cuda or cuda:i."),
-    threads: Optional[int] = typer.Option(None, "--threads", min=1, help="CPU threads (default 1)."),
-    samples: int = typer.Option(10, "--samples", min=2, help="How many configs to measure (K)."),
-    space_name: str = typer.Option("cpu", "--space", help="Space to choose the K configs from."),
-    precision: _Precision = None,
-    seed: int = typer.Option(0, "--seed", help="Seed of the sampler."),
-    max_time: float = typer.Option(2.0, "--max-time", min=0.1, help="Sampling seconds per config."),
-    out: Path = typer.Option(..., "--out", help="Directory of the calibrated model."),
-    method: Optional[str] = typer.Option(
-        None,
-        "--method",
-        help=(
-            "Map: log (default; log-space map of the source prediction) or nnls (HELP-style, with cost features; "
-            "carb.transfer); for a network model factor (default; one device factor, or none where it does not help), "
-            "log (also a slope and a batch term) or refit (its network terms refitted on the K networks)."
-        ),
-    ),
-    networks: Optional[Path] = typer.Option(
-        None,
-        "--networks",
-        help=(
-            "With a network model: a text file of the networks to measure, one per line: SPEC INPUT [PRECISION], e.g. "
-            "torchvision.models:resnet18 1x3x224x224 fp32 (default: K networks of carb.families.zoo spread over the "
-            "model's predicted latency). It imports and runs each network's module. A SPEC ending in .onnx is an "
-            "ONNX file measured with ONNX Runtime: a list of them calibrates the model to ONNX Runtime's cost."
-        ),
-    ),
-    rounds: int = typer.Option(
-        1, "--rounds", min=1, help=("Visits per config, spread over the calibration campaign and pooled.")
-    ),
-    oversubscribe: Oversubscribe = False,
-) -> None:
-    """Measure K well-spread configs on a new device and map the source model to it.
-
-    With a network model (e.g. the shipped layers-cpu-avx2-1t, for carb predict --module), K
-    whole networks are measured instead of configs of a space.
-
-    Example: carb calibrate --model models/cpu-1t --device cpu --threads 2 --samples 10 --out models/cpu-2t
-    """
-    from carb.netmodel import resolve
-    from carb.transfer.calibrate import check_model_out
-
-    source_name = str(source)
-    source = resolve(source)  # a shipped network model may be named (layers-cpu-avx2-1t)
-    check_out_dir(out, need_mb=_need_mb(source))
-    _check_k(source, samples, networks)
-    check_threads(threads, oversubscribe or device != "cpu")
-    try:  # before measuring anything: a calibrated model never overwrites a model or its source
-        check_model_out(out, source)
-    except ValueError as e:
-        fail(f"--out: {e}")
-
-    if (Path(source) / "netmodel.json").is_file():
-        from carb.netmodel import DEFAULT_CALIBRATION_METHOD
-
-        if precision:
-            fail(
-                "--precision: for a config model's space; a network model calibrates on networks (--networks "
-                "lines may name a precision)"
-            )
-
-        method = method or DEFAULT_CALIBRATION_METHOD
-        _calibrate_netmodel(
-            source,
-            device,
-            threads,
-            samples,
-            seed,
-            max_time,
-            out,
-            method,
-            networks,
-            rounds,
-            _measure_frame,
-            source_name=source_name,
-        )
-        return
-    _calibrate_config_model(
-        source, device, threads, samples, space_name, precision, seed, max_time, out, method, networks, rounds
-    )
-
-
-def _calibrate_config_model(
-    source: Path,
-    device: str,
-    threads: Optional[int],
-    samples: int,
-    space_name: str,
-    precision: Optional[list[str]],
-    seed: int,
-    max_time: float,
-    out: Path,
-    method: Optional[str],
-    networks: Optional[Path],
-    rounds: int,
-) -> None:
-    """``carb calibrate`` of a config model: K configs of the space measured here, a map per target fitted on them."""
-    from dataclasses import replace
-
-    from carb.families import space
-    from carb.measure.fingerprint import here
-    from carb.transfer.calibrate import choose_samples
-
-    method = method or "log"
-    if method not in ("log", "nnls"):
-        fail(f"--method: unknown value {method!r} (expected log or nnls)")
-    if networks is not None:
-        fail(
-            f"--networks: only with a network model (--model {source} is a config model; "
-            "the shipped layers-cpu-avx2-1t is one)"
-        )
-    src = load_model(source)
-    sp = space.load(space_name)
-    frame = _space_frame(sp, precision)
-    _warn_foreign_precisions(device, frame)
-    pick = choose_samples(frame, src, samples, seed=seed)
-    meta = {
-        "device": device,
-        "samples": samples,
-        "space": sp.name,
-        "seed": seed,
-        "source": str(source),
-        # where the K were measured: this machine
-        "fingerprint": replace(here(device), threads=threads or 1 if device == "cpu" else None).to_dict(),
-    }
-    model = _fit_on_k(src, source, pick, device, threads, max_time, rounds, out, method, meta, _measure_frame)
-    _print_maps(model, device)
-    console.print(f"wrote {out} (a model directory: use it as --target-model of carb screen, or --model anywhere)")
-
-
-def _measure_frame(
-    df,
-    device: str,
-    threads: Optional[int],
-    max_time: float,
-    store_path: Path,
-    what: str,
-    rounds: int = 1,
-    again: bool = False,
-    allocator: str = "default",
-):
-    """Measure the configs of a frame into a store and return the measured rows.
-
-    ``rounds`` visits per config are spread over the campaign, pooled. ``again``: measure configs the store holds
-    once more, into its ``remeasurements`` table (the first rows kept), and return the new rows. ``allocator``: the
-    CPU workers' (:data:`carb.measure.cpu.ALLOCATORS`).
-    """
-    from dataclasses import replace
-
-    from carb.campaign.runner import run_campaign
-    from carb.campaign.store import Store
-    from carb.families.space import configs_from_frame
-    from carb.measure import get_backend
-    from carb.measure.base import Protocol
-
-    configs = configs_from_frame(df)
-    protocol = replace(Protocol.default_for(device), max_time_s=max_time)
-    opts = {"threads": threads or 1, "allocator": allocator} if device == "cpu" else {"lock_clocks": False}
-    try:
-        backend = get_backend(device, protocol=protocol, **opts)
-    except (ValueError, RuntimeError) as e:
-        fail(str(e))
-    store_path.parent.mkdir(parents=True, exist_ok=True)
-    with backend, Store(store_path) as store:
-        with CampaignProgress(err, what, store=str(store_path)) as progress:
-            result = run_campaign(configs, backend, store, rounds=rounds, remeasure=again, **progress.callbacks)
-        if result.interrupted:
-            raise typer.Exit(130)
-        if again:
-            rows = store.measurements(result.platform, table="remeasurements")
-            rows = rows[rows.run_id == result.run_id]
-        else:
-            rows = store.measurements(result.platform)
-    return rows[rows.config_id.isin(set(df.config_id))].reset_index(drop=True)
-
-
-@app.command()
 def validate(
     screen_dir: Path = typer.Option(..., "--screen", help="Output directory of carb screen."),
     device: Optional[str] = typer.Option(None, "--device", help="Measure on this device (cpu, cuda[:i])."),
@@ -656,7 +465,7 @@ def validate(
         res = _validate_on_truth(scr, truth, platform)
     else:
         todo, ctrl = _validation_configs(scr, limit, control, seed, measure_first, measure_limit)
-        res = _validate_on_device(scr, screen_dir, todo, ctrl, device, threads, max_time, json_out, _measure_frame)
+        res = _validate_on_device(scr, screen_dir, todo, ctrl, device, threads, max_time, json_out)
     (screen_dir / "validation.json").write_text(json.dumps(res, indent=2, default=float))
     if json_out:
         print(json.dumps(res, indent=2, default=float))

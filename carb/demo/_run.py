@@ -12,28 +12,40 @@ import numpy as np
 import pandas as pd
 
 from carb.campaign import rounds as states
+from carb.campaign.here import Progress
 from carb.demo._outputs import _write_outputs
 from carb.demo._score import _say_screening, _say_validation, _score, _summary
 from carb.demo._settings import DemoSettings, Measure, _Calibration
 
 
 def run_demo(
-    s: DemoSettings, measure: Callable[[pd.DataFrame, str], pd.DataFrame], say: Callable[[str], None] = print
+    s: DemoSettings | None = None,
+    say: Callable[[str], None] | None = print,
+    progress: Progress | None = None,
+    *,
+    measure: Measure | None = None,
 ) -> dict[str, Any]:
-    """Run the demo: train the source, measure K, calibrate, screen, validate, report.
+    """Run the demo on this machine: train the source, measure K, calibrate, screen, validate, report.
 
     Args:
-        s: the settings.
-        measure: ``measure(frame, what)`` measures the configs of a frame on the device and
-            returns their stored rows (the CLI passes one with a progress bar);
-            ``measure(frame, what, again=True)`` measures them once more (a retake of visits
-            timed in another state of the machine: :func:`carb.campaign.rounds.retake_off_state`)
-            and returns the new rows.
-        say: prints one line for the user.
+        s: the settings (default: :class:`DemoSettings` as they are: ``carb-demo/`` on this CPU).
+        say: prints one line for the user; ``None``: silent.
+        progress: draws each measuring step (:data:`carb.campaign.here.Progress`); ``None``: silent.
+        measure: another measuring step than this machine's (a simulated device, a remote machine):
+            ``measure(frame, what, again=False)`` returns the measured rows of the frame's configs (``status``,
+            ``latency_ms``, ``memory_mb``, ``energy_j``, ``sentinel_ms``); ``None``: measured here
+            (:func:`carb.campaign.here.measure_frame` into ``OUT/demo.duckdb``).
 
     Returns:
         The summary also written to ``summary.json``.
+
+    Raises:
+        ValueError: (one line) settings that cannot run (no config left to screen, a bad source dataset).
+        carb.campaign.here.CampaignInterrupted: stopped by Ctrl-C; ``demo.duckdb`` keeps what was measured.
     """
+    s = s or DemoSettings()
+    say = say or (lambda line: None)
+    measure = measure or _measure_here(s, progress)
     from carb import datasets
     from carb.campaign import speed as drift
 
@@ -220,6 +232,19 @@ def _recalibrate_in_state(
     state = {**again_state, "ref_ms": states.machine_state(again_k), "first": cal.state}
     model, ref_ms = _calibrate(s, source, again_k, cal.visits)
     return replace(cal, measured=again_k, state=state, model=model, ref=ref_ms, recalibrated=True)
+
+
+def _measure_here(s: DemoSettings, progress: Progress | None) -> Measure:
+    """The demo's measuring step: a frame's configs measured on the settings' device into ``OUT/demo.duckdb``."""
+    from carb.campaign.here import measure_frame
+
+    def measure(frame: pd.DataFrame, what: str, again: bool = False) -> pd.DataFrame:
+        return measure_frame(
+            frame, Path(s.out) / "demo.duckdb", device=s.device, threads=s.threads, max_time_s=s.max_time,
+            rounds=s.rounds, again=again, what=what, progress=progress,
+        )  # fmt: skip
+
+    return measure
 
 
 def _again(measure: Callable[..., pd.DataFrame], frame: pd.DataFrame, keep: list | None = None) -> Callable:

@@ -218,6 +218,19 @@ def wait_reply(proc: Any, conn: Any, deadline: float) -> tuple[Any, tuple[str, s
             return None, ("crash", exit_message(proc.exitcode))
 
 
+def input_dims(config: Any) -> tuple[int, ...]:
+    """The shape of the input a worker feeds a config's network.
+
+    That is its ``input_shape`` where it has one, else ``(batch, 3, input_size, input_size)``.
+    """
+    shape = getattr(config, "input_shape", None)
+    if isinstance(shape, str):
+        return tuple(int(d) for d in shape.split("x"))
+    if shape is not None:
+        return tuple(int(d) for d in shape)
+    return (config.batch, 3, config.input_size, config.input_size)
+
+
 def builder_of(config: Any) -> Any:
     """The ``build`` function a worker uses for a config of another family than the ResNets.
 
@@ -229,6 +242,9 @@ def builder_of(config: Any) -> Any:
 
     if isinstance(config, Config):
         return None
+    own = getattr(config, "builder", None)  # a config that carries its own network (carb.measure.cost.ModuleConfig)
+    if own is not None:
+        return own
     from carb import families
 
     return families.of(config).build

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from ._common import classify, inject_fault, one_line
+from ._common import classify, inject_fault, input_dims, one_line
 from ._cpu_process import (
     _cpu_freq_mhz,
     _loadavg,
@@ -237,7 +237,7 @@ def _build(job: CpuJob, arch: Any, torch: Any, dtype: Any, mem: _Memory, extra: 
     config = job.config
     t_build = time.perf_counter()
     model = (job.build or arch.build)(config).to(dtype)
-    x = torch.randn(config.batch, 3, config.input_size, config.input_size, dtype=dtype)
+    x = torch.randn(*input_dims(config), dtype=dtype)
     gc.collect()
     _malloc_trim()  # hand the freed fp32 build copy back to the OS ahead of the peak's baseline
     mem.model_kb = _rss_kb()

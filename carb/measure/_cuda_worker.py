@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ._common import classify, inject_fault, one_line
+from ._common import classify, inject_fault, input_dims, one_line
 from ._cuda_device import GpuReadings, NvmlExtras, _energy_check, _FakeNvmlClocks, _FakeZeusGPU, _open_zeus_gpu
 from ._cuda_energy import _calibrate, _Sampler, _summarize_telemetry, energy_window_s, net_energy_j, power_between_ticks
 from .base import ConfigLike, Protocol
@@ -209,7 +209,7 @@ def _build_on_device(job: dict[str, Any], arch: Any, ops: Any, dtype: Any, extra
     ops.sync()
     ops.reset_peak()
     model = model.to(ops.device)
-    x = ops.torch.randn(config.batch, 3, config.input_size, config.input_size, dtype=dtype, device=ops.device)
+    x = ops.torch.randn(*input_dims(config), dtype=dtype, device=ops.device)
     ops.sync()
     extra["build_s"] = round(time.perf_counter() - t_build, 4)
     return model, x

@@ -28,7 +28,7 @@ from pathlib import Path
 from carb._safeio import read_json
 from carb.measure.fingerprint import KIND_FIELDS, Fingerprint
 
-__all__ = ["CACHE_FORMAT", "CacheEntry", "cache_dir", "find", "store", "source_checksum"]
+__all__ = ["CACHE_FORMAT", "CacheEntry", "cache_dir", "entries", "find", "store", "source_checksum"]
 
 CACHE_FORMAT = "carb-calibration-cache/1"
 _ENTRY = "entry.json"
@@ -161,3 +161,27 @@ def store(
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     return d / "model"
+
+
+def entries() -> list[CacheEntry]:
+    """Every sound entry of the calibration cache, whatever its machine (for listings; broken ones left out)."""
+    root = cache_dir()
+    out: list[CacheEntry] = []
+    for f in sorted(root.glob(f"*/{_ENTRY}")) if root.is_dir() else []:
+        try:
+            doc = read_json(f)
+            if not isinstance(doc, dict) or doc.get("format") != CACHE_FORMAT:
+                continue
+            n = doc.get("networks")
+            out.append(
+                CacheEntry(
+                    f.parent / "model",
+                    str(doc.get("source")),
+                    Fingerprint.from_dict(doc.get("machine")),
+                    str(doc.get("created")),
+                    n if isinstance(n, int) else None,
+                )
+            )
+        except Exception:  # noqa: BLE001 - a listing skips what it cannot read; find() warns when it matters
+            continue
+    return out

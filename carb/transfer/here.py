@@ -1,0 +1,463 @@
+"""Calibration on this machine: measure K chosen samples here and map a model to it, for both model kinds.
+
+:func:`calibrate_here` is what ``carb calibrate`` and ``carb predict --calibrate`` run, and what
+``carb.calibrate(model, "here")`` runs from Python:
+
+- a **config model** (a CARB bundle or a calibrated model): K configs of a space, chosen where decisions land and
+  spread over cost (:func:`carb.transfer.sampling.choose_samples`), are measured in a small campaign with the speed
+  sentinel; visits timed in another state of the machine are measured again; a map per target is fitted at the K's
+  median speed (:func:`carb.transfer.calibrate.fit_calibrated`);
+- a **network model** (:class:`carb.netmodel.NetModel`): K whole networks, the user's list or zoo networks spread
+  over the model's predicted latency (:func:`carb.netmodel.choose_networks`), are measured with the model's own
+  worker allocator and the model is mapped or refitted on them (:func:`carb.netmodel.calibrate_on`).
+
+The K measurements are kept beside a saved model (``calibration.duckdb``). With ``cache=True`` a calibrated network
+model is kept in the per-user calibration cache for this machine kind (:mod:`carb.transfer.cache`), where
+``carb predict --module`` finds it.
+
+Example:
+    >>> import carb                                                              # doctest: +SKIP
+    >>> here = carb.calibrate("layers-cpu-avx2-1t", "here", samples=10, cache=True)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import tempfile
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from carb.params import Interval, Options, validate_params
+
+__all__ = ["HereCalibration", "MIN_NETWORKS", "calibrate_here", "space_frame"]
+
+#: the fewest networks a network model calibrates on (:func:`carb.netmodel.calibrate_on` refuses fewer)
+MIN_NETWORKS = 3
+
+
+@dataclass
+class HereCalibration:
+    """What a calibration on this machine measured and fitted.
+
+    Attributes:
+        model: the calibrated model (:class:`carb.transfer.calibrate.CalibratedModel` or a
+            :class:`carb.netmodel.NetModel`).
+        source: the source model, loaded.
+        kind: ``"config"`` or ``"network"``.
+        device: where the K were measured (``cpu``, ``cuda:0``, ...).
+        measured: the K rows the map was fitted on (latency at the K's median sentinel speed where every row has one).
+        visits: every visit of the K, retakes included.
+        state: the retake summary of the calibration's visits (:func:`carb.campaign.rounds.retake_off_state`).
+        what: a phrase naming the K (e.g. ``10 carb.families.zoo networks (seed 0)``).
+        labels: a short label per ``config_id`` of the K.
+        tables: the K networks' layer tables (network models only).
+        left_out: the networks measured but left out of the fit, with why.
+        runtime: ``torch``, or the runtime the K networks ran in (``onnxruntime``).
+        out: the directory the model was saved to, or ``None``.
+        cached: the calibration cache's entry, or ``None`` where not kept.
+        not_cached: why the model was not kept in the cache when ``cache`` was asked, else ``None``.
+    """
+
+    model: Any
+    source: Any
+    kind: str
+    device: str
+    measured: pd.DataFrame
+    visits: pd.DataFrame
+    state: dict[str, Any] = field(default_factory=dict)
+    what: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
+    tables: list[Any] = field(default_factory=list)
+    left_out: list[tuple[str, str]] = field(default_factory=list)
+    runtime: str = "torch"
+    out: Path | None = None
+    cached: Path | None = None
+    not_cached: str | None = None
+
+
+def space_frame(space: Any, precisions: Sequence[str] | None = None) -> pd.DataFrame:
+    """The configs of a space, only those of ``precisions`` when given.
+
+    Args:
+        space: a :class:`carb.families.space.Space`, or a built-in space's name or a TOML file.
+        precisions: keep only these precisions (``None``: all).
+
+    Raises:
+        carb.families.SpaceError: (one line) an unknown space, or a precision the space does not have.
+    """
+    from carb.families import space as spaces
+    from carb.families.space import SpaceError
+
+    sp = spaces.load(space) if isinstance(space, (str, Path)) else space
+    frame = sp.to_frame()
+    if not precisions:
+        return frame
+    if "precision" not in frame.columns:
+        raise SpaceError(f"precision: space {sp.name} has no precision parameter")
+    have = sorted(set(frame["precision"].astype(str)))
+    bad = [p for p in precisions if p not in have]
+    if bad:
+        raise SpaceError(f"precision {bad[0]}: not in space {sp.name} (it has {', '.join(have)})")
+    return frame[frame["precision"].isin(list(precisions))].reset_index(drop=True)
+
+
+@validate_params(
+    {
+        "samples": [Interval(int, 2, None)],
+        "device": [str],
+        "threads": [None, Interval(int, 1, None)],
+        "rounds": [Interval(int, 1, None)],
+        "max_time_s": [Interval(float, 0.1, None)],
+        "method": [None, Options({"log", "nnls", "factor", "refit"})],
+        "seed": [int],
+        "cache": [bool],
+    }
+)
+def calibrate_here(
+    model: Any,
+    *,
+    samples: int = 10,
+    device: str = "cpu",
+    threads: int | None = None,
+    rounds: int = 1,
+    max_time_s: float = 2.0,
+    method: str | None = None,
+    seed: int = 0,
+    space: Any = "cpu",
+    precisions: Sequence[str] | None = None,
+    networks: str | Path | None = None,
+    out: str | Path | None = None,
+    cache: bool = False,
+    progress: Any = None,
+    say: Callable[[str], None] | None = None,
+) -> HereCalibration:
+    """Measure K chosen samples on this machine and map ``model`` to it.
+
+    Args:
+        model: the source model: loaded, a model directory, or a shipped network model's name
+            (``layers-cpu-avx2-1t``).
+        samples: K, how many configs (config model) or networks (network model, >= 3) to measure.
+        device: ``cpu``, ``cuda`` or ``cuda:<index>``.
+        threads: CPU threads of each worker (``None``: 1).
+        rounds: visits per sample, spread over the calibration and pooled.
+        max_time_s: sampling time of one visit. Units: s.
+        method: the map: ``log`` (default) or ``nnls`` for a config model; ``factor`` (default), ``log`` or
+            ``refit`` for a network model.
+        seed: the sampler's seed.
+        space: config model: the space the K configs are chosen from (a name, a TOML file or a space).
+        precisions: config model: only configs of these precisions.
+        networks: network model: a text file of the networks to measure (``SPEC INPUT [PRECISION]`` per line;
+            :func:`carb.netmodel.read_networks`); it imports and runs each network's code. ``None``: K zoo networks.
+        out: save the calibrated model (and the K's store) in this new directory; ``None``: not saved.
+        cache: keep a calibrated network model in the per-user calibration cache for this machine kind.
+        progress: draws each measuring step (:data:`carb.campaign.here.Progress`); ``None``: silent.
+        say: receives one line per notable event (a retake, a network left out); ``None``: silent.
+
+    Returns:
+        The calibrated model and what was measured (:class:`HereCalibration`).
+
+    Raises:
+        ValueError: (one line) a bad parameter, a model that is no model, too few samples measured ok,
+            or an ``out`` that is not empty or is the source.
+        carb.campaign.here.CampaignInterrupted: stopped by Ctrl-C; nothing is saved or kept.
+    """
+    from .load import _is_network_model, load_model
+
+    say = say or (lambda line: None)
+    source_dir = _source_dir(model)
+    src = load_model(model) if isinstance(model, (str, Path)) else model
+    if out is not None:
+        from .calibrate import check_model_out
+
+        check_model_out(Path(out), source_dir)
+    settings = dict(
+        samples=samples, device=device, threads=threads, rounds=rounds, max_time_s=max_time_s, seed=seed,
+        progress=progress, say=say,
+    )  # fmt: skip
+    if _is_network_model(src):
+        if precisions:
+            raise ValueError(
+                "precisions: for a config model's space; a network model calibrates on networks "
+                "(a networks file's lines may name a precision)"
+            )
+        if samples < MIN_NETWORKS and networks is None:
+            raise ValueError(f"samples {samples}: a network model calibrates on at least {MIN_NETWORKS} networks")
+        res = _calibrate_network(src, str(model), networks=networks, method=method, **settings)
+    else:
+        if networks is not None:
+            raise ValueError("networks: only with a network model (the shipped layers-cpu-avx2-1t is one)")
+        if method not in (None, "log", "nnls"):
+            raise ValueError(f"method: unknown value {method!r} for a config model (expected log or nnls)")
+        res = _calibrate_config(src, str(model), space=space, precisions=precisions, method=method, **settings)
+    if out is not None:
+        res.out = _save(res, Path(out), source_dir)
+    if cache:
+        _keep(res, model, source_dir)
+    return res
+
+
+def _source_dir(model: Any) -> Path | None:
+    """The directory a source model was loaded from, where it can be told."""
+    if isinstance(model, (str, Path)):
+        from carb.netmodel import resolve
+
+        return Path(resolve(model))
+    d = getattr(model, "directory_", None)
+    return Path(d) if d is not None else None
+
+
+def _calibrate_config(
+    src: Any,
+    source_name: str,
+    *,
+    space: Any,
+    precisions: Sequence[str] | None,
+    method: str | None,
+    samples: int,
+    device: str,
+    threads: int | None,
+    rounds: int,
+    max_time_s: float,
+    seed: int,
+    progress: Any,
+    say: Callable[[str], None],
+) -> HereCalibration:
+    """K configs of the space measured here in a small campaign, a map per target fitted on them."""
+    from carb.campaign import rounds as states
+    from carb.campaign import speed as drift
+    from carb.campaign.here import measure_frame
+    from carb.families import space as spaces
+    from carb.measure.fingerprint import here
+
+    from .calibrate import fit_calibrated
+    from .sampling import choose_samples
+
+    sp = spaces.load(space) if isinstance(space, (str, Path)) else space
+    frame = space_frame(sp, precisions)
+    _warn_foreign_precisions(device, frame)
+    pick = choose_samples(frame, src, samples, seed=seed)
+    meta = {
+        "device": device,
+        "samples": samples,
+        "space": sp.name,
+        "seed": seed,
+        "source": source_name,
+        # where the K were measured: this machine
+        "fingerprint": replace(here(device), threads=threads or 1 if device == "cpu" else None).to_dict(),
+    }
+    with tempfile.TemporaryDirectory(prefix="carb-calibrate-") as tmp:
+        store = Path(tmp) / "calibration.duckdb"
+
+        def measure(frame: pd.DataFrame, what: str, again: bool = False) -> pd.DataFrame:
+            return measure_frame(
+                frame, store, device=device, threads=threads, max_time_s=max_time_s, rounds=rounds, again=again,
+                what=what, progress=progress,
+            )  # fmt: skip
+
+        visits = [measure(pick, "calibrating")]
+
+        def again(f: pd.DataFrame) -> pd.DataFrame:
+            visits.append(measure(pick[pick.config_id.isin(set(f.config_id))], "measuring again", again=True))
+            return visits[-1]
+
+        # visits timed in another state of the machine than the one most were timed in (their paired sentinel says
+        # which) are measured again: no one ratio corrects them
+        measured, state = states.retake_off_state(visits[0], again)
+        if line := states.state_line(state, "calibration"):
+            say(line)
+        # fitted at the K configs' median speed when each carries its own (paired) sentinel
+        fit_rows, ref = drift.at_median_speed(measured)
+        meta["calibrated_on"] = "latency at the K configs' median sentinel speed" if ref is not None else "raw latency"
+        all_visits = pd.concat(visits, ignore_index=True)
+        model = fit_calibrated(src, fit_rows, meta=meta, method=method or "log", visits=all_visits)
+        res = HereCalibration(
+            model=model, source=src, kind="config", device=device, measured=fit_rows, visits=all_visits,
+            state=state, what=f"{len(pick)} configs of space {sp.name} (seed {seed})",
+        )  # fmt: skip
+        res._store = _keep_store(store)  # type: ignore[attr-defined]
+    return res
+
+
+def _calibrate_network(
+    nm: Any,
+    source_name: str,
+    *,
+    networks: str | Path | None,
+    method: str | None,
+    samples: int,
+    device: str,
+    threads: int | None,
+    rounds: int,
+    max_time_s: float,
+    seed: int,
+    progress: Any,
+    say: Callable[[str], None],
+) -> HereCalibration:
+    """K whole networks measured here with the model's allocator, the model mapped or refitted on them."""
+    from carb import netmodel
+    from carb.campaign import speed as drift
+    from carb.campaign.here import measure_frame
+
+    method = method or netmodel.DEFAULT_CALIBRATION_METHOD
+    if method not in netmodel.CALIBRATION_METHODS:
+        expected = " or ".join(netmodel.CALIBRATION_METHODS)
+        raise ValueError(f"method: unknown value {method!r} for a network model (expected {expected})")
+    if networks is not None:
+        cfgs = netmodel.read_networks(networks)
+        if len(cfgs) < MIN_NETWORKS:
+            raise ValueError(f"networks {networks}: {len(cfgs)} networks; need at least {MIN_NETWORKS}")
+        what = f"{len(cfgs)} networks of {networks}"
+    else:
+        cfgs = netmodel.choose_networks(nm, samples, seed=seed)
+        what = f"{len(cfgs)} carb.families.zoo networks (seed {seed})"
+    runtime = netmodel.runtime_of(cfgs)  # one runtime per calibration
+    tables = [netmodel.capture_config(c) for c in cfgs]
+    df = pd.DataFrame([c.to_dict() for c in cfgs])
+    df.insert(0, "config_id", [c.config_id for c in cfgs])
+    # the K networks are measured as the model's layers and networks were: with the same worker allocator (page
+    # faults are part of a forward's cost under glibc's default rules)
+    allocator = netmodel.allocator_of(nm)
+    with tempfile.TemporaryDirectory(prefix="carb-calibrate-") as tmp:
+        store = Path(tmp) / "calibration.duckdb"
+        rows = measure_frame(
+            df, store, device=device, threads=threads, max_time_s=max_time_s, rounds=rounds, allocator=allocator,
+            what="calibrating", progress=progress,
+        )  # fmt: skip
+        ok, meas, left_out = _networks_measured_ok(rows, df, cfgs)
+        for label, why in left_out:
+            say(f"left out of the calibration: {label} ({why})")
+        fit_rows, ref = drift.at_median_speed(meas)
+        tabs = [t for t, o in zip(tables, ok) if o]
+        model = netmodel.calibrate_on(
+            nm,
+            tabs,
+            fit_rows,
+            method=method,
+            meta={
+                "calibration_device": device,
+                "threads": threads or 1,
+                "samples": len(tabs),
+                "seed": seed,
+                "rounds": rounds,
+                "source": source_name,
+                "networks": [c.label() for c, o in zip(cfgs, ok) if o],
+                "calibration_latency": "at the K networks' median sentinel speed" if ref is not None else "raw",
+                "sentinel_ms": [float(v) for v in meas["sentinel_ms"]] if "sentinel_ms" in meas else [],
+                **_runtime_meta(runtime),
+                **_machine_meta(nm, device, threads, allocator, tabs),
+            },
+        )
+        model.device = f"{device}-{threads or 1}t" if device == "cpu" else device
+        res = HereCalibration(
+            model=model, source=nm, kind="network", device=device, measured=fit_rows, visits=rows, what=what,
+            labels={c.config_id: c.label() for c in cfgs}, tables=tabs, left_out=left_out, runtime=runtime,
+        )  # fmt: skip
+        res._store = _keep_store(store)  # type: ignore[attr-defined]
+    return res
+
+
+def _keep_store(store: Path) -> bytes | None:
+    """The K's store as bytes, to write beside a saved model once the temporary folder is gone."""
+    return store.read_bytes() if store.is_file() else None
+
+
+def _save(res: HereCalibration, out: Path, source_dir: Path | None) -> Path:
+    """Save the calibrated model in ``out`` with the K's store beside it."""
+    if res.kind == "network":
+        res.model.meta = {**res.model.meta, "name": str(out)}
+        res.model.save(out)
+    else:
+        if source_dir is None:
+            raise ValueError("out: a config model loaded from an object cannot be saved; pass its directory")
+        res.model.save(out, source_dir=source_dir)
+    data = getattr(res, "_store", None)
+    if data:
+        (out / "calibration.duckdb").write_bytes(data)  # the K measurements, kept with the model
+    return out
+
+
+def _keep(res: HereCalibration, model: Any, source_dir: Path | None) -> None:
+    """Keep a calibrated network model in the per-user cache for this machine kind; say why not otherwise."""
+    from carb.measure.fingerprint import here
+
+    from . import cache
+
+    if res.kind != "network":
+        res.not_cached = "the calibration cache serves network models (carb predict --module)"
+        return
+    if res.runtime != "torch":
+        res.not_cached = "it prices ONNX Runtime, and the cache serves PyTorch eager"
+        return
+    if source_dir is None:
+        res.not_cached = "the source model was given as an object: name its directory or shipped name"
+        return
+    with tempfile.TemporaryDirectory(prefix="carb-calibrate-") as tmp:
+        d = res.out if res.out is not None else _save(res, Path(tmp) / "model", source_dir)
+        try:
+            res.cached = cache.store(d, str(model), source_dir, here(res.device), len(res.tables))
+        except OSError as e:
+            res.not_cached = f"not kept ({e})"
+
+
+def _networks_measured_ok(
+    rows: pd.DataFrame, df: pd.DataFrame, cfgs: list[Any]
+) -> tuple[list[bool], pd.DataFrame, list[tuple[str, str]]]:
+    """Which of the K networks measured ok, their rows in the order of ``df``, and the others with why."""
+    by_id = rows.set_index("config_id")
+    ok = [cid in by_id.index and by_id.loc[cid, "status"] == "ok" for cid in df.config_id]
+    if sum(ok) < MIN_NETWORKS:
+        raise ValueError(
+            f"calibration: {sum(ok)} of {len(df)} networks measured ok; need at least {MIN_NETWORKS} "
+            f"(statuses: {', '.join(sorted(set(map(str, rows['status']))))})"
+        )
+    left_out = []
+    for c, o in zip(cfgs, ok):
+        if not o:
+            r = by_id.loc[c.config_id] if c.config_id in by_id.index else None
+            left_out.append((c.label(), f"{r['status']}: {r['message']}" if r is not None else "not measured"))
+    return ok, by_id.loc[[cid for cid, o in zip(df.config_id, ok) if o]].reset_index(), left_out
+
+
+def _runtime_meta(runtime: str) -> dict[str, Any]:
+    """The runtime the K were measured with, where it is not PyTorch eager (the network model's own)."""
+    if runtime == "torch":
+        return {}
+    import importlib.metadata
+
+    try:
+        version = importlib.metadata.version(runtime)
+    except importlib.metadata.PackageNotFoundError:
+        version = None
+    return {"runtime": runtime, "runtime_version": version}
+
+
+def _machine_meta(nm: Any, device: str, threads: int | None, allocator: str, tabs: list[Any]) -> dict[str, Any]:
+    """Where the K were measured: this machine's fingerprint, the source's, and the K's precisions."""
+    from carb.measure.fingerprint import here
+
+    fp = replace(here(device), threads=threads or 1, allocator=allocator if device == "cpu" else None)
+    return {
+        "fingerprint": fp.to_dict(),
+        "source_fingerprint": nm.meta.get("fingerprint"),
+        "calibration_precisions": sorted({t.precision for t in tabs}),
+    }
+
+
+def _warn_foreign_precisions(device: str, frame: pd.DataFrame) -> None:
+    """Warn when the space holds precisions this CPU has no native kernels for: one map over all would be wide."""
+    from carb.measure import foreign_precisions
+
+    foreign = foreign_precisions(device, sorted(set(frame["precision"]))) if "precision" in frame.columns else []
+    if foreign:
+        native = [p for p in sorted(set(frame["precision"])) if p not in foreign]
+        warnings.warn(
+            f"this CPU has no native {' or '.join(foreign)} kernels (carb.measure.cpu_isa), so those "
+            f"configs run on fallback kernels here, often tens of times slower than where the source was "
+            f"measured; one map over all precisions will be wide: calibrate one precision at a time"
+            + (f" (e.g. --precision {native[0]})" if native else ""),
+            stacklevel=3,
+        )
