@@ -216,6 +216,9 @@ def _compute(op: str, a: dict[str, Any], ins: list[Any]) -> list[np.ndarray] | N
         for s, e, ax, st in zip(starts, ends, axes, steps):
             idx[int(ax)] = slice(int(s), int(e), int(st))
         return [ins[0][tuple(idx)]]
+    if op == "Transpose":
+        perm = a.get("perm")
+        return [np.transpose(ins[0], perm if perm is None else [int(v) for v in perm])]
     if op == "Reshape":
         shape = [d if d != 0 else ins[0].shape[i] for i, d in enumerate(ins[1].tolist())]
         return [ins[0].reshape(shape)]

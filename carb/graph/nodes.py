@@ -14,18 +14,30 @@ import copy
 import math
 from typing import Any, Sequence
 
-from carb.graph.table import KNOWN_OPS
+from carb.graph import _geometry
+from carb.graph.table import FLOP_OPS, KNOWN_OPS
 
 _MODULE_OPS = {
-    "Conv1d": "conv",
+    "Conv1d": "conv1d",
     "Conv2d": "conv",
-    "Conv3d": "conv",
+    "Conv3d": "conv3d",
+    "ConvTranspose1d": "convtranspose1d",
+    "ConvTranspose2d": "convtranspose",
+    "ConvTranspose3d": "convtranspose3d",
     "Linear": "linear",
     "LazyLinear": "linear",
+    "MultiheadAttention": "mha",
+    "LSTM": "lstm",
+    "GRU": "gru",
+    "RNN": "rnn",
     "BatchNorm1d": "bn",
     "BatchNorm2d": "bn",
     "BatchNorm3d": "bn",
     "LayerNorm": "layernorm",
+    "GroupNorm": "groupnorm",
+    "InstanceNorm1d": "instancenorm",
+    "InstanceNorm2d": "instancenorm",
+    "InstanceNorm3d": "instancenorm",
     "ReLU": "relu",
     "ReLU6": "relu6",
     "Hardtanh": "relu6",
@@ -36,10 +48,34 @@ _MODULE_OPS = {
     "SiLU": "silu",
     "GELU": "gelu",
     "Tanh": "tanh",
+    "Mish": "mish",
+    "MaxPool1d": "maxpool1d",
     "MaxPool2d": "maxpool",
+    "MaxPool3d": "maxpool3d",
+    "AvgPool1d": "avgpool1d",
     "AvgPool2d": "avgpool",
+    "AvgPool3d": "avgpool3d",
+    "AdaptiveAvgPool1d": "gap1d",
     "AdaptiveAvgPool2d": "gap",
-    "AdaptiveAvgPool1d": "gap",
+    "AdaptiveAvgPool3d": "gap3d",
+    # nn.Upsample and its subclasses; the mode decides the op (carb.graph._geometry.upsample)
+    "Upsample": "upsample_nearest",
+    "UpsamplingNearest2d": "upsample_nearest",
+    "UpsamplingBilinear2d": "upsample_nearest",
+    "PixelShuffle": "pixelshuffle",
+    "PixelUnshuffle": "pixelunshuffle",
+    "ZeroPad1d": "pad",
+    "ZeroPad2d": "pad",
+    "ZeroPad3d": "pad",
+    "ConstantPad1d": "pad",
+    "ConstantPad2d": "pad",
+    "ConstantPad3d": "pad",
+    "ReflectionPad1d": "pad_reflect",
+    "ReflectionPad2d": "pad_reflect",
+    "ReflectionPad3d": "pad_reflect",
+    "ReplicationPad1d": "pad_replicate",
+    "ReplicationPad2d": "pad_replicate",
+    "ReplicationPad3d": "pad_replicate",
     "Softmax": "softmax",
     "Dropout": "view",
     "Dropout2d": "view",
@@ -64,20 +100,51 @@ _FUNCTION_OPS = {
     "gelu_": "gelu",
     "tanh": "tanh",
     "tanh_": "tanh",
+    "mish": "mish",
+    "mish_": "mish",
     "hardswish_": "hardswish",
     "hardsigmoid_": "hardsigmoid",
     "leaky_relu_": "relu",
+    "conv1d": "conv1d",
     "conv2d": "conv",
-    "conv1d": "conv",
+    "conv3d": "conv3d",
+    "conv_transpose1d": "convtranspose1d",
+    "conv_transpose2d": "convtranspose",
+    "conv_transpose3d": "convtranspose3d",
     "linear": "linear",
     "matmul": "matmul",
     "bmm": "matmul",
     "mm": "matmul",
+    "scaled_dot_product_attention": "sdpa",
     "batch_norm": "bn",
     "layer_norm": "layernorm",
+    "group_norm": "groupnorm",
+    "instance_norm": "instancenorm",
+    "max_pool1d": "maxpool1d",
     "max_pool2d": "maxpool",
+    "max_pool3d": "maxpool3d",
+    "avg_pool1d": "avgpool1d",
     "avg_pool2d": "avgpool",
+    "avg_pool3d": "avgpool3d",
+    "adaptive_avg_pool1d": "gap1d",
     "adaptive_avg_pool2d": "gap",
+    "adaptive_avg_pool3d": "gap3d",
+    # the mode decides the op (carb.graph._geometry.upsample); the ATen names are torch.export's
+    "interpolate": "upsample_nearest",
+    "upsample": "upsample_nearest",
+    "upsample_nearest2d": "upsample_nearest",
+    "upsample_bilinear2d": "upsample_bilinear",
+    "pixel_shuffle": "pixelshuffle",
+    "pixel_unshuffle": "pixelunshuffle",
+    # the mode decides the op (carb.graph._geometry.pad)
+    "pad": "pad",
+    "constant_pad_nd": "pad",
+    "reflection_pad1d": "pad_reflect",
+    "reflection_pad2d": "pad_reflect",
+    "reflection_pad3d": "pad_reflect",
+    "replication_pad1d": "pad_replicate",
+    "replication_pad2d": "pad_replicate",
+    "replication_pad3d": "pad_replicate",
     "add": "add",
     "iadd": "add",
     "add_": "add",
@@ -107,11 +174,9 @@ _FUNCTION_OPS = {
     "expand": "view",
     "identity": "view",
 }
-_ACT_FUNCS = ("relu", "relu6", "hardswish", "hardsigmoid", "sigmoid", "silu", "gelu", "tanh")
+_ACT_FUNCS = ("relu", "relu6", "hardswish", "hardsigmoid", "sigmoid", "silu", "gelu", "tanh", "mish")
 
-_SHAPE_KEEPING = frozenset(
-    {"bn", "relu", "relu6", "hardswish", "hardsigmoid", "sigmoid", "silu", "gelu", "tanh", "view"}
-) - {"view"}
+_SHAPE_KEEPING = frozenset({"bn", *_ACT_FUNCS})
 
 
 def _meta(t: Any, dtype: Any) -> Any:
@@ -193,7 +258,7 @@ def _flop_mode() -> Any:
 # Operator types that dispatch no aten operator with a FLOP formula (FlopCounterMode counts
 # only matrix products, convolutions and attention): run without the counting mode, whose
 # Python dispatch of every aten call costs a third of the capture time.
-_NO_FLOPS = frozenset(KNOWN_OPS) - {"conv", "linear", "matmul"}
+_NO_FLOPS = frozenset(KNOWN_OPS) - FLOP_OPS
 
 # Closed forms. Running a node on meta tensors goes through torch's Python meta kernels and
 # decompositions (0.1-1 ms a node); the output of the common CNN nodes is a contiguous tensor
@@ -280,6 +345,10 @@ def _fast_module(mod: Any, op: str | None, args: Any, kwargs: Any, dtype: Any = 
         # filter size x c_out x c_in per group (the bias is not counted)
         flops = 2 * n * ho * wo * kh * kw * cout * (mod.in_channels // mod.groups)
         return torch.empty((n, cout, ho, wo), dtype=x.dtype, device="meta"), flops
+    if kind in _CONV_RANK or kind in _CONVT_RANK:
+        return _fast_conv(mod, kind, x, dtype)
+    if kind in ("LSTM", "GRU", "RNN"):
+        return _fast_recurrent(mod, kind, x, dtype)
     if kind == "Linear" and x.dim() == 2 and x.shape[1] == mod.in_features and _cast(mod.weight, dtype) == x.dtype:
         # addmm (bias) or mm (no bias): mm_flop = 2 m n k
         return (
@@ -302,6 +371,74 @@ def _fast_module(mod: Any, op: str | None, args: Any, kwargs: Any, dtype: Any = 
         ho, wo = (h if o[0] is None else int(o[0])), (w if o[-1] is None else int(o[-1]))
         return torch.empty((n, c, ho, wo), dtype=x.dtype, device="meta"), 0
     return None
+
+
+_CONV_RANK = {"Conv1d": 1, "Conv3d": 3}
+_CONVT_RANK = {"ConvTranspose1d": 1, "ConvTranspose2d": 2, "ConvTranspose3d": 3}
+
+
+def _fast_conv(mod: Any, kind: str, x: Any, dtype: Any) -> tuple[Any, int] | None:
+    """(output, FLOP) of a 1-D or 3-D convolution, or a transposed one of any rank, by formula (None: run it).
+
+    torch's output sizes; ``torch.utils.flop_counter.conv_flop_count``: 2 x batch x filter
+    size x c_out x c_in per group x the output's positions (a transposed one: the input's).
+    """
+    import torch
+
+    transposed = kind in _CONVT_RANK
+    rank = _CONVT_RANK[kind] if transposed else _CONV_RANK[kind]
+    if (
+        x.dim() != rank + 2
+        or not isinstance(mod.padding, tuple)
+        or mod.padding_mode != "zeros"
+        or _cast(mod.weight, dtype) != x.dtype
+        or x.shape[1] != mod.in_channels
+    ):
+        return None
+    n, spatial = x.shape[0], tuple(x.shape[2:])
+    k, s, p, d = mod.kernel_size, mod.stride, mod.padding, mod.dilation
+    if transposed:
+        dims = zip(spatial, k, s, p, d, mod.output_padding)
+        out = tuple((i - 1) * si - 2 * pi + di * (ki - 1) + oi + 1 for i, ki, si, pi, di, oi in dims)
+        positions = math.prod(spatial)
+    else:
+        out = tuple(_pool_len(i, ki, si, pi, di, False) for i, ki, si, pi, di in zip(spatial, k, s, p, d))
+        positions = math.prod(out)
+    if min(out) < 1:
+        return None
+    cout = mod.out_channels
+    flops = 2 * n * positions * math.prod(k) * cout * (mod.in_channels // mod.groups)
+    return torch.empty((n, cout, *out), dtype=x.dtype, device="meta"), flops
+
+
+def _fast_recurrent(mod: Any, kind: str, x: Any, dtype: Any) -> tuple[Any, int] | None:
+    """(outputs, FLOP) of an LSTM, GRU or RNN on one input, no initial state, by formula (None: run it).
+
+    The output sequence and the final hidden (and cell) states, as torch returns them; the
+    FLOP of the matrix products a step runs (:func:`carb.graph._geometry.recurrent_flops`).
+    """
+    import torch
+
+    proj = int(getattr(mod, "proj_size", 0) or 0)
+    if x.dim() not in (2, 3) or proj or x.shape[-1] != mod.input_size or _cast(mod.weight_ih_l0, dtype) != x.dtype:
+        return None
+    dirs, hidden, layers = (2 if mod.bidirectional else 1), int(mod.hidden_size), int(mod.num_layers)
+    if x.dim() == 2:
+        n, steps, lead = 1, x.shape[0], ()
+        y_shape: tuple[int, ...] = (steps, dirs * hidden)
+    else:
+        n, steps = (x.shape[0], x.shape[1]) if mod.batch_first else (x.shape[1], x.shape[0])
+        lead = (n,)
+        y_shape = (n, steps, dirs * hidden) if mod.batch_first else (steps, n, dirs * hidden)
+    op = kind.lower()
+    flops = _geometry.recurrent_flops(op, int(mod.input_size), hidden, layers, bool(mod.bidirectional), steps, n)
+
+    def empty(shape: tuple[int, ...]) -> Any:
+        return torch.empty(shape, dtype=x.dtype, device="meta")
+
+    state = (dirs * layers, *lead, hidden)
+    y = empty(y_shape)
+    return ((y, (empty(state), empty(state))) if op == "lstm" else (y, empty(state))), flops
 
 
 def _broadcast(a: Sequence[int], b: Sequence[int]) -> tuple[int, ...] | None:
@@ -400,26 +537,6 @@ def _root(t: Any) -> Any:
     return t._base if getattr(t, "_base", None) is not None else t
 
 
-def _nchw(shape: Sequence[int]) -> tuple[int, int, int, int]:
-    """The (N, C, H, W) reading of a shape.
-
-    4-D as is, 3-D (N, L, C) tokens as N, C, L, 1, 2-D (N, C) as N, C, 1, 1, 5-D and more
-    with the middle dimensions as channels.
-    """
-    s = tuple(shape)  # a torch.Size holds ints already
-    if len(s) == 4:
-        return s
-    if len(s) == 3:
-        return s[0], s[2], s[1], 1
-    if len(s) == 2:
-        return s[0], s[1], 1, 1
-    if len(s) == 1:
-        return 1, s[0], 1, 1
-    if len(s) == 0:
-        return 1, 1, 1, 1
-    return s[0], int(math.prod(s[1:-2])), s[-2], s[-1]  # 5-D and more: the middle dimensions as channels
-
-
 _ESIZE: dict[Any, int] = {}
 _DTYPE_NAMES: dict[Any, str] = {}  # filled on first use: str(dtype) is slow-ish per row
 
@@ -434,22 +551,6 @@ def _esize(dtype: Any) -> int:
 
         got = _ESIZE[dtype] = torch.empty((), dtype=dtype, device="meta").element_size()
     return got
-
-
-def _functional_pool(node: Any) -> tuple[int, int, int, int]:
-    """Kernel height and width, stride and padding of a functional 2-D pooling call.
-
-    ``F.max_pool2d`` and ``F.avg_pool2d`` take ``(input, kernel_size, stride=None, padding=0,
-    ...)``; a missing or empty stride is the kernel, as in torch.
-    """
-    args = list(node.args) + [None] * 3
-    kw = node.kwargs
-    k = kw.get("kernel_size", args[1])
-    s = kw.get("stride", args[2])
-    p = kw.get("padding", args[3])
-    kernel, kernel_w = _pair(k)
-    stride = _pair(s if s not in (None, [], ()) else k)[0]
-    return kernel, kernel_w, stride, _pair(p if p is not None else 0)[0]
 
 
 def _named_inplace(node: Any, kwargs: Any) -> bool:
@@ -470,6 +571,13 @@ def _name(target: Any) -> str:
     return getattr(target, "__name__", type(target).__name__)
 
 
+#: Ops whose functional forms take their weights as inputs after the data (``F.conv2d(x, w, b)``).
+_WEIGHTED_CALLS = frozenset(
+    {"conv", "conv1d", "conv3d", "convtranspose", "convtranspose1d", "convtranspose3d", "linear"}
+    | {"bn", "layernorm", "groupnorm", "instancenorm"}
+)
+
+
 def _row(node: Any, mod: Any, ins: list[Any], outs: list[Any], flops: int, dtype: Any = None) -> dict[str, Any]:
     if mod is not None:
         kind = type(mod).__name__
@@ -477,12 +585,7 @@ def _row(node: Any, mod: Any, ins: list[Any], outs: list[Any], flops: int, dtype
     else:
         kind = _name(node.target)
         op = _FUNCTION_OPS.get(kind.removeprefix("__").removesuffix("__"), "unknown")
-    x = ins[0] if ins else outs[0]
     y = outs[0]
-    n, cin, h, w = _nchw(x.shape)
-    _, cout, ho, wo = _nchw(y.shape)
-    kernel = kernel_w = stride = dilation = groups = 1
-    padding = 0
     params = weight = 0
     if mod is not None:
         # the module's own tensors, each once (parameters(recurse=False) walks the whole
@@ -493,44 +596,16 @@ def _row(node: Any, mod: Any, ins: list[Any], outs: list[Any], flops: int, dtype
         for p in own_p + own_b:  # as cast to ``dtype`` (the module may be the user's own)
             weight += p.numel() * (esize if esize and p.is_floating_point() else p.element_size())
         params = sum(p.numel() for p in own_p)
-        if op == "conv":
-            kernel, kernel_w = _pair(mod.kernel_size)
-            stride, dilation = _pair(mod.stride)[0], _pair(mod.dilation)[0]
-            padding = _pair(mod.padding if not isinstance(mod.padding, str) else 0)[0]
-            groups = int(mod.groups)
-        elif op in ("maxpool", "avgpool"):
-            kernel, kernel_w = _pair(mod.kernel_size)
-            stride = _pair(mod.stride if mod.stride is not None else mod.kernel_size)[0]
-            padding = _pair(mod.padding)[0]
-    elif op == "conv" and len(ins) >= 2:  # F.conv2d(x, weight, bias, stride, padding, dilation, groups)
-        wt = ins[1]
-        kernel, kernel_w = int(wt.shape[2]), int(wt.shape[-1]) if wt.dim() > 3 else 1
-        a = list(node.args) + [None] * 7
-        kw = node.kwargs
-        stride = _pair(kw.get("stride", a[3] if a[3] is not None else 1))[0]
-        pad = kw.get("padding", a[4] if a[4] is not None else 0)
-        padding = _pair(pad if not isinstance(pad, str) else 0)[0]
-        dilation = _pair(kw.get("dilation", a[5] if a[5] is not None else 1))[0]
-        groups = int(kw.get("groups", a[6] if a[6] is not None else 1))
-        weight = sum(t.numel() * t.element_size() for t in ins[1:])
-        ins = ins[:1]
-    elif op in ("maxpool", "avgpool"):  # F.max_pool2d / F.avg_pool2d(x, kernel_size, stride, padding, ...)
-        kernel, kernel_w, stride, padding = _functional_pool(node)
-    elif op in ("linear", "bn", "layernorm") and len(ins) >= 2:  # functional forms: weights are inputs
-        weight = sum(t.numel() * t.element_size() for t in ins[1:])
-        ins = ins[:1]
-    elif op == "gap" and kind == "mean" and (ho, wo) != (1, 1) and y.dim() != 2:
-        op = "unknown"  # a mean over something else than the spatial dimensions
-    if op == "gap" and mod is not None and (ho, wo) != (1, 1):
-        op = "avgpool"  # an adaptive pool to more than 1x1 is a pooling
-    if op == "conv":
-        n, cin, h, w = _nchw(x.shape)
-    elif op in ("linear", "layernorm") and x.dim() >= 4:
-        # the features are the last dimension (channels-last tokens, e.g. ConvNeXt's MLP on
-        # N x H x W x C), not dimension 1: the middle dimensions are rows, read as H x 1
-        # (as a 3-D N x L x C input already is)
-        n, cin, h, w = x.shape[0], x.shape[-1], math.prod(x.shape[1:-1]), 1
-        cout, ho, wo = y.shape[-1], math.prod(y.shape[1:-1]), 1
+        geo = _geometry.read(op, kind, node, mod, ins, outs)
+    else:
+        geo = _geometry.read(op, kind, node, None, ins, outs)  # reads the weights' shapes too
+        if op in _WEIGHTED_CALLS and len(ins) >= 2:  # functional forms: weights are inputs
+            weight = sum(t.numel() * t.element_size() for t in ins[1:])
+            ins = ins[:1]
+        if kind == "mean":
+            geo = _mean(geo, ins[0] if ins else y, y)
+    x = ins[0] if ins else y
+    op = geo["op"]
     if y.dtype not in _DTYPE_NAMES:
         _DTYPE_NAMES[y.dtype] = str(y.dtype).removeprefix("torch.")
     in_bytes = sum(t.numel() * t.element_size() for t in ins)
@@ -542,22 +617,9 @@ def _row(node: Any, mod: Any, ins: list[Any], outs: list[Any], flops: int, dtype
         "target": node.target if isinstance(node.target, str) else kind,
         "kind": kind,
         # shapes are torch.Size (ints) and the figures Python ints already: no int() per field
-        "op": op,
         "in_shape": tuple(x.shape),
         "out_shape": tuple(y.shape),
-        "batch": n,
-        "cin": cin,
-        "h": h,
-        "w": w,
-        "cout": cout,
-        "ho": ho,
-        "wo": wo,
-        "kernel": int(kernel),
-        "kernel_w": int(kernel_w),
-        "stride": int(stride),
-        "padding": int(padding),
-        "dilation": int(dilation),
-        "groups": int(groups),
+        **geo,
         "dtype": _DTYPE_NAMES.get(y.dtype) or str(y.dtype).removeprefix("torch."),
         "bytes_per_element": y.element_size(),
         "flops": int(flops),
@@ -570,3 +632,16 @@ def _row(node: Any, mod: Any, ins: list[Any], outs: list[Any], flops: int, dtype
         "broadcast": bool(broadcast),
         "fused": "",
     }
+
+
+def _mean(geo: dict[str, Any], x: Any, y: Any) -> dict[str, Any]:
+    """A ``mean`` read as a global average pooling where it is one, else ``unknown``.
+
+    Over the spatial dimensions of a 4-D map (``(N, C)`` or ``(N, C, 1, 1)`` out), or over the
+    tokens of ``(N, L, C)``: ``gap``; over the depth, height and width of a 5-D one: ``gap3d``.
+    """
+    if x.dim() == 5 and (y.dim() == 2 or (y.dim() == 5 and tuple(y.shape[2:]) == (1, 1, 1))):
+        geo = _geometry.channels_first_reading("gap3d", x, y)
+    elif not (x.dim() in (3, 4) and (y.dim() == 2 or (geo["ho"], geo["wo"]) == (1, 1))):
+        geo = {**geo, "op": "unknown"}
+    return geo

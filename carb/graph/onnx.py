@@ -34,20 +34,27 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
+from carb.graph import _geometry
 from carb.graph._onnx_fold import MAX_ELEMENTS, infer
-from carb.graph.nodes import _nchw, _pair
 from carb.graph.table import COLUMNS, DTYPES, CaptureError, LayerTable, parse_shape
 
 #: The one line printed where the ``onnx`` package is missing.
 INSTALL = "reading ONNX files needs the onnx package: pip install 'carb[onnx]'"
 
-#: ONNX operator -> op type of the layer model (:data:`carb.graph.table.KNOWN_OPS`).
+#: ONNX operator -> op type (:data:`carb.graph.table.KNOWN_OPS`); the rank of a ``Conv``,
+#: ``ConvTranspose`` or pooling, a ``Resize``'s mode and a ``Pad``'s decide the final one.
 ONNX_OPS: dict[str, str] = {
     "Conv": "conv",
+    "ConvTranspose": "convtranspose",
     "Gemm": "linear",
     "MatMul": "matmul",
+    "LSTM": "lstm",
+    "GRU": "gru",
+    "RNN": "rnn",
     "BatchNormalization": "bn",
     "LayerNormalization": "layernorm",
+    "GroupNormalization": "groupnorm",
+    "InstanceNormalization": "instancenorm",
     "Relu": "relu",
     "LeakyRelu": "relu",
     "Clip": "relu6",
@@ -56,11 +63,15 @@ ONNX_OPS: dict[str, str] = {
     "Sigmoid": "sigmoid",
     "Gelu": "gelu",
     "Tanh": "tanh",
+    "Mish": "mish",
     "Softmax": "softmax",
     "MaxPool": "maxpool",
     "AveragePool": "avgpool",
     "GlobalAveragePool": "gap",
     "ReduceMean": "gap",
+    "Resize": "upsample_nearest",
+    "DepthToSpace": "pixelshuffle",
+    "Pad": "pad",
     "Add": "add",
     "Sub": "add",
     "Mul": "mul",
@@ -78,10 +89,16 @@ ONNX_OPS: dict[str, str] = {
     "Split": "view",
     "Expand": "view",
 }
+#: Control-flow operators: their subgraphs run on values known only at run time, so a graph
+#: holding one is refused rather than priced without them.
+CONTROL_FLOW = frozenset({"If", "Loop", "Scan"})
 #: Ops whose initializer inputs are the node's weights.
-_WEIGHTED = frozenset({"conv", "linear", "matmul", "bn", "layernorm", "unknown"})
+_WEIGHTED = frozenset(
+    {"conv", "conv1d", "conv3d", "convtranspose", "convtranspose1d", "convtranspose3d", "linear", "matmul"}
+    | {"lstm", "gru", "rnn", "bn", "layernorm", "groupnorm", "instancenorm", "unknown"}
+)
 #: Ops whose non-scalar initializer inputs are read as inputs (a buffer added or multiplied).
-_ELEMENTWISE = frozenset({"add", "mul", "cat"})
+_ELEMENTWISE = frozenset({"add", "mul", "cat", "sdpa"})
 #: Nodes whose outputs describe a tensor, not its values: never activations.
 _METADATA = frozenset({"Shape", "Size"})
 _FLOATS = {1: "float32", 10: "float16", 16: "bfloat16", 11: "float64"}
@@ -341,10 +358,51 @@ class _Graph:
         """
         return int(sum(self.numel(t) for t in self.weights if self.etype.get(t) in _FLOATS and t not in self.bn_stats))
 
+    def const(self, name: str) -> np.ndarray | None:
+        """The value of a small constant (an initializer or a ``Constant`` node's output in the file), else ``None``."""
+        if not hasattr(self, "_consts"):
+            import onnx
+
+            from carb.graph._onnx_fold import _small
+
+            vals: dict[str, np.ndarray] = {}
+            g = self.model.graph
+            for t in g.initializer:
+                v = _small(onnx, t)
+                if v is not None:
+                    vals[t.name] = v
+            for node in g.node:
+                if node.op_type == "Constant" and node.output:
+                    a = _attrs(node)
+                    if "value" in a:
+                        v = _small(onnx, a["value"])
+                    else:
+                        keys = ("value_int", "value_float", "value_ints", "value_floats")
+                        raw = next((a[k] for k in keys if k in a), None)
+                        v = None if raw is None else np.asarray(raw)
+                    if v is not None:
+                        vals[node.output[0]] = v
+            self._consts = vals
+        return self._consts.get(name)
+
     def rows(self) -> tuple[list[dict[str, Any]], dict[int, list[int]], list[int | None]]:
-        """The rows of the nodes computing on activations, what each reads, and the outputs' owners."""
+        """The rows of the nodes computing on activations, what each reads, and the outputs' owners.
+
+        Raises:
+            CaptureError: a control-flow node (``If``, ``Loop``, ``Scan``), or an activation whose
+                shape inference cannot tell.
+
+        """
         g, act = self.model.graph, self.act
-        fused = _fusions(g, self.uses, act, self.producer)
+        for node in g.node:
+            if node.op_type in CONTROL_FLOW and node.domain in ("", "ai.onnx"):
+                raise CaptureError(
+                    f"{self.path}: {node.op_type} node {node.name or node.output[0]!r}: control flow is not read "
+                    "(what it runs depends on values known only at run time, and pricing the graph without it would "
+                    "leave its work out); export a graph without it (torch.onnx.export traces the path of the "
+                    "example input)"
+                )
+        fused = _fusions(self)
         rows: list[dict[str, Any]] = []
         owner: dict[str, int] = {}  # activation -> row that allocated its storage
         reads: dict[int, list[int]] = {}
@@ -352,16 +410,17 @@ class _Graph:
             if node.op_type in _METADATA or not any(i in act for i in node.input if i):
                 continue
             outs = [o for o in node.output if o]
-            if fused.get(id(node)) == "skip":
+            f = fused.get(id(node))
+            if f == "skip":
                 continue
-            first, op, kind = fused.get(id(node)) or (node, _op_of(node), _kind(node))
+            group = f if f is not None else _Fused([node], _op_of(node), _kind(node))
             for o in outs:
                 if o not in self.shape:
                     raise CaptureError(
                         f"{self.path}: ONNX shape inference cannot tell the shape of {o!r} "
                         f"(output of {_kind(node)} node {node.name!r})"
                     )
-            row, ins = self._row(node, first, op, kind, act, outs)
+            row, ins = self._row(group, act, outs)
             i = len(rows)
             rows.append(row)
             reads[i] = sorted({owner[t] for t in ins if t in owner})
@@ -372,17 +431,22 @@ class _Graph:
                     owner[o] = i
         return rows, reads, [owner.get(o.name) for o in g.output]
 
-    def _row(
-        self, node: Any, first: Any, op: str, kind: str, act: set[str], outs: list[str]
-    ) -> tuple[dict[str, Any], list[str]]:
-        """One node's row (a fused pattern's: from its first node's inputs to the last's outputs)."""
-        inputs = [i for i in first.input if i]
-        if node is not first:  # a fused pair: the second node's other inputs
-            inputs += [i for i in node.input if i and i not in first.input and i not in first.output]
+    def _row(self, group: "_Fused", act: set[str], outs: list[str]) -> tuple[dict[str, Any], list[str]]:
+        """One row: a node's, or a fused pattern's (from its nodes' outside inputs to its last node's outputs)."""
+        nodes, op, kind = group.nodes, group.op, group.kind
+        first = nodes[0]
+        made = {o for n in nodes for o in n.output if o}
+        skip = set(group.not_weights)
+        inputs = list(dict.fromkeys(i for n in nodes for i in n.input if i and i not in made and i not in skip))
+        if group.first_inputs:  # as the call takes them (an attention's query, key and value, the same or not)
+            inputs = [*group.first_inputs, *(i for i in inputs if i not in group.first_inputs)]
         ins = [i for i in inputs if i in act]
         consts = [i for i in inputs if i not in act and i in self.shape]
-        if op == "matmul" and any(c == first.input[1] for c in consts):
+        if op == "matmul" and len(first.input) > 1 and first.input[1] in consts:
             op = "linear"  # a product by a weight: a linear layer without its bias
+        if first.op_type == "Gather" and len(first.input) > 1 and first.input[1] in consts:
+            if self.shape.get(first.input[1]) == ():
+                op = "view"  # one index along an axis: a select (torch's x[0], a view), not a lookup
         weights: list[str] = []
         if op in _WEIGHTED:
             # an unknown operator's weights: its floating constants larger than the sizes,
@@ -390,40 +454,27 @@ class _Graph:
             weights = [
                 c for c in consts if op != "unknown" or (self.etype.get(c) in _FLOATS and self.numel(c) > MAX_ELEMENTS)
             ]
+            if op in ("lstm", "gru", "rnn"):  # W, R and B; the initial states are zeros made at run time
+                weights = [c for c in weights if c in first.input[1:4]]
         elif op in _ELEMENTWISE:
             ins += [c for c in consts if self.numel(c) > 1]
         self.weights.update(dict.fromkeys(weights))
-        xs, ys = self.shape[ins[0]] if ins else self.shape[outs[0]], self.shape[outs[0]]
-        n, cin, h, w = _nchw(xs)
-        _, cout, ho, wo = _nchw(ys)
-        if op in ("linear", "layernorm") and len(xs) >= 4:
-            n, cin, h, w = xs[0], xs[-1], math.prod(xs[1:-1]), 1
-            cout, ho, wo = ys[-1], math.prod(ys[1:-1]), 1
-        if op == "gap" and node.op_type == "ReduceMean" and (ho, wo) != (1, 1) and len(ys) != 2:
-            op = "unknown"  # a mean over something else than the spatial dimensions
-        geo = _geometry(first, op, self.shape.get(first.input[1]) if len(first.input) > 1 else None)
+        geo = self._read(op, group, ins, outs)
         in_b = sum(self.nbytes(t) for t in ins)
         out_b = sum(self.nbytes(t) for t in outs)
         wt_b = sum(self.nbytes(t) for t in weights)
-        view = op == "view"
+        view = geo["op"] == "view"
+        ys = self.shape[outs[0]]
         row = {
-            "name": node.name or outs[0],
-            "target": node.op_type,
+            "name": nodes[-1].name or outs[0],
+            "target": nodes[-1].op_type,
             "kind": kind,
-            "op": op,
-            "in_shape": xs,
+            "in_shape": self.shape[ins[0]] if ins else ys,
             "out_shape": ys,
-            "batch": n,
-            "cin": cin,
-            "h": h,
-            "w": w,
-            "cout": cout,
-            "ho": ho,
-            "wo": wo,
             **geo,
             "dtype": self.dtype(outs[0]),
             "bytes_per_element": self.esize(outs[0]),
-            "flops": _flops(first, node, op, xs, ys, self.shape),
+            "flops": sum(_flops(n, self.shape) for n in nodes),
             "params": sum(self.numel(t) for t in weights if self.etype.get(t) in _FLOATS and t not in self.bn_stats),
             "weight_bytes": wt_b,
             "in_bytes": in_b,
@@ -431,7 +482,7 @@ class _Graph:
             "bytes": in_b + wt_b + out_b,
             "n_inputs": len(ins),
             "broadcast": bool(
-                op in ("add", "mul") and len(ins) >= 2 and any(self.numel(t) < math.prod(ys) for t in ins)
+                geo["op"] in ("add", "mul") and len(ins) >= 2 and any(self.numel(t) < math.prod(ys) for t in ins)
             ),
             "alloc_bytes": 0 if view else out_b,
             "inplace": False,
@@ -440,6 +491,176 @@ class _Graph:
             "fused": "",
         }
         return row, ins
+
+    def _read(self, op: str, group: "_Fused", ins: list[str], outs: list[str]) -> dict[str, Any]:
+        """The reading of a row (:func:`carb.graph._geometry.read`'s columns), as the module exported reads."""
+        first = group.nodes[0]
+        x = _T(self.shape[ins[0]] if ins else self.shape[outs[0]])
+        y = _T(self.shape[outs[0]])
+        a = _attrs(first)
+        t = first.op_type
+        try:
+            if t in ("Conv", "ConvTranspose"):
+                return self._conv(op, first, a, x, y)
+            if t in ("MaxPool", "AveragePool"):
+                return self._pool(op, first, a, x, y)
+            if t == "GlobalAveragePool":
+                rank = x.dim() - 2
+                return _geometry.adaptive({1: "gap1d", 2: "gap", 3: "gap3d"}.get(rank, "unknown"), x, y)
+            if t == "ReduceMean" and op == "gap":
+                if x.dim() == 5 and (y.dim() == 2 or (y.dim() == 5 and y.shape[2:] == (1, 1, 1))):
+                    return _geometry.channels_first_reading("gap3d", x, y)
+                geo = _geometry.reading(y.shape)
+                if x.dim() in (3, 4) and (y.dim() == 2 or geo[3:] == (1, 1)):
+                    return _geometry.read("gap", "", None, None, [x], [y])
+                return _geometry.read("unknown", "", None, None, [x], [y])
+            if t == "Resize":
+                return self._resize(first, a, x, y)
+            if t == "LayerNormalization":
+                axis = int(a.get("axis", -1)) % x.dim()
+                return _geometry.layernorm(x, y, x.shape[axis:], True)
+            if op == "groupnorm" and t == "Reshape":  # the exporter's GroupNorm (_fusions)
+                return _geometry.norm("groupnorm", x, y, groups=group.groups, affine=group.affine)
+            if t == "InstanceNormalization":
+                return _geometry.norm("instancenorm", x, y, track=False)
+            if t == "GroupNormalization":
+                return _geometry.norm("groupnorm", x, y, groups=int(a["num_groups"]), affine=True)
+            if t == "BatchNormalization":
+                return _geometry.norm("bn", x, y)
+            if t in ("LSTM", "GRU", "RNN"):
+                return self._recurrent(op, first, a, x, y)
+            if t == "DepthToSpace":
+                mode = _str(a.get("mode", "DCR"))
+                return _geometry.shuffle("pixelshuffle", x, y, int(a["blocksize"])) if mode == "CRD" else _unknown(x, y)
+            if t == "Pad":
+                return self._pad(first, a, x, y)
+            if op == "sdpa":
+                q, k, v = (_T(self.shape[n]) for n in ins[:3])
+                if not group.k_transposed:  # the key as the product reads it: (..., E, Lk)
+                    k = _T((*k.shape[:-2], k.shape[-1], k.shape[-2]))
+                return _geometry.sdpa(q, k, v, y, False, group.mask)
+        except (KeyError, IndexError, TypeError, ValueError):
+            return _unknown(x, y)
+        return _geometry.read(op, "", None, None, [x], [y])
+
+    def _conv(self, op: str, node: Any, a: dict[str, Any], x: "_T", y: "_T") -> dict[str, Any]:
+        wshape = self.shape.get(node.input[1]) if len(node.input) > 1 else None
+        if not wshape or len(wshape) < 3:
+            return _unknown(x, y)
+        rank = len(wshape) - 2
+        op = {1: f"{op}1d", 2: op, 3: f"{op}3d"}.get(rank, "unknown")
+        if op == "unknown":
+            return _unknown(x, y)
+        k = list(a.get("kernel_shape") or wshape[2:])
+        begin, end, same = self._pads(a, rank)
+        return _geometry.conv(
+            op,
+            x,
+            y,
+            k,
+            list(a.get("strides") or [1] * rank),
+            "same" if same else begin,
+            list(a.get("dilations") or [1] * rank),
+            int(a.get("group", 1)),
+            list(a.get("output_padding") or [0] * rank),
+            padding_end=None if same else end,
+        )
+
+    def _pool(self, op: str, node: Any, a: dict[str, Any], x: "_T", y: "_T") -> dict[str, Any]:
+        k = list(a["kernel_shape"])
+        rank = len(k)
+        op = {1: f"{op}1d", 2: op, 3: f"{op}3d"}.get(rank, "unknown")
+        begin, end, same = self._pads(a, rank)
+        if op == "unknown" or same:
+            return _unknown(x, y)
+        maxp = node.op_type == "MaxPool"
+        return _geometry.pool(
+            op,
+            x,
+            y,
+            k,
+            list(a.get("strides") or [1] * rank),
+            begin,
+            list(a.get("dilations") or [1] * rank) if maxp else 1,
+            bool(a.get("ceil_mode", 0)),
+            True if maxp else bool(a.get("count_include_pad", 0)),
+            indices=maxp and len(node.output) > 1 and bool(node.output[1]),
+            padding_end=end,
+        )
+
+    @staticmethod
+    def _pads(a: dict[str, Any], rank: int) -> tuple[list[int], list[int], bool]:
+        """Padding before and after each spatial dimension, and whether ``auto_pad`` asks for "same"."""
+        auto = _str(a.get("auto_pad", "NOTSET"))
+        pads = list(a.get("pads") or [0] * 2 * rank)
+        if auto == "VALID":
+            pads = [0] * 2 * rank
+        return pads[:rank], pads[rank:], auto in ("SAME_UPPER", "SAME_LOWER")
+
+    def _resize(self, node: Any, a: dict[str, Any], x: "_T", y: "_T") -> dict[str, Any]:
+        """``Resize`` as torch's interpolation exports it: nearest (asymmetric, floor) or bilinear, on H and W only."""
+        mode = _str(a.get("mode", "nearest"))
+        coord = _str(a.get("coordinate_transformation_mode", "half_pixel"))
+        if x.dim() != 4 or tuple(y.shape[:2]) != tuple(x.shape[:2]):
+            return _unknown(x, y)
+        nearest = _str(a.get("nearest_mode", "round_prefer_floor"))
+        if mode == "nearest" and (coord != "asymmetric" or nearest != "floor"):
+            return _unknown(x, y)  # another kernel than torch's nearest (nearest-exact, rounding)
+        if mode == "linear" and coord not in ("half_pixel", "pytorch_half_pixel", "align_corners"):
+            return _unknown(x, y)
+        scales = self.const(node.input[2]) if len(node.input) > 2 and node.input[2] else None
+        scale = None
+        if scales is not None and scales.size == 4:
+            scale = tuple(float(v) for v in scales.reshape(-1)[2:])
+        mode = {"nearest": "nearest", "linear": "bilinear"}.get(mode, mode)
+        return _geometry.upsample(x, y, mode, coord == "align_corners", scale, None)
+
+    def _recurrent(self, op: str, node: Any, a: dict[str, Any], x: "_T", y: "_T") -> dict[str, Any]:
+        w = self.shape[node.input[1]]  # (directions, gates * hidden, input)
+        hidden = int(a.get("hidden_size") or w[1] // {"lstm": 4, "gru": 3, "rnn": 1}[op])
+        bidir = _str(a.get("direction", "forward")) == "bidirectional"
+        batch_first = int(a.get("layout", 0)) == 1
+        return _geometry.recurrent(op, x, y, int(w[2]), hidden, 1, bidir, batch_first)
+
+    def _pad(self, node: Any, a: dict[str, Any], x: "_T", y: "_T") -> dict[str, Any]:
+        """``Pad``: its amounts in torch's order (the last dimension first, before then after), its mode."""
+        op = {"constant": "pad", "reflect": "pad_reflect", "edge": "pad_replicate"}.get(
+            _str(a.get("mode", "constant")), "unknown"
+        )
+        pads = self.const(node.input[1]) if len(node.input) > 1 else None
+        if op == "unknown" or pads is None or (len(node.input) > 3 and node.input[3]):
+            return _unknown(x, y)
+        rank = x.dim()
+        p = [int(v) for v in pads.reshape(-1)]
+        begin, end = p[:rank], p[rank:]
+        lead = next((i for i in range(rank) if begin[i] or end[i]), rank)
+        first = min(lead, 2) if rank >= 3 else lead
+        amounts = [v for d in reversed(range(first, rank)) for v in (begin[d], end[d])]
+        value = self.const(node.input[2]) if len(node.input) > 2 and node.input[2] else None
+        return _geometry.pad(op, x, y, amounts, None if value is None else float(value.reshape(-1)[0]))
+
+
+class _T:
+    """A tensor's shape, as :mod:`carb.graph._geometry`'s readers take a tensor."""
+
+    __slots__ = ("shape",)
+
+    def __init__(self, shape: Sequence[int]) -> None:
+        self.shape = tuple(int(v) for v in shape)
+
+    def dim(self) -> int:
+        return len(self.shape)
+
+    def numel(self) -> int:
+        return int(math.prod(self.shape))
+
+
+def _unknown(x: _T, y: _T) -> dict[str, Any]:
+    return _geometry.read("unknown", "", None, None, [x], [y])
+
+
+def _str(v: Any) -> str:
+    return v.decode() if isinstance(v, bytes) else str(v)
 
 
 def _attrs(node: Any) -> dict[str, Any]:
@@ -458,80 +679,233 @@ def _op_of(node: Any) -> str:
     return ONNX_OPS.get(node.op_type, "unknown")
 
 
-def _geometry(node: Any, op: str, wshape: tuple[int, ...] | None) -> dict[str, int]:
-    """Kernel, stride, padding, dilation and groups of a convolution or pooling (1/0 elsewhere)."""
-    a = _attrs(node) if op in ("conv", "maxpool", "avgpool") else {}
-    kernel = kernel_w = stride = dilation = groups = 1
-    padding = 0
-    if op == "conv" and wshape is not None and len(wshape) > 2:
-        kernel, kernel_w = _pair(list(a.get("kernel_shape") or wshape[2:]))
-        stride, dilation = _pair(list(a.get("strides") or [1]))[0], _pair(list(a.get("dilations") or [1]))[0]
-        padding, groups = int((a.get("pads") or [0])[0]), int(a.get("group", 1))
-    elif op in ("maxpool", "avgpool") and a.get("kernel_shape"):
-        kernel, kernel_w = _pair(list(a["kernel_shape"]))
-        stride, padding = _pair(list(a.get("strides") or [1]))[0], int((a.get("pads") or [0])[0])
-    return {
-        "kernel": int(kernel),
-        "kernel_w": int(kernel_w),
-        "stride": int(stride),
-        "padding": int(padding),
-        "dilation": int(dilation),
-        "groups": int(groups),
-    }
+def _flops(node: Any, shape: dict[str, Any]) -> int:
+    """FLOP of a node by ``torch.utils.flop_counter``'s formulas (convolutions, matrix products, recurrent layers).
 
-
-def _flops(first: Any, node: Any, op: str, xs: Sequence[int], ys: Sequence[int], shape: dict[str, Any]) -> int:
-    """FLOP of a node by ``torch.utils.flop_counter``'s formulas (convolutions and matrix products only)."""
-    t = first.op_type
-    if t in ("Conv", "ConvTranspose") and len(first.input) > 1 and first.input[1] in shape:
-        w = shape[first.input[1]]
+    A recurrent layer counts its input and hidden matrix products per step, as its module's
+    capture does (:func:`carb.graph._geometry.recurrent_flops`).
+    """
+    t = node.op_type
+    if node.domain not in ("", "ai.onnx") or not node.input or node.input[0] not in shape or not node.output:
+        return 0
+    xs, ys = shape[node.input[0]], shape.get(node.output[0])
+    if ys is None:
+        return 0
+    if t in ("Conv", "ConvTranspose") and len(node.input) > 1 and node.input[1] in shape:
+        w = shape[node.input[1]]
         spatial = xs[2:] if t == "ConvTranspose" else ys[2:]  # conv_flop_count: the input's for a transposed one
         return int(2 * ys[0] * math.prod(w) * math.prod(spatial))
     if t == "Gemm":
-        k = xs[0] if _attrs(first).get("transA", 0) else xs[-1]
+        k = xs[0] if _attrs(node).get("transA", 0) else xs[-1]
         return int(2 * math.prod(ys) * k)
     if t == "MatMul" and xs:
         return int(2 * math.prod(ys) * xs[-1])
+    if t in ("LSTM", "GRU", "RNN") and len(node.input) > 1 and node.input[1] in shape:
+        w = shape[node.input[1]]
+        a = _attrs(node)
+        op = t.lower()
+        hidden = int(a.get("hidden_size") or w[1] // {"lstm": 4, "gru": 3, "rnn": 1}[op])
+        steps, n = (xs[1], xs[0]) if int(a.get("layout", 0)) == 1 else (xs[0], xs[1])
+        bidir = _str(a.get("direction", "forward")) == "bidirectional"
+        return _geometry.recurrent_flops(op, int(w[2]), hidden, 1, bidir, steps, n)
     return 0
 
 
-def _fusions(g: Any, uses: Counter, act: set[str], producer: dict[str, Any]) -> dict[int, Any]:
-    """Node pairs an exporter writes for one PyTorch module, to price as that module.
+class _Fused:
+    """Nodes an exporter writes for one PyTorch module or call, priced as one row of ``op``.
+
+    ``first_inputs``: the activations the row reads first (an attention's query, key and value),
+    ``not_weights``: constants of the pattern that are the exporter's, not the module's (the
+    ones and zeros of a GroupNorm's instance norm); a GroupNorm's ``groups`` and ``affine``, an
+    attention's ``mask`` and whether its key is transposed inside the pattern.
+    """
+
+    def __init__(self, nodes: list[Any], op: str, kind: str, **kw: Any) -> None:
+        self.nodes, self.op, self.kind = nodes, op, kind
+        self.first_inputs: list[str] = kw.get("first_inputs", [])
+        self.not_weights: list[str] = kw.get("not_weights", [])
+        self.groups: int = kw.get("groups", 1)
+        self.affine: bool = kw.get("affine", False)
+        self.mask: bool = kw.get("mask", False)
+        self.k_transposed: bool = kw.get("k_transposed", True)
+
+
+def _fusions(g: "_Graph") -> dict[int, Any]:
+    """Node groups an exporter writes for one PyTorch module, to price as that module.
 
     ``Mul(x, Sigmoid(x))`` -> ``silu`` (``nn.SiLU``), ``Mul(x, HardSigmoid(x))`` ->
-    ``hardswish``, ``MatMul(x, W) + b`` -> ``linear`` (``nn.Linear`` on more than 2-D
-    input), where the first node's output feeds only the second. Returns ``id(node)`` ->
-    ``"skip"`` for the first node and ``(first node, op, kind)`` for the second.
+    ``hardswish``, ``Mul(x, Tanh(Softplus(x)))`` -> ``mish``, ``MatMul(x, W) + b`` -> ``linear``
+    (``nn.Linear`` on more than 2-D input), ``Reshape -> InstanceNormalization -> Reshape (->
+    Mul -> Add)`` -> ``groupnorm`` (``nn.GroupNorm``), and attention: ``MatMul(q, k) (-> Mul,
+    Div, Add, Where) -> Softmax -> MatMul(., v)``, with the scaling and transposing of q and k
+    before it -> ``sdpa`` (``F.scaled_dot_product_attention``; the core of
+    ``nn.MultiheadAttention``, whose projections read as linear layers). Each node but the last
+    feeds only the next. Returns ``id(node)`` -> ``"skip"`` for every node of a group but its
+    last, and the :class:`_Fused` group for its last.
     """
-    out: dict[int, Any] = {}
-    for node in g.node:
-        if node.domain not in ("", "ai.onnx") or len(node.input) != 2:
+    groups: list[_Fused] = []
+    model = g.model.graph
+    for node in model.node:
+        if node.domain not in ("", "ai.onnx"):
             continue
-        a, b = node.input
-        if node.op_type == "Mul":
-            for x, s in ((a, b), (b, a)):
-                p = producer.get(s)
-                if p is None or uses[s] != 1 or list(p.input) != [x]:
-                    continue
-                if p.op_type == "Sigmoid":
-                    out[id(p)], out[id(node)] = "skip", (p, "silu", "Silu")
-                elif p.op_type == "HardSigmoid" and _is_hardswish_gate(p):
-                    out[id(p)], out[id(node)] = "skip", (p, "hardswish", "HardSwish")
-                break
-        elif node.op_type == "Add":
-            for m, bias in ((a, b), (b, a)):
-                p = producer.get(m)
+        t = node.op_type
+        if t == "Mul" and len(node.input) == 2:
+            got = _gate(g, node)
+            if got is not None:
+                groups.append(got)
+        elif t == "Add" and len(node.input) == 2:
+            for m, bias in ((node.input[0], node.input[1]), (node.input[1], node.input[0])):
+                p = g.producer.get(m)
                 if (
                     p is not None
                     and p.op_type == "MatMul"
-                    and uses[m] == 1
-                    and bias not in act
-                    and p.input[1] not in act
-                    and p.input[0] in act
+                    and g.uses[m] == 1
+                    and bias not in g.act
+                    and p.input[1] not in g.act
+                    and p.input[0] in g.act
                 ):
-                    out[id(p)], out[id(node)] = "skip", (p, "linear", "Linear")
+                    groups.append(_Fused([p, node], "linear", "Linear"))
                     break
+        elif t == "InstanceNormalization":
+            got = _group_norm(g, node)
+            if got is not None:
+                groups.append(got)
+        elif t == "Softmax":
+            got = _attention(g, node)
+            if got is not None:
+                groups.append(got)
+    order = {id(n): i for i, n in enumerate(model.node)}
+    out: dict[int, Any] = {}
+    taken: set[int] = set()
+    for grp in groups:
+        ids = {id(n) for n in grp.nodes}
+        if ids & taken:  # a node in two patterns: the first found keeps it
+            continue
+        taken |= ids
+        grp.nodes.sort(key=lambda n: order[id(n)])
+        for n in grp.nodes[:-1]:
+            out[id(n)] = "skip"
+        out[id(grp.nodes[-1])] = grp
     return out
+
+
+def _single(g: "_Graph", name: str) -> Any:
+    """The producer of ``name`` where ``name`` feeds one node only, else ``None``."""
+    p = g.producer.get(name)
+    return p if p is not None and g.uses[name] == 1 else None
+
+
+def _gate(g: "_Graph", node: Any) -> "_Fused | None":
+    """``Mul(x, gate(x))``: SiLU, Hardswish or Mish."""
+    a, b = node.input
+    for x, s in ((a, b), (b, a)):
+        p = _single(g, s)
+        if p is None:
+            continue
+        if p.op_type == "Sigmoid" and list(p.input) == [x]:
+            return _Fused([p, node], "silu", "Silu")
+        if p.op_type == "HardSigmoid" and list(p.input) == [x] and _is_hardswish_gate(p):
+            return _Fused([p, node], "hardswish", "HardSwish")
+        if p.op_type == "Tanh":
+            q = _single(g, p.input[0])
+            if q is not None and q.op_type == "Softplus" and list(q.input) == [x]:
+                return _Fused([q, p, node], "mish", "Mish")
+    return None
+
+
+def _group_norm(g: "_Graph", node: Any) -> "_Fused | None":
+    """Torch's export of ``nn.GroupNorm``: ``Reshape(x, (N, G, -1)) -> InstanceNormalization -> Reshape, Mul, Add``."""
+    r1 = _single(g, node.input[0])
+    if r1 is None or r1.op_type != "Reshape" or r1.input[0] not in g.act:
+        return None
+    xs, gs = g.shape.get(r1.input[0]), g.shape.get(r1.output[0])
+    if not xs or not gs or len(gs) != 3 or len(xs) < 3 or gs[1] >= xs[1]:
+        return None
+    users = [n for n in g.model.graph.node if node.output[0] in n.input]
+    if len(users) != 1 or users[0].op_type != "Reshape" or g.shape.get(users[0].output[0]) != xs:
+        return None
+    nodes, last = [r1, node, users[0]], users[0].output[0]
+    for t in ("Mul", "Add"):
+        nxt = [n for n in g.model.graph.node if last in n.input]
+        if g.uses[last] != 1 or len(nxt) != 1 or nxt[0].op_type != t:
+            break
+        other = [i for i in nxt[0].input if i != last]
+        if len(other) != 1 or other[0] in g.act:
+            break
+        nodes.append(nxt[0])
+        last = nxt[0].output[0]
+    return _Fused(
+        nodes,
+        "groupnorm",
+        "GroupNorm",
+        groups=int(gs[1]),
+        affine=len(nodes) == 5,
+        not_weights=[i for i in node.input[1:] if i],
+    )
+
+
+def _attention(g: "_Graph", softmax: Any) -> "_Fused | None":
+    """``MatMul(q, k) -> (Mul | Div | Add | Where)* -> Softmax -> MatMul(., v)``, q's and k's scaling included."""
+    nodes, mask = [softmax], False
+    src = softmax.input[0]
+    while True:
+        p = _single(g, src)
+        if p is None:
+            return None
+        if p.op_type == "MatMul":
+            break
+        if p.op_type not in ("Mul", "Div", "Add", "Where", "Sub"):
+            return None
+        acts = [i for i in p.input if i in g.act]
+        if len(acts) != 1:
+            return None
+        mask = mask or p.op_type in ("Add", "Where", "Sub")
+        nodes.append(p)
+        src = acts[0]
+    m1 = p
+    if not all(i in g.act for i in m1.input):
+        return None
+    users = [n for n in g.model.graph.node if softmax.output[0] in n.input]
+    if g.uses[softmax.output[0]] != 1 or len(users) != 1 or users[0].op_type != "MatMul":
+        return None
+    m2 = users[0]
+    if m2.input[0] != softmax.output[0] or m2.input[1] not in g.act:
+        return None
+    nodes += [m1, m2]
+    ends, transposed = [], [False, False]
+    for side in (0, 1):
+        name = m1.input[side]
+        while True:
+            p = _single(g, name)
+            if p is None:
+                break
+            acts = [i for i in p.input if i in g.act]
+            scalar = (
+                p.op_type in ("Mul", "Div")
+                and len(acts) == 1
+                and all(g.numel(i) <= 1 for i in p.input if i not in g.act and i in g.shape)
+            )
+            swap = p.op_type == "Transpose" and len(g.shape.get(p.output[0], ())) >= 2 and _swaps_last_two(p)
+            if not (scalar or swap):
+                break
+            transposed[side] ^= swap
+            nodes.append(p)
+            name = acts[0]
+        ends.append(name)
+    return _Fused(
+        nodes,
+        "sdpa",
+        "Attention",
+        first_inputs=[ends[0], ends[1], m2.input[1]],
+        mask=mask,
+        k_transposed=transposed[1],
+    )
+
+
+def _swaps_last_two(node: Any) -> bool:
+    perm = list(_attrs(node).get("perm") or [])
+    n = len(perm)
+    return n >= 2 and perm == [*range(n - 2), n - 1, n - 2]
 
 
 def _is_hardswish_gate(node: Any) -> bool:

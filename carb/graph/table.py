@@ -2,17 +2,33 @@
 
 Each node of a traced module that produces a tensor is a row of :attr:`LayerTable.layers`:
 
-- ``op``: the operator type the cost model knows (:data:`KNOWN_OPS`: ``conv``, ``linear``,
-  ``matmul``, ``bn``, ``relu``, ... ``view``), or ``unknown`` (then ``kind`` says what it was);
+- ``op``: the operator type (:data:`KNOWN_OPS`: ``conv``, ``conv3d``, ``convtranspose``,
+  ``linear``, ``matmul``, ``sdpa``, ``lstm``, ``bn``, ``groupnorm``, ``relu``, ``maxpool3d``,
+  ``upsample_nearest``, ``pad``, ... ``view``), each read with its geometry, or ``unknown``
+  (then ``kind`` says what it was); a 1-D or 3-D convolution or pooling is an op of its own,
+  never read as a 2-D one. Which of them a network model knows is the model's to say: those its
+  layers measured (:meth:`carb.netmodel.LayerModel.known`);
 - ``kind``: the module class, function or method name as traced (``Conv2d``, ``add``, ...);
-- shapes: ``in_shape``/``out_shape`` (tuples) and the NCHW reading of them: ``batch``,
-  ``cin``, ``h``, ``w`` (input), ``cout``, ``ho``, ``wo`` (output);
-- ``kernel`` (kh), ``kernel_w``, ``stride``, ``padding``, ``dilation``, ``groups`` (convolutions
-  and pooling; 1/0 elsewhere), ``dtype``, ``bytes_per_element`` (B);
+- shapes: ``in_shape``/``out_shape`` (tuples) and the reading of them: ``batch``, ``cin``,
+  ``d``, ``h``, ``w`` (input), ``cout``, ``do``, ``ho``, ``wo`` (output). Channels-first ops
+  (convolutions, pooling, BN, group and instance norm, upsampling, pad, pixel shuffle) read
+  ``(N, C, L)`` as ``h = L``, ``(N, C, H, W)`` as is and ``(N, C, D, H, W)`` with ``d = D``;
+  channels-last ones (linear, layer norm) read the last dimension as ``cin`` and the rows per
+  image as ``h``; recurrent layers read ``(N, L, C)`` (or ``(L, N, C)``) as ``cin = C``, ``h =
+  L`` steps; attention reads ``(N, heads, L, E)`` as ``cin = heads``, ``h = L``, ``w = E``;
+  any other 3-D tensor is ``(N, L, C)`` tokens (``cin = C``, ``h = L``);
+- ``kernel`` (kh), ``kernel_w``, ``kernel_d`` (depth, 3-D ops), ``stride``, ``padding``,
+  ``dilation`` (each along the height: a 1-D op's along its length), ``groups``
+  (convolutions, pooling, group norm; 1/0 elsewhere), ``dtype``, ``bytes_per_element`` (B);
+- ``geometry``: every parameter of the op as the module or call states it, one canonical text
+  (``k=3x7x7 s=1x2x2 p=1x3x3 d=1x1x1 g=1``, ``scale=2x2 align_corners=0``, ``hidden=64
+  layers=1 bidirectional=0 batch_first=1``, ...; empty where the columns say everything);
 - ``flops``: FLOP of the node, counted by the formulas of
   ``torch.utils.flop_counter`` (the ones ``FlopCounterMode`` uses) on the aten operators the
-  node dispatches, so the per-layer figures add up to ``FlopCounterMode``'s total exactly;
-  0 where it has no formula (element-wise operators, pooling, BN);
+  node dispatches, so the per-layer figures add up to ``FlopCounterMode``'s total exactly
+  (a recurrent layer: ``2 * gates * (input + hidden) * hidden`` per step, direction and
+  layer; attention: its two matrix products); 0 where it has no formula (element-wise
+  operators, pooling, normalization, upsampling);
 - ``params`` (count), ``weight_bytes`` (B: parameters and buffers the node reads);
 - ``in_bytes`` (B: all tensor inputs), ``out_bytes`` (B), ``bytes`` (B: ``in_bytes +
   weight_bytes + out_bytes``, the traffic of an unfused kernel);
@@ -36,14 +52,27 @@ class CaptureError(ValueError):
     """A module cannot be captured (does not trace, bad example input); one line."""
 
 
-#: Operator types the layer model knows (``view``: zero-cost aliasing such as flatten,
-#: reshape of a contiguous tensor, dropout in eval, identity).
+#: Operator types a capture reads, each with its geometry (``view``: zero-cost aliasing such as
+#: flatten, reshape of a contiguous tensor, dropout in eval, identity). A network model knows
+#: those of them its layers measured; the others it prices by a measured fallback.
 KNOWN_OPS: tuple[str, ...] = (
     "conv",
+    "conv1d",
+    "conv3d",
+    "convtranspose",
+    "convtranspose1d",
+    "convtranspose3d",
     "linear",
     "matmul",
+    "sdpa",
+    "mha",
+    "lstm",
+    "gru",
+    "rnn",
     "bn",
     "layernorm",
+    "groupnorm",
+    "instancenorm",
     "relu",
     "relu6",
     "hardswish",
@@ -52,15 +81,35 @@ KNOWN_OPS: tuple[str, ...] = (
     "silu",
     "gelu",
     "tanh",
+    "mish",
     "maxpool",
     "avgpool",
+    "maxpool1d",
+    "avgpool1d",
+    "maxpool3d",
+    "avgpool3d",
     "gap",
+    "gap1d",
+    "gap3d",
+    "upsample_nearest",
+    "upsample_bilinear",
+    "pad",
+    "pad_reflect",
+    "pad_replicate",
+    "pixelshuffle",
+    "pixelunshuffle",
     "add",
     "mul",
     "cat",
     "copy",
     "softmax",
     "view",
+)
+#: Operator types whose FLOPs ``FlopCounterMode`` counts (matrix products, convolutions,
+#: attention, recurrent layers); the others count 0.
+FLOP_OPS: frozenset[str] = frozenset(
+    {"conv", "conv1d", "conv3d", "convtranspose", "convtranspose1d", "convtranspose3d"}
+    | {"linear", "matmul", "sdpa", "mha", "lstm", "gru", "rnn"}
 )
 
 #: Precision names and their torch dtypes (names, resolved lazily).
@@ -81,12 +130,16 @@ COLUMNS = [
     "cout",
     "ho",
     "wo",
+    "d",
+    "do",
     "kernel",
     "kernel_w",
+    "kernel_d",
     "stride",
     "padding",
     "dilation",
     "groups",
+    "geometry",
     "dtype",
     "bytes_per_element",
     "flops",
