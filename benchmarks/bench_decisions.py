@@ -27,7 +27,7 @@ per batch, per batch regime, near each budget and on the true fronts, with the p
 
 Ablation of the interval scale: the device model with the scale fitted by quantile
 regression of ``log |r|`` at 0.9 (``ConformalScale.fit(tail=0.9)``) beside the default
-least-squares scale (``carb/model/_conformal.py``), decisions and coverage, on both pairs.
+least-squares scale (``carb/model/conformal.py``), decisions and coverage, on both pairs.
 
 ``--nb201``: adds the NAS-Bench-201 energy pair (Stage 1 from the ``titan_rtx_b1``
 latency model, Stage 2 ``edgegpu`` energy + latency, device model out-of-fold by
@@ -75,7 +75,7 @@ class RefitIntervals:
     coefficients fitted on them)."""
 
     def __init__(self, calibrated, source, measured: pd.DataFrame) -> None:
-        from carb.model._conformal import conformal_quantile  # noqa: F401 - checked importable here
+        from carb.model.conformal import conformal_quantile  # noqa: F401 - checked importable here
 
         self.cal, self.source = calibrated, source
         self.targets_, self.coverage = list(calibrated.targets_), 0.9
@@ -86,7 +86,7 @@ class RefitIntervals:
             self.scores[t] = np.sort(r / np.log(sp[f"{t}_hi"].to_numpy(float) / sp[t].to_numpy(float)))
 
     def predict(self, configs: pd.DataFrame, coverage: float | None = None) -> pd.DataFrame:
-        from carb.model._conformal import conformal_quantile
+        from carb.model.conformal import conformal_quantile
 
         c = 0.9 if coverage is None else coverage
         p, sp = self.cal.predict(configs), self.source.predict(configs, coverage=0.9)

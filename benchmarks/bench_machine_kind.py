@@ -26,7 +26,7 @@ measured about that step, not from in-kind residuals. This script measures it:
              beyond their range, and the reverse; cpu-avx2-1t, cpu-1t, h200) and the
              ``precision`` step (fit on cpu-1t's fp32 rows, score its bf16 rows), into
              ``--json``; ``scripts/ship.py steps --config JSON`` ships them to
-             ``carb/data/domain_steps.json`` (read by :mod:`carb.model._domain`).
+             ``carb/data/domain_steps.json`` (read by :mod:`carb.model.domain`).
 
 Run (repository root; core 1 reserved for the campaign)::
 
@@ -248,7 +248,7 @@ def config_steps(args: argparse.Namespace) -> None:
     doc = {
         "about": (
             "Measured steps beyond a config model's training domain: per target, the 90% quantile of "
-            "|log(measured / predicted)| of rows a CARB fast model flags as extrapolated (carb.model._domain.widen)."
+            "|log(measured / predicted)| of rows a CARB fast model flags as extrapolated (carb.model.domain.widen)."
         ),
         "computed": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "command": "python benchmarks/bench_machine_kind.py config-steps",

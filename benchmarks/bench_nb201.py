@@ -360,8 +360,8 @@ def ablation(a, out: dict) -> None:
     from carb import datasets
     from carb.families import nb201 as fam
     from carb.model._inputs import matrix
-    from carb.model._learners import MissingDependency, fit_learner
     from carb.model.evaluation import split
+    from carb.model.learners import MissingDependency, fit_learner
 
     df = datasets.load("nb201", device="edgegpu")
     sides = split(df, "grouped", seed=0)

@@ -748,7 +748,7 @@ def ship_memory_definition(model_dir: str, doc: dict) -> None:
 
 
 def ship_config_steps(doc: dict, out_dir: str) -> None:
-    """Write the config models' measured steps to ``<out>/domain_steps.json`` (read by ``carb.model._domain``)."""
+    """Write the config models' measured steps to ``<out>/domain_steps.json`` (read by ``carb.model.domain``)."""
     keep = {k: doc[k] for k in ("about", "computed", "command", "runs", "config") if k in doc}
     out = Path(out_dir) / "domain_steps.json"
     out.write_text(json.dumps(keep, indent=1) + "\n")

@@ -112,8 +112,7 @@ def parse_budgets(items: list[str] | None) -> dict[str, float]:
 
 
 def _check_preset(names: list[str]) -> None:
-    from carb.model import PRESETS
-    from carb.model._presets import AUTO
+    from carb.model import AUTO, PRESETS
     from carb.model.evaluation import BASELINES
 
     for p in names:
@@ -316,8 +315,7 @@ def train(
     """
     import numpy as np
 
-    from carb.model import CARB, BundleError, save
-    from carb.model._presets import auto_preset
+    from carb.model import CARB, BundleError, auto_preset, save
 
     _check_preset([preset])
     if not 0 < coverage < 1:
@@ -554,7 +552,7 @@ def _with_auto(names: list[str], df: Any, asked: bool) -> tuple[list[str], tuple
     Without ``--preset`` (``asked`` false) the default list gains the data's family preset and that
     preset is recommended; ``--preset auto`` stands for it; presets named otherwise are fitted as asked.
     """
-    from carb.model._presets import AUTO, auto_preset
+    from carb.model import AUTO, auto_preset
 
     if asked and AUTO not in names:
         return names, None

@@ -75,7 +75,7 @@ from carb.decide._calls import foreign_reason as foreign_reason
 from carb.decide._front import FRONT_ROOM as FRONT_ROOM
 from carb.decide._front import PREFILTER_COVERAGE as PREFILTER_COVERAGE
 from carb.decide._front import TAIL_DF, point_shortlist, probable_shortlist, share_cap
-from carb.model._conformal import chance_within
+from carb.model.conformal import chance_within
 
 __all__ = [
     "Predictor",
@@ -244,7 +244,7 @@ def _t_within(p: pd.DataFrame, t: str, budget: float, confidence: float) -> np.n
 
 
 def _rescaled(model: Predictor, p: pd.DataFrame, confidence: float) -> pd.DataFrame:
-    from carb.model._conformal import gaussian_rescale
+    from carb.model.conformal import gaussian_rescale
 
     c0 = float(getattr(model, "coverage", 0.9))
     if abs(c0 - confidence) < 1e-12:

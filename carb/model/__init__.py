@@ -7,16 +7,23 @@ on one device, with prediction intervals.
 >>> model = CARB(preset="default").fit(dataset)          # doctest: +SKIP
 >>> model.predict(space.load("paper"))                   # doctest: +SKIP
 >>> carb.model.save(model, "my-model"); carb.model.load("my-model")  # doctest: +SKIP
+
+The estimator is :mod:`carb.model.estimator`; its intervals, :mod:`carb.model.conformal`; its base
+learners, :mod:`carb.model.learners`; its training domain, :mod:`carb.model.domain`. Other rooms read
+a bundle's checksums (:func:`doc_checksum`, :func:`check_doc_checksum`) and the network model's trees
+(:class:`ArrayForest`) from here.
 """
 
-from ._bundle import SCHEMA_VERSION, BundleError, load, save
-from ._estimator import CARB, CASCADE_ORDER, TARGETS, UNITS, TargetModel, training_hash
-from ._presets import AUTO, PRESETS, auto_preset
+from ._bundle import MANIFEST, SCHEMA_VERSION, BundleError, check_doc_checksum, doc_checksum, load, save
+from ._forest import ArrayForest
+from ._presets import AUTO, FAMILY_PRESETS, PRESETS, auto_preset
+from .estimator import CARB, CASCADE_ORDER, TARGETS, UNITS, TargetModel, training_hash
 
 __all__ = [
     "CARB",
     "PRESETS",
     "AUTO",
+    "FAMILY_PRESETS",
     "auto_preset",
     "TARGETS",
     "UNITS",
@@ -24,7 +31,11 @@ __all__ = [
     "TargetModel",
     "BundleError",
     "SCHEMA_VERSION",
+    "MANIFEST",
     "load",
     "save",
+    "doc_checksum",
+    "check_doc_checksum",
     "training_hash",
+    "ArrayForest",
 ]

@@ -36,7 +36,7 @@ from typing import Any
 from carb._safeio import read_json
 
 from ._inputs import FAMILY_COLUMNS, input_columns
-from ._learners import MissingDependency, load_learner
+from .learners import MissingDependency, load_learner
 
 __all__ = ["save", "load", "BundleError", "SCHEMA_VERSION", "FORMAT", "doc_checksum", "check_doc_checksum"]
 
@@ -302,8 +302,8 @@ def _input_columns(d: Path, man: dict[str, Any], pcols: list[str]) -> list[str]:
 
 def _load_targets(d: Path, man: dict[str, Any], n_jobs: int) -> dict[str, Any]:
     """Return the per-target models of a bundle, in training order, from their listed learner files."""
-    from ._conformal import ConformalScale
-    from ._estimator import TARGETS, TargetModel
+    from .conformal import ConformalScale
+    from .estimator import TARGETS, TargetModel
 
     files = man["files"]
 
@@ -357,7 +357,7 @@ def load(directory: str | Path, n_jobs: int = 1):
     Raises:
         BundleError: one line saying what is wrong (missing, tampered, incompatible).
     """
-    from ._estimator import CARB
+    from .estimator import CARB
 
     d = Path(directory)
     man = _read_manifest(d)

@@ -8,9 +8,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import _conformal
-from ._conformal import ConformalScale, aux_inputs, gaussian_rescale
-from ._learners import Learner
+from . import conformal
+from .conformal import ConformalScale, aux_inputs, gaussian_rescale
+from .learners import Learner
 
 __all__ = ["TARGETS", "UNITS", "CASCADE_ORDER", "TargetModel", "member_std"]
 
@@ -47,7 +47,7 @@ class TargetModel:
             rows): the plain, constant one; bundles without ``interval`` have only this.
         transform: ``log1p`` or ``log``.
         interval: the locally adaptive (normalized, Mondrian-by-batch-regime) conformal
-            interval (:class:`carb.model._conformal.ConformalScale`), or ``None``.
+            interval (:class:`carb.model.conformal.ConformalScale`), or ``None``.
     """
 
     target: str
@@ -92,7 +92,7 @@ class TargetModel:
         if self.interval is not None:
             batch, wide = aux_inputs(df)
             return self.interval.prob_within(batch, wide, pred_log, b, spread=spread)
-        return _conformal.chance_within(b - np.asarray(pred_log, float), self.halfwidth, nominal)
+        return conformal.chance_within(b - np.asarray(pred_log, float), self.halfwidth, nominal)
 
     @property
     def reads_spread(self) -> bool:

@@ -12,7 +12,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from ._estimator import TARGETS
+from .estimator import TARGETS
 
 __all__ = ["GBMRegressor", "ok_rows", "positive"]
 

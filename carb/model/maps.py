@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 from scipy.optimize import nnls
 
-from ._conformal import conformal_quantile
+from .conformal import conformal_quantile
 
 __all__ = [
     "INSIDE",

@@ -4,7 +4,7 @@ A step is what was measured about predicting one kind of step outside a model's 
 (another machine kind, beyond the fitted range, another precision): per target, the 90%
 quantile of |log(measured / predicted)| (``q90_abs_log``) and how many rows measured it
 (``n``). Config models read theirs from ``carb/data/domain_steps.json``
-(:mod:`carb.model._domain`), network models from their document's ``meta``
+(:mod:`carb.model.domain`), network models from their document's ``meta``
 (:mod:`carb.netmodel.domain`); both read them with :func:`read_steps` and size a step with
 :func:`half_width`. Reading a steps file runs no code from it: it is JSON.
 """

@@ -2,7 +2,7 @@
 
 A model is a directory: ``netmodel.json`` (coefficients, classes, provenance) and
 ``layer_forest.npz`` (the layer model's trees as arrays,
-:class:`carb.model._forest.ArrayForest`, loaded with ``allow_pickle=False``): loading runs
+:class:`carb.model.ArrayForest`, loaded with ``allow_pickle=False``): loading runs
 no code from the files. :meth:`carb.netmodel.NetModel.save` and :func:`carb.netmodel.load`
 read and write it through :func:`write_model` and :func:`read_model`.
 
@@ -194,7 +194,7 @@ def read_model(directory: str | Path, build: Callable[[dict[str, Any], Any], T])
             line).
 
     """
-    from carb.model._forest import ArrayForest
+    from carb.model import ArrayForest
 
     d = resolve(directory)
     f = d / MODEL_FILE

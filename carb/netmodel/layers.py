@@ -379,7 +379,7 @@ class LayerModel:
             raise ModelError(
                 f"layer model: unknown feature version {version} (one of {', '.join(map(str, _FEATURES_BY_VERSION))})"
             )
-        from carb.model._forest import ArrayForest
+        from carb.model import ArrayForest
 
         keep = (layers["op"] != "se").to_numpy() & np.isfinite(y_ms) & (y_ms > 0)
         layers, y = layers[keep].reset_index(drop=True), np.asarray(y_ms, float)[keep]

@@ -47,7 +47,7 @@ import numpy as np
 import pandas as pd
 
 from carb._safeio import read_json
-from carb.model._conformal import conformal_quantile
+from carb.model.conformal import conformal_quantile
 from carb.model.maps import INSIDE, MIN_K_BATCH_TERM, LogMap, Reach, fit_log_map, measure_reach
 
 from .fewshot import FewShotModel, ModelSource
@@ -280,7 +280,7 @@ class CalibratedModel:
             "reach": {t: r.to_dict() for t, r in self.reach_.items()},
             "visit_scatter": self.scatter_,
         }
-        from carb.model._bundle import doc_checksum
+        from carb.model import doc_checksum
 
         doc = json.loads(json.dumps(doc, default=str))
         doc["calibration_sha256"] = doc_checksum(doc, "calibration_sha256")  # covers every map value
@@ -562,8 +562,7 @@ def load_calibrated(directory: str | Path) -> CalibratedModel:
         ValueError: (one line; :class:`carb.model.BundleError` is one) a broken or edited
             calibration file, or a missing or changed source.
     """
-    from carb.model import BundleError
-    from carb.model._bundle import check_doc_checksum
+    from carb.model import BundleError, check_doc_checksum
 
     d = Path(directory)
     cal = d / CALIBRATION_FILE

@@ -13,7 +13,7 @@ from carb.decide import pareto
 from carb.decide.screen import predict_at, screen
 from carb.decide.validate import decision_metrics, truly_feasible, validate_against_truth
 from carb.families import space
-from carb.model._conformal import ConformalScale, conformal_quantile
+from carb.model.conformal import ConformalScale, conformal_quantile
 from tests._helpers import SyntheticPredictor, run_carb
 
 
@@ -225,7 +225,7 @@ def test_conformal_scale_follows_the_tail_of_the_errors():
     scale fitted by least squares to log |r| (the default) follows their typical size and
     misses in the tails' regions; the quantile scale (``tail=0.9``) holds ~90% in each
     quarter."""
-    from carb.model._conformal import quantile_lstsq
+    from carb.model.conformal import quantile_lstsq
 
     rng = np.random.default_rng(0)
 
@@ -310,7 +310,7 @@ def test_carb_intervals_at_any_coverage_and_old_bundles(tmp_path):
     man = json.loads((tmp_path / "b" / "manifest.json").read_text())
     for e in man["targets"].values():
         del e["interval"]
-    from carb.model._bundle import doc_checksum
+    from carb.model import doc_checksum
 
     man["manifest_sha256"] = doc_checksum(man, "manifest_sha256")  # as that carb would have written it
     (tmp_path / "b" / "manifest.json").write_text(json.dumps(man))

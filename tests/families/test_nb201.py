@@ -439,7 +439,7 @@ def test_cell_features_of_every_cell_equal_a_graph_walk() -> None:
 
 def test_nb201_preset_derives_cell_inputs_and_round_trips(edgegpu: pd.DataFrame, tmp_path) -> None:
     from carb.model import CARB, load, save
-    from carb.model._learners import fit_learner
+    from carb.model.learners import fit_learner
 
     small = edgegpu[edgegpu.arch_idx < 600]
     model = CARB(preset="nb201", random_state=0, learner_params={"lgbm": {"n_estimators": 40}}).fit(small)
@@ -462,7 +462,7 @@ def test_nb201_preset_derives_cell_inputs_and_round_trips(edgegpu: pd.DataFrame,
         fit_learner("lightgbm", {"derive": "x"}, X, y, ["a", "b", "c"])
     with pytest.raises(ValueError, match="only tree learners derive inputs, not 'linear'"):
         fit_learner("linear", {"derive": "nb201-cell"}, X, y, ["a", "b", "c"])
-    from carb.model._learners import load_learner
+    from carb.model.learners import load_learner
 
     for name, index in (("nope", [0] * 6), ("nb201-cell", [0] * 5), ("nb201-cell", [0, 1, 2, 3, 4, -5])):
         with pytest.raises(ValueError, match="malformed derive"):
@@ -474,7 +474,7 @@ def test_catboost_learner_reads_edges_as_categories_and_round_trips(
 ) -> None:
     pytest.importorskip("catboost")
     from carb.model import CARB, BundleError, load, save
-    from carb.model import _learners as L
+    from carb.model import learners as L
 
     monkeypatch.chdir(tmp_path)  # CatBoost must not leave a catboost_info/ folder behind
     small = edgegpu[edgegpu.arch_idx < 600]

@@ -52,7 +52,7 @@ def test_an_unseen_precision_takes_the_precision_step(cpu1t_source):
 
 
 def test_steps_add_in_quadrature_and_an_unseen_family_or_block_is_unbounded():
-    from carb.model._domain import widen
+    from carb.model.domain import widen
 
     hw = np.full(4, 0.05)
     kinds = np.array([0, 1, 3, 4], dtype=np.int8)  # inside, range, range + precision, unseen block
@@ -62,7 +62,7 @@ def test_steps_add_in_quadrature_and_an_unseen_family_or_block_is_unbounded():
 
 
 def test_a_step_with_no_measurement_leaves_other_rows_finite():
-    from carb.model._domain import widen
+    from carb.model.domain import widen
 
     # energy has no measured precision step: rows beyond the range only stay finite, no NaN
     got = widen(np.full(3, 0.05), np.array([0, 1, 2], dtype=np.int8), "energy_j")

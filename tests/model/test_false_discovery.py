@@ -13,8 +13,7 @@ import numpy as np
 import pytest
 
 from carb.decide.validate import budget_metrics
-from carb.model import AUTO, CARB, load, save
-from carb.model._bundle import MANIFEST, doc_checksum
+from carb.model import AUTO, CARB, MANIFEST, doc_checksum, load, save
 from carb.model.evaluation import METRICS, metrics
 
 # light learners: the recipe of the nb201 preset, 50 trees instead of its full count

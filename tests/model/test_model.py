@@ -17,8 +17,7 @@ import pytest
 from sklearn.base import clone
 
 from carb.families import features, space
-from carb.model import CARB, PRESETS, TARGETS, BundleError, load, save
-from carb.model._forest import ArrayForest
+from carb.model import CARB, PRESETS, TARGETS, ArrayForest, BundleError, load, save
 from carb.model.evaluation import GROUP_KEYS, metrics, split
 
 # tiny learners, so that the study's recipe runs in about a second

@@ -11,8 +11,7 @@ import warnings
 import pandas as pd
 import pytest
 
-from carb.model import CARB
-from carb.model._presets import FAMILY_PRESETS, auto_preset
+from carb.model import CARB, FAMILY_PRESETS, auto_preset
 
 NB201_LINE = "preset nb201: the data are NAS-Bench-201 cells; --preset default for the generic one"
 

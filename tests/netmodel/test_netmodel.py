@@ -199,7 +199,7 @@ def test_pooling_work_and_version_1_models(layer_model, tmp_path) -> None:
     # version 1's features (its forest was fitted on them)
     from sklearn.ensemble import ExtraTreesRegressor
 
-    from carb.model._forest import ArrayForest
+    from carb.model import ArrayForest
 
     train = L.layer_frame(L.balanced_sample(space.load("layers"), 60, seed=3))
     train = train[train["op"] != "se"].reset_index(drop=True)

@@ -254,7 +254,7 @@ def _as_written_before(cal_dir, key):
     the key dropped from every map, re-sealed with its checksum as the old code wrote it."""
     import json
 
-    from carb.model._bundle import doc_checksum
+    from carb.model import doc_checksum
 
     f = cal_dir / "calibration.json"
     doc = json.loads(f.read_text())
@@ -417,8 +417,7 @@ def test_the_reach_round_trips_and_a_calibration_without_one_loads(cands, tmp_pa
     import json
     import warnings
 
-    from carb.model import CARB, save
-    from carb.model._bundle import doc_checksum
+    from carb.model import CARB, doc_checksum, save
     from carb.transfer.calibrate import load_predictor
 
     train = cands.sample(300, random_state=0)

@@ -13,14 +13,14 @@ from sklearn.base import BaseEstimator, RegressorMixin
 
 from carb.families.space import Config, Space
 
-from ._conformal import ConformalScale, aux_inputs
-from ._domain import DOMAIN_CATEGORIES as DOMAIN_CATEGORIES  # re-exported with the domain
-from ._domain import outside_kinds, training_domain, widen
 from ._inputs import FAMILY_COLUMNS, arch_keys, config_frame, matrix, with_features
-from ._learners import Learner, fit_learner
 from ._presets import AUTO, auto_preset, resolve
 from ._prior import _prior_inputs, _resolve_prior
 from ._target_model import CASCADE_ORDER, TARGETS, UNITS, TargetModel, _forward, _inverse, member_std
+from .conformal import ConformalScale, aux_inputs
+from .domain import DOMAIN_CATEGORIES as DOMAIN_CATEGORIES  # re-exported with the domain
+from .domain import outside_kinds, training_domain, widen
+from .learners import Learner, fit_learner
 
 __all__ = ["CARB", "TARGETS", "UNITS", "CASCADE_ORDER", "TargetModel", "training_hash"]
 
@@ -88,7 +88,7 @@ class CARB(RegressorMixin, BaseEstimator):
     configs exchangeable with the training rows; the ``default`` preset draws its folds by
     architecture, so its intervals are calibrated for architectures it has not seen (and
     are a little wide for those it has). The width is then made locally adaptive
-    (:mod:`carb.model._conformal`): the scores are the residuals divided by a fitted scale
+    (:mod:`carb.model.conformal`): the scores are the residuals divided by a fitted scale
     (batch, precision, predicted size), with their quantile taken per batch regime, so the
     intervals hold in each regime rather than only on average; ``predict(X, coverage=c)``
     gives the intervals at any other coverage from the same kept scores. Nothing

@@ -57,6 +57,7 @@ class Learner:
     kind: str = ""
 
     def predict(self, X: np.ndarray) -> np.ndarray:  # pragma: no cover - interface
+        """Log-space predictions of the rows of ``X``."""
         raise NotImplementedError
 
     def save(self, directory: Path, stem: str) -> dict[str, Any]:

@@ -345,7 +345,7 @@ class ConformalScale:
     # -- persistence (plain JSON numbers) ----------------------------------------------------
 
     def to_json(self) -> dict[str, Any]:
-        # every number kept exact: a reloaded model predicts the same
+        """The scale as plain JSON numbers, every one kept exact: a reloaded model predicts the same."""
         return {
             "kind": "normalized-mondrian",
             "coef": self.coef,
@@ -358,6 +358,7 @@ class ConformalScale:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "ConformalScale":
+        """The scale :meth:`to_json` wrote (``ValueError`` on another kind of interval)."""
         if d.get("kind") != "normalized-mondrian":
             raise ValueError(f"unknown interval kind {d.get('kind')!r}")
         coef = [float(c) for c in d["coef"]]
