@@ -23,6 +23,7 @@ __all__ = [
     "loads_json",
     "read_toml",
     "loads_toml",
+    "read_text",
 ]
 
 #: The deepest nesting of arrays and objects (tables) accepted. CARB's own documents nest 6 levels at most (a model
@@ -58,8 +59,13 @@ def _check_size(n: int, what: str, max_bytes: int) -> None:
         raise DocumentError(f"{what}: {n:,} bytes, above the limit of {max_bytes:,} bytes")
 
 
-def _read_text(path: str | os.PathLike, max_bytes: int) -> str:
-    """The text of ``path`` (UTF-8), refused beyond ``max_bytes`` without reading more than that."""
+def read_text(path: str | os.PathLike, max_bytes: int) -> str:
+    """The text of ``path`` (UTF-8), refused beyond ``max_bytes`` bytes without reading more than that.
+
+    Raises:
+        OSError: the file cannot be read.
+        DocumentError: the file is larger than ``max_bytes`` or not UTF-8.
+    """
     with open(path, "rb") as f:
         data = f.read(max_bytes + 1)
     _check_size(len(data), str(path), max_bytes)
@@ -96,7 +102,7 @@ def read_json(path: str | os.PathLike, max_bytes: int = MAX_JSON_BYTES, max_dept
         OSError: the file cannot be read.
         DocumentError: see :func:`loads_json`; the message names the file.
     """
-    return loads_json(_read_text(path, max_bytes), str(path), max_bytes, max_depth)
+    return loads_json(read_text(path, max_bytes), str(path), max_bytes, max_depth)
 
 
 def loads_toml(
@@ -128,4 +134,4 @@ def read_toml(path: str | os.PathLike, max_bytes: int = MAX_TOML_BYTES, max_dept
         OSError: the file cannot be read.
         DocumentError: see :func:`loads_toml`; the message names the file.
     """
-    return loads_toml(_read_text(Path(path), max_bytes), str(path), max_bytes, max_depth)
+    return loads_toml(read_text(Path(path), max_bytes), str(path), max_bytes, max_depth)

@@ -14,12 +14,13 @@ without sentinel readings gives "no speed index" and nothing else.
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from carb._safeio import loads_json
 
 __all__ = [
     "NO_INDEX",
@@ -283,7 +284,7 @@ def paired_rows(df: pd.DataFrame) -> np.ndarray:
             if "pair_ratio" not in e:  # most rows of older data: skip the parse
                 return False
             try:
-                e = json.loads(e)
+                e = loads_json(e, "an extra cell")  # DocumentError (a ValueError) too: too large or too deep
             except ValueError:
                 return False
         return isinstance(e, dict) and bool(e.get("pair_ratio"))

@@ -10,13 +10,13 @@ visit of each round nearest the state (:func:`retake_summary` says what that did
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import replace
 from typing import Any, Sequence
 
 import numpy as np
 
+from carb._safeio import DocumentError, loads_json
 from carb.campaign.rounds import STATE_FACTOR, machine_state
 from carb.campaign.store import ENERGY_DOMAIN_COLUMNS, Store
 from carb.measure.base import ConfigLike, Measurement, Stats
@@ -261,7 +261,11 @@ def _stale(
     # a row without "memory_visits" took its memory from the retakes too: stale
     pooled = {}
     for cid, e in zip(rows["config_id"], rows["extra"]):
-        x = json.loads(e) if isinstance(e, str) else {}
+        try:  # telemetry too large or nested too deeply reads as none
+            x = loads_json(e, "an extra cell") if isinstance(e, str) else {}
+        except DocumentError:
+            x = {}
+        x = x if isinstance(x, dict) else {}
         pooled[cid] = x.get("pooled_visits") if "memory_visits" in x else None
     out = []
     for c in retaken:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import uuid
+import warnings
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -31,6 +32,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from carb._safeio import DocumentError, loads_json
 from carb.campaign.store import Store
 from carb.families.space import PARAMETERS, SpaceError, configs_from_frame
 from carb.measure.base import STATUSES
@@ -51,6 +53,9 @@ __all__ = [
     "fingerprint",
     "REQUIRED_COLUMNS",
     "TARGET_COLUMNS",
+    "TARGET_LIMITS",
+    "impossible_targets",
+    "drop_impossible",
 ]
 
 _list = list  # `list` is also this module's public function
@@ -60,6 +65,11 @@ TARGET_COLUMNS = ("latency_ms", "energy_j", "memory_mb")
 #: columns every CARB dataset file must have
 REQUIRED_COLUMNS = ("config_id", "device", *PARAMETERS, "status", *TARGET_COLUMNS)
 _NUMERIC = ("depth", "width", "input_size", "batch", "classes", *TARGET_COLUMNS)
+#: The largest value of each target a measurement of one forward pass can take. Beyond it the value is impossible,
+#: as is one that is not finite or <= 0 (a forward pass takes time, memory and energy): a day (86,400,000 ms; the
+#: slowest forward of CARB's datasets takes seconds), 1 PB (10^9 MB; a machine's memory is terabytes at most) and
+#: 1 MJ (a 1 kW machine busy for 1,000 s).
+TARGET_LIMITS = {"latency_ms": 86_400_000.0, "energy_j": 1e6, "memory_mb": 1e9}
 
 
 @dataclass(frozen=True)
@@ -152,7 +162,12 @@ def slim(df: pd.DataFrame) -> pd.DataFrame:
     def strip(x: Any) -> Any:
         if not isinstance(x, str):
             return x
-        d = json.loads(x)
+        try:
+            d = loads_json(x, "an extra cell")
+        except DocumentError as e:
+            raise DatasetError(str(e)) from None
+        if not isinstance(d, dict):
+            return x
         d.pop("latency_samples_ms", None)
         return json.dumps(d, separators=(",", ":"))
 
@@ -207,14 +222,16 @@ def list() -> list[DatasetInfo]:  # noqa: A001 - the public API is carb.datasets
     return out
 
 
-def load(name: str, features: bool = True, *, device: str | None = None) -> pd.DataFrame:
+def load(name: str, features: bool = True, *, device: str | None = None, keep_impossible: bool = False) -> pd.DataFrame:
     """Load a shipped dataset by name (see :func:`list`) or a dataset file by path.
 
     The file is checked (required columns, types, statuses, config ids that match their
     parameters) and the static features are recomputed when ``features`` (a network row's are
     read from the file, as stored when it was measured: no code is imported). ``device``: only
     that device's (platform's) rows, where the dataset can load them alone (``nb201``);
-    other datasets ignore it (filter the result).
+    other datasets ignore it (filter the result). Impossible target values
+    (:func:`impossible_targets`) are made missing, with a warning that counts them, so that nothing learns from
+    them, unless ``keep_impossible`` (for :func:`check`, which reports them).
 
     Raises:
         DatasetError: unknown name, unreadable file or a schema problem (one line).
@@ -236,6 +253,15 @@ def load(name: str, features: bool = True, *, device: str | None = None) -> pd.D
             names = ", ".join(d.name for d in list())
             raise DatasetError(f"{name}: no such dataset (shipped: {names}; or a .parquet/.csv file path)")
     df = read(path)
+    if not keep_impossible:
+        df, dropped = drop_impossible(df)
+        if dropped:
+            warnings.warn(
+                f"{name}: {sum(dropped.values()):,} impossible target value(s) left out "
+                f"({', '.join(f'{t} {n:,}' for t, n in dropped.items())}): {_IMPOSSIBLE}",
+                UserWarning,
+                stacklevel=2,
+            )
     if features:
         from carb.families.features import compute
 
@@ -332,13 +358,44 @@ def _config_ids(df: pd.DataFrame, required: _list[str]) -> np.ndarray:
 
 # -- checks -------------------------------------------------------------------------------
 
+_IMPOSSIBLE = "not finite, <= 0, or above a day (latency), 1 MJ (energy) or 1 PB (memory) per forward"
+
+
+def impossible_targets(df: pd.DataFrame) -> pd.DataFrame:
+    """Which target values of ``df`` no forward pass can have, one boolean column per target ``df`` has.
+
+    Impossible: a value (not NaN) that is not finite, <= 0 or above :data:`TARGET_LIMITS`.
+    """
+    out = {}
+    for t, limit in TARGET_LIMITS.items():
+        if t in df.columns:
+            v = pd.to_numeric(df[t], errors="coerce").to_numpy(dtype=np.float64)
+            out[t] = ~np.isnan(v) & ~((v > 0) & (v <= limit))
+    return pd.DataFrame(out, index=df.index)
+
+
+def drop_impossible(df: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, int]]:
+    """``df`` with its impossible target values (:func:`impossible_targets`) made missing, and how many per target.
+
+    The rest of such a row stays: its other targets may be sound. ``df`` is returned unchanged when it has none.
+    """
+    bad = impossible_targets(df)
+    counts = {t: int(bad[t].sum()) for t in bad.columns if bad[t].any()}
+    if not counts:
+        return df, {}
+    df = df.copy()
+    for t in counts:
+        df[t] = df[t].astype(np.float64).mask(bad[t])
+    return df, counts
+
 
 def check(df: pd.DataFrame, max_cov: float = 0.25, max_ci_rel: float = 0.05) -> pd.DataFrame:
     """Problems of a dataset, one row each: ``problem``, ``config_id``, ``device``, ``detail``.
 
     Problems: ``duplicate`` (config and device twice), ``failed`` (status not ok),
     ``missing target`` (an ok row without latency or memory, or without energy where no
-    ``energy_missing_reason`` explains it), ``noisy`` (latency CoV over ``max_cov`` or
+    ``energy_missing_reason`` explains it), ``impossible target`` (a value no forward pass can have:
+    :func:`impossible_targets`), ``noisy`` (latency CoV over ``max_cov`` or
     relative 95% CI of the median over ``max_ci_rel``). An empty result means no problem.
     """
     rows: _list[tuple[str, str, str, str]] = []
@@ -359,6 +416,10 @@ def check(df: pd.DataFrame, max_cov: float = 0.25, max_ci_rel: float = 0.05) -> 
             miss &= ok[why].isna()
         for r in ok[miss].itertuples(index=False):
             rows.append(("missing target", r.config_id, r.device, f"{t} is missing"))
+    impossible = impossible_targets(df)
+    for t in impossible.columns:
+        for r, v in zip(df[impossible[t]].itertuples(index=False), df.loc[impossible[t], t]):
+            rows.append(("impossible target", r.config_id, r.device, f"{t} = {v!r}: {_IMPOSSIBLE}"))
     cov = ok["latency_ms_cov"] if "latency_ms_cov" in ok.columns else pd.Series(np.nan, index=ok.index)
     ci = ok["latency_ms_ci_rel"] if "latency_ms_ci_rel" in ok.columns else pd.Series(np.nan, index=ok.index)
     for r, c, h in zip(ok.itertuples(index=False), cov, ci):

@@ -18,6 +18,8 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import pandas as pd
 
+from carb._safeio import loads_json
+
 __all__ = ["SpaceError", "Family", "PRECISIONS", "BYTES_PER_ELEMENT", "stable_id", "missing"]
 
 #: Numeric precisions of weights and activations.
@@ -194,7 +196,7 @@ def row_parameters(row: Mapping[str, Any], parameters: tuple[str, ...]) -> dict[
     """
     a = row.get("arch")
     if isinstance(a, str) and a.startswith("{"):
-        row = {**row, **json.loads(a)}
+        row = {**row, **loads_json(a, "an arch cell")}  # DocumentError (a ValueError): too large or too deep
     return {k: row[k] for k in parameters if k in row and not missing(row[k])}
 
 

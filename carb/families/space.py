@@ -18,7 +18,6 @@ from __future__ import annotations
 import ast
 import itertools
 import operator
-import tomllib
 from importlib import resources
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
@@ -27,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from carb import families
+from carb._safeio import MAX_TOML_BYTES, DocumentError, loads_toml, read_text
 from carb.families._base import (
     MAX_BATCH,
     MAX_CLASSES,
@@ -158,11 +158,38 @@ _CMPOPS = {
 }
 
 
+#: The longest constraint accepted (characters) and its deepest nesting (levels of its syntax tree). A constraint is
+#: a line written by hand; Python's parser and the evaluator recurse once per level, so ``-(-(-...`` or ``1+1+...``
+#: thousands of terms long would end in a RecursionError or a MemoryError.
+_MAX_CONSTRAINT_CHARS = 1_000
+_MAX_CONSTRAINT_DEPTH = 32
+
+
+def _tree_depth(tree: ast.AST) -> int:
+    """The depth of a syntax tree, walked without recursion."""
+    deepest, stack = 0, [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return deepest
+
+
 def _compile_constraint(expr: str, where: str, names: Iterable[str] = PARAMETERS) -> ast.Expression:
+    if len(expr) > _MAX_CONSTRAINT_CHARS:
+        raise SpaceError(
+            f"{where}: constraint {expr[:40]!r}... of {len(expr):,} characters, above the limit of "
+            f"{_MAX_CONSTRAINT_CHARS:,}"
+        )
     try:
         tree = ast.parse(expr, mode="eval")
     except SyntaxError as e:
         raise SpaceError(f"{where}: constraint {expr!r} is not an expression ({e.msg})") from None
+    except (RecursionError, MemoryError):
+        tree = None
+    if tree is None or _tree_depth(tree) > _MAX_CONSTRAINT_DEPTH:
+        shown = repr(expr) if len(expr) <= 60 else f"{expr[:60]!r}..."
+        raise SpaceError(f"{where}: constraint {shown} nests deeper than {_MAX_CONSTRAINT_DEPTH} levels (the limit)")
     allowed = (
         ast.Expression,
         ast.BoolOp,
@@ -567,9 +594,9 @@ def builtin_names() -> list[str]:
 def from_toml(text: str, source: str, default_name: str) -> Space:
     """Parse a space from TOML text. ``source`` names the file in error messages."""
     try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise SpaceError(f"{source}: not valid TOML ({e})") from None
+        doc = loads_toml(text, source)
+    except DocumentError as e:  # not TOML, too large or nested too deeply
+        raise SpaceError(str(e)) from None
     known = {"name", "description", "grid", "constraints"}
     for key in doc:
         if key not in known:
@@ -608,7 +635,9 @@ def load(name_or_path: str | Path) -> Space:
     if not path.exists():
         raise SpaceError(f"{s}: no such space (built-ins: {', '.join(builtin_names())}; or a TOML file path)")
     try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as e:
+        text = read_text(path, MAX_TOML_BYTES)
+    except OSError as e:
         raise SpaceError(f"{s}: cannot read ({e})") from None
+    except DocumentError as e:  # too large, or not UTF-8
+        raise SpaceError(str(e)) from None
     return from_toml(text, source=str(path), default_name=path.stem)

@@ -369,6 +369,19 @@ def load(directory: str | Path, n_jobs: int = 1):
         models = _load_targets(d, man, model.n_jobs)
         spec = dict(man["spec"])
         spec["learners"] = {n: (v["kind"], v["params"]) for n, v in spec["learners"].items()}
+        # a manifest re-checksummed after an edit passes the checksum: every field read is checked for its type
+        model.preset_ = str(man.get("preset") or model.preset)
+        model.spec_ = spec
+        model.input_columns_ = cols
+        model.prior = model.prior_ = prior
+        model.prior_columns_ = pcols
+        model.targets_ = [str(t) for t in man["targets_trained"]]
+        model.missing_targets_ = [str(t) for t in man["targets_missing"]]
+        model.models_ = models
+        model.cv_metrics_ = dict(man["training"]["cv_metrics"])
+        model.n_train_rows_ = int(man["training"]["rows"])
+        model.training_hash_ = str(man["training"]["data_sha256"])
+        model.domain_ = _checked_domain(man.get("domain"))
     except BundleError:
         raise
     except MissingDependency as e:  # a sound bundle of a learner whose package is absent here
@@ -378,17 +391,28 @@ def load(directory: str | Path, n_jobs: int = 1):
     except Exception as e:  # xgboost / lightgbm parse errors have their own classes
         why = " ".join(str(e).split())[:200]
         raise BundleError(f"{d}: unreadable model file ({type(e).__name__}: {why})") from None
-    model.preset_ = str(man.get("preset") or model.preset)
-    model.spec_ = spec
-    model.input_columns_ = cols
-    model.prior = model.prior_ = prior
-    model.prior_columns_ = pcols
-    model.targets_ = list(man["targets_trained"])
-    model.missing_targets_ = list(man["targets_missing"])
-    model.models_ = models
-    model.cv_metrics_ = man["training"]["cv_metrics"]
-    model.n_train_rows_ = int(man["training"]["rows"])
-    model.training_hash_ = man["training"]["data_sha256"]
-    model.domain_ = man.get("domain")
     model.manifest_ = man
     return model
+
+
+def _checked_domain(domain: Any) -> dict[str, Any] | None:
+    """A manifest's ``domain`` (None: not recorded), checked for the shape :func:`training_domain` writes.
+
+    Raises:
+        TypeError: it is not ``{"ranges": {column: [low, high]}, "categories": {column: [names]}}``.
+    """
+    if domain is None:
+        return None
+    ok = (
+        isinstance(domain, dict)
+        and isinstance(domain.get("ranges"), dict)
+        and isinstance(domain.get("categories"), dict)
+        and all(
+            isinstance(r, list) and len(r) == 2 and all(isinstance(x, (int, float)) for x in r)
+            for r in domain["ranges"].values()
+        )
+        and all(isinstance(c, list) and all(isinstance(x, str) for x in c) for c in domain["categories"].values())
+    )
+    if not ok:
+        raise TypeError("domain is not {ranges: {column: [low, high]}, categories: {column: [names]}}")
+    return domain

@@ -3,9 +3,9 @@
 Splits (:data:`SPLITS`), every one seeded:
 
 ``random``
-    80% train / 20% test, rows drawn at random.
+    80% train / 20% test, configs drawn at random.
 ``stratified``
-    The study's 70/15/15 train/validation/test, drawn within each stratum of batch tier
+    The study's 70/15/15 train/validation/test, configs drawn within each stratum of batch tier
     (``small`` batch <= 8, ``medium`` 16..64, ``large`` >= 128) x depth tier (``shallow``
     depth <= 20, ``medium`` 21..56, ``deep`` > 56). CARB tunes itself by internal
     cross-validation, so models are fitted on train + validation (85%) and scored on test.
@@ -19,6 +19,11 @@ Splits (:data:`SPLITS`), every one seeded:
 
 Where a family has no depth (``nb201``, ``fbnet``), ``stratified`` uses tertiles of
 ``flops_per_image`` in its place.
+
+A config measured more than once (rows of the same ``config_id``) stays on one side of every split and in one fold
+of every cross-validation (:func:`config_groups`, :func:`cv_folds`, :func:`holdout`): a copy in training would
+score the model on a row it has learned, and a dataset of repeated rows would read several times more accurate
+than it is. :func:`duplicate_rows` counts such rows.
 
 Besides the presets of :mod:`carb.model`, :data:`BASELINES` can be named as models:
 ``power-latency``, energy = a model's own predicted latency x the median power
@@ -47,7 +52,19 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-__all__ = ["SPLITS", "split", "metrics", "evaluate", "METRICS", "BASELINES", "arch_folds"]
+__all__ = [
+    "SPLITS",
+    "split",
+    "metrics",
+    "evaluate",
+    "METRICS",
+    "BASELINES",
+    "arch_folds",
+    "config_groups",
+    "duplicate_rows",
+    "cv_folds",
+    "holdout",
+]
 
 SPLITS: tuple[str, ...] = ("random", "stratified", "grouped", "batch-tier")
 #: the architecture key of the grouped split
@@ -72,6 +89,70 @@ METRICS: tuple[str, ...] = (
 )
 
 
+def config_groups(df: pd.DataFrame) -> np.ndarray:
+    """The group of each row: one per config (``config_id``, and ``device`` where present).
+
+    Groups are numbered in order of first appearance; every row is its own group where the table has no
+    ``config_id``.
+    """
+    keys = [c for c in ("config_id", "device") if c in df.columns]
+    if "config_id" not in keys:
+        return np.arange(len(df))
+    if len(keys) == 1:
+        return pd.factorize(df["config_id"])[0]
+    return df.groupby(keys, sort=False, dropna=False).ngroup().to_numpy()
+
+
+def duplicate_rows(df: pd.DataFrame) -> int:
+    """How many rows repeat a config already in ``df`` (see :func:`config_groups`): 0 where each config is once."""
+    groups = config_groups(df)
+    return int(len(groups) - len(np.unique(groups))) if len(groups) else 0
+
+
+def cv_folds(df: pd.DataFrame, k: int, seed: int) -> np.ndarray:
+    """The cross-validation fold (0 .. ``k`` - 1) of each row, configs drawn at random, a config's copies together.
+
+    Without repeated configs this is ``permutation(len(df)) % k`` of ``default_rng(seed)``.
+    """
+    groups = config_groups(df)
+    n_groups = int(groups.max()) + 1 if len(groups) else 0
+    return np.random.default_rng(seed).permutation(n_groups)[groups] % k
+
+
+def _take_groups(order: np.ndarray, sizes: np.ndarray, n_rows: int) -> np.ndarray:
+    """The first groups of ``order`` whose rows (``sizes``) add up to ``n_rows`` or just over (none for 0)."""
+    if n_rows <= 0 or not len(order):
+        return order[:0]
+    reached = np.cumsum(sizes[order]) >= n_rows
+    stop = int(np.argmax(reached)) + 1 if reached.any() else len(order)
+    return order[:stop]
+
+
+def holdout(df: pd.DataFrame, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """The positional rows kept for training, and those held out: about ``fraction`` of the rows, whole configs.
+
+    The configs are drawn at random and a config's copies stay on one side; both sides come in the order drawn.
+    Without repeated configs the held-out rows are ``perm[:k]`` and the training rows ``perm[k:]``, with ``perm =
+    default_rng(seed).permutation(len(df))`` and ``k = round(fraction * len(df))``.
+    """
+    groups = config_groups(df)
+    n_groups = int(groups.max()) + 1 if len(groups) else 0
+    order = np.random.default_rng(seed).permutation(n_groups)
+    out = _take_groups(order, np.bincount(groups, minlength=n_groups), int(round(fraction * len(df))))
+    return _in_order(groups, order[len(out) :]), _in_order(groups, out)
+
+
+def _in_order(groups: np.ndarray, chosen: np.ndarray) -> np.ndarray:
+    """The rows of the ``chosen`` groups, group by group in the order chosen (rows of a group in table order)."""
+    if not len(chosen):
+        return np.zeros(0, dtype=np.int64)
+    rank = np.full(int(groups.max()) + 1, -1)
+    rank[chosen] = np.arange(len(chosen))
+    r = rank[groups]
+    rows = np.flatnonzero(r >= 0)
+    return rows[np.argsort(r[rows], kind="stable")]
+
+
 def _tier(values: np.ndarray, edges: list[float], names: list[str]) -> np.ndarray:
     return np.asarray(names, dtype=object)[np.searchsorted(np.asarray(edges), values, side="left")]
 
@@ -87,10 +168,12 @@ def split(df: pd.DataFrame, kind: str, seed: int = 0) -> dict[str, np.ndarray]:
     """
     n = len(df)
     rng = np.random.default_rng(seed)
+    groups = config_groups(df)  # a config's copies go to one side together
+    sizes = np.bincount(groups) if n else np.zeros(0, dtype=np.int64)
     if kind == "random":
-        perm = rng.permutation(n)
-        k = int(round(0.2 * n))
-        out = {"train": np.sort(perm[k:]), "test": np.sort(perm[:k])}
+        test = _take_groups(rng.permutation(len(sizes)), sizes, int(round(0.2 * n)))
+        is_test = np.isin(groups, test)
+        out = {"train": np.flatnonzero(~is_test), "test": np.flatnonzero(is_test)}
     elif kind == "stratified":
         batch_tier = _tier(df["batch"].to_numpy(), [8, 64], ["small", "medium", "large"])
         if "depth" in df.columns and df["depth"].notna().all():
@@ -101,11 +184,14 @@ def split(df: pd.DataFrame, kind: str, seed: int = 0) -> dict[str, np.ndarray]:
         strata = pd.factorize(pd.Series(batch_tier).astype(str) + "/" + pd.Series(depth_tier).astype(str))[0]
         tr, va, te = [], [], []
         for s in np.unique(strata):
-            idx = rng.permutation(np.flatnonzero(strata == s))
-            n_te, n_va = int(round(0.15 * len(idx))), int(round(0.15 * len(idx)))
-            te.append(idx[:n_te])
-            va.append(idx[n_te : n_te + n_va])
-            tr.append(idx[n_te + n_va :])
+            rows = np.flatnonzero(strata == s)
+            order = rng.permutation(pd.unique(groups[rows]))  # the stratum's configs, in order of appearance
+            n_te, n_va = int(round(0.15 * len(rows))), int(round(0.15 * len(rows)))
+            g_te = _take_groups(order, sizes, n_te)
+            g_va = _take_groups(order[len(g_te) :], sizes, n_va)
+            te.append(_in_order(groups, g_te))
+            va.append(_in_order(groups, g_va))
+            tr.append(_in_order(groups, order[len(g_te) + len(g_va) :]))
         val = np.sort(np.concatenate(va))
         out = {"train": np.sort(np.concatenate(tr + va)), "val": val, "test": np.sort(np.concatenate(te))}
     elif kind == "grouped":
@@ -214,7 +300,7 @@ def evaluate(
             fitted reading it, reported as ``"<preset> + prior"`` beside the preset alone.
 
     Returns:
-        ``{"split", "seed", "rows": {"ok", "train", "test"}, "targets", "budgets",
+        ``{"split", "seed", "rows": {"ok", "train", "test", "duplicates"}, "targets", "budgets",
         "fit_seconds": {model: s}, "predict_seconds": {model: s}, "trained": {model: [targets]},
         "results": {model: {target: {metric: value}}}}``.
     """
@@ -234,7 +320,7 @@ def evaluate(
         "split": split_kind,
         "seed": seed,
         "coverage_nominal": coverage,
-        "rows": {"ok": len(data), "train": len(train), "test": len(test)},
+        "rows": {"ok": len(data), "train": len(train), "test": len(test), "duplicates": duplicate_rows(data)},
         "targets": targets,
         "budgets": budget_used,
         "fit_seconds": {},
@@ -358,5 +444,6 @@ def arch_folds(df: pd.DataFrame, folds: int = 5, seed: int = 0) -> np.ndarray:
         The fold (0 .. folds - 1) of each row.
     """
     keys = [c for c in GROUP_KEYS if c in df.columns]
-    groups = pd.factorize(df[keys].astype(str).agg("|".join, axis=1))[0]
+    # missing values (a net row's block or depth) read as text too
+    groups = pd.factorize(df[keys].astype(object).fillna("").astype(str).agg("|".join, axis=1))[0]
     return np.random.default_rng(seed).permutation(groups.max() + 1)[groups] % folds

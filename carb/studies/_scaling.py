@@ -143,7 +143,9 @@ def _scale_target(
             "batch_max": float(batches[0]),
             "note": "one batch size only",
         }
-    arch = pd.factorize(rows[keys].astype(str).agg("|".join, axis=1))[0] if keys else np.zeros(len(rows), dtype=int)
+    # missing values (a net row's depth) read as text too
+    text = rows[keys].astype(object).fillna("").astype(str)
+    arch = pd.factorize(text.agg("|".join, axis=1))[0] if keys else np.zeros(len(rows), dtype=int)
     bidx = np.searchsorted(batches, rows["batch"].to_numpy())
     y = np.log(rows[t].to_numpy(np.float64))
     n_archs = int(arch.max()) + 1

@@ -239,6 +239,8 @@ def _calibrate_config(
     sp = spaces.load(space) if isinstance(space, (str, Path)) else space
     frame = space_frame(sp, precisions)
     _warn_foreign_precisions(device, frame)
+    if samples > len(frame):  # never fewer measured than asked without a word
+        raise ValueError(f"samples {samples}: the space {sp.name} holds {len(frame):,} configs; give as many or fewer")
     pick = choose_samples(frame, src, samples, seed=seed)
     meta = {
         "device": device,
