@@ -13,7 +13,7 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Iterator, Optional
+from typing import Annotated, Any, Iterator, Mapping, Optional
 
 import typer
 from rich.console import Console
@@ -31,7 +31,13 @@ __all__ = [
     "parse_budget_options",
     "check_out_file",
     "check_out_dir",
+    "refuse_inputs",
+    "lock_output",
+    "release_outputs",
+    "atomic_file",
+    "atomic_dir",
     "check_threads",
+    "check_jobs",
     "one_line",
     "Oversubscribe",
     "UserInterrupt",
@@ -63,6 +69,18 @@ class _Group(TyperGroup):
         _untyped_flags(self, ctx)
         super().format_help(ctx, formatter)
 
+    def invoke(self, ctx: Any) -> Any:
+        # Typer turns Ctrl-C into a bare exit code 130: here it is one line that names the command
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            groups, c = [], ctx
+            while c.parent is not None:  # `carb` whatever the program's name, then the groups down to this one
+                groups.append(c.info_name)
+                c = c.parent
+            name = " ".join(["carb", *reversed(groups), *filter(None, [ctx.invoked_subcommand])])
+            raise UserInterrupt(f"{name}: interrupted (Ctrl-C); an output it was writing is left as it was") from None
+
 
 _CONTEXT = {"help_option_names": ["-h", "--help"]}
 
@@ -93,6 +111,7 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def _root(
+    ctx: typer.Context,
     version: bool = typer.Option(
         False, "--version", is_eager=True, callback=_print_version, help="Print carb's version and exit."
     ),
@@ -101,6 +120,7 @@ def _root(
 
     Example: carb demo --out carb-demo
     """
+    ctx.call_on_close(release_outputs)  # when the command ends, however it ends
 
 
 # 120 columns when piped (rich would use 80), so tables of configs stay readable in logs
@@ -200,10 +220,18 @@ def one_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {text[:300]}" if text else type(e).__name__
 
 
-def check_out_file(path: Path, option: str = "--out", need_mb: float = 1.0) -> None:
+def check_out_file(
+    path: Path,
+    option: str = "--out",
+    need_mb: float = 1.0,
+    inputs: Mapping[str, Any] | None = None,
+    lock: bool = True,
+) -> None:
     """Refuse, before any work, an output file path that is a directory or lies under a file.
 
-    Also one that cannot be written or lies on a file system with less than ``need_mb`` MB free.
+    Also one that cannot be written or lies on a file system with less than ``need_mb`` MB free, one that is one of
+    the command's ``inputs`` (:func:`refuse_inputs`), and, with ``lock``, one another carb is writing
+    (:func:`lock_output`).
     """
     _check_name(path, option)
     if path.is_dir():
@@ -212,12 +240,23 @@ def check_out_file(path: Path, option: str = "--out", need_mb: float = 1.0) -> N
     if blocker is not None:
         fail(f"{option} {path}: {blocker} is a file, not a directory")
     _check_writable(path, option, need_mb)
+    refuse_inputs(path, option, inputs or {}, folder=False)
+    if lock:
+        lock_output(path, option)
 
 
-def check_out_dir(path: Path, option: str = "--out", need_mb: float = 1.0) -> None:
+def check_out_dir(
+    path: Path,
+    option: str = "--out",
+    need_mb: float = 1.0,
+    inputs: Mapping[str, Any] | None = None,
+    lock: bool = True,
+) -> None:
     """Refuse, before any work, an output directory path that is a file or lies under one.
 
-    Also one that cannot be written or lies on a file system with less than ``need_mb`` MB free.
+    Also one that cannot be written or lies on a file system with less than ``need_mb`` MB free, one that is, holds
+    or lies in one of the command's ``inputs`` (:func:`refuse_inputs`), and, with ``lock``, one another carb is
+    writing (:func:`lock_output`).
     """
     _check_name(path, option)
     if path.exists() and not path.is_dir():
@@ -226,6 +265,164 @@ def check_out_dir(path: Path, option: str = "--out", need_mb: float = 1.0) -> No
     if blocker is not None:
         fail(f"{option} {path}: {blocker} is a file, not a directory")
     _check_writable(path, option, need_mb)
+    refuse_inputs(path, option, inputs or {}, folder=True)
+    if lock:
+        lock_output(path, option)
+
+
+def refuse_inputs(path: Path, option: str, inputs: Mapping[str, Any], folder: bool) -> None:
+    """Refuse an output that would overwrite what the command reads.
+
+    Refused: an output that is one of ``inputs`` (flag -> a path, a list of paths, or None), and an output folder
+    (``folder``) that holds one or lies inside one. Paths are compared after resolving symbolic links; an input that
+    names no existing file or folder (a shipped dataset's or a space's name) cannot be overwritten and is skipped.
+    """
+    out = Path(os.path.realpath(path))
+    for flag, given in inputs.items():
+        for value in given if isinstance(given, (list, tuple)) else [given]:
+            if value is None or not Path(value).exists():
+                continue
+            src = Path(os.path.realpath(value))
+            if src == out:
+                fail(
+                    f"{option} {path}: is also {flag} {value}; writing it would destroy that input (give another path)"
+                )
+            if folder and out in src.parents:
+                fail(f"{option} {path}: holds {flag} {value}; writing the folder could destroy it (give another path)")
+            if src.is_dir() and src in out.parents:
+                fail(f"{option} {path}: lies inside {flag} {value}; writing there would change that input")
+
+
+#: the outputs this process holds the lock of: resolved path -> (lock file, its descriptor, folders made for it)
+_LOCKS: dict[Path, tuple[Path, int, list[Path]]] = {}
+
+
+def _lock_file(path: Path) -> Path:
+    """The lock file of an output: hidden, beside it (a short name of its own where its name is long)."""
+    import hashlib
+
+    name = f".{path.name}.lock"
+    if len(os.fsencode(name)) > NAME_MAX:
+        name = f".carb-{hashlib.sha256(os.fsencode(path.name)).hexdigest()[:16]}.lock"
+    return path.parent / name
+
+
+def lock_output(path: Path, option: str = "--out") -> None:
+    """Hold, until the command ends (:func:`release_outputs`), the exclusive lock of an output; refuse one held.
+
+    The lock is ``flock`` on a hidden file beside the output (``.NAME.lock``), made for the command and removed when
+    it ends; a process that dies drops its lock with it. Two commands writing one output would both report success
+    while one's result replaced the other's: the second is refused in one line. Folders made to hold the lock file
+    are removed again when left empty.
+    """
+    import fcntl
+
+    key = Path(os.path.realpath(path))
+    if key in _LOCKS:
+        return
+    made = [p for p in reversed(key.parents) if not p.exists()]
+    try:
+        key.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        fail(f"{option} {path}: cannot create its folder ({e.strerror or e})")
+    lock = _lock_file(key)
+    for _ in range(10):  # a lock file removed by the holder between our open and flock is retried
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            _remove_empty(made)
+            fail(
+                f"{option} {path}: another carb command is writing it (it holds {lock}); wait for it to end or "
+                "give another path"
+            )
+        try:
+            same = os.fstat(fd).st_ino == os.stat(lock).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            _LOCKS[key] = (lock, fd, made)
+            return
+        os.close(fd)
+    fail(f"{option} {path}: its lock file {lock} keeps changing; try again")
+
+
+def _remove_empty(folders: list[Path]) -> None:
+    """Remove the ``folders`` (outermost first in the list) that are empty, innermost first."""
+    for d in reversed(folders):
+        with contextlib.suppress(OSError):
+            d.rmdir()
+
+
+def release_outputs() -> None:
+    """Release every output lock this process holds: remove the lock files, then the folders made for them if empty.
+
+    Each lock file is removed while still locked, so that no other process can take a lock on a file that is gone.
+    """
+    while _LOCKS:
+        _, (lock, fd, made) = _LOCKS.popitem()
+        with contextlib.suppress(OSError):
+            lock.unlink()
+        os.close(fd)
+        _remove_empty(made)
+
+
+def _staging_name(path: Path, suffix: str = "") -> Path:
+    """A private name beside ``path`` for what is written before it is renamed into place."""
+    import uuid
+
+    return path.parent / f".carb-{uuid.uuid4().hex[:12]}.tmp{suffix}"
+
+
+@contextlib.contextmanager
+def atomic_file(path: Path) -> Iterator[Path]:
+    """Write a file under a private name beside ``path`` and rename it into place when the block ends without error.
+
+    Yields the private name (with ``path``'s suffix, for writers that choose the format by it). A reader never sees a
+    half-written file, and a failure leaves ``path`` as it was.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _staging_name(path, path.suffix)
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+
+
+@contextlib.contextmanager
+def atomic_dir(path: Path) -> Iterator[Path]:
+    """Write a folder's files into a private folder beside ``path`` and move them into place when the block ends.
+
+    Yields the private folder. A new (or empty) ``path`` is the private folder renamed, in one step; into an
+    existing folder each entry is renamed into place once all are written (a folder entry replaces the one of the
+    same name whole), other files there are kept. A failure leaves ``path`` as it was.
+    """
+    import shutil
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    stage = _staging_name(path)
+    stage.mkdir()
+    try:
+        yield stage
+        if path.is_dir() and not any(path.iterdir()):
+            path.rmdir()
+        if not path.exists():
+            stage.rename(path)
+            return
+        for entry in sorted(stage.iterdir()):
+            target = path / entry.name
+            if target.is_dir() and not target.is_symlink():
+                old = _staging_name(path)
+                target.rename(old)
+                entry.rename(target)
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                os.replace(entry, target)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
 
 
 def usable_cpus() -> int:
@@ -247,6 +444,17 @@ def check_threads(threads: Optional[int], oversubscribe: bool, option: str = "--
             f"{option} {threads}: this process may use {n} CPU(s) (os.sched_getaffinity); more threads than CPUs "
             f"time their contention, not the config: give {option} {n} or less, or --oversubscribe to measure so"
         )
+
+
+def check_jobs(jobs: int, option: str = "--jobs") -> None:
+    """Refuse more learner threads than the CPUs this process may use.
+
+    The extra threads only wait for a CPU, and a number far beyond them (``--jobs 100000``) asks the learners for as
+    many threads.
+    """
+    n = usable_cpus()
+    if jobs > n:
+        fail(f"{option} {jobs}: this process may use {n} CPU(s) (os.sched_getaffinity); give {option} {n} or less")
 
 
 #: ``--oversubscribe``, of the commands that measure with ``--threads``

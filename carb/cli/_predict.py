@@ -26,7 +26,7 @@ from carb.netmodel import (
 )
 from carb.netmodel.domain import fingerprint_of
 
-from ._app import running_user_code
+from ._app import atomic_file, check_out_file, running_user_code
 
 #: How many networks ``carb predict --module --calibrate`` measures (``carb calibrate``'s default K).
 CALIBRATE_SAMPLES = 10
@@ -86,13 +86,17 @@ def predict_cli(
         cache: use the cached calibration of the model for this machine, if any.
 
     """
+    flag = "--onnx" if isinstance(module_spec, Path) or str(module_spec).endswith(".onnx") else "--module"
     if input_shape is None:
-        raise usage("--module needs --input, e.g. --input 1x3x224x224")
+        raise usage(f"{flag} needs --input, e.g. --input 1x3x224x224")
     default = model_dir is None
     if default:
         model_dir = DEFAULT_MODEL
     if json_file is not None and Path(json_file).suffix != ".json":
         raise usage(f"--json {json_file}: expected a .json file")
+    if json_file is not None:  # never the ONNX file, the network's source or the model it reads
+        source = str(module_spec).rpartition(":")[0] if flag == "--module" else module_spec
+        check_out_file(Path(json_file), "--json", inputs={flag: source, "--model": model_dir})
     con = Console(soft_wrap=True)  # one line per figure, whatever the terminal's width
     try:
         shape = graph.parse_shape(input_shape)
@@ -128,20 +132,20 @@ def predict_cli(
     con.print(_top_layers(pred, top))
     con.print(calibration_line(nm, model_dir))
     if json_file is not None:
-        Path(json_file).parent.mkdir(parents=True, exist_ok=True)
-        Path(json_file).write_text(
-            json.dumps(
-                {
-                    "module": str(module_spec),
-                    "input": list(shape),
-                    "precision": precision,
-                    "allocator": allocator_of(nm),
-                    **pred.to_dict(top),
-                },
-                indent=1,
+        with atomic_file(Path(json_file)) as tmp:
+            tmp.write_text(
+                json.dumps(
+                    {
+                        "module": str(module_spec),
+                        "input": list(shape),
+                        "precision": precision,
+                        "allocator": allocator_of(nm),
+                        **pred.to_dict(top),
+                    },
+                    indent=1,
+                )
+                + "\n"
             )
-            + "\n"
-        )
         con.print(f"wrote {json_file}")
 
 

@@ -38,6 +38,11 @@ def print_results(res: dict[str, Any], console) -> None:
         f"split [bold]{res['split']}[/bold] (seed {res['seed']}): {rows['train']} train / "
         f"{rows['test']} test of {rows['ok']} ok rows; intervals at "
         f"{100 * res['coverage_nominal']:g}% nominal coverage; R² on the original scale"
+        + (
+            f"; {rows['duplicates']:,} row(s) repeat a config, kept on one side with it"
+            if rows.get("duplicates")
+            else ""
+        )
     )
     for t in res["targets"]:
         u = UNITS[t]

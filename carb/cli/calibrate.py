@@ -92,7 +92,7 @@ def calibrate(
     from carb.transfer.here import calibrate_here
 
     src_dir = resolve(source)  # a shipped network model may be named (layers-cpu-avx2-1t)
-    check_out_dir(out, need_mb=_need_mb(src_dir))
+    check_out_dir(out, need_mb=_need_mb(src_dir), inputs={"--model": src_dir, "--networks": networks})
     check_threads(threads, oversubscribe or device != "cpu")
     try:  # before measuring anything: a calibrated model never overwrites a model or its source
         check_model_out(out, src_dir)

@@ -12,6 +12,8 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.table import Table
 
+from carb._safeio import loads_json
+
 from ._app import Oversubscribe, app, check_out_file, check_threads, console, dataset_app, err, fail
 from ._progress import CampaignProgress
 
@@ -148,7 +150,7 @@ def characterize(
     protocol = _protocol_of(device, ci_target, max_time, timeout)
     _check_device_options(device, threads, executor, address, workers, allocator, energy_periods)
     check_threads(threads, oversubscribe or executor != "local")  # a cluster's nodes have CPUs of their own
-    check_out_file(store_path, "--store")
+    check_out_file(store_path, "--store", inputs={"--configs": configs_file, "--space": space_name})
     check_store_file(store_path)  # a foreign or broken file is refused before any worker starts
     n_rounds = rounds or (3 if device == "cpu" else 1)
     retakes = _retakes_of(retakes, device, threads, sentinel, n_rounds, remeasure)
@@ -210,6 +212,12 @@ def _configs_to_measure(
             fail("--samples works with --space, not --configs")
         return configs
     sp = space.load(space_name)
+    if sample is not None:  # never fewer configs measured than asked without a word
+        listed = sp.size_bound() <= space.MAX_CONFIGS
+        most = len(sp) if listed else min(sp.size_bound(), space.MAX_CONFIGS)
+        if sample > most:
+            held = f"holds {most:,} configs" if listed else f"is sampled {most:,} configs at most"
+            fail(f"--samples {sample}: the space {sp.name} {held}; give that many or fewer")
     return sp.sample(sample, seed=seed, method=method) if sample else list(sp)
 
 
@@ -514,20 +522,20 @@ def dataset_check(
     max_ci: float = typer.Option(0.05, "--max-ci", help="Relative 95% CI of the median latency above this is noisy."),
     json_out: bool = typer.Option(False, "--json", help="Print the problems as JSON."),
 ) -> None:
-    """Check a dataset: duplicates, failed configs, missing targets, noisy rows. Exit 1 on problems.
+    """Check a dataset: duplicates, failed configs, missing or impossible targets, noisy rows. Exit 1 on problems.
 
     Example: carb dataset check cpu-1t
     """
     from carb import datasets
 
-    df = datasets.load(file, features=False)
+    df = datasets.load(file, features=False, keep_impossible=True)
     problems = datasets.check(df, max_cov=max_cov, max_ci_rel=max_ci)
     if json_out:
         print(json.dumps({"rows": len(df), "problems": json.loads(problems.to_json(orient="records"))}, indent=2))
     else:
         counts = problems.problem.value_counts()
         t = Table("check", "rows with a problem", title=f"{file}: {len(df):,} rows")
-        for name in ("duplicate", "failed", "missing target", "noisy"):
+        for name in ("duplicate", "failed", "missing target", "impossible target", "noisy"):
             t.add_row(name, str(int(counts.get(name, 0))))
         console.print(t)
         if len(problems):
@@ -609,8 +617,10 @@ def _gpu_line(provenance: Any) -> str:
     update period and window, the idle power subtracted. Empty for a CPU run.
     """
     try:
-        p = json.loads(provenance) if isinstance(provenance, str) else dict(provenance or {})
-    except (TypeError, ValueError):
+        p = loads_json(provenance, "a run's provenance") if isinstance(provenance, str) else dict(provenance or {})
+    except (TypeError, ValueError):  # DocumentError too: too large or nested too deeply
+        return ""
+    if not isinstance(p, dict):
         return ""
     if not str(p.get("device", "")).startswith("cuda"):
         return ""
@@ -638,8 +648,10 @@ def _isa_line(provenance: Any) -> str:
     a run that recorded none (a store without ``cpu_isa``).
     """
     try:
-        p = json.loads(provenance) if isinstance(provenance, str) else dict(provenance or {})
-    except (TypeError, ValueError):
+        p = loads_json(provenance, "a run's provenance") if isinstance(provenance, str) else dict(provenance or {})
+    except (TypeError, ValueError):  # DocumentError too: too large or nested too deeply
+        return ""
+    if not isinstance(p, dict):
         return ""
     isa = p.get("cpu_isa") or {}
     if not isa.get("flags") and not isa.get("torch_capability"):
@@ -674,7 +686,7 @@ def dataset_export(
 
     if out.suffix not in (".parquet", ".csv"):
         fail(f"--out {out}: unknown output type (expected .parquet or .csv)")
-    check_out_file(out)
+    check_out_file(out, inputs={"--store": store_path})
     with Store(store_path, read_only=True) as store:
         df = datasets.from_store(store, platform, with_features=features)
     if df.empty:

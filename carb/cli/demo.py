@@ -75,7 +75,7 @@ def demo(
     from carb.demo import DEMO_ROUNDS, DemoSettings, default_threads, run_demo
 
     _check_device(device, threads, oversubscribe)
-    check_out_dir(out)
+    check_out_dir(out, inputs={"--source": source})
     threads = threads or (default_threads() if device == "cpu" else None)
     rounds = rounds or DEMO_ROUNDS
     if precision:
@@ -91,6 +91,14 @@ def demo(
             fail(f"--source {source}: {e}")
         if "depth" not in src.columns or "latency_ms" not in src.columns or not src["latency_ms"].notna().any():
             fail(f"--source {source}: not a dataset of the cpu space's configs with measured latency")
+        from carb.families.resnet import FAMILIES
+
+        others = sorted(set(map(str, src["family"].dropna())) - set(FAMILIES)) if "family" in src.columns else []
+        if others:  # the source model learns the cpu space's ResNets: a net row would end its fit in a traceback
+            fail(
+                f"--source {source}: rows of family {', '.join(others)}; the demo's source model learns the cpu "
+                f"space's configs (families {', '.join(FAMILIES)}) only"
+            )
     settings = DemoSettings(
         out=out,
         device=device,

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, List, Optional
 
 import typer
 
-from ._app import check_out_file
+from ._app import atomic_file, check_out_file
 from .report import _usage  # one UsageError maker for the sub-command modules
 
 if TYPE_CHECKING:  # the CLI imports pandas only when a command runs
@@ -98,7 +98,7 @@ def _fewshot_fbnet(
     if out is not None and out.suffix not in (".parquet", ".csv"):
         raise _usage(f"--out {out}: expected a .parquet or .csv file")
     if out is not None:
-        check_out_file(out)
+        check_out_file(out, inputs={"--data": measured})
     wide = hf.load(wide=True)
     truth = None
     if measured is not None:
@@ -111,6 +111,8 @@ def _fewshot_fbnet(
         col = f"latency_ms_{device}"
         if col not in wide.columns:
             raise _usage(f"--platform {device!r}: not in help-fbnet (platforms: {', '.join(hf.devices())})")
+        if samples > len(hf.TRAIN_ARCH_IDS):
+            raise _usage(f"--samples {samples}: K is drawn from the {len(hf.TRAIN_ARCH_IDS):,} training archs")
         ids = np.random.default_rng(seed).choice(np.asarray(hf.TRAIN_ARCH_IDS), size=samples, replace=False)
         truth = wide.set_index("arch_id")[col]
         meas = pd.DataFrame({"arch_id": ids, "latency_ms": truth.loc[ids].to_numpy()})
@@ -168,7 +170,7 @@ def _fewshot_nb201(
     if out is not None:
         if out.suffix not in (".parquet", ".csv"):
             raise _usage(f"--out {out}: expected a .parquet or .csv file")
-        check_out_file(out)
+        check_out_file(out, inputs={"--data": measured})
     try:
         if device is not None:
             r = fewshot_help_nb201(device, samples=samples, seed=seed, sources=source, method=method)
@@ -211,8 +213,8 @@ def _write_and_print_json(pred, summary: dict, out: Optional[Path], json_out: bo
         True when the JSON was printed (the caller prints nothing more).
     """
     if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        pred.to_parquet(out, index=False) if out.suffix == ".parquet" else pred.to_csv(out, index=False)
+        with atomic_file(out) as tmp:
+            pred.to_parquet(tmp, index=False) if out.suffix == ".parquet" else pred.to_csv(tmp, index=False)
         summary["out"] = str(out)
     if json_out:
         print(json.dumps(summary, indent=2))

@@ -15,7 +15,7 @@ from typing import Any, List, Optional
 
 import typer
 
-from ._app import UsageError, check_out_dir, check_out_file, one_line
+from ._app import UsageError, atomic_file, check_jobs, check_out_dir, check_out_file, one_line, refuse_inputs
 from ._results import _console, _fmt, _pct, print_results
 
 __all__ = ["register", "load_data", "parse_budgets"]
@@ -313,29 +313,36 @@ def train(
     With --prior, every target also reads another device's model's prediction of the
     same config: carb train --data cpu-2t --prior models/cpu-1t --out models/cpu-2t
     """
-    import numpy as np
-
-    from carb.model import CARB, BundleError, auto_preset, save
+    from carb.model import CARB, BundleError, auto_preset, evaluation, save
 
     _check_preset([preset])
     if not 0 < coverage < 1:
         raise _usage(f"--coverage {coverage}: must be in (0, 1)")
+    check_jobs(n_jobs)
     _check_train_out(out, force)  # before training: minutes of fitting must not end in a refusal
+    refuse_inputs(out, "--out", {"--data": data, "--prior": prior}, folder=True)
     prior_model = _load_prior(prior, n_jobs)
     df = load_data(data, device)
     if "status" in df.columns:
         df = df[df["status"] == "ok"].reset_index(drop=True)
     df, latency_note = latency_view(df, latency)
     console = _console()
+    dups = evaluation.duplicate_rows(df)
+    if dups:  # kept, and reported: each config's rows stay in one fold, so they do not flatter the scores
+        console.print(
+            f"[yellow]warning[/yellow]: {data}: {dups:,} row(s) repeat a config already there; a config's rows stay "
+            "together in one cross-validation fold and on one side of --holdout",
+            highlight=False,
+            soft_wrap=True,
+        )
     if preset == "auto":  # the data's family preset, said in one line
         preset, why = auto_preset(df)
         generic = "; --preset default for the generic one" if preset != "default" else ""
         console.print(f"preset {preset}: {why}{generic}", highlight=False, soft_wrap=True)
     test = None
-    if holdout > 0:
-        perm = np.random.default_rng(seed).permutation(len(df))
-        k = int(round(holdout * len(df)))
-        test, df = df.iloc[perm[:k]], df.iloc[perm[k:]]
+    if holdout > 0:  # whole configs: a config measured twice is never on both sides
+        kept, held = evaluation.holdout(df, holdout, seed)
+        test, df = df.iloc[held], df.iloc[kept]
     model = CARB(preset=preset, coverage=coverage, random_state=seed, n_jobs=n_jobs, prior=prior_model)
     _fit_saying_warnings(model, df, data, preset, console)
     hold = _holdout_metrics(model, test, holdout)
@@ -344,7 +351,7 @@ def train(
             model,
             str(out),
             holdout=hold,
-            training=_training_facts(data, df, model, latency_note),
+            training={**_training_facts(data, df, model, latency_note), "duplicate_rows": dups},
         )
     except BundleError as e:
         raise _usage(str(e)) from None
@@ -473,8 +480,9 @@ def evaluate_cmd(
 
     Does a prior help on your data? carb evaluate --data cpu-2t --preset default --prior models/cpu-1t
     """
+    check_jobs(n_jobs)
     if json_out is not None:
-        check_out_file(json_out, "--json")
+        check_out_file(json_out, "--json", inputs={"--data": data, "--model": model_dir, "--prior": prior})
     if model_dir is not None:
         if presets or prior is not None:
             raise _usage("give --preset/--prior (fit and compare) or --model (score a fitted model), not both")
@@ -582,8 +590,8 @@ def _check_train_out(out: Path, force: bool) -> None:
 
 def _write_json(res: dict[str, Any], json_out: Path, console: Any) -> None:
     """Write ``res`` to ``json_out`` as JSON (NaN as null) and say so."""
-    json_out.parent.mkdir(parents=True, exist_ok=True)
-    json_out.write_text(json.dumps(_clean(res), indent=2, allow_nan=False) + "\n")
+    with atomic_file(json_out) as tmp:
+        tmp.write_text(json.dumps(_clean(res), indent=2, allow_nan=False) + "\n")
     console.print(f"wrote {json_out}")
 
 

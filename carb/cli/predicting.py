@@ -8,7 +8,7 @@ from typing import Any, Optional
 
 import typer
 
-from ._app import UsageError, check_out_file
+from ._app import UsageError, check_jobs, check_out_file
 from ._results import _console
 
 __all__ = ["predict"]
@@ -97,6 +97,7 @@ def predict(
         return
     if calibrate_first:
         raise _usage("--calibrate: only with --module (a config model calibrates with carb calibrate)")
+    check_jobs(n_jobs)
     _predict_configs(model_dir, space_name, configs_file, out, n_jobs)
 
 
@@ -117,7 +118,7 @@ def _predict_configs(
         raise _usage("give exactly one of --space or --configs")
     if out.suffix not in (".parquet", ".csv"):
         raise _usage(f"--out {out}: unknown output type (expected .parquet or .csv)")
-    check_out_file(out)
+    check_out_file(out, inputs={"--configs": configs_file, "--model": model_dir, "--space": space_name})
     from carb.transfer.calibrate import load_predictor
 
     try:

@@ -59,7 +59,7 @@ def report(
         raise _usage(f"--model {model}: no such folder")
     if screen_dir is not None and not screen_dir.is_dir():
         raise _usage(f"--screen {screen_dir}: no such folder")
-    check_out_dir(out)
+    check_out_dir(out, inputs={"--data": list(data), "--model": model, "--screen": screen_dir})
     err = Console(stderr=True)
     try:
         path = write_report(

@@ -12,12 +12,15 @@ from rich.table import Table
 from ._app import (
     Oversubscribe,
     app,
+    atomic_dir,
+    atomic_file,
     check_out_dir,
     check_threads,
     console,
     fail,
     load_model,
     parse_budget_options,
+    refuse_inputs,
 )
 from ._validate import _print_validation, _read_screen, _validate_on_device, _validate_on_truth, _validation_configs
 
@@ -151,6 +154,7 @@ def screen(
 
     budgets = parse_budget_options(budget)
     objs = _check_screen_options(shortlist_share, z, out, objective)
+    refuse_inputs(out, "--out", {"--target-model": target, "--source-model": source, "--space": space_name}, True)
     sp = space.load(space_name)
     frame = _space_frame(sp, precision)
     tgt = load_model(target)
@@ -358,16 +362,20 @@ def _crowd_hint(summary: dict) -> str | None:
 
 
 def _write_screen(res, out: Path) -> None:
+    """Write the screening's files into ``out``, all moved into place once all are written (:func:`atomic_dir`)."""
     from carb.datasets import write
 
-    out.mkdir(parents=True, exist_ok=True)
-    write(res.shortlist, out / "shortlist.parquet")
-    write(res.shortlist, out / "shortlist.csv")
-    write(res.feasible, out / "feasible.parquet")
-    if "decisions" in res.summary:  # three-way calls: the configs to measure, in order
-        write(res.measure, out / "measure.parquet")
-        write(res.measure, out / "measure.csv")
-    (out / "summary.json").write_text(json.dumps(res.summary, indent=2, default=float))
+    with atomic_dir(out) as stage:
+        write(res.shortlist, stage / "shortlist.parquet")
+        write(res.shortlist, stage / "shortlist.csv")
+        write(res.feasible, stage / "feasible.parquet")
+        if "decisions" in res.summary:  # three-way calls: the configs to measure, in order
+            write(res.measure, stage / "measure.parquet")
+            write(res.measure, stage / "measure.csv")
+        (stage / "summary.json").write_text(json.dumps(res.summary, indent=2, default=float))
+    if "decisions" not in res.summary:  # an earlier three-way screening's measure set is not this one's
+        for name in ("measure.parquet", "measure.csv"):
+            (out / name).unlink(missing_ok=True)
 
 
 def _print_shortlist(df, limit: int = 15) -> None:
@@ -466,7 +474,8 @@ def validate(
     else:
         todo, ctrl = _validation_configs(scr, limit, control, seed, measure_first, measure_limit)
         res = _validate_on_device(scr, screen_dir, todo, ctrl, device, threads, max_time, json_out)
-    (screen_dir / "validation.json").write_text(json.dumps(res, indent=2, default=float))
+    with atomic_file(screen_dir / "validation.json") as tmp:
+        tmp.write_text(json.dumps(res, indent=2, default=float))
     if json_out:
         print(json.dumps(res, indent=2, default=float))
         return
