@@ -15,23 +15,28 @@ one folder per stage of the pipeline; each imports only the ones below it:
 - :mod:`carb.families`: configs, spaces, builders and closed-form features of every family.
 - :mod:`carb.graph`: capture of any module into a layer table; importing user code.
 
-The whole workflow through the front door (names load on first use, so ``import carb`` is light):
+The whole workflow through the front door, on this machine (names load on first use, so ``import carb`` is
+light; what is measured here takes about a minute):
 
 >>> import carb, torch
->>> data = carb.load_dataset("cpu-1t")                     # configs measured on one machine
->>> source = carb.CARB(preset="fast").fit(data)             # energy (J), latency (ms), memory (MB)
->>> there = carb.load_dataset("cpu-2t")                     # the same space measured on another
->>> target = carb.calibrate(source, there.sample(12, random_state=0))  # K = 12 measured there
->>> result = carb.screen(there, target, {"latency_ms": 20.0}, source=source)
->>> sorted(result.summary["decisions"])                     # each config: accept, reject or measure
-['accept', 'measure', 'reject']
 >>> net = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3), torch.nn.ReLU())
->>> p = carb.predict_module(net, torch.randn(1, 3, 224, 224), carb.load_model("layers-cpu-avx2-1t"))
+>>> x = torch.randn(1, 3, 224, 224)
+>>> m = carb.measure_cost(net, x, max_time_s=0.5)          # measured here: latency (ms), memory (MB), energy (J)
+>>> m.latency_ms_lo <= m.latency_ms <= m.latency_ms_hi
+True
+>>> here = carb.calibrate("layers-cpu-avx2-1t", "here", samples=3, max_time_s=0.3)  # K = 3 networks timed here
+>>> p = carb.predict_module(net, x, here)                  # any nn.Module, priced layer by layer
 >>> p.latency_ms_lo < p.latency_ms < p.latency_ms_hi
 True
+>>> source = carb.CARB(preset="fast").fit(carb.load_dataset("cpu-1t"))  # configs measured on one machine
+>>> space = carb.load_space("cpu").to_frame().query("precision == 'fp32'")
+>>> target = carb.calibrate(source, "here", samples=4, precisions=["fp32"], max_time_s=0.3)  # K = 4 configs here
+>>> result = carb.screen(space, target, {"latency_ms": 20.0}, source=source)
+>>> set(result.summary["decisions"]) <= {"accept", "reject", "measure"}  # each config's call
+True
 
-On your own machine, :func:`get_backend` measures a config and :class:`Campaign` measures a
-space of them into a store; ``carb demo`` runs the whole loop.
+For a block of code of your own, :class:`CostMonitor` measures windows (``begin_window`` / ``end_window``);
+:class:`Campaign` measures a space into a store; ``carb demo`` runs the whole loop.
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ from carb._version import __version__
 _FRONT_DOOR: dict[str, tuple[str, str]] = {
     "load_dataset": ("carb.datasets", "load"),
     "CARB": ("carb.model", "CARB"),
+    "load_space": ("carb.families.space", "load"),
     "get_backend": ("carb.measure", "get_backend"),
     "measure_cost": ("carb.measure.cost", "measure_cost"),
     "CostMonitor": ("carb.measure.window", "CostMonitor"),

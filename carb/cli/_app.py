@@ -523,6 +523,7 @@ def running_user_code(what: str) -> Iterator[None]:
 FLAGS: dict[str, str] = {
     "max_time_s": "--max-time",
     "precisions": "--precision",
+    "precision": "--precision",
     "space": "--space",
     "source": "--model",
     "model": "--model",
@@ -555,6 +556,6 @@ def library_errors(fn: Any = None) -> Iterator[None]:
     except ValueError as e:
         msg = " ".join(str(e).split()) or type(e).__name__
         head = re.match(r"([a-z_]+)([: ])", msg)
-        if fn is not None and head and head.group(1) in inspect.signature(fn).parameters:
+        if head and (head.group(1) in FLAGS or (fn is not None and head.group(1) in inspect.signature(fn).parameters)):
             msg = flag_of(head.group(1)) + msg[len(head.group(1)) :]
         fail(msg)

@@ -18,6 +18,7 @@ from ._app import (
     check_threads,
     console,
     fail,
+    library_errors,
     load_model,
     parse_budget_options,
     refuse_inputs,
@@ -473,7 +474,8 @@ def validate(
         res = _validate_on_truth(scr, truth, platform)
     else:
         todo, ctrl = _validation_configs(scr, limit, control, seed, measure_first, measure_limit)
-        res = _validate_on_device(scr, screen_dir, todo, ctrl, device, threads, max_time, json_out)
+        with library_errors():  # a device that is absent, an option it does not take: one line
+            res = _validate_on_device(scr, screen_dir, todo, ctrl, device, threads, max_time, json_out)
     with atomic_file(screen_dir / "validation.json") as tmp:
         tmp.write_text(json.dumps(res, indent=2, default=float))
     if json_out:
