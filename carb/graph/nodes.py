@@ -592,6 +592,8 @@ def _row(node: Any, mod: Any, ins: list[Any], outs: list[Any], flops: int, dtype
         # named_members machinery: a fifth of the capture time)
         own_p = list({id(t): t for t in mod._parameters.values() if t is not None}.values())
         own_b = list({id(t): t for t in mod._buffers.values() if t is not None}.values())
+        if any(c is not None for c in mod._modules.values()):  # a leaf with children (attention's projection)
+            own_p, own_b = list(mod.parameters()), list(mod.buffers())
         esize = _esize(dtype)
         for p in own_p + own_b:  # as cast to ``dtype`` (the module may be the user's own)
             weight += p.numel() * (esize if esize and p.is_floating_point() else p.element_size())

@@ -3,8 +3,12 @@ carb.graph, the built-in space and its balanced sample."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
+import torch.nn.functional as F
+from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 from carb import families, graph
@@ -126,3 +130,170 @@ def test_builtin_space_and_balanced_sample() -> None:
     # every sampled layer is cheap enough (the space's FLOP constraint)
     lf = L.layer_frame(sample)
     assert lf["flops"].max() <= 1.5e9
+
+
+NEW_CASES = [
+    L.LayerConfig("convtranspose", 16, 8, 10, 2, 2, batch=2),
+    L.LayerConfig("convtranspose", 16, 8, 10, 3, 2, groups=2),
+    L.LayerConfig("convtranspose", 16, 8, 10, 4, 2),
+    L.LayerConfig("conv", 16, 16, 14, 3, 1, dilation=2),
+    L.LayerConfig("conv", 16, 0, 14, 3, 1, 0, dilation=4),
+    L.LayerConfig("conv1d", 16, 32, 50, 5, 2, batch=2),
+    L.LayerConfig("conv3d", 3, 8, 16, 7, 2, frames=8, kernel_d=3),
+    L.LayerConfig("conv3d", 8, 8, 8, 3, 1, frames=4, kernel_d=1),
+    L.LayerConfig("maxpool3d", 8, input_size=8, kernel=3, stride=2, frames=4),
+    L.LayerConfig("avgpool3d", 8, input_size=8, kernel=2, stride=2, frames=5, ceil_mode=1),
+    L.LayerConfig("maxpool", 8, input_size=15, kernel=3, stride=2, padding=0, ceil_mode=1),
+    L.LayerConfig("avgpool", 8, input_size=15, kernel=3, stride=2, ceil_mode=1),
+    L.LayerConfig("upsample_nearest", 8, input_size=7, stride=2),
+    L.LayerConfig("upsample_nearest", 8, input_size=7, output_size=11),
+    L.LayerConfig("upsample_bilinear", 8, input_size=7, stride=2, align_corners=1),
+    L.LayerConfig("upsample_bilinear", 8, input_size=7, output_size=12),
+    L.LayerConfig("layernorm", 32, input_size=7, batch=2),
+    L.LayerConfig("groupnorm", 32, input_size=7, groups=1),
+    L.LayerConfig("groupnorm", 32, input_size=7, groups=8),
+    L.LayerConfig("instancenorm", 32, input_size=7),
+    L.LayerConfig("mish", 32, input_size=7),
+    L.LayerConfig("pad", 32, input_size=7, padding=2),
+    L.LayerConfig("pixelshuffle", 32, input_size=7, stride=2),
+    L.LayerConfig("sdpa", 64, input_size=7, groups=4, batch=2),
+    L.LayerConfig("mha", 64, input_size=7, groups=4),
+    L.LayerConfig("lstm", 16, 32, 10, batch=2),
+    L.LayerConfig("gru", 16, 32, 10, batch=2),
+]
+
+
+def _in_network(cfg: L.LayerConfig) -> tuple[nn.Module, tuple[int, ...]]:
+    """The layer of ``cfg`` as a network holds it: built from torch's modules by hand, between other layers."""
+    c, o, s, k, st, g = cfg.cin, cfg.cout, cfg.input_size, cfg.kernel, cfg.stride, cfg.groups
+    op = cfg.op
+    mods = {
+        "convtranspose": lambda: nn.ConvTranspose2d(c, o, k, st, cfg.pad, cfg.output_padding, g, bias=False),
+        "conv": lambda: nn.Conv2d(c, o, k, st, cfg.pad, cfg.dilation, g, bias=False),
+        "conv1d": lambda: nn.Conv1d(c, o, k, st, cfg.pad, cfg.dilation, g, bias=False),
+        "conv3d": lambda: nn.Conv3d(c, o, (cfg.kd, k, k), (cfg.sd, st, st), (cfg.pd, cfg.pad, cfg.pad), bias=False),
+        "maxpool3d": lambda: nn.MaxPool3d((cfg.kd, k, k), (cfg.sd, st, st), (cfg.pd, cfg.pad, cfg.pad)),
+        "avgpool3d": lambda: nn.AvgPool3d(
+            (cfg.kd, k, k), (cfg.sd, st, st), (cfg.pd, cfg.pad, cfg.pad), ceil_mode=bool(cfg.ceil_mode)
+        ),
+        "maxpool": lambda: nn.MaxPool2d(k, st, cfg.pad, ceil_mode=bool(cfg.ceil_mode)),
+        "avgpool": lambda: nn.AvgPool2d(k, st, cfg.pad, ceil_mode=bool(cfg.ceil_mode)),
+        "upsample_nearest": lambda: nn.Upsample(
+            size=cfg.output_size or None, scale_factor=None if cfg.output_size else float(st)
+        ),
+        "upsample_bilinear": lambda: nn.Upsample(
+            size=cfg.output_size or None,
+            scale_factor=None if cfg.output_size else float(st),
+            mode="bilinear",
+            align_corners=bool(cfg.align_corners),
+        ),
+        "groupnorm": lambda: nn.GroupNorm(g, c),
+        "instancenorm": lambda: nn.InstanceNorm2d(c),
+        "mish": lambda: nn.Mish(),
+        "pad": lambda: nn.ZeroPad2d(cfg.pad),
+        "pixelshuffle": lambda: nn.PixelShuffle(st),
+    }
+    b = cfg.batch
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.stem = nn.Conv2d(3, c, 1)
+            if op in mods:
+                self.layer = mods[op]()
+            elif op == "layernorm":
+                self.layer = nn.LayerNorm(c)
+            elif op in ("sdpa", "mha"):
+                self.qkv = nn.Linear(c, 3 * c)
+                self.layer = nn.MultiheadAttention(c, g, batch_first=True)
+            elif op in ("lstm", "gru"):
+                self.layer = (nn.LSTM if op == "lstm" else nn.GRU)(c, o, batch_first=True)
+
+        def forward(self, x):
+            x = self.stem(x)
+            if op == "conv1d":
+                return torch.relu(self.layer(x.flatten(2)[..., :s].contiguous()))
+            if op in ("conv3d", "maxpool3d", "avgpool3d"):  # frames stacked along the depth
+                return torch.relu(self.layer(torch.stack([x] * cfg.frames, 2)))
+            if op == "layernorm":  # ConvNeXt's channels-last block
+                return self.layer(x.permute(0, 2, 3, 1).contiguous())
+            if op in ("sdpa", "mha"):  # a ViT's tokens
+                t = x.flatten(2).transpose(1, 2)
+                if op == "mha":
+                    return self.layer(t, t, t, need_weights=False)[0]
+                q, kk, v = self.qkv(t).reshape(b, s * s, 3, g, c // g).permute(2, 0, 3, 1, 4).contiguous().unbind(0)
+                return F.scaled_dot_product_attention(q, kk, v)
+            if op in ("lstm", "gru"):  # a CRNN's column sequence
+                return self.layer(x.mean(2).transpose(1, 2)[:, :s].contiguous())[0]
+            return torch.relu(self.layer(x))
+
+    side = s if op not in ("conv1d", "lstm", "gru") else max(s, 8)
+    return Net(), (b, 3, side, side)
+
+
+@pytest.mark.parametrize("cfg", NEW_CASES, ids=lambda c: c.label())
+def test_new_ops_closed_form_equals_capture_and_the_layer_inside_a_network(cfg: L.LayerConfig) -> None:
+    m = L.build(cfg)
+    x = torch.randn(cfg.batch, 3, cfg.input_size, cfg.input_size)
+    with torch.inference_mode():
+        m(x)
+    row = L.layer_frame([cfg]).iloc[0]
+    assert row["params"] == sum(p.numel() for p in m.parameters())
+    t = graph.capture(m, x)
+    costed = t.layers[t.layers["op"] != "view"]
+    assert len(costed) == 1 and costed.iloc[0]["op"] == cfg.op
+    g = costed.iloc[0]
+    assert {c: g[c] for c in L.LAYER_COLUMNS} == {c: row[c] for c in L.LAYER_COLUMNS}
+    # the same layer inside a network captures as the family's does
+    net, shape = _in_network(cfg)
+    rows = graph.capture(net, shape).layers
+    cols = [c for c in L.LAYER_COLUMNS if c not in ("in_bytes", "bytes", "n_inputs")]
+    inside = rows[(rows["op"] == cfg.op) & (rows["kind"] != "Conv2d") | (rows["op"] == cfg.op) & (cfg.op == "conv")]
+    inside = inside[inside["geometry"] == row["geometry"]] if cfg.op == "conv" else inside
+    assert len(inside) == 1, rows[["op", "kind"]]
+    assert {c: inside.iloc[0][c] for c in cols} == {c: row[c] for c in cols}
+
+
+def test_earlier_layers_keep_their_ids_and_new_fields_show_only_where_set() -> None:
+    import pandas as pd
+
+    shipped = pd.read_parquet(Path(L.__file__).parents[1] / "data" / "layers-cpu-avx2-1t.parquet")
+    params = [c for c in L.PARAMETERS if c in shipped.columns]
+    for r in shipped.sample(200, random_state=0).to_dict("records"):
+        assert L.LayerConfig.from_dict({k: r[k] for k in params}).config_id == r["config_id"]
+    c = L.LayerConfig("conv", 16, 16, 14, 3, 1, dilation=2)
+    assert c.to_dict()["dilation"] == 2 and "padding" not in c.to_dict() and "-d2-" in c.label()
+    # a field the op does not use is normalised away; a padding equal to the op's default too
+    assert L.LayerConfig("relu", 8, dilation=3, frames=4).config_id == L.LayerConfig("relu", 8).config_id
+    assert L.LayerConfig("maxpool", 8, input_size=9, kernel=3, padding=1) == L.LayerConfig(
+        "maxpool", 8, input_size=9, kernel=3
+    )
+    assert L.LayerConfig.from_dict(c.to_dict()) == c
+
+
+@pytest.mark.parametrize(
+    "bad,match",
+    [
+        (dict(op="pixelshuffle", cin=10, stride=2), "square of the shuffle's factor"),
+        (dict(op="groupnorm", cin=30, groups=4), "groups: 4 must divide cin"),
+        (dict(op="maxpool", cin=8, input_size=9, kernel=3, padding=2), "padding: 2 above half the kernel"),
+        (dict(op="conv", cin=8, input_size=5, kernel=3, dilation=4, padding=0), "spans more than the padded input"),
+        (dict(op="upsample_bilinear", cin=8, align_corners=2), "align_corners: 2 must be 0 or 1"),
+        (dict(op="maxpool3d", cin=3, input_size=8, kernel=3, frames=1, kernel_d=4), "kernel_d: 4 larger than"),
+    ],
+)
+def test_invalid_new_configs_one_line(bad: dict, match: str) -> None:
+    with pytest.raises(families.SpaceError, match=match):
+        L.LayerConfig.from_dict(bad)
+
+
+def test_new_ops_sample_is_balanced_space_filling_and_within_budget() -> None:
+    sample = L.new_ops_sample(3, seed=1)
+    members = {g: set(L.new_op_configs(g)) for g in L.NEW_OP_GRIDS}
+    groups = {g: [c for c in sample if c in members[g]] for g in L.NEW_OP_GRIDS}
+    assert all(len(v) == 3 for v in groups.values())
+    assert {c.op for c in sample} >= set(L.NEW_OPS)
+    assert L.new_ops_sample(3, seed=1) == sample and L.new_ops_sample({"lstm": 2}, seed=1) != sample
+    lf = L.layer_frame(sample)
+    assert lf["flops"].max() <= L.NEW_OPS_MAX_FLOPS
+    assert sorted({c.ceil_mode for c in groups["pool_k3s2"]}) == [0, 1] or len(groups["pool_k3s2"]) < 3
