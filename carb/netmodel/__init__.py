@@ -5,8 +5,11 @@ How a prediction is made (:func:`predict_module`):
 1. :func:`carb.graph.capture` turns the module into a table of layers (meta device).
 2. :mod:`carb.netmodel.layers`: each layer's latency from its operator class and shapes
    (:class:`LayerModel`: a roofline per class times a forest's correction); an operator
-   without measurements is priced by a generic roofline, listed in ``unknown``, and its
-   share widens the interval.
+   without measurements is priced by a measured fallback (the roofline of its class:
+   element-wise, normalization, data movement, pooling, compute, :func:`fit_fallback`),
+   listed in ``unknown_ops``, and its class's leave-one-op-out error widens the interval; a
+   network more than :data:`UNKNOWN_SHARE_MAX` of whose latency is so priced gets no latency
+   budget decision (:meth:`Prediction.decision`).
 3. :mod:`carb.netmodel.network`: the network's latency from the sum of its layers, the
    per-node and per-forward overheads, and its peak memory from a liveness simulation
    corrected by a learned linear term (:class:`NetModel`, :func:`fit_netmodel`, :func:`load`).
@@ -42,12 +45,15 @@ from carb.netmodel.layers import (  # noqa: F401
     _FEATURES,
     _FEATURES_V1,
     _FEATURES_V2,
+    FALLBACK_CLASSES,
     FEATURES_VERSION,
     SHRINKS,
     LayerModel,
     _onednn_mb,
     _work,
     _x,
+    fallback_class,
+    fit_fallback,
     onednn_conv,
     op_class,
 )
@@ -63,7 +69,14 @@ from carb.netmodel.network import (  # noqa: F401
     load,
     network_row,
 )
-from carb.netmodel.predict import Prediction, predict_module, predict_modules, predict_table, predict_tables
+from carb.netmodel.predict import (
+    UNKNOWN_SHARE_MAX,
+    Prediction,
+    predict_module,
+    predict_modules,
+    predict_table,
+    predict_tables,
+)
 
 __all__ = [
     "NetModel",
@@ -74,6 +87,10 @@ __all__ = [
     "predict_table",
     "predict_tables",
     "op_class",
+    "fallback_class",
+    "fit_fallback",
+    "FALLBACK_CLASSES",
+    "UNKNOWN_SHARE_MAX",
     "onednn_conv",
     "network_row",
     "fit_netmodel",

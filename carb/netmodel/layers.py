@@ -8,13 +8,18 @@ times a correction ``exp(f(x))`` from a forest of regression trees on the layer'
 log-shapes (kernel, stride, groups, channels, map size, batch, working set, arithmetic
 intensity, oneDNN or native path, ...), weighted 0, 0.5 or 1 as cross-validation says.
 Views (flatten, reshape, dropout in eval) cost nothing of their own. An operator the model
-has no measurements for is **never free**: it is priced by the generic roofline fitted on
-every measured layer.
+has no measurements for is **never free**: it is priced by a measured fallback, the
+bytes-and-FLOPs roofline ``t = a0 + a1 * flops + a2 * bytes`` of its fallback class
+(:data:`FALLBACK_CLASSES`: element-wise, normalization, data movement, pooling, compute),
+fitted on the measured layers of that class, whose 90% error on an op it has not seen (each
+measured op left out in turn) widens its interval (:func:`fit_fallback`).
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
@@ -81,7 +86,8 @@ def op_class(layers: pd.DataFrame) -> np.ndarray:
     """Cost class of each layer row, from its ``op`` and shapes.
 
     ``conv``, ``conv_grouped``, ``conv_dw`` (groups == input channels), ``relu`` (ReLU and
-    ReLU6), ``pool`` (max and average), ``conv`` too for a linear layer over several rows
+    ReLU6), ``pool`` (max and average; ``pool1d``, ``pool3d`` for the 1-D and 3-D ones), ``conv``
+    too for a linear layer over several rows
     per image (a pointwise convolution's GEMM), the other ops by name; ``view`` costs
     nothing of its own.
     """
@@ -94,6 +100,8 @@ def op_class(layers: pd.DataFrame) -> np.ndarray:
     out[conv & (g > 1) & (g != cin)] = "conv_grouped"
     out[op == "relu6"] = "relu"
     out[(op == "maxpool") | (op == "avgpool")] = "pool"
+    out[(op == "maxpool1d") | (op == "avgpool1d")] = "pool1d"
+    out[(op == "maxpool3d") | (op == "avgpool3d")] = "pool3d"
     # a linear layer over many rows per image (tokens, or ConvNeXt's channels-last MLP) is
     # the GEMM of a pointwise convolution on an H x W map: priced as one (the measured
     # linear layers are classifier heads, one row per image, whose GEMV-like speed
@@ -164,7 +172,8 @@ def _work(layers: pd.DataFrame, cls: np.ndarray, version: int = FEATURES_VERSION
 
     ``flops`` as captured, except (version >= 2) pooling, which counts no FLOP but reads
     ``kernel**2`` inputs per output (a 3x3 stride-1 max pool of 256x112x112 takes 98 ms, a
-    2x2 stride-2 one of the same input 19 ms: bytes alone price both alike).
+    2x2 stride-2 one of the same input 19 ms: bytes alone price both alike); a 1-D or 3-D
+    pooling reads its window's size (``kernel * kernel_w * kernel_d``).
     """
     f = layers["flops"].to_numpy(np.float64)
     if version < 2:
@@ -176,6 +185,17 @@ def _work(layers: pd.DataFrame, cls: np.ndarray, version: int = FEATURES_VERSION
             layers["bytes_per_element"].to_numpy(np.float64)[pool], 1
         )
         f[pool] = out_elems * layers["kernel"].to_numpy(np.float64)[pool] ** 2
+    other = np.isin(cls, ("pool1d", "pool3d"))
+    if other.any():  # the window's every side: kernel (length), kernel_w and kernel_d are 1 where a rank has none
+        f = f.copy()
+        window = np.ones(int(other.sum()))
+        for col in ("kernel", "kernel_w", "kernel_d"):
+            if col in layers:
+                window = window * layers[col].to_numpy(np.float64)[other]
+        out_elems = layers["out_bytes"].to_numpy(np.float64)[other] / np.maximum(
+            layers["bytes_per_element"].to_numpy(np.float64)[other], 1
+        )
+        f[other] = out_elems * window
     return f
 
 
@@ -275,6 +295,145 @@ def _class_rooflines(
     return roof, counts
 
 
+#: The classes of the measured fallback, each the op classes (:func:`op_class`) it holds: an op
+#: the model has no measurements of is priced by its class's roofline, fitted on the measured
+#: layers of the class. Element-wise ops read and write each element once; normalizations
+#: reduce (statistics, a softmax's sum, a global pooling's mean) before they write; data
+#: movement copies without arithmetic; pooling reads a window per output; compute runs
+#: matrix products (convolutions of any rank, attention, recurrent layers).
+FALLBACK_CLASSES: dict[str, tuple[str, ...]] = {
+    "elementwise": ("relu", "hardswish", "hardsigmoid", "sigmoid", "silu", "gelu", "tanh", "mish", "add", "mul"),
+    "normalization": ("bn", "layernorm", "groupnorm", "instancenorm", "softmax", "gap", "gap1d", "gap3d"),
+    "movement": (
+        "cat",
+        "copy",
+        "upsample_nearest",
+        "upsample_bilinear",
+        "pad",
+        "pad_reflect",
+        "pad_replicate",
+        "pixelshuffle",
+        "pixelunshuffle",
+    ),
+    "pooling": ("pool", "pool1d", "pool3d"),
+    "compute": (
+        "conv",
+        "conv_dw",
+        "conv_grouped",
+        "conv1d",
+        "conv3d",
+        "convtranspose",
+        "convtranspose1d",
+        "convtranspose3d",
+        "linear",
+        "matmul",
+        "sdpa",
+        "mha",
+        "lstm",
+        "gru",
+        "rnn",
+    ),
+}
+_FALLBACK_OF = {c: k for k, cs in FALLBACK_CLASSES.items() for c in cs}
+#: The fallback of an op capture could not read: every measured layer's roofline.
+GENERIC = "generic"
+
+
+def fallback_class(layers: pd.DataFrame, cls: np.ndarray | None = None) -> np.ndarray:
+    """The fallback class of each layer row (:data:`FALLBACK_CLASSES`).
+
+    An op capture could not read (``unknown``) is ``compute`` where it counts FLOPs (a
+    matrix product ran), else :data:`GENERIC`. ``cls``: the rows' :func:`op_class`, if already computed.
+    """
+    c = op_class(layers) if cls is None else cls
+    out = np.array([_FALLBACK_OF.get(str(k), GENERIC) for k in c], dtype=object)
+    out[(out == GENERIC) & (layers["flops"].to_numpy(np.float64) > 0)] = "compute"
+    return out
+
+
+def fit_fallback(
+    layers: pd.DataFrame, y_ms: np.ndarray, version: int = FEATURES_VERSION, coverage: float = 0.9
+) -> dict[str, dict[str, Any]]:
+    """Each fallback class's roofline, fitted on its measured layers, and its error on an op it has not seen.
+
+    For each class of :data:`FALLBACK_CLASSES` with measured layers, and for :data:`GENERIC`
+    (every measured layer): the roofline ``t = a0 + a1 * work + a2 * bytes`` (NNLS on relative
+    error, as the class rooflines; ``work``: :func:`_work`), and ``q``: the ``coverage``
+    quantile of ``|log(predicted / measured)|`` of each measured op predicted by the roofline
+    fitted on the class's other ops (leave one op out; an op is an op class, max and average
+    pooling apart). That is the error of pricing an op the class has never measured. A class
+    of one measured op has no other to learn from: it takes :data:`GENERIC`'s ``q``.
+
+    Args:
+        layers: measured layer rows (``se`` composites and rows without a positive latency left out).
+        y_ms: their latency. Units: ms.
+        version: the layer features' version (its :func:`_work`).
+        coverage: the quantile of the error.
+
+    Returns:
+        Class -> ``{"coef": [a0 (ms), a1 (ms/FLOP), a2 (ms/B)], "q": log error, "n": layers, "ops": [op classes]}``.
+
+    """
+    y = np.asarray(y_ms, np.float64)
+    keep = (layers["op"] != "se").to_numpy() & np.isfinite(y) & (y > 0)
+    layers, y = layers[keep].reset_index(drop=True), y[keep]
+    if not len(y):
+        return {}
+    cls = op_class(layers)
+    fb = fallback_class(layers, cls)
+    unit = np.where(cls == "pool", layers["op"].astype(str).to_numpy(), cls)
+    work, nbytes = _work(layers, cls, version), layers["bytes"].to_numpy(np.float64)
+    out: dict[str, dict[str, Any]] = {}
+    for name in (*FALLBACK_CLASSES, GENERIC):
+        m = np.ones(len(y), bool) if name == GENERIC else fb == name
+        if m.sum() < 3:
+            continue
+        units = sorted(set(unit[m]))
+        res: list[float] = []
+        for u in units:
+            train, test = m & (unit != u), m & (unit == u)
+            if train.sum() < 3:
+                continue
+            coef = _roofline(work[train], nbytes[train], y[train])
+            pred = np.maximum(_apply_roofline(coef, work[test], nbytes[test]), 1e-6)
+            res += list(np.abs(np.log(pred / y[test])))
+        out[name] = {
+            "coef": _roofline(work[m], nbytes[m], y[m]),
+            "q": float(np.quantile(res, coverage)) if len(units) >= 2 and res else None,
+            "n": int(m.sum()),
+            "ops": [str(u) for u in units],
+        }
+    generic_q = out[GENERIC]["q"] if GENERIC in out else None
+    for v in out.values():
+        if v["q"] is None:
+            v["q"] = generic_q if generic_q is not None else 1.0
+    return out
+
+
+def dataset_fallback(name: str, target: str, version: int) -> dict[str, dict[str, Any]] | None:
+    """:func:`fit_fallback` on the shipped layer dataset ``carb/data/<name>.parquet`` (``None``: no such dataset).
+
+    For a shipped model saved before models carried their own fallback: the measured layers it was fitted on.
+    """
+    from importlib import resources
+
+    path = Path(str(resources.files("carb") / "data" / f"{name}.parquet"))
+    if not name or "/" in name or not path.is_file():
+        return None
+    return _fallback_of_file(str(path), path.stat().st_mtime_ns, target, version)
+
+
+@functools.lru_cache(maxsize=8)
+def _fallback_of_file(path: str, mtime_ns: int, target: str, version: int) -> dict[str, dict[str, Any]] | None:
+    from carb.families.layers import layer_frame
+
+    df = pd.read_parquet(path)
+    if target not in df.columns or "op" not in df.columns:
+        return None
+    df = df[df.get("status", pd.Series("ok", index=df.index)).fillna("ok") == "ok"].reset_index(drop=True)
+    return fit_fallback(layer_frame(df).reset_index(drop=True), df[target].to_numpy(np.float64), version)
+
+
 def _fit_correction(X: np.ndarray, resid: np.ndarray, trees: int, seed: int) -> tuple[float, Any]:
     """Return the weight of the forest's log-correction of the rooflines and the forest (``None`` at weight 0).
 
@@ -324,6 +483,9 @@ class LayerModel:
             the median of small oneDNN convolutions less that of small native ones (MB);
             ``None``: not measured. A network none of whose convolutions runs there is priced
             that much lower (:func:`_mem_shift`).
+        fallback: the measured fallback of the ops it has no measurements of
+            (:func:`fit_fallback`: per class, a roofline and its leave-one-op-out error);
+            ``None``: none (such ops take :attr:`generic` and :attr:`q_generic`).
 
     """
 
@@ -338,6 +500,7 @@ class LayerModel:
     precisions: list[str] | None = None
     threads: int = 1
     onednn_mb: float | None = None
+    fallback: dict[str, dict[str, Any]] | None = None
 
     @classmethod
     def fit(
@@ -412,6 +575,7 @@ class LayerModel:
             precisions=precisions,
             threads=int(threads),
             onednn_mb=onednn_mb,
+            fallback=fit_fallback(layers, y, version),
         )
 
     def to_doc(self) -> dict[str, Any]:
@@ -427,6 +591,7 @@ class LayerModel:
             "precisions": self.precisions,
             "threads": self.threads,
             "onednn_mb": self.onednn_mb,
+            "fallback": self.fallback,
             "forest": FOREST_FILE if self.forest is not None else None,
         }
 
@@ -446,6 +611,7 @@ class LayerModel:
             precisions=None if ly.get("precisions") is None else [str(p) for p in ly["precisions"]],
             threads=int(ly.get("threads", 1)),
             onednn_mb=None if ly.get("onednn_mb") is None else float(ly["onednn_mb"]),
+            fallback=_fallback_doc(ly.get("fallback")),
         )
 
     def known(self, layers: pd.DataFrame, cls: np.ndarray | None = None) -> np.ndarray:
@@ -461,9 +627,9 @@ class LayerModel:
     ) -> np.ndarray:
         """Latency of each layer row. Units: ms.
 
-        Views: 0; unknown operators: the generic roofline (never 0 unless the op moves no
-        byte and does no FLOP). ``cls`` and ``onednn``: the rows' :func:`op_class` and
-        :func:`onednn_conv`, if already computed.
+        Views: 0; unknown operators: their fallback class's roofline (:attr:`fallback`; never 0
+        unless the op moves no byte and does no FLOP). ``cls`` and ``onednn``: the rows'
+        :func:`op_class` and :func:`onednn_conv`, if already computed.
         """
         if not len(layers):
             return np.zeros(0)
@@ -483,6 +649,45 @@ class LayerModel:
                 * self.forest.predict(_x(layers[known], self.classes, self.features, c[known], self.threads, on))
             )
         unk = ~known & (c != "view")
-        out[unk] = np.maximum(_apply_roofline(self.generic, flops[unk], nbytes[unk]), 1e-6)
+        if unk.any():
+            fb = fallback_class(layers[unk], c[unk])
+            coef = np.array([self._fallback(k)[0] for k in fb], np.float64).reshape(-1, 3)
+            pred = coef[:, 0] + coef[:, 1] * flops[unk] + coef[:, 2] * nbytes[unk]
+            out[unk] = np.maximum(pred, 1e-6)
         out[c == "view"] = 0.0
         return out
+
+    def _fallback(self, name: str) -> tuple[list[float], float]:
+        """The roofline and 90% log error of a fallback class (without a fallback: the generic roofline's)."""
+        fb = self.fallback or {}
+        got = fb.get(name) or fb.get(GENERIC)
+        if got is None:
+            return self.generic, self.q_generic
+        return got["coef"], float(got["q"])
+
+    def fallback_q(self, layers: pd.DataFrame, cls: np.ndarray | None = None) -> np.ndarray:
+        """The 90% log error of each row's price: its fallback class's for an unknown op, 0 for a known op or a view.
+
+        ``cls``: the rows' :func:`op_class`, if already computed.
+        """
+        c = op_class(layers) if cls is None else cls
+        out = np.zeros(len(layers))
+        unk = ~(np.isin(c, self.classes) | (c == "view"))
+        if unk.any():
+            out[unk] = [self._fallback(k)[1] for k in fallback_class(layers[unk], c[unk])]
+        return out
+
+
+def _fallback_doc(doc: Any) -> dict[str, dict[str, Any]] | None:
+    """A saved fallback (:func:`fit_fallback`'s shape) with its numbers as floats; ``None`` where none was saved."""
+    if not isinstance(doc, dict):
+        return None
+    return {
+        str(k): {
+            "coef": [float(c) for c in v["coef"]],
+            "q": float(v["q"]),
+            "n": int(v.get("n", 0)),
+            "ops": [str(o) for o in v.get("ops", [])],
+        }
+        for k, v in doc.items()
+    }

@@ -26,7 +26,7 @@ from scipy.optimize import nnls
 
 from carb.graph import LayerTable
 from carb.netmodel.io import ModelError, read_model, write_model
-from carb.netmodel.layers import LayerModel, onednn_conv, op_class
+from carb.netmodel.layers import LayerModel, dataset_fallback, onednn_conv, op_class
 
 MB = 1e6
 
@@ -70,7 +70,9 @@ def _network_rows(
     on = onednn_conv(L, layer_model.threads) if len(L) else np.zeros(0, bool)  # features and memory both read it
     t_all = layer_model.predict(L, cls, on)
     known_all = layer_model.known(L, cls)
+    q_all = layer_model.fallback_q(L, cls) if len(L) else np.zeros(0)
     flops_all = L["flops"].to_numpy(np.float64) if len(L) else np.zeros(0)
+    bytes_all = L["bytes"].to_numpy(np.float64) if len(L) else np.zeros(0)
     costed = (L["op"] != "view").to_numpy() if len(L) else np.zeros(0, bool)
     seg = np.repeat(np.arange(n), sizes)
 
@@ -79,6 +81,9 @@ def _network_rows(
 
     flops = per_net(flops_all)
     flops_known = per_net(np.where(known_all, flops_all, 0.0))
+    costed_bytes = np.where(costed, bytes_all, 0.0)
+    nbytes, bytes_known = per_net(costed_bytes), per_net(np.where(known_all, costed_bytes, 0.0))
+    unknown_t = np.where(known_all, 0.0, t_all)
     n_costed = per_net(costed.astype(np.float64))
     n_known_costed = per_net((known_all & costed).astype(np.float64))
     max_w = np.zeros(n)
@@ -100,6 +105,10 @@ def _network_rows(
         },
         columns=NETWORK_COLUMNS,
     )
+    # how far the fallback-priced layers may be off, each by its class's measured error (90%)
+    rows["unknown_hi_ms"] = per_net(unknown_t * np.expm1(q_all))
+    rows["unknown_lo_ms"] = per_net(unknown_t * -np.expm1(-q_all))
+    rows["bytes_known_share"] = np.divide(bytes_known, nbytes, out=np.ones(n), where=nbytes > 0)
     return rows, t_all, known_all, L
 
 
@@ -288,11 +297,17 @@ class NetModel:
                 q = max(lm.q, 0.0) if lm.n >= 5 else max(q, lm.q)
             lo, hi = pred * math.exp(-q), pred * math.exp(q)
             if target == "latency_ms":
-                # unknown operators: their fallback cost is uncertain by the generic roofline's error
-                u = rows["unknown_ms"].to_numpy(np.float64) * (self.lat_coef[0] or 1.0)
-                qg = self.layer.q_generic
-                lo = np.maximum(lo - u * (1 - math.exp(-qg)), 1e-6)
-                hi = hi + u * (math.exp(qg) - 1)
+                # unknown operators: their fallback price is uncertain by its class's measured error
+                # (rows without the per-class figures: the generic roofline's)
+                s = self.lat_coef[0] or 1.0
+                if "unknown_hi_ms" in rows:
+                    du_lo = rows["unknown_lo_ms"].to_numpy(np.float64) * s
+                    du_hi = rows["unknown_hi_ms"].to_numpy(np.float64) * s
+                else:
+                    u, qg = rows["unknown_ms"].to_numpy(np.float64) * s, self.layer.q_generic
+                    du_lo, du_hi = u * (1 - math.exp(-qg)), u * (math.exp(qg) - 1)
+                lo = np.maximum(lo - du_lo, 1e-6)
+                hi = hi + du_hi
             out[target], out[f"{target}_lo"], out[f"{target}_hi"] = pred, lo, hi
         return out
 
@@ -367,9 +382,19 @@ class NetModel:
 
     @classmethod
     def from_doc(cls, doc: dict[str, Any], forest: Any) -> "NetModel":
-        """The model of a document written by :meth:`save`, with its layer model's loaded ``forest``."""
+        """The model of a document written by :meth:`save`, with its layer model's loaded ``forest``.
+
+        A layer model saved without its fallback (:func:`carb.netmodel.layers.fit_fallback`) takes
+        the one of the shipped layer dataset of the model's name, fitted on the layers it was
+        fitted on (the latency its layer model learned, ``meta["layer_target"]``).
+        """
+        layer = LayerModel.from_doc(doc["layer"], forest)
+        meta = doc.get("meta") or {}
+        if layer.fallback is None and isinstance(meta.get("name"), str):
+            target = str(meta.get("layer_target", "latency_ms_p5"))
+            layer.fallback = dataset_fallback(meta["name"], target, layer.features)
         return cls(
-            layer=LayerModel.from_doc(doc["layer"], forest),
+            layer=layer,
             lat_coef=list(map(float, doc["lat_coef"])),
             mem_coef=list(map(float, doc["mem_coef"])),
             q={k: float(v) for k, v in doc["q"].items()},

@@ -22,6 +22,16 @@ from carb.measure.fingerprint import Fingerprint, here
 from carb.netmodel.domain import fingerprint_of, standing
 from carb.netmodel.network import NetModel, _network_rows, load
 
+#: Above this share of a network's predicted latency in layers priced by the measured fallback
+#: (ops the model has no measurements of), it gets no latency budget decision
+#: (:meth:`Prediction.decision`: ``measure``). On the shipped layers-cpu-avx2-1t the network
+#: model's own 90% error is 15% (``q["latency_ms"]`` = 0.143) and the fallback's
+#: leave-one-op-out 90% error x3.8-4.0 (``q`` = 1.34 compute, 1.38 element-wise and
+#: normalization; :func:`carb.netmodel.layers.fit_fallback`): layers making 5% of the latency
+#: may then be off by 0.05 x 3.0 = 15% of it, as much as the model's whole error elsewhere.
+#: Beyond that share the ops nobody measured, not the model, would decide the call.
+UNKNOWN_SHARE_MAX = 0.05
+
 
 @dataclass
 class Prediction:
@@ -33,9 +43,12 @@ class Prediction:
         memory_mb, memory_mb_lo, memory_mb_hi: peak memory of inference. Units: MB (1e6 B).
         energy_j: per forward, where the device model has energy; else ``None`` and
             ``energy_missing_reason`` says why. Units: J.
-        coverage_flops, coverage_layers: shares (0..1) of the FLOPs and of the costed layers
-            whose operator type the model has measurements for.
-        unknown_ops: operator kinds priced by the generic fallback.
+        coverage_flops, coverage_layers, coverage_bytes: shares (0..1) of the FLOPs, of the
+            costed layers and of their bytes whose operator type the model has measurements for.
+        unknown_ops: operator kinds priced by the measured fallback (their class's roofline).
+        unknown_share: the share (0..1) of the predicted latency of the layers in those layers;
+            above :data:`UNKNOWN_SHARE_MAX` no latency budget is decided (:meth:`decision`).
+        input_shape: the input's shape the network was captured on.
         precision, precision_measured: the network's precision, and whether the model's
             layers were measured in it (``None``: not recorded by the model).
         machine: the machine the model's measurements were taken on, by what it is.
@@ -78,6 +91,9 @@ class Prediction:
     machine_line: str | None = None
     extrapolated: bool = False
     outside: list[str] = field(default_factory=list)
+    coverage_bytes: float = 1.0
+    unknown_share: float = 0.0
+    input_shape: tuple[int, ...] = ()
     # the captured table, per-layer ms and known flags the breakdown is made of, on first
     # use of ``layers`` (sorting and copying the table is most of the per-network predict
     # time, and a sweep over many networks seldom reads it)
@@ -97,6 +113,51 @@ class Prediction:
                 latency_ms=t[order], known=known[order], share=(t[order] / total) if total > 0 else 0.0
             )
         return self._layers
+
+    @property
+    def no_decision(self) -> str | None:
+        """Why no latency budget is decided for this network (one line), or ``None``."""
+        if self.unknown_share > UNKNOWN_SHARE_MAX:
+            return (
+                f"{100 * self.unknown_share:.0f}% of its predicted latency is in ops priced by the measured fallback "
+                f"({', '.join(self.unknown_ops)}), above {100 * UNKNOWN_SHARE_MAX:.0f}%: measure it"
+            )
+        return None
+
+    def decision(self, latency_ms: float | None = None, memory_mb: float | None = None) -> str:
+        """The budget call: ``accept``, ``reject`` or ``measure``, as a screening calls a config.
+
+        ``reject`` where a lower bound is over its budget, ``accept`` where every upper bound is
+        within its budget, else ``measure``. A network outside the model's domain
+        (:attr:`extrapolated`) is never accepted; one whose fallback-priced ops make more than
+        :data:`UNKNOWN_SHARE_MAX` of its latency (:attr:`no_decision`) gets no latency call at
+        all: ``measure``.
+
+        Args:
+            latency_ms: the latency budget (ms), or ``None``.
+            memory_mb: the peak memory budget (MB), or ``None``.
+
+        Returns:
+            ``accept``, ``reject`` or ``measure``.
+
+        Raises:
+            ValueError: no budget given.
+
+        """
+        budgets = {k: v for k, v in (("latency_ms", latency_ms), ("memory_mb", memory_mb)) if v is not None}
+        if not budgets:
+            raise ValueError("decision: give a latency_ms or memory_mb budget")
+        if "latency_ms" in budgets and self.no_decision is not None:
+            return "measure"
+        bounds = {
+            "latency_ms": (self.latency_ms_lo, self.latency_ms_hi),
+            "memory_mb": (self.memory_mb_lo, self.memory_mb_hi),
+        }
+        if any(bounds[k][0] > b for k, b in budgets.items()):
+            return "reject"
+        if all(bounds[k][1] <= b for k, b in budgets.items()) and not self.extrapolated:
+            return "accept"
+        return "measure"
 
     def top(self, n: int = 10) -> pd.DataFrame:
         """The ``n`` most expensive layers: name, op, shapes, predicted ms, share."""
@@ -125,7 +186,10 @@ class Prediction:
             "coverage": {
                 "flops": self.coverage_flops,
                 "layers": self.coverage_layers,
+                "bytes": self.coverage_bytes,
                 "unknown_ops": self.unknown_ops,
+                "unknown_latency_share": self.unknown_share,
+                "no_decision": self.no_decision,
                 "precision": self.precision,
                 "precision_measured": self.precision_measured,
             },
@@ -220,6 +284,13 @@ def predict_tables(tables: Sequence[LayerTable], nm: NetModel, machine: Fingerpr
     cols = {c: pred[c].to_numpy(np.float64) for c in pred.columns}
     kind_all = L["kind"].to_numpy() if len(L) else np.zeros(0, object)
     share_f, share_l = rows["flops_known_share"].to_numpy(), rows["layers_known_share"].to_numpy()
+    share_b = rows["bytes_known_share"].to_numpy()
+    unknown_share = np.divide(
+        rows["unknown_ms"].to_numpy(np.float64),
+        rows["layer_sum_ms"].to_numpy(np.float64),
+        out=np.zeros(len(rows)),
+        where=rows["layer_sum_ms"].to_numpy(np.float64) > 0,
+    )
     out = []
     for i, table in enumerate(tables):
         t, known = t_all[starts[i] : ends[i]], known_all[starts[i] : ends[i]]
@@ -235,6 +306,9 @@ def predict_tables(tables: Sequence[LayerTable], nm: NetModel, machine: Fingerpr
                 memory_mb_hi=float(cols["memory_mb_hi"][i]),
                 coverage_flops=float(share_f[i]),
                 coverage_layers=float(share_l[i]),
+                coverage_bytes=float(share_b[i]),
+                unknown_share=float(unknown_share[i]),
+                input_shape=tuple(int(d) for d in table.input_shape),
                 unknown_ops=unknown,
                 flops=table.flops,
                 params=table.params,
