@@ -89,8 +89,7 @@ def main() -> None:
     from carb.campaign.runner import run_campaign
     from carb.campaign.store import Store
     from carb.families import space
-    from carb.measure import get_backend
-    from carb.measure._common import cpu_model
+    from carb.measure import cpu_model, get_backend
     from carb.measure.base import Protocol
 
     protocol = replace(Protocol.default_for("cpu"), max_time_s=a.max_time)

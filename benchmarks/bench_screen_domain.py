@@ -76,7 +76,7 @@ def _saved(model, dataset: str, directory: Path):
 
 def _raw_calls(d: pd.DataFrame, budgets: dict, confidence: float, rule: str, keep: np.ndarray | None = None):
     """The calls the same predictions give without the guard (``keep``: the extrapolated flags to keep)."""
-    from carb.decide._calls import calls
+    from carb.decide import calls
 
     frame = d.drop(columns="extrapolated")
     if keep is not None:

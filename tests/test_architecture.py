@@ -1,6 +1,7 @@
 """The house: no import cycle anywhere in carb, rooms on at most eight floors with the floors
-contract of pyproject.toml kept (the check `lint-imports` runs in CI), short modules and
-functions, and no history in code.
+contract of pyproject.toml kept (the check `lint-imports` runs in CI), a ``_private`` module
+private to its room (in carb: ``lint-imports``; in the tests: here), short modules and functions,
+and no history in code.
 
 grimp (import-linter's graph builder) reads imports statically, those inside functions too,
 so a lazy import that goes upward or closes a cycle fails here as well.
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 grimp = pytest.importorskip("grimp")
+house = pytest.importorskip("tests._house")  # the rule on private modules (and import-linter's contract)
 
 
 @pytest.fixture(scope="module")
@@ -155,3 +157,77 @@ def test_code_tells_no_history() -> None:
 def test_layers_contract_kept() -> None:
     lint = pytest.importorskip("importlinter.cli")
     assert lint.lint_imports(config_filename=str(ROOT / "pyproject.toml")) == 0
+
+
+# -- a _private module is private to its room: no other room and no test imports it --------------
+
+
+def _carb_module(dotted: str) -> str | None:
+    """The longest prefix of ``dotted`` that is a module of carb (``carb.model._bundle.MANIFEST``: its module)."""
+    parts = dotted.split(".")
+    for n in range(len(parts), 1, -1):
+        path = ROOT.joinpath(*parts[:n])
+        if parts[0] == "carb" and (path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()):
+            return ".".join(parts[:n])
+    return None
+
+
+def _dotted(node: ast.AST) -> str | None:
+    """``carb.model._bundle.X`` as written (an attribute chain on a name), else ``None``."""
+    names = []
+    while isinstance(node, ast.Attribute):
+        names.append(node.attr)
+        node = node.value
+    return ".".join([node.id, *reversed(names)]) if isinstance(node, ast.Name) else None
+
+
+def private_modules_reached(source: str) -> list[str]:
+    """``LINE MODULE`` for each private carb module a test's source reaches: ``import carb.x._y``, ``from carb.x
+    import _y``, an attribute chain (``carb.x._y.Z``) or a dotted string (a monkeypatch target)."""
+    names = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names += [(node.lineno, f"{node.module}.{a.name}") for a in node.names]
+        elif isinstance(node, ast.Attribute) and (dotted := _dotted(node)):
+            names.append((node.lineno, dotted))
+        elif (
+            isinstance(node, ast.Constant) and isinstance(node.value, str) and re.fullmatch(r"carb(\.\w+)+", node.value)
+        ):
+            names.append((node.lineno, node.value))
+    found = {(line, m) for line, name in names if (m := _carb_module(name)) and house.private_room(m)}
+    return [f"{line} {m}" for line, m in sorted(found)]
+
+
+def test_no_test_imports_a_private_module_of_carb() -> None:
+    hits = [
+        f"{p.relative_to(ROOT)}:{hit}"
+        for p in sorted((ROOT / "tests").rglob("*.py"))
+        for hit in private_modules_reached(p.read_text())
+    ]
+    assert not hits, f"tests reaching a private module (test it through its room's public names): {hits}"
+
+
+def test_the_private_module_checks_can_fail() -> None:
+    source = (
+        "import carb.model._bundle as b\nfrom carb.model import _bundle, CARB\nfrom carb.model._bundle import X\n"
+        "import carb\ncarb.model._bundle.Y = 1\nm.setattr('carb.model._bundle.Z', 2)\nfrom carb.model import load\n"
+    )
+    assert private_modules_reached(source) == [f"{i} carb.model._bundle" for i in (1, 2, 3, 5, 6)]
+    assert house.private_room("carb.room._secret.part") == "carb.room" and house.private_room("carb._safeio") is None
+
+    class Graph:  # carb.room._secret, imported by its room and by another one
+        modules = {"carb.room.a", "carb.other.b", "carb.room._secret", "numpy"}
+
+        @staticmethod
+        def find_modules_that_directly_import(module):
+            return {"carb.room.a", "carb.other.b"} if module == "carb.room._secret" else set()
+
+        @staticmethod
+        def get_import_details(importer, imported):
+            return [{"line_number": 7}]
+
+    check = house.PrivateToRoomContract("rooms", {}, {}).check(Graph, verbose=False)
+    assert not check.kept
+    assert check.metadata["broken"] == [{"importer": "carb.other.b", "imported": "carb.room._secret", "lines": [7]}]

@@ -37,7 +37,7 @@ def test_foreign_precisions_reads_the_cpu() -> None:
 
 
 def test_cpu_isa_is_recorded_in_provenance() -> None:
-    from carb.measure._common import host_facts
+    from carb.measure import host_facts
 
     isa = host_facts()["cpu_isa"]
     assert set(isa) == {"flags", "torch_capability", "native"}
@@ -123,10 +123,16 @@ def test_demo_precisions_setting_wins(tmp_path, monkeypatch) -> None:
     ],
 )
 def test_cpu_isa_from_cpuinfo(monkeypatch, cpuinfo, native) -> None:
-    from carb.measure import _common
+    import builtins
+    import io
 
-    monkeypatch.setattr(_common, "read_text", lambda path: cpuinfo if path == "/proc/cpuinfo" else None)
-    assert _common.cpu_isa()["native"] == native
+    real_open = builtins.open  # /proc/cpuinfo reads as the case's text; every other file as it is
+    monkeypatch.setattr(
+        builtins,
+        "open",
+        lambda path, *a, **k: io.StringIO(cpuinfo) if path == "/proc/cpuinfo" else real_open(path, *a, **k),
+    )
+    assert carb.measure.cpu_isa()["native"] == native
 
 
 def test_demo_reports_drift_first_and_scores_raw_and_corrected(tmp_path, cpu1t_source):
@@ -371,7 +377,7 @@ def test_demo_figure_log_labels_do_not_overlap(tmp_path, monkeypatch):
     matplotlib.use("Agg")
     from matplotlib.figure import Figure
 
-    from carb.demo._outputs import _figures
+    from carb.demo import draw_figures
 
     seen = []
     real = Figure.savefig
@@ -393,7 +399,7 @@ def test_demo_figure_log_labels_do_not_overlap(tmp_path, monkeypatch):
     feas = pd.DataFrame(
         {"latency_ms": np.exp(rng.uniform(-1, 1.3, 200)), "flops_per_image": 10 ** rng.uniform(5.6, 8.4, 200)}
     )
-    _figures(tmp_path, calib, val, feas, feas.head(30), ["memory_mb", "latency_ms"])
+    draw_figures(tmp_path, calib, val, feas, feas.head(30), ["memory_mb", "latency_ms"])
     assert (tmp_path / "measured_vs_predicted.png").exists() and (tmp_path / "pareto.png").exists()
     assert len(seen) == 2
     for fig in seen:

@@ -55,6 +55,6 @@ def test_the_cli_says_a_library_rule_under_its_flag(cli, tmp_path) -> None:
     with pytest.raises(InvalidParameterError, match="rounds: must be an integer >= 1"):
         calibrate_here("layers-cpu-avx2-1t", rounds=0)
     # typer's own min=1 answers first on the command line; a rule only the library holds:
-    from carb.cli._app import flag_of
+    from carb.cli import flag_of
 
     assert flag_of("max_time_s") == "--max-time" and flag_of("rounds") == "--rounds"

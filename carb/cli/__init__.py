@@ -18,9 +18,20 @@ import typer
 from carb.families.space import SpaceError
 
 from . import calibrate, campaign, demo, fewshot, model, report, screening, spaces  # noqa: F401 - importing registers the commands
-from ._app import UsageError, UserInterrupt, app, err, fail, flag_of
+from ._app import UsageError, UserInterrupt, app, atomic_dir, atomic_file, err, fail, flag_of
+from ._progress import CampaignProgress, fmt_duration
 
-__all__ = ["app", "main", "UsageError", "fail"]
+__all__ = [
+    "app",
+    "main",
+    "UsageError",
+    "fail",
+    "flag_of",
+    "atomic_file",
+    "atomic_dir",
+    "CampaignProgress",
+    "fmt_duration",
+]
 
 _COMMAND_MODULES = (calibrate, campaign, screening, spaces)  # registered by their decorators on import
 demo.register(app)

@@ -3,4 +3,9 @@
 - :mod:`~carb.decide.screen`: accept / reject / measure under budgets, Stage 1 and Stage 2.
 - :mod:`~carb.decide.pareto`: objectives, the exact non-dominated filter, hypervolume.
 - :mod:`~carb.decide.validate`: scoring decisions against measured truth.
+- :func:`calls`: the three-way budget calls (accept / reject / measure) of a table of predictions.
 """
+
+from carb.decide._calls import calls
+
+__all__ = ["calls"]

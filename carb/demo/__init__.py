@@ -33,8 +33,9 @@ scores and the lines said about them in :mod:`carb.demo._score`, the files writt
 
 from __future__ import annotations
 
+from carb.demo._outputs import draw_figures
 from carb.demo._run import run_demo
 from carb.demo._score import sitting_floor
 from carb.demo._settings import DEMO_ROUNDS, DemoSettings, default_threads
 
-__all__ = ["DEMO_ROUNDS", "DemoSettings", "default_threads", "run_demo", "sitting_floor"]
+__all__ = ["DEMO_ROUNDS", "DemoSettings", "default_threads", "draw_figures", "run_demo", "sitting_floor"]

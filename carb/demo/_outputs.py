@@ -39,7 +39,9 @@ def _write_outputs(
     datasets.write(val_out, out / "validation.csv")
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=float))
     # screen() adds flops_per_image to the feasible table: capacity is an objective
-    _figures(out, ok.join(model.predict(ok).add_prefix("pred_")), val_out, res.feasible, res.shortlist, model.targets_)
+    draw_figures(
+        out, ok.join(model.predict(ok).add_prefix("pred_")), val_out, res.feasible, res.shortlist, model.targets_
+    )
     t0 = time.perf_counter()
     # the report predicts the same rows from several figures: each warning is said once
     with warnings.catch_warnings(record=True) as caught:
@@ -58,7 +60,7 @@ def _write_outputs(
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=float))
 
 
-def _figures(
+def draw_figures(
     out: Path,
     calib: pd.DataFrame,
     val: pd.DataFrame,
@@ -66,7 +68,12 @@ def _figures(
     shortlist: pd.DataFrame,
     targets: list[str],
 ) -> None:
-    """measured_vs_predicted.png and pareto.png."""
+    """Write the demo's figures into ``out``: measured_vs_predicted.png and pareto.png.
+
+    measured_vs_predicted.png: per target (``latency_ms``, ...), the measured value of each ``calib`` and ``val``
+    config against its prediction (columns ``pred_<target>``, ``pred_<target>_lo``, ``pred_<target>_hi``); pareto.png:
+    the predicted latency (ms) and FLOPs per image of the ``feasible`` configs and of the ``shortlist``.
+    """
     import matplotlib
 
     matplotlib.use("Agg")  # no display on our machines; files only

@@ -310,8 +310,8 @@ def to_frame(configs: FBNetConfig | Iterable[FBNetConfig]) -> pd.DataFrame:
 
 
 def __getattr__(name: str) -> Any:
-    # carb.families.fbnet.FBNet, .IRBlock, .SkipProjection: the module classes, torch imported on use
-    if name in ("FBNet", "IRBlock", "SkipProjection"):
+    # carb.families.fbnet.FBNet, .IRBlock, .SkipProjection, .channel_shuffle: the torch modules, torch imported on use
+    if name in ("FBNet", "IRBlock", "SkipProjection", "channel_shuffle"):
         from . import _fbnet_nets
 
         return getattr(_fbnet_nets, name)

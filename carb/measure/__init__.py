@@ -23,7 +23,7 @@ import inspect
 import re
 from typing import Any
 
-from ._common import cpu_isa, foreign_precisions
+from ._common import classify, cpu_isa, cpu_model, foreign_precisions, host_facts
 from .base import STATUSES, Backend, ConfigLike, Measurement, Protocol, Stats
 from .cpu import CpuBackend
 from .cuda import CudaBackend
@@ -42,6 +42,9 @@ __all__ = [
     "median_ci",
     "summarize",
     "cpu_isa",
+    "cpu_model",
+    "host_facts",
+    "classify",
     "foreign_precisions",
 ]
 

@@ -15,7 +15,7 @@ import time
 import pytest
 
 from carb.campaign.store import Store
-from carb.measure._common import cpu_model
+from carb.measure import cpu_model
 from tests.campaign._ray_nodes import CARB, ENV, Cluster
 
 pytest.importorskip("ray")

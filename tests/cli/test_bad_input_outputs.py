@@ -9,7 +9,7 @@ import os
 import pandas as pd
 import pytest
 
-from carb.cli._app import atomic_dir, atomic_file
+from carb.cli import atomic_dir, atomic_file
 from tests._helpers import RESNET_ROW
 from tests.cli._probe import case_id, probe
 

@@ -7,7 +7,7 @@ from rich.console import Console
 
 from carb.campaign.runner import run_campaign
 from carb.campaign.store import Store
-from carb.cli._progress import CampaignProgress, fmt_duration
+from carb.cli import CampaignProgress, fmt_duration
 from carb.families import space
 from tests._helpers import SampledBackend
 

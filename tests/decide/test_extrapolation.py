@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from carb.decide._calls import calls
+from carb.decide import calls
 from carb.decide.screen import RISKS, device_kind, foreign_reason, screen
 from carb.families import features, space
 from tests._helpers import SyntheticPredictor

@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from carb.datasets import help_fbnet as hf
-from carb.families import _fbnet_nets, fbnet
+from carb.families import fbnet
 from carb.families.arch import dtype_of
 from carb.families.fbnet import FBNetConfig
 from carb.families.space import Config, SpaceError
@@ -98,7 +98,7 @@ def test_block_structure_follows_fbnet() -> None:
     assert not model.training
     # the shuffle interleaves the two groups' channels
     x = torch.arange(6.0).view(1, 6, 1, 1)
-    assert _fbnet_nets.channel_shuffle(x, 2).flatten().tolist() == [0, 3, 1, 4, 2, 5]
+    assert fbnet.channel_shuffle(x, 2).flatten().tolist() == [0, 3, 1, 4, 2, 5]
 
 
 @pytest.mark.parametrize("cfg", list(dict.fromkeys(SAMPLE[::3] + SAMPLE[-6:])), ids=lambda c: c.label())

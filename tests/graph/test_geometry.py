@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import sys
 import warnings
 from typing import Any, Callable
 
@@ -433,8 +434,9 @@ def test_export_path_reads_the_same_ops_and_geometry() -> None:
 
 
 def test_closed_forms_of_1d_3d_transposed_and_recurrent_layers_equal_running_on_meta(monkeypatch) -> None:
-    from carb.graph import _run
+    from carb.graph import trace
 
+    runner = sys.modules[trace._GraphRun.__module__]  # the closed forms' switch: where the graph's nodes run
     cases = [
         (nn.Conv1d(4, 8, 3, 2, 1, 2, 2), (2, 4, 13)),
         (nn.Conv3d(4, 8, (3, 5, 5), (1, 2, 2), (1, 2, 2), groups=4), (1, 4, 5, 9, 7)),
@@ -446,7 +448,7 @@ def test_closed_forms_of_1d_3d_transposed_and_recurrent_layers_equal_running_on_
     ]
     for m, shape in cases:
         fast = graph.capture(nn.Sequential(m), shape).layers
-        monkeypatch.setattr(_run, "_CLOSED_FORMS", False)
+        monkeypatch.setattr(runner, "_CLOSED_FORMS", False)
         slow = graph.capture(nn.Sequential(m), shape).layers
-        monkeypatch.setattr(_run, "_CLOSED_FORMS", True)
+        monkeypatch.setattr(runner, "_CLOSED_FORMS", True)
         assert fast.equals(slow), type(m).__name__

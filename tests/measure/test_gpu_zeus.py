@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import sys
 
 import pytest
 from zeus.device.gpu.common import (
@@ -301,7 +302,7 @@ def test_tick_aligned_windows_and_idle_subtraction_on_a_synthetic_counter(monkey
     """A synthetic 250 W counter updating every 10 ms, idle calibrated at 100 W: every
     window's busy power is 250 W (tick-aligned, so no partial period is counted), gross
     = busy power x latency and net = gross - 100 W x latency, sample by sample."""
-    import carb.measure._cuda_worker as cuda  # where _run_config looks its helpers up
+    cuda = sys.modules[_run_config.__module__]  # where _run_config looks its helpers up
 
     seen = []
     real = cuda.run_samples
@@ -333,7 +334,7 @@ def test_tick_aligned_windows_and_idle_subtraction_on_a_synthetic_counter(monkey
 def _record_windows(monkeypatch) -> tuple[list[tuple[float, float]], list[float]]:
     """Record each energy window's span (t_start, t_end) and its busy power (W) as the
     worker computes them: lists the caller reads (and clears) between configs."""
-    import carb.measure._cuda_worker as cuda  # where _run_config looks its helpers up
+    cuda = sys.modules[_run_config.__module__]  # where _run_config looks its helpers up
 
     real = cuda.power_between_ticks
     spans: list[tuple[float, float]] = []
