@@ -21,6 +21,7 @@ from carb.netmodel import (
     Prediction,
     allocator_of,
     load,
+    physical_memory_bytes,
     predict_module,
     resolve,
 )
@@ -109,9 +110,13 @@ def predict_cli(
         nm, used = _calibrated_here(con, nm, model_dir, calibrate, cache)
         machine = here()
         with running_user_code(what):  # the capture runs the module's forward
-            pred = predict_module(net, shape, nm, precision=precision, machine=machine)
+            # a network this machine could not hold is refused, as the measuring commands refuse one
+            pred = predict_module(
+                net, shape, nm, precision=precision, machine=machine, max_bytes=physical_memory_bytes()
+            )
     except (CaptureError, ModelError) as e:
         raise usage(str(e)) from None
+    shape = pred.input_shape
     # one line, first: the machines by what they are, and this very command with --calibrate
     line = compare(fingerprint_of(nm), machine).line(
         _calibrate_command(module_spec, shape, precision, None if default else model_dir)
@@ -122,6 +127,9 @@ def predict_cli(
     if runtime_line:
         con.print(runtime_line, style="bold yellow")
     _print_coverage(con, pred, nm, precision)
+    folded = _folded_bn_line(pred)
+    if folded:
+        con.print(folded, style="bold yellow")
     con.print(
         f"{module_spec} on {'x'.join(map(str, shape))} {precision}: "
         f"{pred.flops / 1e9:.3f} GFLOP, {pred.params / 1e6:.2f} M parameters, {len(pred.layers)} layers; "
@@ -140,6 +148,7 @@ def predict_cli(
                         "input": list(shape),
                         "precision": precision,
                         "allocator": allocator_of(nm),
+                        "capture": pred.capture,
                         **pred.to_dict(top),
                     },
                     indent=1,
@@ -226,12 +235,33 @@ def _calibrate_now(con: Console, model_dir: Any, source_dir: Path, machine: Any)
     return calibrations.find(str(model_dir), source_dir, machine)
 
 
+def _folded_bn_line(pred: Prediction) -> str | None:
+    """A line where an ONNX file holds no BatchNorm but convolutions with biases (its exporter folded), or ``None``."""
+    cap = pred.capture
+    if cap.get("capture") != "onnx" or cap.get("bn_nodes") or not cap.get("convs_with_bias"):
+        return None
+    return (
+        f"BatchNorm folded into convs by the exporter: the file has no BatchNormalization node and "
+        f"{cap['convs_with_bias']} of its {cap['convs']} convolutions carry a bias (torch.onnx.export folds each BN "
+        "into the convolution before it in eval mode); priced as folded, where the module run eagerly runs its BNs "
+        "as kernels of their own (carb predict --module prices those)"
+    )
+
+
 def _print_coverage(con: Console, pred: Prediction, nm: NetModel, precision: str) -> None:
-    """The model's coverage of the network, and a warning for a precision it did not measure."""
-    cov = f"coverage: {100 * pred.coverage_layers:.1f}% of layers, {100 * pred.coverage_flops:.1f}% of FLOPs known"
+    """The model's coverage of the network (layers, FLOPs, bytes), what a fallback prices, and a precision's warning."""
+    cov = (
+        f"coverage: {100 * pred.coverage_layers:.1f}% of layers, {100 * pred.coverage_flops:.1f}% of FLOPs, "
+        f"{100 * pred.coverage_bytes:.1f}% of bytes known"
+    )
     if pred.unknown_ops:
-        cov += f"; unknown (generic fallback, wider interval): {', '.join(pred.unknown_ops)}"
+        cov += (
+            f"; unknown (priced by the measured fallback of their class, wider interval; "
+            f"{100 * pred.unknown_share:.0f}% of the latency): {', '.join(pred.unknown_ops)}"
+        )
     con.print(cov, style="bold yellow" if pred.unknown_ops else "bold")
+    if pred.no_decision:
+        con.print(f"no latency budget decision for this network: {pred.no_decision}", style="bold yellow")
     if pred.precision_measured is False:
         con.print(
             f"precision {precision}: not measured by this model (its layers are "

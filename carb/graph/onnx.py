@@ -116,7 +116,9 @@ def capture_onnx(path: str | Path, input_shape: Any = None, precision: str | Non
             size; ``None``: the first input's type.
 
     Returns:
-        The layer table; ``meta["capture"]`` is ``onnx``.
+        The layer table; ``meta["capture"]`` is ``onnx``, and ``meta`` says how many
+        BatchNormalization nodes the file holds and how many of its convolutions carry a bias
+        (an exporter that folded the BNs leaves none of the first and biases on the second).
 
     Raises:
         CaptureError: one line naming the file: not an ONNX file (or truncated), an opset or
@@ -156,8 +158,24 @@ def capture_onnx(path: str | Path, input_shape: Any = None, precision: str | Non
         model_bytes=int(sum(g.nbytes(t) for t in g.weights)),
         params=g.params(),
         peak_live_bytes=int(live.max()) if len(live) else 0,
-        meta={"fold_bn": False, "capture": "onnx"},
+        meta={"fold_bn": False, "capture": "onnx", **_bn_record(model.graph)},
     )
+
+
+def _bn_record(graph: Any) -> dict[str, int]:
+    """What a file says of its BatchNorms: ``bn_nodes``, its ``convs``, how many carry a bias (``convs_with_bias``).
+
+    ``torch.onnx.export`` folds each BN into the convolution before it (in eval mode, its
+    default): a file with no BatchNormalization node whose convolutions carry biases was
+    most likely exported so, and is priced as such, where the module run eagerly runs its BNs
+    as kernels of their own.
+    """
+    convs = [n for n in graph.node if n.op_type == "Conv" and n.domain in ("", "ai.onnx")]
+    return {
+        "bn_nodes": sum(n.op_type == "BatchNormalization" for n in graph.node),
+        "convs": len(convs),
+        "convs_with_bias": sum(len(n.input) > 2 and bool(n.input[2]) for n in convs),
+    }
 
 
 _ESIZE = {"fp32": 4, "fp16": 2, "bf16": 2}

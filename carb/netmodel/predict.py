@@ -9,6 +9,7 @@ processes, then prices them all in one batched call (:func:`predict_tables`).
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +50,8 @@ class Prediction:
         unknown_share: the share (0..1) of the predicted latency of the layers in those layers;
             above :data:`UNKNOWN_SHARE_MAX` no latency budget is decided (:meth:`decision`).
         input_shape: the input's shape the network was captured on.
+        capture: how it was captured (:attr:`carb.graph.LayerTable.meta`: ``capture``,
+            ``fold_bn``; an ONNX file's ``bn_nodes``, ``convs`` and ``convs_with_bias``).
         precision, precision_measured: the network's precision, and whether the model's
             layers were measured in it (``None``: not recorded by the model).
         machine: the machine the model's measurements were taken on, by what it is.
@@ -94,6 +97,7 @@ class Prediction:
     coverage_bytes: float = 1.0
     unknown_share: float = 0.0
     input_shape: tuple[int, ...] = ()
+    capture: dict[str, Any] = field(default_factory=dict)
     # the captured table, per-layer ms and known flags the breakdown is made of, on first
     # use of ``layers`` (sorting and copying the table is most of the per-network predict
     # time, and a sweep over many networks seldom reads it)
@@ -223,6 +227,7 @@ def predict_module(
     precision: str | None = None,
     fold_bn: bool = False,
     machine: Fingerprint | None = None,
+    max_bytes: int | None = None,
 ) -> Prediction:
     """Predict latency and peak memory of ``module`` on the device of ``model``.
 
@@ -240,23 +245,81 @@ def predict_module(
         machine: the machine the prediction is for; ``None``: this one
             (:func:`carb.measure.fingerprint.here`). On another kind than the model's the
             interval widens by the measured step and ``machine_line`` says so.
+        max_bytes: refuse an input, or activations, larger than this (B; e.g.
+            :func:`physical_memory_bytes`: a network this machine could not hold); ``None``: no limit.
 
     Returns:
         The :class:`Prediction`.
 
     Raises:
-        carb.graph.CaptureError: the module does not trace, bad input or precision (one line).
+        carb.graph.CaptureError: the module does not trace, bad input or precision, or an input
+            or activations above ``max_bytes`` (one line).
         ModelError: the model cannot be loaded (one line).
 
     """
     nm = model if isinstance(model, NetModel) else load(model)
+    if max_bytes is not None and isinstance(example_input, (tuple, list)) and example_input:
+        if all(isinstance(d, int) for d in example_input):
+            problem = input_memory_problem(tuple(example_input), precision or "fp32", max_bytes)
+            if problem:
+                raise CaptureError(problem)
     if isinstance(module, (str, Path)) and str(module).lower().endswith(".onnx"):
         from carb.graph import capture_onnx
 
         table = capture_onnx(module, example_input, precision)
     else:
         table = capture(module, example_input, precision, fold_bn=fold_bn)
+    problem = memory_problem(table, max_bytes) if max_bytes is not None else None
+    if problem:
+        raise CaptureError(problem)
     return predict_table(table, nm, machine)
+
+
+def physical_memory_bytes() -> int | None:
+    """This machine's physical memory (B), ``None`` where the system does not say."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def _gb(n: float) -> str:
+    return f"{n / 1e9:,.1f} GB" if n >= 1e9 else f"{n / 1e6:,.1f} MB"
+
+
+def input_memory_problem(shape: tuple[int, ...], precision: str, max_bytes: int) -> str | None:
+    """Why an input of ``shape`` cannot be held in ``max_bytes`` (one line), or ``None``."""
+    from carb.graph import dtype_of
+
+    esize = int(dtype_of(precision).itemsize) if precision else 4
+    need = math.prod(shape) * esize
+    if need > max_bytes:
+        return (
+            f"input {'x'.join(map(str, shape))} {precision}: its tensor alone is {_gb(need)}, more than this "
+            f"machine's memory ({_gb(max_bytes)}); give a smaller input"
+        )
+    return None
+
+
+def memory_problem(table: LayerTable, max_bytes: int) -> str | None:
+    """Why a captured network's input or activations cannot be held in ``max_bytes`` (one line), or ``None``.
+
+    Its input, then its input with the peak of the activations alive at once (the liveness
+    simulation of :func:`carb.graph.capture`).
+    """
+    shape = "x".join(map(str, table.input_shape))
+    if table.input_bytes > max_bytes:
+        return (
+            f"input {shape}: its tensor alone is {_gb(table.input_bytes)}, more than this machine's memory "
+            f"({_gb(max_bytes)}); give a smaller input"
+        )
+    need = table.input_bytes + table.peak_live_bytes
+    if need > max_bytes:
+        return (
+            f"input {shape}: the network's activations reach {_gb(need)} at their peak, more than this machine's "
+            f"memory ({_gb(max_bytes)}); give a smaller input"
+        )
+    return None
 
 
 def predict_table(table: LayerTable, nm: NetModel, machine: Fingerprint | None = None) -> Prediction:
@@ -309,6 +372,7 @@ def predict_tables(tables: Sequence[LayerTable], nm: NetModel, machine: Fingerpr
                 coverage_bytes=float(share_b[i]),
                 unknown_share=float(unknown_share[i]),
                 input_shape=tuple(int(d) for d in table.input_shape),
+                capture=dict(table.meta),
                 unknown_ops=unknown,
                 flops=table.flops,
                 params=table.params,

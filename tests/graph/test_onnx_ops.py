@@ -176,3 +176,16 @@ def test_control_flow_is_refused_in_one_line_never_dropped(tmp_path) -> None:
     with pytest.raises(graph.CaptureError, match=r"If node 'branch': control flow is not read") as e:
         graph.capture_onnx(path)
     assert "\n" not in str(e.value) and str(path) in str(e.value)
+
+
+def test_torch_default_exporter_with_carb_onnx_extra_reads_as_the_module(tmp_path) -> None:
+    """``pip install 'carb[onnx]'`` brings onnxscript: ``torch.onnx.export``'s default (dynamo) exporter then works."""
+    pytest.importorskip("onnxscript")
+    m = nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), nn.ReLU(), nn.Upsample(scale_factor=2.0)).eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(m, (torch.randn(1, 3, 16, 16),), str(tmp_path / "d.onnx"), verbose=False)
+    t = graph.capture_onnx(tmp_path / "d.onnx")
+    assert [o for o in t.layers["op"] if o not in FREE] == ["conv", "relu", "upsample_nearest"]
+    # the exporter folded the BN into the convolution: no BN node, a bias on the convolution
+    assert (t.meta["bn_nodes"], t.meta["convs"], t.meta["convs_with_bias"]) == (0, 1, 1)
