@@ -1,8 +1,10 @@
 """The ``carb`` command: thin Typer commands over the library, one module per command group.
 
-The command groups are :mod:`.spaces`, :mod:`.campaign`, :mod:`.screening`, :mod:`.demo`, :mod:`.model`,
-:mod:`.report` and :mod:`.fewshot`; the app, the error type and shared helpers are in :mod:`._app`, which the
-command modules import (never the other way round).
+One module per command (or command group), named as it: :mod:`.characterize`, :mod:`.dataset`, :mod:`.space`,
+:mod:`.train`, :mod:`.evaluate`, :mod:`.predicting` (``carb predict``), :mod:`.calibrate`, :mod:`.screen`,
+:mod:`.validate`, :mod:`.fewshot`, :mod:`.report` and :mod:`.demo`. Each registers its command with
+``@app.command`` and parses its flags, calls the library, prints. The app, the error type and the checks every
+command shares are in :mod:`._app`, which the command modules import (never the other way round).
 
 Bad input (unknown space, bad value, unreadable file, store in use, a full or read-only disk, user code that
 calls ``sys.exit``) prints one line ``error: ...`` on stderr and exits with code 2, never a traceback; user code
@@ -17,7 +19,20 @@ import typer
 
 from carb.families.space import SpaceError
 
-from . import calibrate, campaign, demo, fewshot, model, report, screening, spaces  # noqa: F401 - importing registers the commands
+from . import (  # noqa: F401 - importing a command module registers its commands (@app.command)
+    calibrate,
+    characterize,
+    dataset,
+    demo,
+    evaluate,
+    fewshot,
+    predicting,
+    report,
+    screen,
+    space,
+    train,
+    validate,
+)
 from ._app import UsageError, UserInterrupt, app, atomic_dir, atomic_file, err, fail, flag_of
 from ._progress import CampaignProgress, fmt_duration
 
@@ -32,12 +47,6 @@ __all__ = [
     "CampaignProgress",
     "fmt_duration",
 ]
-
-_COMMAND_MODULES = (calibrate, campaign, screening, spaces)  # registered by their decorators on import
-demo.register(app)
-model.register(app)
-report.register(app)
-fewshot.register(app)
 
 
 def _error_exit(msg: str, code: int = 2) -> None:
@@ -72,7 +81,10 @@ def main() -> None:
         _error_exit(f"{flag_of(e.param)}: {e.reason}")
     except typer.Exit as e:
         sys.exit(e.exit_code)
-    except SystemExit as e:  # carb's commands never exit from inside the app: the code of a library or the user's
+    except SystemExit as e:
+        if isinstance(e.__context__, BrokenPipeError):  # rich's answer to a closed pipe (`carb ... | head`)
+            sys.exit(e.code)
+        # carb's commands never exit from inside the app: the code of a library or the user's
         _error_exit(f"code that carb ran raised SystemExit({e.code!r})")
     except OSError as e:  # a path the checks did not foresee (permissions, a full disk): one line too
         _error_exit(f"{e.filename}: {e.strerror}" if e.filename and e.strerror else str(e))

@@ -8,13 +8,14 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
-from ._app import Oversubscribe, check_out_dir, check_threads, console, fail, parse_budget_options
+from ._app import Oversubscribe, app, check_out_dir, check_threads, console, fail, parse_budget_options
 from ._progress import campaign_progress
-from .screening import _space_frame
+from .screen import _space_frame
 
-__all__ = ["register"]
+__all__ = ["demo"]
 
 
+@app.command()
 def demo(
     out: Path = typer.Option(Path("carb-demo"), "--out", help="Output folder (tables, summary.json, PNG figures)."),
     device: str = typer.Option("cpu", "--device", help="cpu, cuda or cuda:i."),
@@ -210,11 +211,6 @@ def _print_summary(summary: dict[str, Any], out: Path) -> None:
         f"files: {out}/summary.json, shortlist.csv, validation.csv, measured_vs_predicted.png, pareto.png, "
         "report/report.html"
     )
-
-
-def register(app: typer.Typer) -> None:
-    """Add the ``demo`` command to ``app``."""
-    app.command()(demo)
 
 
 def _check_device(device: str, threads: Optional[int], oversubscribe: bool) -> None:

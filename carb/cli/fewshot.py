@@ -12,13 +12,14 @@ from typing import TYPE_CHECKING, List, Optional
 
 import typer
 
-from ._app import atomic_file, check_out_file
+from ._app import app, atomic_file, check_out_file
 from .report import _usage  # one UsageError maker for the sub-command modules
 
 if TYPE_CHECKING:  # the CLI imports pandas only when a command runs
     import pandas as pd
 
 
+@app.command("fewshot")
 def fewshot(
     measured: Optional[Path] = typer.Option(
         None, "--data", help="Your device's K measurements: a .csv/.parquet with arch_id (0..4999) and latency_ms (ms)."
@@ -199,11 +200,6 @@ def _fewshot_nb201(
         )
     if out is not None:
         c.print(f"wrote {out} ({len(pred)} cells)")
-
-
-def register(app: typer.Typer) -> None:
-    """Add the ``fewshot`` command to ``app``."""
-    app.command("fewshot")(fewshot)
 
 
 def _write_and_print_json(pred, summary: dict, out: Optional[Path], json_out: bool) -> bool:

@@ -8,7 +8,7 @@ from typing import Any, Optional
 
 import typer
 
-from ._app import UsageError, check_jobs, check_out_file
+from ._app import UsageError, app, check_jobs, check_out_file
 from ._results import _console
 
 __all__ = ["predict"]
@@ -18,6 +18,7 @@ def _usage(msg: str) -> Exception:
     return UsageError(msg)
 
 
+@app.command("predict")
 def predict(
     model_dir: Optional[Path] = typer.Option(
         None,

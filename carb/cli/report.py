@@ -12,15 +12,16 @@ from typing import List, Optional
 
 import typer
 
-from ._app import UsageError, check_out_dir
+from ._app import UsageError, app, check_out_dir
 
-__all__ = ["register", "report"]
+__all__ = ["report"]
 
 
 def _usage(msg: str) -> Exception:
     return UsageError(msg)
 
 
+@app.command("report")
 def report(
     data: List[str] = typer.Option(
         ...,
@@ -91,8 +92,3 @@ def report(
     for t, m in doc.get("accuracy", {}).items():
         c.print(f"{t}: R²(log) {m['r2_log']:.3f}, MAPE {100 * m['mape']:.1f}% on {m['n']} rows")
     c.print(f"wrote {path} (+ report.json, {', '.join(doc.get('figures', {}).values())})")
-
-
-def register(app: typer.Typer) -> None:
-    """Add the ``report`` command to ``app``."""
-    app.command("report")(report)

@@ -134,6 +134,7 @@ def calibrate_here(
     cache: bool = False,
     progress: Any = None,
     say: Callable[[str], None] | None = None,
+    measure: Callable[..., pd.DataFrame] | None = None,
 ) -> HereCalibration:
     """Measure K chosen samples on this machine and map ``model`` to it.
 
@@ -156,6 +157,10 @@ def calibrate_here(
         cache: keep a calibrated network model in the per-user calibration cache for this machine kind.
         progress: draws each measuring step (:data:`carb.campaign.here.Progress`); ``None``: silent.
         say: receives one line per notable event (a retake, a network left out); ``None``: silent.
+        measure: another measuring step than this machine's (a simulated device, a remote machine):
+            ``measure(frame, what, again=False, allocator="default")`` returns the measured rows of the frame's
+            configs (``config_id``, ``status``, ``latency_ms``, ``memory_mb``, ``sentinel_ms``); ``None``: measured
+            here (:func:`carb.campaign.here.measure_frame`, the K's store kept beside a saved model).
 
     Returns:
         The calibrated model and what was measured (:class:`HereCalibration`).
@@ -176,7 +181,7 @@ def calibrate_here(
         check_model_out(Path(out), source_dir)
     settings = dict(
         samples=samples, device=device, threads=threads, rounds=rounds, max_time_s=max_time_s, seed=seed,
-        progress=progress, say=say,
+        progress=progress, say=say, measure=measure,
     )  # fmt: skip
     if _is_network_model(src):
         if precisions:
@@ -225,11 +230,11 @@ def _calibrate_config(
     seed: int,
     progress: Any,
     say: Callable[[str], None],
+    measure: Callable[..., pd.DataFrame] | None,
 ) -> HereCalibration:
     """K configs of the space measured here in a small campaign, a map per target fitted on them."""
     from carb.campaign import rounds as states
     from carb.campaign import speed as drift
-    from carb.campaign.here import measure_frame
     from carb.families import space as spaces
     from carb.measure.fingerprint import here
 
@@ -253,12 +258,7 @@ def _calibrate_config(
     }
     with tempfile.TemporaryDirectory(prefix="carb-calibrate-") as tmp:
         store = Path(tmp) / "calibration.duckdb"
-
-        def measure(frame: pd.DataFrame, what: str, again: bool = False) -> pd.DataFrame:
-            return measure_frame(
-                frame, store, device=device, threads=threads, max_time_s=max_time_s, rounds=rounds, again=again,
-                what=what, progress=progress,
-            )  # fmt: skip
+        measure = measure or _here(store, device, threads, max_time_s, rounds, progress)
 
         visits = [measure(pick, "calibrating")]
 
@@ -298,11 +298,11 @@ def _calibrate_network(
     seed: int,
     progress: Any,
     say: Callable[[str], None],
+    measure: Callable[..., pd.DataFrame] | None,
 ) -> HereCalibration:
     """K whole networks measured here with the model's allocator, the model mapped or refitted on them."""
     from carb import netmodel
     from carb.campaign import speed as drift
-    from carb.campaign.here import measure_frame
 
     method = method or netmodel.DEFAULT_CALIBRATION_METHOD
     if method not in netmodel.CALIBRATION_METHODS:
@@ -325,10 +325,8 @@ def _calibrate_network(
     allocator = netmodel.allocator_of(nm)
     with tempfile.TemporaryDirectory(prefix="carb-calibrate-") as tmp:
         store = Path(tmp) / "calibration.duckdb"
-        rows = measure_frame(
-            df, store, device=device, threads=threads, max_time_s=max_time_s, rounds=rounds, allocator=allocator,
-            what="calibrating", progress=progress,
-        )  # fmt: skip
+        measure = measure or _here(store, device, threads, max_time_s, rounds, progress)
+        rows = measure(df, "calibrating", allocator=allocator)
         ok, meas, left_out = _networks_measured_ok(rows, df, cfgs)
         for label, why in left_out:
             say(f"left out of the calibration: {label} ({why})")
@@ -360,6 +358,21 @@ def _calibrate_network(
         )  # fmt: skip
         res._store = _keep_store(store)  # type: ignore[attr-defined]
     return res
+
+
+def _here(
+    store: Path, device: str, threads: int | None, max_time_s: float, rounds: int, progress: Any
+) -> Callable[..., pd.DataFrame]:
+    """The measuring step on this machine: a frame's configs measured into the K's store."""
+    from carb.campaign.here import measure_frame
+
+    def measure(frame: pd.DataFrame, what: str, again: bool = False, allocator: str = "default") -> pd.DataFrame:
+        return measure_frame(
+            frame, store, device=device, threads=threads, max_time_s=max_time_s, rounds=rounds, again=again,
+            allocator=allocator, what=what, progress=progress,
+        )  # fmt: skip
+
+    return measure
 
 
 def _keep_store(store: Path) -> bytes | None:

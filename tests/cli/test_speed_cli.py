@@ -84,13 +84,13 @@ def test_cli_validate_on_device_reports_drift_and_scores_corrected_calls(tmp_pat
     assert json.loads((tmp_path / "scr" / "summary.json").read_text())["calibration_sentinel_ms"] == [0.6] * 12
     seen = {}
 
-    def fake_measure(df, device, threads, max_time, store_path, what, rounds=1, again=False):
+    def fake_measure(df, store, *, again=False, **settings):
         seen.setdefault("again", []).append(len(df) if again else 0)
         if not again:
             seen["rows"] = device_rows(df, 2.0)
         return device_rows(df, 2.0)  # the whole machine slower: a retake is no faster
 
-    monkeypatch.setattr("carb.cli.screening._measure_frame", fake_measure)
+    monkeypatch.setattr("carb.campaign.here.measure_frame", fake_measure)
     res = json.loads(
         run("validate", "--screen", tmp_path / "scr", "--device", "cpu", "--limit", "10", "--control", "10", "--json")
     )
@@ -120,20 +120,20 @@ def test_cli_validate_on_device_reports_drift_and_scores_corrected_calls(tmp_pat
     assert "drift-corrected" in flat
 
 
-def test_cli_calibrate_measures_again_the_visits_of_another_state(tmp_path, monkeypatch, cli, cpu1t_source):
-    """carb calibrate: 4 of 12 K visits timed in the slow state (SYNTHETIC device 1.5x the
+def test_calibrate_measures_again_the_visits_of_another_state(tmp_path, cpu1t_source):
+    """calibrate_here (carb calibrate): 4 of 12 K visits timed in the slow state (SYNTHETIC device 1.5x the
     source; slow state: sentinel 1.2 ms against 0.6, configs x1.2) are measured again, come
     back in the fast state, and the map is fitted on one state: it recovers the 1.5x."""
     from carb.model import save
     from carb.transfer.calibrate import load_predictor
+    from carb.transfer.here import calibrate_here
 
     source = cpu1t_source
     save(source, tmp_path / "src")
     calls = []
 
-    def fake_measure(df, device, threads, max_time, store_path, what, rounds=1, again=False):
+    def fake_measure(df, what, again=False, allocator="default"):
         calls.append((len(df), again))
-        store_path.touch()  # carb calibrate keeps the store beside the model
         f = df.reset_index(drop=True)
         slow = (np.arange(len(f)) % 3 == 0) if not again else np.zeros(len(f), bool)
         p = source.predict(f)["latency_ms"].to_numpy() * 1.5
@@ -145,13 +145,10 @@ def test_cli_calibrate_measures_again_the_visits_of_another_state(tmp_path, monk
             sentinel_ms=np.where(slow, 1.2, 0.6),
         )
 
-    monkeypatch.setattr("carb.cli.screening._measure_frame", fake_measure)
-    rc, out, err = cli(
-        "calibrate", "--model", tmp_path / "src", "--device", "cpu", "--samples", "12", "--out", tmp_path / "cal"
-    )
-    assert rc == 0, err
-    assert calls == [(12, False), (4, True)]
-    assert "4 of 12 calibration visits were timed in another state" in " ".join(out.split())
+    said = []
+    res = calibrate_here(tmp_path / "src", samples=12, out=tmp_path / "cal", measure=fake_measure, say=said.append)
+    assert calls == [(12, False), (4, True)] and res.kind == "config"
+    assert any("4 of 12 calibration visits were timed in another state" in " ".join(s.split()) for s in said)
     cal = load_predictor(tmp_path / "cal")
     cands = space.load("cpu").to_frame().sample(50, random_state=1)
     ratio = cal.predict(cands)["latency_ms"].to_numpy() / source.predict(cands)["latency_ms"].to_numpy()

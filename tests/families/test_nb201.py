@@ -514,7 +514,7 @@ def test_evaluate_says_when_the_energy_baseline_did_not_run() -> None:
     from rich.console import Console
 
     from carb import datasets
-    from carb.cli.model import print_results
+    from carb.cli.evaluate import print_results
     from carb.model.evaluation import evaluate
 
     res = evaluate(datasets.load("cpu-1t").head(600), "grouped", ["flops-linear", "power-latency"], seed=0)

@@ -1,0 +1,254 @@
+"""`carb dataset list|check|info|export`: the shipped datasets and a campaign store, read back."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.table import Table
+
+from carb._safeio import loads_json
+
+from ._app import check_out_file, console, dataset_app, err, fail
+
+# -- dataset ------------------------------------------------------------------------------
+
+
+@dataset_app.command("list")
+def dataset_list(json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """List the datasets shipped with CARB (load one with carb.datasets.load(name)).
+
+    Example: carb dataset list
+    """
+    from dataclasses import asdict
+
+    from carb import datasets
+
+    infos = datasets.list()
+    if json_out:
+        print(json.dumps([asdict(d) for d in infos], indent=2))
+        return
+    t = Table("dataset", "rows", "description")
+    for d in infos:
+        t.add_row(d.name, f"{d.rows:,}" if d.rows is not None else "?", d.description)
+    console.print(t)
+
+
+@dataset_app.command("check")
+def dataset_check(
+    file: str = typer.Argument(..., help="Dataset file (.parquet/.csv) or shipped dataset name."),
+    max_cov: float = typer.Option(0.25, "--max-cov", help="Latency CoV above this is noisy."),
+    max_ci: float = typer.Option(0.05, "--max-ci", help="Relative 95% CI of the median latency above this is noisy."),
+    json_out: bool = typer.Option(False, "--json", help="Print the problems as JSON."),
+) -> None:
+    """Check a dataset: duplicates, failed configs, missing or impossible targets, noisy rows. Exit 1 on problems.
+
+    Example: carb dataset check cpu-1t
+    """
+    from carb import datasets
+
+    df = datasets.load(file, features=False, keep_impossible=True)
+    problems = datasets.check(df, max_cov=max_cov, max_ci_rel=max_ci)
+    if json_out:
+        print(json.dumps({"rows": len(df), "problems": json.loads(problems.to_json(orient="records"))}, indent=2))
+    else:
+        counts = problems.problem.value_counts()
+        t = Table("check", "rows with a problem", title=f"{file}: {len(df):,} rows")
+        for name in ("duplicate", "failed", "missing target", "impossible target", "noisy"):
+            t.add_row(name, str(int(counts.get(name, 0))))
+        console.print(t)
+        if len(problems):
+            d = Table("problem", "config_id", "device", "detail", title=f"first {min(len(problems), 20)} problems")
+            for r in problems.head(20).itertuples(index=False):
+                d.add_row(r.problem, r.config_id, r.device, r.detail)
+            console.print(d)
+    if len(problems):
+        raise typer.Exit(1)
+
+
+@dataset_app.command("info")
+def dataset_info(
+    store_path: Path = typer.Option(..., "--store", help="DuckDB campaign store."),
+    json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Summarize a store: runs, counts by status, medians of the targets, the speed index over time.
+
+    Example: carb dataset info --store tiny.duckdb
+    """
+    from carb.campaign import speed as drift
+    from carb.campaign.store import Store
+
+    with Store(store_path, read_only=True) as store:
+        if store.snapshot is not None and not json_out:
+            err.print(f"{store_path} is in use (a running campaign?): reading a snapshot of what it has committed")
+        summary = store.summary()
+        runs = store.runs()
+        readings = store.speed_readings()
+        again = store.measurements(table="remeasurements")
+        # how the remeasurements repeated the first measurements, per platform
+        repeat = {}
+        if len(again):
+            first = store.measurements()
+            repeat = {
+                p: drift.remeasure_figures(first[first.platform == p], again[again.platform == p])
+                for p in sorted(again.platform.unique())
+            }
+    speed = drift.speed_summary(readings)
+    if not speed.get("readings") and len(runs) and all(_gpu_line(p) for p in runs.provenance):
+        speed["why"] = "GPU campaigns take no sentinel readings (the sentinel tracks a CPU's speed)"
+    if json_out:
+        print(
+            json.dumps(
+                {
+                    "store": str(store_path),
+                    "runs": len(runs),
+                    "summary": json.loads(summary.to_json(orient="records")),
+                    "speed_index": speed,
+                    "remeasure": repeat,
+                },
+                indent=2,
+                default=str,
+            )
+        )
+        return
+    console.print(f"{store_path}: {len(runs)} run(s)")
+    for r in runs.itertuples(index=False):
+        console.print(f"  {r.run_id}  {r.started_at:%Y-%m-%d %H:%M}  {r.platform}  {r.command}")
+        gpu, isa = _gpu_line(r.provenance), _isa_line(r.provenance)
+        for line in (gpu, ("host " + isa) if gpu and isa else isa):
+            if line:
+                console.print(f"    {line}", highlight=False)
+    print_store_summary(summary)
+    for line in drift.speed_lines(speed, readings):
+        console.print(line, highlight=False, soft_wrap=True)
+    for p, f in repeat.items():
+        console.print(
+            "\n".join(f"{p}: {ln}" if i == 0 else ln for i, ln in enumerate(drift.remeasure_lines(f))),
+            highlight=False,
+            soft_wrap=True,
+        )
+
+
+def _gpu_line(provenance: Any) -> str:
+    """The GPU facts of a GPU run's provenance (JSON), for ``dataset info``.
+
+    Which GPU and driver, whether clocks were locked (and why not), the energy counter's
+    update period and window, the idle power subtracted. Empty for a CPU run.
+    """
+    try:
+        p = loads_json(provenance, "a run's provenance") if isinstance(provenance, str) else dict(provenance or {})
+    except (TypeError, ValueError):  # DocumentError too: too large or nested too deeply
+        return ""
+    if not isinstance(p, dict):
+        return ""
+    if not str(p.get("device", "")).startswith("cuda"):
+        return ""
+    lock = p.get("clock_lock") or {}
+    clocks = "clocks locked" if lock.get("applied") else f"clocks not locked ({lock.get('reason') or 'not requested'})"
+    sensor = p.get("energy_sensor") or {}
+    period = p.get("update_period_s")
+    if sensor.get("available") and period:
+        energy = (
+            f"energy counter every {1e3 * period:.0f} ms, windows of >= {p.get('energy_periods', 10):g} "
+            f"updates; idle {p.get('idle_power_w') or float('nan'):.1f} W subtracted"
+        )
+    else:
+        energy = f"no energy: {sensor.get('reason') or 'no counter'}"
+    return (
+        f"GPU {p.get('gpu_name') or p.get('device_name') or '?'} (driver {p.get('driver') or '?'}, torch "
+        f"{p.get('torch') or '?'}): {clocks}; {energy}"
+    )
+
+
+def _isa_line(provenance: Any) -> str:
+    """The CPU and its instruction-set facts of a run's provenance (JSON), for ``dataset info``.
+
+    Which reduced precisions it runs natively decides what its bf16/fp16 rows mean. Empty for
+    a run that recorded none (a store without ``cpu_isa``).
+    """
+    try:
+        p = loads_json(provenance, "a run's provenance") if isinstance(provenance, str) else dict(provenance or {})
+    except (TypeError, ValueError):  # DocumentError too: too large or nested too deeply
+        return ""
+    if not isinstance(p, dict):
+        return ""
+    isa = p.get("cpu_isa") or {}
+    if not isa.get("flags") and not isa.get("torch_capability"):
+        return ""
+    native = isa.get("native") or {}
+    nat = ", ".join(f"{k} {'native' if v else 'NOT native'}" for k, v in native.items())
+    return (
+        f"CPU {p.get('cpu_model') or '?'}: flags {' '.join(isa.get('flags') or []) or '-'}; torch kernels "
+        f"{isa.get('torch_capability') or '?'}" + (f"; {nat}" if nat else "")
+    )
+
+
+@dataset_app.command("export")
+def dataset_export(
+    store_path: Path = typer.Option(..., "--store", help="DuckDB campaign store."),
+    out: Path = typer.Option(..., "--out", help="Output .parquet or .csv file."),
+    platform: Optional[str] = typer.Option(None, "--platform", help="Only this platform's rows."),
+    features: bool = typer.Option(
+        True,
+        "--features/--no-features",
+        help="Add the static features (a network row keeps those captured when it was measured).",
+    ),
+) -> None:
+    """Export a store as a dataset: one row per config and device, with the static features.
+
+    Runs no code named in the store: a network row's features are those stored when it was measured.
+
+    Example: carb dataset export --store tiny.duckdb --out tiny.parquet
+    """
+    from carb import datasets
+    from carb.campaign.store import Store
+
+    if out.suffix not in (".parquet", ".csv"):
+        fail(f"--out {out}: unknown output type (expected .parquet or .csv)")
+    check_out_file(out, inputs={"--store": store_path})
+    with Store(store_path, read_only=True) as store:
+        df = datasets.from_store(store, platform, with_features=features)
+    if df.empty:
+        fail(f"{store_path}: no measurements{' for platform ' + platform if platform else ''}")
+    datasets.write(df, out)
+    console.print(f"wrote {len(df)} rows x {df.shape[1]} columns to {out}")
+    if "family" in df.columns and "flops" in df.columns:
+        bare = int(((df["family"] == "net") & (df["status"] == "ok") & df["flops"].isna()).sum())
+        if bare:
+            err.print(
+                f"note: {bare} network row(s) measured ok have no stored features (an older carb measured them, or "
+                "the campaign could not capture them); export runs no code, so they stay empty",
+                highlight=False,
+                soft_wrap=True,
+            )
+
+
+def print_store_summary(summary) -> None:
+    """A store's summary per platform: configs, statuses, noise and the speed index."""
+    t = Table(
+        "platform",
+        "status",
+        "configs",
+        "median latency (ms)",
+        "median energy (J)",
+        "median memory (MB)",
+        "median latency CoV",
+        title="store summary",
+    )
+
+    def f(v, spec):
+        return "—" if v is None or v != v else format(v, spec)
+
+    for r in summary.itertuples(index=False):
+        t.add_row(
+            r.platform,
+            r.status,
+            str(r.configs),
+            f(r.latency_ms, ".3f"),
+            f(r.energy_j, ".4f"),
+            f(r.memory_mb, ".1f"),
+            f(r.latency_cov, ".3f"),
+        )
+    console.print(t)

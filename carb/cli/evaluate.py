@@ -1,0 +1,263 @@
+"""``carb evaluate``: CARB's presets against the baselines, on held-out configs or architectures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, List, Optional
+
+import typer
+
+from ._app import app, check_jobs, check_out_file
+from ._data import (
+    LATENCY_HELP,
+    check_budget_targets,
+    check_power_latency,
+    check_preset,
+    latency_view,
+    load_data,
+    load_prior,
+    parse_budgets,
+    usage,
+    write_json,
+)
+from ._results import _console, _fmt, _pct, print_results
+
+__all__ = ["evaluate_cmd", "print_results"]
+
+
+DEFAULT_EVAL_PRESETS = ["default", "paper", "flops-linear", "lgbm", "power-latency"]
+
+
+@app.command("evaluate")
+def evaluate_cmd(
+    data: str = typer.Option(..., "--data", help="Dataset name or .parquet/.csv file."),
+    split: str = typer.Option("grouped", "--split", help="random, stratified, grouped or batch-tier."),
+    presets: Optional[List[str]] = typer.Option(
+        None,
+        "--preset",
+        help=(
+            "Model preset to compare (repeat; auto: the data's family preset, nb201 for NAS-Bench-201 cells, else "
+            "default; without --preset: default, paper, flops-linear, lgbm, power-latency = the default model's "
+            "latency x the training rows' median power, plus the data's family preset, the recommended one marked)."
+        ),
+    ),
+    json_out: Optional[Path] = typer.Option(
+        None, "--json", help=("Also write the results as JSON here (results\\[model]\\[target]\\[metric]).")
+    ),
+    budget: Optional[List[str]] = typer.Option(
+        None, "--budget", help=("TARGET=VALUE budget for the budget metrics (repeat; default: the test median).")
+    ),
+    device: Optional[str] = typer.Option(
+        None, "--platform", help=("The platform whose rows to use (when the data holds several).")
+    ),
+    coverage: float = typer.Option(0.9, "--coverage", help="Nominal coverage of the prediction intervals."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the split and of the models."),
+    n_jobs: int = typer.Option(1, "--jobs", min=1, help="Threads per learner."),
+    model_dir: Optional[Path] = typer.Option(
+        None,
+        "--model",
+        help=(
+            "Instead of fitting presets: score this model directory (from carb train or carb calibrate) on every ok "
+            "row of the data."
+        ),
+    ),
+    latency: str = typer.Option("corrected", "--latency", help=LATENCY_HELP),
+    prior: Optional[Path] = typer.Option(
+        None,
+        "--prior",
+        help=(
+            "A model bundle of another device: each preset is also fitted reading it (carb train --prior), reported as "
+            "'<preset> + prior' beside the preset alone."
+        ),
+    ),
+) -> None:
+    """Fit presets on a split of a dataset and compare them on its test side, or score a model you have on a dataset.
+
+    Example: carb evaluate --data cpu-1t --split grouped --preset default --preset paper
+
+    Does a prior help on your data? carb evaluate --data cpu-2t --preset default --prior models/cpu-1t
+    """
+    check_jobs(n_jobs)
+    if json_out is not None:
+        check_out_file(json_out, "--json", inputs={"--data": data, "--model": model_dir, "--prior": prior})
+    if model_dir is not None:
+        if presets or prior is not None:
+            raise usage("give --preset/--prior (fit and compare) or --model (score a fitted model), not both")
+        _score_model(model_dir, data, device, budget, json_out, latency)
+        return
+    _compare_presets(data, split, presets, json_out, budget, device, coverage, seed, n_jobs, latency, prior)
+
+
+def _score_model(
+    model_dir: Path,
+    data: str,
+    platform: str | None,
+    budget: list[str] | None,
+    json_out: Path | None,
+    latency: str = "corrected",
+) -> None:
+    """``carb evaluate --model``: a fitted model (bundle or calibrated) scored on a dataset."""
+    from rich.table import Table
+
+    from carb.model import UNITS
+    from carb.model.evaluation import metrics
+    from carb.transfer.calibrate import load_predictor
+
+    try:
+        model = load_predictor(model_dir)
+    except (ValueError, OSError) as e:
+        raise usage(f"--model {model_dir}: {e}") from None
+    df = load_data(data, platform)
+    if "status" in df.columns:
+        df = df[df["status"] == "ok"].reset_index(drop=True)
+    df, latency_note = latency_view(df, latency)
+    try:
+        pred = model.predict(df)
+    except ValueError as e:
+        raise usage(f"{data}: {e}") from None
+    budgets = parse_budgets(budget)
+    targets = [t for t in model.targets_ if t in df.columns and df[t].notna().any()]
+    if not targets:
+        raise usage(f"{data}: has none of the model's targets ({', '.join(model.targets_)})")
+    res: dict[str, Any] = {
+        "data": data,
+        "model": str(model_dir),
+        "rows": len(df),
+        "results": {},
+        "latency": latency_note,
+    }
+    table = Table(
+        "target",
+        "n",
+        "R² log",
+        "MAPE",
+        "±10%",
+        "ρ",
+        "cover",
+        "acc@budget",
+        "FA/over",
+        "FA/acc",
+        title=f"{model_dir} on {data} ({len(df):,} ok rows)",
+        caption="FA/over: share of the configs over budget that the model accepts; "
+        "FA/acc: share of the accepted configs that are over budget",
+    )
+    for t in targets:
+        m = metrics(
+            df[t].to_numpy(), pred[t].to_numpy(), pred[f"{t}_lo"].to_numpy(), pred[f"{t}_hi"].to_numpy(), budgets.get(t)
+        )
+        m.update(_false_accepts(df[t].to_numpy(float), pred[t].to_numpy(float), m["budget"]))
+        res["results"][t] = m
+        table.add_row(
+            f"{t} ({UNITS[t]})",
+            f"{int(m['n']):,}",
+            _fmt(m["r2_log"], ".3f"),
+            _pct(m["mape"], ".1f"),
+            _pct(m["within_10pct"], ".0f"),
+            _fmt(m["spearman"], ".3f"),
+            _pct(m["coverage"], ".0f"),
+            _pct(m["budget_accuracy"], ".0f"),
+            _pct(m["false_accept_rate"], ".1f"),
+            _pct(m["false_discovery_rate"], ".1f"),
+        )
+    console = _console()
+    console.print(table)
+    if "latency_ms" in targets:
+        console.print(f"latency: {latency_note}")
+    if json_out is not None:
+        write_json(res, json_out, console)
+
+
+def _false_accepts(y: Any, pred: Any, budget: float) -> dict[str, float]:
+    """False accepts both ways at ``budget`` (accept: predicted within it; the rows measured, as ``metrics`` scores).
+
+    Both rates come from ``metrics`` (``false_accept_rate``: of the configs over budget; ``false_discovery_rate``:
+    of the accepted configs); this adds their counts ``false_accepts``, ``over_budget``, ``accepted``.
+    """
+    import numpy as np
+
+    from carb.decide.validate import budget_metrics
+
+    ok = np.isfinite(y)
+    if not ok.any() or not np.isfinite(budget):
+        return {"false_accepts": 0, "over_budget": 0, "accepted": 0}
+    m = budget_metrics(pred[ok] <= budget, y[ok] <= budget)
+    # the rate itself comes from metrics (NaN when nothing is accepted); these are its counts
+    return {k: m[k] for k in ("false_accepts", "over_budget", "accepted")}
+
+
+def _compare_presets(
+    data: str,
+    split: str,
+    presets: Optional[List[str]],
+    json_out: Optional[Path],
+    budget: Optional[List[str]],
+    device: Optional[str],
+    coverage: float,
+    seed: int,
+    n_jobs: int,
+    latency: str,
+    prior: Optional[Path],
+) -> None:
+    """``carb evaluate --preset``: the presets fitted on a split of the data and compared on its test side."""
+    from carb.model.evaluation import SPLITS, evaluate
+
+    if split not in SPLITS:
+        raise usage(f"--split {split}: unknown split (expected one of {', '.join(SPLITS)})")
+    names = list(presets) if presets else list(DEFAULT_EVAL_PRESETS)
+    check_preset(names)
+    if not 0 < coverage < 1:
+        raise usage(f"--coverage {coverage}: must be in (0, 1)")
+    budgets = parse_budgets(budget)
+    platform = device
+    df, latency_note = latency_view(load_data(data, platform), latency)
+    where = f"{data}" + (f" on {platform}" if platform else "")
+    check_budget_targets(budgets, df, where)
+    if presets and "power-latency" in names:
+        check_power_latency(df, where)
+    names, recommended = _with_auto(names, df, asked=bool(presets))
+    prior_model = load_prior(prior, n_jobs)
+    console = _console()
+    with console.status("evaluating") as status:
+        try:
+            res = evaluate(
+                df,
+                split,
+                names,
+                seed=seed,
+                budgets=budgets,
+                coverage=coverage,
+                n_jobs=n_jobs,
+                progress=lambda p: status.update(f"fitting {p} on split {split}"),
+                prior=prior_model,
+            )
+        except ValueError as e:
+            raise usage(f"{data}: {e}") from None
+    res["data"] = data
+    res["latency"] = latency_note
+    if prior is not None:
+        res["prior"] = str(prior)
+    if recommended is not None:
+        res["recommended_preset"], res["recommended_why"] = recommended
+    print_results(res, console)
+    if recommended is not None:
+        rec = f"recommended: {recommended[0]} ({recommended[1]}; carb train fits it without --preset)"
+        console.print(rec, highlight=False, soft_wrap=True)
+    if "latency_ms" in df.columns and df["latency_ms"].notna().any():
+        console.print(f"latency: {latency_note}")
+    if json_out is not None:
+        write_json(res, json_out, console)
+
+
+def _with_auto(names: list[str], df: Any, asked: bool) -> tuple[list[str], tuple[str, str] | None]:
+    """``carb evaluate``'s presets with ``auto`` resolved, and the recommended one with why (or None).
+
+    Without ``--preset`` (``asked`` false) the default list gains the data's family preset and that
+    preset is recommended; ``--preset auto`` stands for it; presets named otherwise are fitted as asked.
+    """
+    from carb.model import AUTO, auto_preset
+
+    if asked and AUTO not in names:
+        return names, None
+    pick, why = auto_preset(df)
+    names = [pick if n == AUTO else n for n in names] if asked else [*names, pick]
+    return list(dict.fromkeys(names)), (pick, why)  # each once, in order

@@ -1,0 +1,201 @@
+"""``carb train``: fit CARB on a measured dataset and write a checksummed bundle."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from ._app import app, check_jobs, check_out_dir, one_line, refuse_inputs
+from ._data import (
+    LATENCY_HELP,
+    check_preset,
+    latency_view,
+    load_data,
+    load_prior,
+    usage,
+)
+from ._results import _console
+
+__all__ = ["train"]
+
+
+#: the free space ``carb train --out`` asks for: a bundle of a shipped dataset takes 1-4 MB. Units: MB.
+BUNDLE_MB = 16.0
+
+
+@app.command("train")
+def train(
+    data: str = typer.Option(..., "--data", help="Dataset name or .parquet/.csv file."),
+    preset: str = typer.Option(
+        "auto",
+        "--preset",
+        help=(
+            "Model preset: auto (default: the data's family preset where one exists, nb201 for NAS-Bench-201 "
+            "cells, else default), default, paper, fast, flops-linear, lgbm, nb201, nb201-cb."
+        ),
+    ),
+    out: Path = typer.Option(..., "--out", help="Bundle directory to write."),
+    device: Optional[str] = typer.Option(
+        None, "--platform", help=("The platform whose rows to train on (when the data holds several).")
+    ),
+    coverage: float = typer.Option(0.9, "--coverage", help="Nominal coverage of the prediction intervals."),
+    holdout: float = typer.Option(
+        0.0,
+        "--holdout",
+        min=0.0,
+        max=0.5,
+        help=(
+            "Hold out this fraction (random) and record its metrics in the manifest; the bundle is then fitted on the "
+            "rest."
+        ),
+    ),
+    seed: int = typer.Option(0, "--seed", help="Seed of the folds, learners and holdout."),
+    n_jobs: int = typer.Option(1, "--jobs", min=1, help="Threads per learner."),
+    force: bool = typer.Option(False, "--force", help="Replace the model bundle already in --out."),
+    latency: str = typer.Option("corrected", "--latency", help=LATENCY_HELP),
+    prior: Optional[Path] = typer.Option(
+        None,
+        "--prior",
+        help=(
+            "A model bundle of another device (e.g. the screening's Stage 1 source model) whose predictions the model "
+            "reads as inputs; it is saved inside the new bundle."
+        ),
+    ),
+) -> None:
+    """Fit a CARB model on a dataset and write it as a bundle directory.
+
+    Example: carb train --data cpu-1t --preset fast --out models/cpu-1t
+
+    With --prior, every target also reads another device's model's prediction of the
+    same config: carb train --data cpu-2t --prior models/cpu-1t --out models/cpu-2t
+    """
+    from carb.model import CARB, BundleError, auto_preset, evaluation, save
+
+    check_preset([preset])
+    if not 0 < coverage < 1:
+        raise usage(f"--coverage {coverage}: must be in (0, 1)")
+    check_jobs(n_jobs)
+    _check_train_out(out, force)  # before training: minutes of fitting must not end in a refusal
+    refuse_inputs(out, "--out", {"--data": data, "--prior": prior}, folder=True)
+    prior_model = load_prior(prior, n_jobs)
+    df = load_data(data, device)
+    if "status" in df.columns:
+        df = df[df["status"] == "ok"].reset_index(drop=True)
+    df, latency_note = latency_view(df, latency)
+    console = _console()
+    dups = evaluation.duplicate_rows(df)
+    if dups:  # kept, and reported: each config's rows stay in one fold, so they do not flatter the scores
+        console.print(
+            f"[yellow]warning[/yellow]: {data}: {dups:,} row(s) repeat a config already there; a config's rows stay "
+            "together in one cross-validation fold and on one side of --holdout",
+            highlight=False,
+            soft_wrap=True,
+        )
+    if preset == "auto":  # the data's family preset, said in one line
+        preset, why = auto_preset(df)
+        generic = "; --preset default for the generic one" if preset != "default" else ""
+        console.print(f"preset {preset}: {why}{generic}", highlight=False, soft_wrap=True)
+    test = None
+    if holdout > 0:  # whole configs: a config measured twice is never on both sides
+        kept, held = evaluation.holdout(df, holdout, seed)
+        test, df = df.iloc[held], df.iloc[kept]
+    model = CARB(preset=preset, coverage=coverage, random_state=seed, n_jobs=n_jobs, prior=prior_model)
+    _fit_saying_warnings(model, df, data, preset, console)
+    hold = _holdout_metrics(model, test, holdout)
+    try:
+        save(
+            model,
+            str(out),
+            holdout=hold,
+            training={**_training_facts(data, df, model, latency_note), "duplicate_rows": dups},
+        )
+    except BundleError as e:
+        raise usage(str(e)) from None
+    except Exception as e:  # a full disk, seen by Python or by xgboost's writer; save leaves nothing behind
+        if not isinstance(e, OSError) and type(e).__name__ != "XGBoostError":
+            raise
+        raise usage(f"--out {out}: writing the bundle failed ({one_line(e)}); nothing was written") from None
+    _say_trained(model, out, preset, prior, latency_note, hold, console)
+
+
+def _training_facts(data: str, df: Any, model: Any, latency_note: str) -> dict[str, Any]:
+    """What the bundle records of its data: the latency view, the device label and the machine it was measured on."""
+    from carb.datasets import fingerprint
+
+    fp = fingerprint(data)
+    devices = sorted(map(str, df["device"].dropna().unique())) if "device" in df.columns else []
+    return {
+        **({"latency": latency_note} if "latency_ms" in model.targets_ else {}),
+        "device": devices[0] if len(devices) == 1 else None,
+        "fingerprint": fp.to_dict() if fp is not None else None,
+    }
+
+
+def _fit_saying_warnings(model: Any, df: Any, data: str, preset: str, console: Any) -> None:
+    """Fit ``model`` on ``df`` under a status line; its warnings are printed after, one line each."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UserWarning)
+        try:
+            with console.status(f"training {preset} on {len(df)} rows"):
+                model.fit(df)
+        except ValueError as e:
+            raise usage(f"{data}: {e}") from None
+    for w in caught:
+        console.print(f"[yellow]warning[/yellow]: {w.message}")
+
+
+def _holdout_metrics(model: Any, test: Any, holdout: float) -> dict[str, Any] | None:
+    """The holdout's metrics per target for the manifest (``None`` without a holdout)."""
+    from carb.model.evaluation import metrics
+
+    if test is None or not len(test):
+        return None
+    pred = model.predict(test)
+    return {
+        "rows": len(test),
+        "fraction": holdout,
+        "metrics": {
+            t: metrics(test[t].to_numpy(), pred[t].to_numpy(), pred[f"{t}_lo"].to_numpy(), pred[f"{t}_hi"].to_numpy())
+            for t in model.targets_
+        },
+    }
+
+
+def _say_trained(
+    model: Any,
+    out: Path,
+    preset: str,
+    prior: Optional[Path],
+    latency_note: str,
+    hold: dict[str, Any] | None,
+    console: Any,
+) -> None:
+    """``carb train``'s closing lines: what it wrote, the prior, the latency, the cross-validated and holdout scores."""
+    cv = ", ".join(f"{t} R² log {m['r2_log']:.3f} / MAPE {100 * m['mape']:.1f}%" for t, m in model.cv_metrics_.items())
+    console.print(
+        f"wrote {out}: preset {preset}, {model.n_train_rows_} rows, targets {', '.join(model.targets_)}"
+        + (f" (not trained: {', '.join(model.missing_targets_)})" if model.missing_targets_ else "")
+    )
+    if model.prior_columns_:
+        console.print(f"reads the prior {prior}: {', '.join(model.prior_columns_)} (saved in {out}/prior)")
+    if "latency_ms" in model.targets_:
+        console.print(f"latency trained on: {latency_note}")
+    console.print(f"cross-validated: {cv}")
+    if hold:
+        console.print(
+            "holdout: "
+            + ", ".join(f"{t} R² {m['r2']:.3f} / MAPE {100 * m['mape']:.1f}%" for t, m in hold["metrics"].items())
+        )
+
+
+def _check_train_out(out: Path, force: bool) -> None:
+    """``carb train --out``: a new or empty directory, or (with ``--force``) a model bundle."""
+    check_out_dir(out, need_mb=BUNDLE_MB)
+    if out.is_dir() and any(out.iterdir()):
+        if not (out / "manifest.json").is_file():
+            raise usage(f"--out {out}: exists and is not a CARB model bundle; choose a new directory")
+        if not force:
+            raise usage(f"--out {out}: holds a model bundle already; give --force to replace it")
