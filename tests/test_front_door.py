@@ -42,5 +42,5 @@ def test_an_unknown_name_is_an_attribute_error() -> None:
 
 
 def test_calibrate_and_screen_are_the_library_functions() -> None:
-    assert carb.calibrate is importlib.import_module("carb.transfer.load").calibrate
+    assert carb.calibrate is importlib.import_module("carb.transfer.here").calibrate
     assert carb.screen is importlib.import_module("carb.decide.screen").screen

@@ -84,22 +84,7 @@ def demo(
 
         _space_frame(space.load(DemoSettings.space), precision)  # an unknown precision: one line, exit 2
     if source is not None:
-        from carb import datasets
-
-        try:  # before measuring: an unknown source or a broken file is one line, exit 2
-            src = datasets.load(source, features=False)
-        except ValueError as e:
-            fail(f"--source {source}: {e}")
-        if "depth" not in src.columns or "latency_ms" not in src.columns or not src["latency_ms"].notna().any():
-            fail(f"--source {source}: not a dataset of the cpu space's configs with measured latency")
-        from carb.families.resnet import FAMILIES
-
-        others = sorted(set(map(str, src["family"].dropna())) - set(FAMILIES)) if "family" in src.columns else []
-        if others:  # the source model learns the cpu space's ResNets: a net row would end its fit in a traceback
-            fail(
-                f"--source {source}: rows of family {', '.join(others)}; the demo's source model learns the cpu "
-                f"space's configs (families {', '.join(FAMILIES)}) only"
-            )
+        _check_source(source)
     settings = DemoSettings(
         out=out,
         device=device,
@@ -229,3 +214,22 @@ def _check_device(device: str, threads: Optional[int], oversubscribe: bool) -> N
 
         if int(m.group(1) or 0) >= torch.cuda.device_count():
             fail(f"--device {device}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+
+
+def _check_source(source: str) -> None:
+    """Refuse, before measuring, a source dataset the demo's source model cannot learn (one line, exit 2)."""
+    from carb import datasets
+    from carb.families.resnet import FAMILIES
+
+    try:
+        src = datasets.load(source, features=False)
+    except ValueError as e:
+        fail(f"--source {source}: {e}")
+    if "depth" not in src.columns or "latency_ms" not in src.columns or not src["latency_ms"].notna().any():
+        fail(f"--source {source}: not a dataset of the cpu space's configs with measured latency")
+    others = sorted(set(map(str, src["family"].dropna())) - set(FAMILIES)) if "family" in src.columns else []
+    if others:  # the source model learns the cpu space's ResNets: a net row would end its fit in a traceback
+        fail(
+            f"--source {source}: rows of family {', '.join(others)}; the demo's source model learns the cpu "
+            f"space's configs (families {', '.join(FAMILIES)}) only"
+        )

@@ -20,7 +20,7 @@ from ._target_model import CASCADE_ORDER, TARGETS, UNITS, TargetModel, _forward,
 from .conformal import ConformalScale, aux_inputs
 from .domain import DOMAIN_CATEGORIES as DOMAIN_CATEGORIES  # re-exported with the domain
 from .domain import outside_kinds, training_domain, widen
-from .evaluation import cv_folds
+from .folds import cv_folds
 from .learners import Learner, fit_learner
 
 __all__ = ["CARB", "TARGETS", "UNITS", "CASCADE_ORDER", "TargetModel", "training_hash"]
@@ -34,7 +34,7 @@ PREDICT_CHUNK = 1 << 15
 def _folds(df: pd.DataFrame, k: int, kind: str, seed: int) -> np.ndarray:
     """Return the fold id of each row, random or grouped by architecture.
 
-    ``random`` configs (a config's repeated rows in one fold: :func:`carb.model.evaluation.cv_folds`), or
+    ``random`` configs (a config's repeated rows in one fold: :func:`carb.model.folds.cv_folds`), or
     ``grouped``: every row of an architecture
     (family, block, depth, width, early_downsample; a cell's or layers' operations for the
     other families: :func:`carb.model._inputs.arch_keys`) in one fold, so that out-of-fold

@@ -52,6 +52,8 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 import pandas as pd
 
+from .folds import config_groups, cv_folds, duplicate_rows, holdout, rows_in_order, take_groups
+
 __all__ = [
     "SPLITS",
     "split",
@@ -89,70 +91,6 @@ METRICS: tuple[str, ...] = (
 )
 
 
-def config_groups(df: pd.DataFrame) -> np.ndarray:
-    """The group of each row: one per config (``config_id``, and ``device`` where present).
-
-    Groups are numbered in order of first appearance; every row is its own group where the table has no
-    ``config_id``.
-    """
-    keys = [c for c in ("config_id", "device") if c in df.columns]
-    if "config_id" not in keys:
-        return np.arange(len(df))
-    if len(keys) == 1:
-        return pd.factorize(df["config_id"])[0]
-    return df.groupby(keys, sort=False, dropna=False).ngroup().to_numpy()
-
-
-def duplicate_rows(df: pd.DataFrame) -> int:
-    """How many rows repeat a config already in ``df`` (see :func:`config_groups`): 0 where each config is once."""
-    groups = config_groups(df)
-    return int(len(groups) - len(np.unique(groups))) if len(groups) else 0
-
-
-def cv_folds(df: pd.DataFrame, k: int, seed: int) -> np.ndarray:
-    """The cross-validation fold (0 .. ``k`` - 1) of each row, configs drawn at random, a config's copies together.
-
-    Without repeated configs this is ``permutation(len(df)) % k`` of ``default_rng(seed)``.
-    """
-    groups = config_groups(df)
-    n_groups = int(groups.max()) + 1 if len(groups) else 0
-    return np.random.default_rng(seed).permutation(n_groups)[groups] % k
-
-
-def _take_groups(order: np.ndarray, sizes: np.ndarray, n_rows: int) -> np.ndarray:
-    """The first groups of ``order`` whose rows (``sizes``) add up to ``n_rows`` or just over (none for 0)."""
-    if n_rows <= 0 or not len(order):
-        return order[:0]
-    reached = np.cumsum(sizes[order]) >= n_rows
-    stop = int(np.argmax(reached)) + 1 if reached.any() else len(order)
-    return order[:stop]
-
-
-def holdout(df: pd.DataFrame, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """The positional rows kept for training, and those held out: about ``fraction`` of the rows, whole configs.
-
-    The configs are drawn at random and a config's copies stay on one side; both sides come in the order drawn.
-    Without repeated configs the held-out rows are ``perm[:k]`` and the training rows ``perm[k:]``, with ``perm =
-    default_rng(seed).permutation(len(df))`` and ``k = round(fraction * len(df))``.
-    """
-    groups = config_groups(df)
-    n_groups = int(groups.max()) + 1 if len(groups) else 0
-    order = np.random.default_rng(seed).permutation(n_groups)
-    out = _take_groups(order, np.bincount(groups, minlength=n_groups), int(round(fraction * len(df))))
-    return _in_order(groups, order[len(out) :]), _in_order(groups, out)
-
-
-def _in_order(groups: np.ndarray, chosen: np.ndarray) -> np.ndarray:
-    """The rows of the ``chosen`` groups, group by group in the order chosen (rows of a group in table order)."""
-    if not len(chosen):
-        return np.zeros(0, dtype=np.int64)
-    rank = np.full(int(groups.max()) + 1, -1)
-    rank[chosen] = np.arange(len(chosen))
-    r = rank[groups]
-    rows = np.flatnonzero(r >= 0)
-    return rows[np.argsort(r[rows], kind="stable")]
-
-
 def _tier(values: np.ndarray, edges: list[float], names: list[str]) -> np.ndarray:
     return np.asarray(names, dtype=object)[np.searchsorted(np.asarray(edges), values, side="left")]
 
@@ -171,7 +109,7 @@ def split(df: pd.DataFrame, kind: str, seed: int = 0) -> dict[str, np.ndarray]:
     groups = config_groups(df)  # a config's copies go to one side together
     sizes = np.bincount(groups) if n else np.zeros(0, dtype=np.int64)
     if kind == "random":
-        test = _take_groups(rng.permutation(len(sizes)), sizes, int(round(0.2 * n)))
+        test = take_groups(rng.permutation(len(sizes)), sizes, int(round(0.2 * n)))
         is_test = np.isin(groups, test)
         out = {"train": np.flatnonzero(~is_test), "test": np.flatnonzero(is_test)}
     elif kind == "stratified":
@@ -187,11 +125,11 @@ def split(df: pd.DataFrame, kind: str, seed: int = 0) -> dict[str, np.ndarray]:
             rows = np.flatnonzero(strata == s)
             order = rng.permutation(pd.unique(groups[rows]))  # the stratum's configs, in order of appearance
             n_te, n_va = int(round(0.15 * len(rows))), int(round(0.15 * len(rows)))
-            g_te = _take_groups(order, sizes, n_te)
-            g_va = _take_groups(order[len(g_te) :], sizes, n_va)
-            te.append(_in_order(groups, g_te))
-            va.append(_in_order(groups, g_va))
-            tr.append(_in_order(groups, order[len(g_te) + len(g_va) :]))
+            g_te = take_groups(order, sizes, n_te)
+            g_va = take_groups(order[len(g_te) :], sizes, n_va)
+            te.append(rows_in_order(groups, g_te))
+            va.append(rows_in_order(groups, g_va))
+            tr.append(rows_in_order(groups, order[len(g_te) + len(g_va) :]))
         val = np.sort(np.concatenate(va))
         out = {"train": np.sort(np.concatenate(tr + va)), "val": val, "test": np.sort(np.concatenate(te))}
     elif kind == "grouped":

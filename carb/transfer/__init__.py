@@ -6,7 +6,7 @@
   (:func:`~carb.transfer.calibrate.fit_calibrated`), saved and loaded as a model directory.
 - :mod:`~carb.transfer.load`: one loader for every model directory
   (:func:`~carb.transfer.load.load_model`) and one calibration call for every model
-  (:func:`~carb.transfer.load.calibrate`).
+  (:func:`~carb.transfer.here.calibrate`: from K rows, or measured here).
 - The maps themselves (:class:`LogMap`, :func:`fit_log_map`, ...) live in
   :mod:`carb.model.maps`, so that the network model can use them too; they are re-exported here.
 

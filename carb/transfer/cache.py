@@ -28,7 +28,17 @@ from pathlib import Path
 from carb._safeio import read_json
 from carb.measure.fingerprint import KIND_FIELDS, Fingerprint
 
-__all__ = ["CACHE_FORMAT", "CacheEntry", "cache_dir", "entries", "find", "store", "source_checksum"]
+__all__ = [
+    "CACHE_FORMAT",
+    "CacheEntry",
+    "ModelInfo",
+    "cache_dir",
+    "entries",
+    "find",
+    "list_models",
+    "store",
+    "source_checksum",
+]
 
 CACHE_FORMAT = "carb-calibration-cache/1"
 _ENTRY = "entry.json"
@@ -184,4 +194,49 @@ def entries() -> list[CacheEntry]:
             )
         except Exception:  # noqa: BLE001 - a listing skips what it cannot read; find() warns when it matters
             continue
+    return out
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """One model :func:`load_model` can load by name or path.
+
+    Attributes:
+        name: what to pass to :func:`load_model` (a shipped name, or the directory).
+        kind: ``network``, ``bundle`` or ``calibrated`` (:data:`MODEL_FILES`).
+        where: ``shipped`` (with carb) or ``cache`` (your calibration cache, :mod:`carb.transfer.cache`).
+        path: its directory.
+        machine: the machine it was fitted or calibrated on, in words (``""`` where unknown).
+        source: for a cached calibration, the model it was calibrated from.
+        created: for a cached calibration, when (UTC, ISO 8601).
+    """
+
+    name: str
+    kind: str
+    where: str
+    path: Path
+    machine: str = ""
+    source: str = ""
+    created: str = ""
+
+
+def list_models() -> list[ModelInfo]:
+    """The models carb ships and those kept in your calibration cache, each loadable with :func:`load_model`.
+
+    Reads the models' own files (never their code: there is none). A cached calibration applies to the machine
+    kind it names; ``carb predict --module`` picks it up there by itself.
+    """
+    from carb.netmodel import SHIPPED, resolve
+    from carb.netmodel.domain import fingerprint_of
+
+    from .load import load_model, model_kind
+
+    out: list[ModelInfo] = []
+    for name in SHIPPED:
+        d = resolve(name)
+        fp = fingerprint_of(load_model(name))
+        out.append(ModelInfo(name, "network", "shipped", d, fp.describe() if fp is not None else ""))
+    for e in entries():
+        kind = model_kind(e.path) or "network"
+        out.append(ModelInfo(str(e.path), kind, "cache", e.path, e.machine.describe(), e.source, e.created))
     return out

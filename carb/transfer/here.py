@@ -33,7 +33,7 @@ import pandas as pd
 
 from carb.params import Interval, Options, validate_params
 
-__all__ = ["HereCalibration", "MIN_NETWORKS", "calibrate_here", "space_frame"]
+__all__ = ["HereCalibration", "MIN_NETWORKS", "calibrate", "calibrate_here", "space_frame"]
 
 #: the fewest networks a network model calibrates on (:func:`carb.netmodel.calibrate_on` refuses fewer)
 MIN_NETWORKS = 3
@@ -476,3 +476,39 @@ def _warn_foreign_precisions(device: str, frame: pd.DataFrame) -> None:
             + (f" (e.g. --precision {native[0]})" if native else ""),
             stacklevel=3,
         )
+
+
+def calibrate(model: Any, measured: pd.DataFrame | str, **kwargs: Any) -> Any:
+    """Map a model to a new device from K measurements there: the front door's one calibration call.
+
+    Both kinds of model, either way: from K measurements you took (a DataFrame:
+    :func:`carb.transfer.load.calibrate_from`), or ``"here"``: K chosen configs or networks measured on this
+    machine now, in a small campaign with the speed sentinel (:func:`calibrate_here`). Nothing is written unless
+    ``out`` is given (``"here"``); save a result with ``.save(directory, source_dir=...)`` (config model) or
+    ``.save(directory)`` (network model).
+
+    Args:
+        model: the source model, loaded, or a path or shipped name for :func:`carb.load_model`.
+        measured: the K measurements (see :func:`carb.transfer.load.calibrate_from` for their columns), or
+            ``"here"``.
+        **kwargs: with a DataFrame: ``method``, ``meta``, and ``coverage`` (config model) or ``tables`` (network
+            model); with ``"here"``: :func:`calibrate_here`'s settings (``samples``, ``device``, ``threads``,
+            ``rounds``, ``max_time_s``, ``precisions``, ``networks``, ``out``, ``cache``, ...).
+
+    Returns:
+        The calibrated model: a :class:`carb.transfer.calibrate.CalibratedModel` or a :class:`carb.netmodel.NetModel`.
+
+    Raises:
+        ValueError: (one line) too few measurements, an unknown method, missing columns, a bad setting.
+
+    Example:
+        >>> here = calibrate("layers-cpu-avx2-1t", "here", samples=10)        # doctest: +SKIP
+        >>> cal = calibrate(load_model("models/cpu-1t"), measured)             # doctest: +SKIP
+    """
+    from .load import calibrate_from
+
+    if isinstance(measured, str):
+        if measured != "here":
+            raise ValueError(f"measured: {measured!r}; expected a DataFrame of K measurements, or 'here'")
+        return calibrate_here(model, **kwargs).model
+    return calibrate_from(model, measured, **kwargs)

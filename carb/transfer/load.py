@@ -18,7 +18,6 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +27,7 @@ from carb.model import BundleError
 
 from .calibrate import CALIBRATION_FILE, fit_calibrated, load_calibrated
 
-__all__ = ["MODEL_FILES", "ModelInfo", "calibrate", "list_models", "load_model", "machine_of", "model_kind"]
+__all__ = ["MODEL_FILES", "calibrate_from", "load_model", "machine_of", "model_kind"]
 
 
 def _load_bundle(d: Path) -> Any:
@@ -158,57 +157,8 @@ def _calibrate_network(
     return out
 
 
-@dataclass(frozen=True)
-class ModelInfo:
-    """One model :func:`load_model` can load by name or path.
-
-    Attributes:
-        name: what to pass to :func:`load_model` (a shipped name, or the directory).
-        kind: ``network``, ``bundle`` or ``calibrated`` (:data:`MODEL_FILES`).
-        where: ``shipped`` (with carb) or ``cache`` (your calibration cache, :mod:`carb.transfer.cache`).
-        path: its directory.
-        machine: the machine it was fitted or calibrated on, in words (``""`` where unknown).
-        source: for a cached calibration, the model it was calibrated from.
-        created: for a cached calibration, when (UTC, ISO 8601).
-    """
-
-    name: str
-    kind: str
-    where: str
-    path: Path
-    machine: str = ""
-    source: str = ""
-    created: str = ""
-
-
-def list_models() -> list[ModelInfo]:
-    """The models carb ships and those kept in your calibration cache, each loadable with :func:`load_model`.
-
-    Reads the models' own files (never their code: there is none). A cached calibration applies to the machine
-    kind it names; ``carb predict --module`` picks it up there by itself.
-    """
-    from carb.netmodel import SHIPPED
-    from carb.netmodel.domain import fingerprint_of
-
-    from . import cache
-
-    out: list[ModelInfo] = []
-    for name in SHIPPED:
-        d = _resolve(name)
-        fp = fingerprint_of(load_model(name))
-        out.append(ModelInfo(name, "network", "shipped", d, fp.describe() if fp is not None else ""))
-    for e in cache.entries():
-        kind = model_kind(e.path) or "network"
-        out.append(ModelInfo(str(e.path), kind, "cache", e.path, e.machine.describe(), e.source, e.created))
-    return out
-
-
-def calibrate(model: Any, measured: pd.DataFrame | str, **kwargs: Any) -> Any:
-    """Map a model to a new device from K measurements there: the front door's one calibration call.
-
-    ``measured="here"`` measures the K on this machine first (:func:`carb.transfer.here.calibrate_here`: K chosen
-    configs or networks in a small campaign with the speed sentinel), for either kind of model; its keyword
-    arguments (``samples``, ``device``, ``threads``, ``rounds``, ``out``, ``cache``, ...) pass through.
+def calibrate_from(model: Any, measured: pd.DataFrame, **kwargs: Any) -> Any:
+    """Map a model to a new device from K measurements taken there (:func:`carb.calibrate` with a DataFrame).
 
     A config model (a CARB bundle, a calibrated model, or any predictor with ``predict``
     and ``targets_``) goes to :func:`carb.transfer.calibrate.fit_calibrated`; a network
@@ -219,7 +169,7 @@ def calibrate(model: Any, measured: pd.DataFrame | str, **kwargs: Any) -> Any:
 
     Args:
         model: the source model, loaded, or a path or shipped name for :func:`load_model`.
-        measured: the K measurements on the new device, or ``"here"`` to measure them on this machine now.
+        measured: the K measurements on the new device.
 
             - config model: one row per config, its config columns (``family``, ``block``,
               ``depth``, ``width``, ``input_size``, ``batch``, ``precision``, ...) and the
@@ -242,15 +192,9 @@ def calibrate(model: Any, measured: pd.DataFrame | str, **kwargs: Any) -> Any:
 
     Example:
         >>> src = load_model("models/cpu-1t")                              # doctest: +SKIP
-        >>> cal = calibrate(src, measured)                                 # doctest: +SKIP
+        >>> cal = calibrate_from(src, measured)                            # doctest: +SKIP
         >>> cal.save("models/cpu-2t", source_dir="models/cpu-1t")          # doctest: +SKIP
     """
-    if isinstance(measured, str):
-        if measured != "here":
-            raise ValueError(f"measured: {measured!r}; expected a DataFrame of K measurements, or 'here'")
-        from .here import calibrate_here
-
-        return calibrate_here(model, **kwargs).model
     if isinstance(model, (str, Path)):
         model = load_model(model)
     if _is_network_model(model):
