@@ -1,16 +1,21 @@
-"""One reader for the JSON and TOML documents CARB reads from a user's files, with limits on size and nesting.
+"""Safe reading and writing of the files CARB touches: one reader with limits, writers that rename into place.
 
 A model folder, a screen folder, a space file or a store may come from anyone. Python's JSON and TOML parsers
 recurse once per level of nesting, so ``[[[[...]]]]`` a few thousand levels deep ends in a ``RecursionError`` (or a
 ``MemoryError``) far from the file that caused it, and the code that walks a parsed document recurses too. Every
 such document is read here instead: one of more than :data:`MAX_JSON_BYTES` (JSON) or :data:`MAX_TOML_BYTES`
 (TOML) bytes, or nested more than :data:`MAX_DEPTH` levels, is refused with a :class:`DocumentError` naming it.
+
+What CARB writes goes to a private name beside its destination and is renamed into place once whole
+(:func:`atomic_file`, :func:`atomic_dir`): a reader never sees half a file, and a failure leaves the old one.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +29,8 @@ __all__ = [
     "read_toml",
     "loads_toml",
     "read_text",
+    "atomic_file",
+    "atomic_dir",
 ]
 
 #: The deepest nesting of arrays and objects (tables) accepted. CARB's own documents nest 6 levels at most (a model
@@ -135,3 +142,60 @@ def read_toml(path: str | os.PathLike, max_bytes: int = MAX_TOML_BYTES, max_dept
         DocumentError: see :func:`loads_toml`; the message names the file.
     """
     return loads_toml(read_text(Path(path), max_bytes), str(path), max_bytes, max_depth)
+
+
+def _staging_name(path: Path, suffix: str = "") -> Path:
+    """A private name beside ``path`` for what is written before it is renamed into place."""
+    import uuid
+
+    return path.parent / f".carb-{uuid.uuid4().hex[:12]}.tmp{suffix}"
+
+
+@contextlib.contextmanager
+def atomic_file(path: Path) -> Iterator[Path]:
+    """Write a file under a private name beside ``path`` and rename it into place when the block ends without error.
+
+    Yields the private name (with ``path``'s suffix, for writers that choose the format by it). A reader never sees a
+    half-written file, and a failure leaves ``path`` as it was.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _staging_name(path, path.suffix)
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+
+
+@contextlib.contextmanager
+def atomic_dir(path: Path) -> Iterator[Path]:
+    """Write a folder's files into a private folder beside ``path`` and move them into place when the block ends.
+
+    Yields the private folder. A new (or empty) ``path`` is the private folder renamed, in one step; into an
+    existing folder each entry is renamed into place once all are written (a folder entry replaces the one of the
+    same name whole), other files there are kept. A failure leaves ``path`` as it was.
+    """
+    import shutil
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    stage = _staging_name(path)
+    stage.mkdir()
+    try:
+        yield stage
+        if path.is_dir() and not any(path.iterdir()):
+            path.rmdir()
+        if not path.exists():
+            stage.rename(path)
+            return
+        for entry in sorted(stage.iterdir()):
+            target = path / entry.name
+            if target.is_dir() and not target.is_symlink():
+                old = _staging_name(path)
+                target.rename(old)
+                entry.rename(target)
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                os.replace(entry, target)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)

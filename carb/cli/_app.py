@@ -19,6 +19,8 @@ import typer
 from rich.console import Console
 from typer.core import TyperGroup
 
+from carb._safeio import atomic_dir, atomic_file
+
 __all__ = [
     "app",
     "space_app",
@@ -366,63 +368,6 @@ def release_outputs() -> None:
             lock.unlink()
         os.close(fd)
         _remove_empty(made)
-
-
-def _staging_name(path: Path, suffix: str = "") -> Path:
-    """A private name beside ``path`` for what is written before it is renamed into place."""
-    import uuid
-
-    return path.parent / f".carb-{uuid.uuid4().hex[:12]}.tmp{suffix}"
-
-
-@contextlib.contextmanager
-def atomic_file(path: Path) -> Iterator[Path]:
-    """Write a file under a private name beside ``path`` and rename it into place when the block ends without error.
-
-    Yields the private name (with ``path``'s suffix, for writers that choose the format by it). A reader never sees a
-    half-written file, and a failure leaves ``path`` as it was.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _staging_name(path, path.suffix)
-    try:
-        yield tmp
-        os.replace(tmp, path)
-    finally:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-
-
-@contextlib.contextmanager
-def atomic_dir(path: Path) -> Iterator[Path]:
-    """Write a folder's files into a private folder beside ``path`` and move them into place when the block ends.
-
-    Yields the private folder. A new (or empty) ``path`` is the private folder renamed, in one step; into an
-    existing folder each entry is renamed into place once all are written (a folder entry replaces the one of the
-    same name whole), other files there are kept. A failure leaves ``path`` as it was.
-    """
-    import shutil
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    stage = _staging_name(path)
-    stage.mkdir()
-    try:
-        yield stage
-        if path.is_dir() and not any(path.iterdir()):
-            path.rmdir()
-        if not path.exists():
-            stage.rename(path)
-            return
-        for entry in sorted(stage.iterdir()):
-            target = path / entry.name
-            if target.is_dir() and not target.is_symlink():
-                old = _staging_name(path)
-                target.rename(old)
-                entry.rename(target)
-                shutil.rmtree(old, ignore_errors=True)
-            else:
-                os.replace(entry, target)
-    finally:
-        shutil.rmtree(stage, ignore_errors=True)
 
 
 def usable_cpus() -> int:
