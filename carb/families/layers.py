@@ -357,6 +357,8 @@ class LayerConfig:
             return f"padding: {self.pad} above half the kernel ({self.kernel})"
         if op in _THREE_D and self.kd > self.frames + 2 * self.pd:
             return f"kernel_d: {self.kd} larger than the padded depth ({self.frames})"
+        if op in ("maxpool3d", "avgpool3d") and (self.kd > self.frames or self.kernel > self.input_size):
+            return f"kernel: {self.kd}x{self.kernel} larger than the input ({self.frames}x{self.input_size})"
         if op in _POOLS and self.kernel > self.input_size + 2 * self.pad:
             return f"kernel: {self.kernel} larger than the padded input ({self.input_size})"
         span = self.dilation * (self.kernel - 1) + 1

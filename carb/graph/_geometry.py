@@ -361,13 +361,17 @@ def layernorm(x: Any, y: Any, normalized: Sequence[int], affine: bool) -> dict[s
 
     Channels last (``LayerNorm(C)`` on ``(N, H, W, C)``): ``cin = C``, ``h = H * W``; over a whole
     sample (``LayerNorm((C, H, W))`` on ``(N, C, H, W)``, GroupNorm(1)'s reduction): ``cin = C * H * W``, ``h = 1``.
+    Of a non-contiguous view (``contiguous=0`` in its geometry) its kernel copies the input first.
     """
     out = _base("layernorm", x, y)
     feat = int(math.prod(normalized)) or 1
     n = x.shape[0] if x.dim() > len(normalized) else 1
     rows = int(x.numel() // max(n * feat, 1))
     out.update(batch=n, cin=feat, d=1, h=rows, w=1, cout=feat, do=1, ho=rows, wo=1)
-    out["geometry"] = text(normalized=tuple(int(v) for v in normalized), affine=bool(affine))
+    g: dict[str, Any] = {"normalized": tuple(int(v) for v in normalized), "affine": bool(affine)}
+    if not x.is_contiguous():  # a permuted view (torchvision's LayerNorm2d): the kernel copies it first
+        g["contiguous"] = False
+    out["geometry"] = text(**g)
     return out
 
 

@@ -672,6 +672,9 @@ class _T:
     def numel(self) -> int:
         return int(math.prod(self.shape))
 
+    def is_contiguous(self) -> bool:  # an ONNX tensor has no strides: each node's output is its own
+        return True
+
 
 def _unknown(x: _T, y: _T) -> dict[str, Any]:
     return _geometry.read("unknown", "", None, None, [x], [y])

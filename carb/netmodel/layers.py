@@ -85,9 +85,10 @@ _FEATURES_BY_VERSION = {1: _FEATURES_V1, 2: _FEATURES_V2, 3: _FEATURES}
 def op_class(layers: pd.DataFrame) -> np.ndarray:
     """Cost class of each layer row, from its ``op`` and shapes.
 
-    ``conv``, ``conv_grouped``, ``conv_dw`` (groups == input channels), ``relu`` (ReLU and
-    ReLU6), ``pool`` (max and average; ``pool1d``, ``pool3d`` for the 1-D and 3-D ones), ``conv``
-    too for a linear layer over several rows
+    ``conv``, ``conv_grouped``, ``conv_dw`` (groups == input channels), ``conv_dilated`` (any
+    dilation above 1), ``relu`` (ReLU and ReLU6), ``pool`` (max and average; ``pool1d``,
+    ``pool3d`` for the 1-D and 3-D ones), ``layernorm_strided`` (a layer norm of a
+    non-contiguous view: its kernel copies it first), ``conv`` too for a linear layer over several rows
     per image (a pointwise convolution's GEMM), the other ops by name; ``view`` costs
     nothing of its own.
     """
@@ -98,6 +99,11 @@ def op_class(layers: pd.DataFrame) -> np.ndarray:
     conv = op == "conv"
     out[conv & (g > 1) & (g == cin)] = "conv_dw"
     out[conv & (g > 1) & (g != cin)] = "conv_grouped"
+    if "dilation" in layers:  # a dilated convolution runs other kernels: a class of its own
+        out[conv & (layers["dilation"].to_numpy() > 1)] = "conv_dilated"
+    if "geometry" in layers:  # a layer norm of a permuted view copies it first (torchvision's LayerNorm2d)
+        strided = (op == "layernorm") & layers["geometry"].astype(str).str.contains("contiguous=0", regex=False)
+        out[strided.to_numpy()] = "layernorm_strided"
     out[op == "relu6"] = "relu"
     out[(op == "maxpool") | (op == "avgpool")] = "pool"
     out[(op == "maxpool1d") | (op == "avgpool1d")] = "pool1d"
@@ -303,7 +309,17 @@ def _class_rooflines(
 #: matrix products (convolutions of any rank, attention, recurrent layers).
 FALLBACK_CLASSES: dict[str, tuple[str, ...]] = {
     "elementwise": ("relu", "hardswish", "hardsigmoid", "sigmoid", "silu", "gelu", "tanh", "mish", "add", "mul"),
-    "normalization": ("bn", "layernorm", "groupnorm", "instancenorm", "softmax", "gap", "gap1d", "gap3d"),
+    "normalization": (
+        "bn",
+        "layernorm",
+        "layernorm_strided",
+        "groupnorm",
+        "instancenorm",
+        "softmax",
+        "gap",
+        "gap1d",
+        "gap3d",
+    ),
     "movement": (
         "cat",
         "copy",
@@ -320,6 +336,7 @@ FALLBACK_CLASSES: dict[str, tuple[str, ...]] = {
         "conv",
         "conv_dw",
         "conv_grouped",
+        "conv_dilated",
         "conv1d",
         "conv3d",
         "convtranspose",

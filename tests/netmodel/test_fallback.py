@@ -154,3 +154,20 @@ def test_the_fallback_is_saved_and_shipped_models_take_their_datasets(model, tmp
     x = torch.randn(1, 3, 32, 32)
     p = netmodel.predict_module(nn.Sequential(nn.Conv2d(3, 8, 3), nn.Upsample(scale_factor=2)), x, shipped)
     assert p.unknown_ops == ["Upsample"] and 0 < p.coverage_bytes < 1
+
+
+def test_dilated_convolutions_and_layer_norms_of_permuted_views_are_classes_of_their_own() -> None:
+    """Known means measured: the shipped layers hold neither, so neither is priced as what they hold."""
+    import torch.nn.functional as F
+
+    class LayerNorm2d(nn.LayerNorm):  # torchvision's ConvNeXt: a channels-last norm of a permuted view
+        def forward(self, x):
+            y = F.layer_norm(x.permute(0, 2, 3, 1), self.normalized_shape, self.weight, self.bias, self.eps)
+            return y.permute(0, 3, 1, 2)
+
+    net = nn.Sequential(nn.Conv2d(3, 16, 3), LayerNorm2d(16), nn.Conv2d(16, 16, 3, dilation=2), nn.LayerNorm(26))
+    layers = graph.capture(net, (1, 3, 32, 32)).layers
+    costed = layers[layers["op"] != "view"]
+    assert list(netmodel.op_class(costed)) == ["conv", "layernorm_strided", "conv_dilated", "layernorm"]
+    assert list(netmodel.fallback_class(costed)) == ["compute", "normalization", "compute", "normalization"]
+    assert "contiguous=0" in costed["geometry"].iloc[1] and "contiguous" not in costed["geometry"].iloc[3]
