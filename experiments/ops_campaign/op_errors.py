@@ -1,0 +1,85 @@
+"""Each op class's measured error: the layer model's cross-validated error on the shipped layer dataset.
+
+    python experiments/ops_campaign/op_errors.py                       # layers-cpu-avx2-1t, 5 folds
+    python experiments/ops_campaign/op_errors.py --model layers-cpu-1t --folds 5 --trees 200
+
+For a shipped network model, its layer dataset (``carb/data/<model>.parquet``) is split in
+``--folds`` folds (a layer in one fold only); the layer model is fitted as the shipped one was
+(``carb.netmodel.LayerModel.fit``, the model's own latency column and feature version) on the
+other folds and prices the held-out one. Per op class (``carb.netmodel.op_class``): the 90%
+quantile of ``|log(predicted / measured)|`` over its held-out layers and their count. Writes
+``experiments/ops_campaign/results/op_errors.json`` (one key per model, added to what the file
+holds), which ``scripts/operators_page.py`` shows in the page's "measured error" column.
+Data only: no timing, the same digits on any machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from carb import netmodel  # noqa: E402
+from carb.families import layers as L  # noqa: E402
+
+OUT = Path(__file__).resolve().parent / "results" / "op_errors.json"
+
+
+def op_errors(model: str, folds: int, trees: int, seed: int) -> dict:
+    nm = netmodel.load(model)
+    target = str(nm.meta.get("layer_target", "latency_ms_p5"))
+    df = pd.read_parquet(ROOT / "carb" / "data" / f"{model}.parquet")
+    df = df[(df["op"] != "se") & (df[target] > 0)].reset_index(drop=True)
+    lf = L.layer_frame(df).reset_index(drop=True)
+    y = df[target].to_numpy(np.float64)
+    fold = np.random.default_rng(seed).integers(0, folds, len(df))
+    pred = np.full(len(df), np.nan)
+    for k in range(folds):
+        train, test = fold != k, fold == k
+        lm = netmodel.LayerModel.fit(
+            lf[train].reset_index(drop=True), y[train], trees=trees, seed=seed, features=nm.layer.features
+        )
+        pred[test] = lm.predict(lf[test].reset_index(drop=True))
+    err = np.abs(np.log(np.maximum(pred, 1e-6) / y))
+    cls = netmodel.op_class(lf)
+    return {
+        str(c): {"q90": float(np.quantile(err[cls == c], 0.9)), "n": int((cls == c).sum())}
+        for c in sorted(set(cls))
+        if (cls == c).sum() >= 3
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument(
+        "--model", default="layers-cpu-avx2-1t", help="a shipped network model (its dataset shares its name)"
+    )
+    ap.add_argument("--folds", type=int, default=5)
+    ap.add_argument("--trees", type=int, default=200)
+    ap.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args(argv)
+    doc = json.loads(OUT.read_text()) if OUT.is_file() else {}
+    doc[a.model] = op_errors(a.model, a.folds, a.trees, a.seed)
+    doc.setdefault("about", {})[a.model] = {
+        "command": f"python experiments/ops_campaign/op_errors.py --model {a.model} --folds {a.folds} "
+        f"--trees {a.trees} --seed {a.seed}",
+        "computed": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(json.dumps(doc, indent=1) + "\n")
+    for c, v in doc[a.model].items():
+        print(f"{c:18s} n {v['n']:5d}  q90 {v['q90']:.3f} (x{np.exp(v['q90']):.2f})")
+    print(f"wrote {OUT}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
