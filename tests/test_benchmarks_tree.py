@@ -161,17 +161,17 @@ def test_each_rule_catches_a_script_that_breaks_it(tmp_path):
     (bench / "bench_b.py").write_text("import sys\nsys.path.insert(0, '.')\nfrom bench_a import m\n")
     (bench / "bench_c.py").write_text("def f():\n    from probe_x import X\n    return X\n")
     (bench / "bench_d.py").write_text(
-        "import importlib\nimport carb.model._conformal as cf\nimport carb\nfrom carb.model import _estimator\n"
+        "import importlib\nimport carb.model.conformal as cf\nimport carb\nfrom carb.model import estimator\n"
         "from carb import model\n"
-        "cf.TARGET_TAIL = {}\n_estimator.SPREAD_SCALE += 1\ncarb.model._conformal.X = 2\n"
+        "cf.TARGET_TAIL = {}\nestimator.SPREAD_SCALE += 1\ncarb.model.conformal.X = 2\n"
         "setattr(model, 'Y', 3)\nimportlib.import_module('bench_a')\n"
     )
     assert path_edits(bench) == ["bench_b.py:2"]
     assert foreign_imports(bench, exp) == ["bench_b.py:3 bench_a", "bench_c.py:2 probe_x", "bench_d.py:10 bench_a"]
     assert carb_writes(bench) == [
         "bench_d.py:6 cf.TARGET_TAIL",
-        "bench_d.py:7 _estimator.SPREAD_SCALE",
-        "bench_d.py:8 carb.model._conformal.X",
+        "bench_d.py:7 estimator.SPREAD_SCALE",
+        "bench_d.py:8 carb.model.conformal.X",
         "bench_d.py:9 model.?",
     ]
     for i in range(MAX_SCRIPTS):
