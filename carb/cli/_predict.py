@@ -315,10 +315,18 @@ def _top_layers(pred: Prediction, top: int) -> Table:
             str(r.name),
             str(r.op),
             "x".join(map(str, r.in_shape)),
-            f"{r.kernel}/{r.stride}/{r.groups}",
+            _kernel_stride_groups(r),
             f"{r.flops / 1e9:.4f}",
             f"{r.latency_ms:.4f}",
             f"{100 * r.share:.1f}%",
             "yes" if r.known else "NO",
         )
     return t
+
+
+def _kernel_stride_groups(r: Any) -> str:
+    """A layer's kernel, stride and groups, each as its geometry states it (``3x7x7/1x2x2/1``), else its columns."""
+    geo = dict(kv.split("=", 1) for kv in str(getattr(r, "geometry", "") or "").split() if "=" in kv)
+    if "k" in geo:
+        return f"{geo['k']}/{geo.get('s', r.stride)}/{geo.get('g', r.groups)}"
+    return f"{r.kernel}/{r.stride}/{r.groups}"

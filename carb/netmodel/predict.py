@@ -164,7 +164,7 @@ class Prediction:
         return "measure"
 
     def top(self, n: int = 10) -> pd.DataFrame:
-        """The ``n`` most expensive layers: name, op, shapes, predicted ms, share."""
+        """The ``n`` most expensive layers: name, op, shapes, geometry, predicted ms, share."""
         cols = [
             "name",
             "op",
@@ -174,6 +174,7 @@ class Prediction:
             "kernel",
             "stride",
             "groups",
+            "geometry",
             "flops",
             "latency_ms",
             "share",
