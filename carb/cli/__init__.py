@@ -1,7 +1,7 @@
 """The ``carb`` command: thin Typer commands over the library, one module per command group.
 
 One module per command (or command group), named as it: :mod:`.characterize`, :mod:`.dataset`, :mod:`.space`,
-:mod:`.train`, :mod:`.evaluate`, :mod:`.predicting` (``carb predict``), :mod:`.calibrate`, :mod:`.screen`,
+:mod:`.train`, :mod:`.evaluate`, :mod:`.predict`, :mod:`.calibrate`, :mod:`.screen`,
 :mod:`.validate`, :mod:`.fewshot`, :mod:`.report` and :mod:`.demo`. Each registers its command with
 ``@app.command`` and parses its flags, calls the library, prints. The app, the error type and the checks every
 command shares are in :mod:`._app`, which the command modules import (never the other way round).
@@ -26,7 +26,7 @@ from . import (  # noqa: F401 - importing a command module registers its command
     demo,
     evaluate,
     fewshot,
-    predicting,
+    predict,
     report,
     screen,
     space,

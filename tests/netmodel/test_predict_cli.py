@@ -45,7 +45,7 @@ def nets(tmp_path):
 @pytest.fixture
 def small_machine(monkeypatch):
     """A machine of 100 MB."""
-    import carb.cli._predict as cli_predict
+    import carb.cli.predict as cli_predict
 
     monkeypatch.setattr(cli_predict, "physical_memory_bytes", lambda: 100_000_000)
 
