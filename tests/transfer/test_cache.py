@@ -61,3 +61,16 @@ def test_a_broken_or_foreign_entry_warns_once_and_is_never_loaded(calibrated, mo
 def test_the_cache_directory_follows_carb_cache_dir(monkeypatch, tmp_path):
     monkeypatch.setenv("CARB_CACHE_DIR", str(tmp_path))
     assert cache.cache_dir() == tmp_path / "calibrations"
+
+
+def test_list_models_shows_the_shipped_models_and_each_kept_calibration(calibrated, monkeypatch, tmp_path):
+    import carb
+
+    monkeypatch.setenv("CARB_CACHE_DIR", str(tmp_path / "c"))
+    shipped = {m.name for m in carb.list_models() if m.where == "shipped"}
+    assert MODEL in shipped and all(m.where == "shipped" for m in carb.list_models())
+    path = cache.store(calibrated, MODEL, resolve(MODEL), HERE, 10)
+    kept = [m for m in carb.list_models() if m.where == "cache"]
+    assert len(kept) == 1 and kept[0].path == path and kept[0].source == MODEL and kept[0].kind == "network"
+    assert kept[0].machine == HERE.describe()
+    assert carb.load_model(kept[0].name) is not None  # each listed model loads by the name listed
