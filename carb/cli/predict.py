@@ -280,8 +280,8 @@ def predict_cli(
         what = f"--onnx {module_spec}" if isinstance(module_spec, Path) else f"--module {module_spec!r}"
         with running_user_code(what):
             net = module_spec if isinstance(module_spec, Path) else graph.load_module(module_spec)
-        nm, used = _calibrated_here(con, nm, model_dir, calibrate, cache)
-        machine = here()
+        machine = here()  # read once: the cache's key, the prediction's machine and the first line's
+        nm, used = _calibrated_here(con, nm, model_dir, calibrate, cache, machine)
         with running_user_code(what):  # the capture runs the module's forward
             # a network this machine could not hold is refused, as the measuring commands refuse one
             pred = predict_module(
@@ -358,7 +358,9 @@ def _calibrate_command(module_spec: str | Path, shape: tuple[int, ...], precisio
     return f"{shlex.join([*args, '--calibrate'])} (about a minute: {CALIBRATE_SAMPLES} networks measured here)"
 
 
-def _calibrated_here(con: Console, nm: NetModel, model_dir: Any, calibrate: bool, cache: bool) -> tuple[NetModel, Any]:
+def _calibrated_here(
+    con: Console, nm: NetModel, model_dir: Any, calibrate: bool, cache: bool, machine: Any
+) -> tuple[NetModel, Any]:
     """The model to price with: the cached calibration of ``model_dir`` for this machine, made first if asked.
 
     Returns:
@@ -367,7 +369,6 @@ def _calibrated_here(con: Console, nm: NetModel, model_dir: Any, calibrate: bool
     """
     from carb.transfer import cache as calibrations
 
-    machine = here()
     if compare(fingerprint_of(nm), machine).same_kind or not (cache or calibrate):
         return nm, None
     source_dir = resolve(model_dir)
