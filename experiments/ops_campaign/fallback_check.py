@@ -1,0 +1,106 @@
+"""How far off was the price of each new op before it was measured? The op campaign against the shipped model.
+
+    python experiments/ops_campaign/fallback_check.py campaigns/layers-ops.duckdb
+
+Each layer the op campaign measured (``status == ok``) is captured as a one-layer network and priced by the
+shipped network model (``layers-cpu-avx2-1t``: the ops it never measured priced by their class's measured
+fallback, :func:`carb.netmodel.fit_fallback`), for the machine the campaign ran on. Per group of
+op (``conv_dilated`` apart): the layers, the median and 90th percentile of
+``|log(predicted / measured)|`` as a factor, the median signed ratio, and the share of measured latencies inside
+the model's 90% interval. The bridge layers (shipped convolutions measured again) give the ratio of this
+campaign's machine state to the shipped one's. Measured latency: the median of the pooled visits
+(``latency_ms``, wall time of one module call). Writes ``experiments/ops_campaign/results/fallback_check.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from carb import netmodel  # noqa: E402
+from carb.campaign.store import Store  # noqa: E402
+from carb.families import config_from_row  # noqa: E402
+from carb.measure.fingerprint import here  # noqa: E402
+
+OUT = Path(__file__).resolve().parent / "results" / "fallback_check.json"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("store")
+    ap.add_argument("--model", default="layers-cpu-avx2-1t")
+    args = ap.parse_args()
+    with Store(args.store) as st:
+        rows = st.measurements("cpu-1t")
+    rows = rows[rows["status"] == "ok"].reset_index(drop=True)
+    shipped = set(pd.read_parquet(ROOT / "carb" / "data" / f"{args.model}.parquet")["config_id"])
+    nm = netmodel.load(args.model)
+    machine = here()
+    tables = [netmodel.capture_config(config_from_row(r)) for r in rows.to_dict("records")]
+    preds = netmodel.predict_tables(tables, nm, machine=machine)
+    out_rows = []
+    for r, p in zip(rows.to_dict("records"), preds):
+        dilated = pd.notna(r.get("dilation")) and float(r["dilation"]) > 1
+        g = "bridge" if r["config_id"] in shipped else f"{r['op']}{'_dilated' if dilated else ''}"
+        out_rows.append(
+            {
+                "config_id": r["config_id"],
+                "group": g,
+                "op": r.get("op"),
+                "measured_ms": float(r["latency_ms"]),
+                "predicted_ms": float(p.latency_ms),
+                "lo_ms": float(p.latency_ms_lo),
+                "hi_ms": float(p.latency_ms_hi),
+                "unknown_ops": list(p.unknown_ops),
+            }
+        )
+    df = pd.DataFrame(out_rows)
+    df["ratio"] = df.predicted_ms / df.measured_ms
+    df["covered"] = (df.lo_ms <= df.measured_ms) & (df.measured_ms <= df.hi_ms)
+    summary = {}
+    for g, sub in df.groupby("group"):
+        err = np.abs(np.log(sub.ratio))
+        summary[g] = {
+            "layers": int(len(sub)),
+            "priced_by_fallback": int(sum(bool(u) for u in sub.unknown_ops)),
+            "median_abs_error_x": float(np.exp(np.median(err))),
+            "p90_abs_error_x": float(np.exp(np.quantile(err, 0.9))),
+            "median_ratio_pred_over_measured": float(np.median(sub.ratio)),
+            "coverage_90": float(sub.covered.mean()),
+        }
+    new = df[df.group != "bridge"]
+    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
+    doc = {
+        "what": "single layers of the op campaign: measured latency_ms (median of pooled visits, wall time) against "
+        f"the shipped {args.model} model's price of the one-layer network, before the campaign's data is learned",
+        "store": args.store,
+        "model": args.model,
+        "machine": machine.describe(),
+        "commit": commit.strip(),
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "groups": summary,
+        "all_new": {
+            "layers": int(len(new)),
+            "median_abs_error_x": float(np.exp(np.median(np.abs(np.log(new.ratio))))),
+            "coverage_90": float(new.covered.mean()),
+        },
+        "rows": out_rows,
+    }
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(json.dumps(doc, indent=1) + "\n")
+    print(pd.DataFrame(summary).T.to_string(float_format=lambda v: f"{v:.2f}"))
+    print("all new ops:", doc["all_new"])
+
+
+if __name__ == "__main__":
+    main()
