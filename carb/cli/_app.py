@@ -474,6 +474,7 @@ FLAGS: dict[str, str] = {
     "model": "--model",
     "measured": "--data",
     "visits": "--rounds",
+    "z": "--margin",
 }
 
 

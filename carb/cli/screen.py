@@ -15,6 +15,7 @@ from ._app import (
     check_out_dir,
     console,
     fail,
+    library_errors,
     load_model,
     parse_budget_options,
     refuse_inputs,
@@ -156,8 +157,8 @@ def screen(
     tgt = load_model(target)
     src = load_model(source) if source else None
     device, why = _check_foreign(sp.name, frame, tgt, target, device, allow_foreign)
-    try:
-        extra = {"front_min_prob": front_min_prob} if front_min_prob is not None else {}
+    extra = {"front_min_prob": front_min_prob} if front_min_prob is not None else {}
+    with library_errors(run_screen):  # the library's rules, under the flags' names (z: --margin)
         res = run_screen(
             frame,
             tgt,
@@ -174,8 +175,6 @@ def screen(
             allow_foreign=allow_foreign,
             **extra,
         )
-    except ValueError as e:
-        fail(str(e))
     res.summary.update(
         space=sp.name,
         space_source=sp.source,
@@ -230,8 +229,6 @@ def _check_screen_options(shortlist_share: float, z: float, out: Path, objective
 
     if not 0 < shortlist_share <= 1:
         fail(f"--shortlist-share {shortlist_share:g}: must be in (0, 1], a share of the candidates")
-    if not z >= 0:  # a negative margin would prune configs the source model itself keeps
-        fail(f"--margin {z:g}: must be >= 0 (residual standard deviations of the source-to-target map)")
     check_out_dir(out)
     try:
         return parse_objectives(objective) if objective else None

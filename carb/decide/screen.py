@@ -473,6 +473,8 @@ def _check_settings(
         raise ValueError(f"front {front!r}: expected one of {', '.join(FRONTS)}")
     if not 0 < float(confidence) < 1:
         raise ValueError(f"confidence {confidence!r}: must be in (0, 1), e.g. 0.9")
+    if not float(z) >= 0:  # a negative margin would prune configs the source model itself keeps
+        raise ValueError(f"z {z:g}: must be >= 0 (residual standard deviations of the source-to-target map)")
     if risk == "decide" and float(confidence) < 0.5:
         # below one half a config could be both accepted and rejected at that chance
         raise ValueError(f"confidence {confidence!r}: three-way calls need at least 0.5 (e.g. 0.9)")

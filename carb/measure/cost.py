@@ -82,7 +82,8 @@ class ModuleConfig:
                 raise ValueError(
                     f"module: class {kind.__qualname__} is not importable from {kind.__module__} (defined in a "
                     "function, a notebook or under `if __name__ == '__main__':`), so a measurement worker cannot "
-                    "rebuild it; define it at the top level of a module or script, or pass a builder spec 'file.py:build'"
+                    "rebuild it; define it at the top level of a module or script, or pass a builder spec "
+                    "'file.py:build'"
                 )
         buf = io.BytesIO()
         try:
