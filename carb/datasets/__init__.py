@@ -325,7 +325,8 @@ def _required_columns(df: pd.DataFrame, path: Path) -> _list[str]:
         need += _list(PARAMETERS)
     for name in others:
         try:
-            need += _list(families.get(name).parameters)
+            fam = families.get(name)
+            need += [p for p in fam.parameters if p not in fam.optional_parameters]
         except SpaceError as e:
             raise DatasetError(f"{path}: {e}") from None
     need += ["status", *TARGET_COLUMNS]

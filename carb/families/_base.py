@@ -186,6 +186,8 @@ class Family:
     #: ``family`` excluded)
     parameters: tuple[str, ...] = ()
     measured_features: Callable[[Any], dict[str, float]] | None = None
+    #: the parameters a row may lack: each takes its default (a dataset written before the parameter existed)
+    optional_parameters: tuple[str, ...] = ()
 
 
 def row_parameters(row: Mapping[str, Any], parameters: tuple[str, ...]) -> dict[str, Any]:

@@ -930,6 +930,7 @@ LAYERS = Family(
     "attention, LSTM/GRU, BN/layer/group/instance norms, activations, pools incl. 3-D, upsampling, pad, pixel "
     "shuffle, add/mul/cat, shuffle, SE) for per-operator cost models",
     parameters=tuple(p for p in PARAMETERS),
+    optional_parameters=tuple(_LATER),
 )
 
 

@@ -427,6 +427,65 @@ def fit_fallback(
     return out
 
 
+#: The op campaigns of a shipped model: layer datasets of ops its own layers never measured. Each such op is priced
+#: by a roofline fitted on its own layers there (:func:`fit_op_rooflines`), scaled to the model's campaign speed by
+#: the bridge layers both datasets measured, instead of its class's.
+OP_DATASETS: dict[str, tuple[str, ...]] = {"layers-cpu-avx2-1t": ("layers-ops-cpu-avx2-1t",)}
+#: The key of an op's own roofline in a fallback (:func:`fit_op_rooflines`): ``op:`` and :func:`fallback_unit`.
+OWN = "op:"
+
+
+def fallback_unit(layers: pd.DataFrame, cls: np.ndarray) -> np.ndarray:
+    """The op each row is priced as by its own roofline: its :func:`op_class`, pools by their op (max, average)."""
+    ops = layers["op"].astype(str).to_numpy()
+    return np.where(np.isin(cls, ("pool", "pool1d", "pool3d")), ops, cls.astype(str))
+
+
+def fit_op_rooflines(
+    layers: pd.DataFrame, y_ms: np.ndarray, version: int = FEATURES_VERSION, coverage: float = 0.9, min_layers: int = 4
+) -> dict[str, dict[str, Any]]:
+    """Each measured op's own roofline and its error on a layer of that op it has not seen.
+
+    Per op (:func:`fallback_unit`) with at least ``min_layers`` measured layers: the roofline
+    ``t = a0 + a1 * work + a2 * bytes`` fitted on its layers, and ``q``: the ``coverage`` quantile of
+    ``|log(predicted / measured)|`` of each layer predicted by the roofline fitted on the op's other layers
+    (leave one layer out). Keys: :data:`OWN` and the op.
+
+    Args:
+        layers: measured layer rows (:func:`carb.families.layers.layer_frame`).
+        y_ms: their latency. Units: ms.
+        version: the layer features' version (its :func:`_work`).
+        coverage: the quantile of the error.
+        min_layers: the fewest layers an op's roofline is fitted on.
+    """
+    y = np.asarray(y_ms, np.float64)
+    keep = (layers["op"] != "se").to_numpy() & np.isfinite(y) & (y > 0)
+    layers, y = layers[keep].reset_index(drop=True), y[keep]
+    if not len(y):
+        return {}
+    cls = op_class(layers)
+    unit = fallback_unit(layers, cls)
+    work, nbytes = _work(layers, cls, version), layers["bytes"].to_numpy(np.float64)
+    out: dict[str, dict[str, Any]] = {}
+    for u in sorted(set(unit)):
+        idx = np.flatnonzero(unit == u)
+        if len(idx) < min_layers:
+            continue
+        res = []
+        for i in idx:
+            rest = idx[idx != i]
+            coef = _roofline(work[rest], nbytes[rest], y[rest])
+            pred = max(float(_apply_roofline(coef, work[i : i + 1], nbytes[i : i + 1])[0]), 1e-6)
+            res.append(abs(np.log(pred / y[i])))
+        out[OWN + u] = {
+            "coef": _roofline(work[idx], nbytes[idx], y[idx]),
+            "q": float(np.quantile(res, coverage)),
+            "n": int(len(idx)),
+            "ops": [u],
+        }
+    return out
+
+
 def dataset_fallback(name: str, target: str, version: int) -> dict[str, dict[str, Any]] | None:
     """:func:`fit_fallback` on the shipped layer dataset ``carb/data/<name>.parquet`` (``None``: no such dataset).
 
@@ -437,7 +496,30 @@ def dataset_fallback(name: str, target: str, version: int) -> dict[str, dict[str
     path = Path(str(resources.files("carb") / "data" / f"{name}.parquet"))
     if not name or "/" in name or not path.is_file():
         return None
-    return _fallback_of_file(str(path), path.stat().st_mtime_ns, target, version)
+    out = _fallback_of_file(str(path), path.stat().st_mtime_ns, target, version)
+    for extra in OP_DATASETS.get(name, ()):
+        ops = Path(str(resources.files("carb") / "data" / f"{extra}.parquet"))
+        if out is not None and ops.is_file():
+            own = _op_rooflines_of_file(str(ops), ops.stat().st_mtime_ns, str(path), target, version)
+            out = {**out, **own}
+    return out
+
+
+@functools.lru_cache(maxsize=8)
+def _op_rooflines_of_file(path: str, mtime_ns: int, base: str, target: str, version: int) -> dict[str, dict[str, Any]]:
+    """:func:`fit_op_rooflines` on an op campaign's layers, at the base campaign's speed (its bridge layers)."""
+    from carb.families.layers import layer_frame
+
+    df = pd.read_parquet(path)
+    if target not in df.columns or "op" not in df.columns:
+        return {}
+    df = df[df.get("status", pd.Series("ok", index=df.index)).fillna("ok") == "ok"].reset_index(drop=True)
+    shipped = pd.read_parquet(base, columns=["config_id", target]).drop_duplicates("config_id").set_index("config_id")
+    bridge = df["config_id"].isin(shipped.index)
+    ratio = shipped.loc[df.loc[bridge, "config_id"], target].to_numpy() / df.loc[bridge, target].to_numpy()
+    speed = float(np.median(ratio)) if bridge.sum() >= 3 else 1.0  # the base campaign's speed over this one's
+    new = df[~bridge].reset_index(drop=True)
+    return fit_op_rooflines(layer_frame(new).reset_index(drop=True), new[target].to_numpy(np.float64) * speed, version)
 
 
 @functools.lru_cache(maxsize=8)
@@ -667,8 +749,8 @@ class LayerModel:
             )
         unk = ~known & (c != "view")
         if unk.any():
-            fb = fallback_class(layers[unk], c[unk])
-            coef = np.array([self._fallback(k)[0] for k in fb], np.float64).reshape(-1, 3)
+            keys = self._fallback_keys(layers[unk], c[unk])
+            coef = np.array([self._fallback(k)[0] for k in keys], np.float64).reshape(-1, 3)
             pred = coef[:, 0] + coef[:, 1] * flops[unk] + coef[:, 2] * nbytes[unk]
             out[unk] = np.maximum(pred, 1e-6)
         out[c == "view"] = 0.0
@@ -691,8 +773,14 @@ class LayerModel:
         out = np.zeros(len(layers))
         unk = ~(np.isin(c, self.classes) | (c == "view"))
         if unk.any():
-            out[unk] = [self._fallback(k)[1] for k in fallback_class(layers[unk], c[unk])]
+            out[unk] = [self._fallback(k)[1] for k in self._fallback_keys(layers[unk], c[unk])]
         return out
+
+    def _fallback_keys(self, layers: pd.DataFrame, cls: np.ndarray) -> list[str]:
+        """Each unknown row's fallback: its op's own measured roofline where the fallback has one, else its class's."""
+        fb = self.fallback or {}
+        own = [OWN + u for u in fallback_unit(layers, cls)]
+        return [k if k in fb else c for k, c in zip(own, fallback_class(layers, cls))]
 
 
 def _fallback_doc(doc: Any) -> dict[str, dict[str, Any]] | None:

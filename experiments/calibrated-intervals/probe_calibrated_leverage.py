@@ -17,9 +17,10 @@ import numpy as np
 import pandas as pd
 
 warnings.simplefilter("ignore")
+from carb.model._conformal import conformal_quantile
+
 from carb import datasets
 from carb.model import CARB
-from carb.model._conformal import conformal_quantile
 from carb.transfer.calibrate import _log_halfwidth, choose_samples, fit_calibrated
 
 a = datasets.load("cpu-1t")

@@ -19,8 +19,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_decisions as bd  # noqa: E402
-
 import carb.model._conformal as cf  # noqa: E402
+
 from carb.families.features import compute  # noqa: E402
 from carb.model import CARB  # noqa: E402
 from carb.transfer.calibrate import choose_samples, fit_calibrated  # noqa: E402

@@ -7,7 +7,9 @@ shipped network model (``layers-cpu-avx2-1t``: the ops it never measured priced 
 fallback, :func:`carb.netmodel.fit_fallback`), for the machine the campaign ran on. Per group of
 op (``conv_dilated`` apart): the layers, the median and 90th percentile of
 ``|log(predicted / measured)|`` as a factor, the median signed ratio, and the share of measured latencies inside
-the model's 90% interval. The bridge layers (shipped convolutions measured again) give the ratio of this
+the model's 90% interval (the one-layer network's price, network terms included); and the layer model's own
+price of the layer (the per-layer table's latency, fallback included) against the fastest sample it learns from
+(``latency_ms_min``). The bridge layers (shipped convolutions measured again) give the ratio of this
 campaign's machine state to the shipped one's. Measured latency: the median of the pooled visits
 (``latency_ms``, wall time of one module call). Writes ``experiments/ops_campaign/results/fallback_check.json``.
 """
@@ -35,6 +37,16 @@ from carb.measure.fingerprint import here  # noqa: E402
 OUT = Path(__file__).resolve().parent / "results" / "fallback_check.json"
 
 
+def _capture(cfg: object) -> object:
+    """The one-layer network of a layer config, captured as the campaign ran it (its inputs held as buffers)."""
+    import torch
+
+    from carb import graph
+    from carb.families import layers as L
+
+    return graph.capture(L.build(cfg), torch.randn(cfg.batch, 3, cfg.input_size, cfg.input_size))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("store")
@@ -44,10 +56,42 @@ def main() -> None:
         rows = st.measurements("cpu-1t")
     rows = rows[rows["status"] == "ok"].reset_index(drop=True)
     shipped = set(pd.read_parquet(ROOT / "carb" / "data" / f"{args.model}.parquet")["config_id"])
-    nm = netmodel.load(args.model)
     machine = here()
-    tables = [netmodel.capture_config(config_from_row(r)) for r in rows.to_dict("records")]
-    preds = netmodel.predict_tables(tables, nm, machine=machine)
+    tables = [_capture(config_from_row(r)) for r in rows.to_dict("records")]
+    from carb.netmodel import layers as netlayers
+
+    doc = {}
+    for how, extra in (("class_fallback", {}), ("own_rooflines_in_sample", netlayers.OP_DATASETS)):
+        netlayers.OP_DATASETS = extra  # the shipped model as it priced these ops before the campaign, then after
+        netlayers._fallback_of_file.cache_clear()
+        nm = netmodel.load(args.model)
+        doc[how] = _evaluate(rows, tables, netmodel.predict_tables(tables, nm, machine=machine), shipped)
+        print(how)
+        print(pd.DataFrame(doc[how]["groups"]).T.to_string(float_format=lambda v: f"{v:.2f}"))
+        print("all new ops:", doc[how]["all_new"])
+    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
+    dirty = subprocess.run(
+        ["git", "-C", str(ROOT), "status", "--porcelain", "--", "carb"], capture_output=True, text=True
+    )
+    out = {
+        "what": "single layers of the op campaign: measured latency (median of pooled visits, wall time) against the "
+        f"shipped {args.model} model's price, with the ops' class fallback (before the campaign) and with each op's "
+        "own roofline fitted on these very layers (after: in-sample, its honest error is the roofline's "
+        "leave-one-layer-out q in the model's fallback)",
+        "store": args.store,
+        "model": args.model,
+        "machine": machine.describe(),
+        "commit": commit.strip(),
+        "clean": not dirty.stdout.strip(),
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        **doc,
+    }
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(json.dumps(out, indent=1) + "\n")
+
+
+def _evaluate(rows: pd.DataFrame, tables: list, preds: list, shipped: set) -> dict:
+    """Per op group: the network-level and layer-level errors of the predictions, and the interval's coverage."""
     out_rows = []
     for r, p in zip(rows.to_dict("records"), preds):
         dilated = pd.notna(r.get("dilation")) and float(r["dilation"]) > 1
@@ -58,6 +102,8 @@ def main() -> None:
                 "group": g,
                 "op": r.get("op"),
                 "measured_ms": float(r["latency_ms"]),
+                "measured_min_ms": float(r.get("latency_ms_min", np.nan)),
+                "layer_predicted_ms": float(p.layers["latency_ms"].sum()),
                 "predicted_ms": float(p.latency_ms),
                 "lo_ms": float(p.latency_ms_lo),
                 "hi_ms": float(p.latency_ms_hi),
@@ -67,6 +113,8 @@ def main() -> None:
     df = pd.DataFrame(out_rows)
     df["ratio"] = df.predicted_ms / df.measured_ms
     df["covered"] = (df.lo_ms <= df.measured_ms) & (df.measured_ms <= df.hi_ms)
+    # the layer model's own price (before the network terms) against the fastest sample it learns from
+    df["layer_ratio"] = df.layer_predicted_ms / df.measured_min_ms
     summary = {}
     for g, sub in df.groupby("group"):
         err = np.abs(np.log(sub.ratio))
@@ -77,29 +125,20 @@ def main() -> None:
             "p90_abs_error_x": float(np.exp(np.quantile(err, 0.9))),
             "median_ratio_pred_over_measured": float(np.median(sub.ratio)),
             "coverage_90": float(sub.covered.mean()),
+            "layer_median_abs_error_x": float(np.exp(np.median(np.abs(np.log(sub.layer_ratio))))),
+            "layer_median_ratio": float(np.median(sub.layer_ratio)),
         }
     new = df[df.group != "bridge"]
-    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
-    doc = {
-        "what": "single layers of the op campaign: measured latency_ms (median of pooled visits, wall time) against "
-        f"the shipped {args.model} model's price of the one-layer network, before the campaign's data is learned",
-        "store": args.store,
-        "model": args.model,
-        "machine": machine.describe(),
-        "commit": commit.strip(),
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    return {
         "groups": summary,
         "all_new": {
             "layers": int(len(new)),
             "median_abs_error_x": float(np.exp(np.median(np.abs(np.log(new.ratio))))),
             "coverage_90": float(new.covered.mean()),
+            "layer_median_abs_error_x": float(np.exp(np.median(np.abs(np.log(new.layer_ratio))))),
         },
         "rows": out_rows,
     }
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps(doc, indent=1) + "\n")
-    print(pd.DataFrame(summary).T.to_string(float_format=lambda v: f"{v:.2f}"))
-    print("all new ops:", doc["all_new"])
 
 
 if __name__ == "__main__":

@@ -83,6 +83,7 @@ def fit_cache(
     """Fit the out-of-fold device model of bench_decisions.py (same folds: by architecture,
     seed 0) and cache the intervals' inputs."""
     import carb.model._conformal as conf
+
     from carb.model import CARB
 
     groups = pd.factorize(tgt[arch_keys or EDGES].astype(str).agg("|".join, axis=1))[0]

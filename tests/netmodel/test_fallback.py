@@ -152,10 +152,15 @@ def test_the_fallback_is_saved_and_shipped_models_take_their_datasets(model, tmp
     assert again.layer.fallback == model.layer.fallback
     shipped = netmodel.load("layers-cpu-avx2-1t")
     fb = shipped.layer.fallback
-    assert set(fb) == {*netmodel.FALLBACK_CLASSES, "generic"}
+    classes = {k: v for k, v in fb.items() if not k.startswith("op:")}
+    assert set(classes) == {*netmodel.FALLBACK_CLASSES, "generic"}
     assert fb["compute"]["ops"] == ["conv", "conv_dw", "conv_grouped", "linear", "matmul"]
     # measured on the shipped layers (leave-one-op-out 90% error): every class well above the model's own
-    assert all(v["q"] > shipped.q["latency_ms"] for v in fb.values())
+    assert all(v["q"] > shipped.q["latency_ms"] for v in classes.values())
+    # the op campaign's ops (layers-ops-cpu-avx2-1t) have rooflines of their own, each with its measured error
+    own = {k: v for k, v in fb.items() if k.startswith("op:")}
+    assert {"op:upsample_nearest", "op:convtranspose", "op:lstm", "op:mish", "op:conv3d"} <= set(own)
+    assert all(v["n"] >= 4 and v["q"] > 0 for v in own.values())
     x = torch.randn(1, 3, 32, 32)
     p = netmodel.predict_module(nn.Sequential(nn.Conv2d(3, 8, 3), nn.Upsample(scale_factor=2)), x, shipped)
     assert p.unknown_ops == ["Upsample"] and 0 < p.coverage_bytes < 1
@@ -176,3 +181,25 @@ def test_dilated_convolutions_and_layer_norms_of_permuted_views_are_classes_of_t
     assert list(netmodel.op_class(costed)) == ["conv", "layernorm_strided", "conv_dilated", "layernorm"]
     assert list(netmodel.fallback_class(costed)) == ["compute", "normalization", "compute", "normalization"]
     assert "contiguous=0" in costed["geometry"].iloc[1] and "contiguous" not in costed["geometry"].iloc[3]
+
+
+def test_an_op_measured_by_an_op_campaign_is_priced_by_its_own_roofline_and_error() -> None:
+    """The shipped model never measured nearest upsampling or Mish: each is priced by the roofline of its own
+    layers in layers-ops-cpu-avx2-1t (leave-one-layer-out error), not by its class's."""
+    from carb.netmodel.layers import OWN, fallback_unit, op_class
+
+    shipped = netmodel.load("layers-cpu-avx2-1t")
+    net = nn.Sequential(nn.Conv2d(3, 8, 3), nn.Upsample(scale_factor=2), nn.Mish())
+    layers = graph.capture(net, (1, 3, 64, 64)).layers
+    costed = layers[layers["op"] != "view"].reset_index(drop=True)
+    cls = op_class(costed)
+    keys = shipped.layer._fallback_keys(costed, cls)
+    assert (
+        keys[1:] == [OWN + "upsample_nearest", OWN + "mish"]
+        and keys[0] == "compute"
+        or not shipped.layer.known(costed.iloc[:1]).all()
+    )
+    q = shipped.layer.fallback_q(costed, cls)
+    fb = shipped.layer.fallback
+    assert q[1] == pytest.approx(fb[OWN + "upsample_nearest"]["q"]) and q[2] == pytest.approx(fb[OWN + "mish"]["q"])
+    assert list(fallback_unit(costed, cls))[1:] == ["upsample_nearest", "mish"]
