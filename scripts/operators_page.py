@@ -87,12 +87,15 @@ def _sources(op: str) -> tuple[str, str, str]:
     return ", ".join(mods) or "-", ", ".join(funcs) or "-", ", ".join(onnx) or "-"
 
 
-def _priced(nm, cls: str) -> str:
-    """How a network model prices a class: its own model, or the measured fallback of its class."""
-    from carb.netmodel.layers import _FALLBACK_OF, GENERIC
+def _priced(nm, cls: str, op: str) -> str:
+    """How a network model prices a class: its own model, an op campaign's roofline, or its class's fallback."""
+    from carb.netmodel.layers import _FALLBACK_OF, GENERIC, OWN
 
     if cls in nm.layer.classes:
         return f"own model ({cls}, {nm.layer.n.get(cls, 0):,} layers)"
+    own = (nm.layer.fallback or {}).get(OWN + (op if cls in ("pool", "pool1d", "pool3d") else cls))
+    if own is not None:
+        return f"own roofline ({own['n']} layers, x{math.exp(own['q']):.1f})"
     fb = _FALLBACK_OF.get(cls, GENERIC)
     q = (nm.layer.fallback or {}).get(fb, {}).get("q", nm.layer.q_generic)
     return f"fallback: {fb} (x{math.exp(q):.1f})"
@@ -142,7 +145,7 @@ def table() -> str:
             continue
         for _, cls, label in SPLITS.get(op, [(op, str(netmodel.op_class(_one(op))[0]), op)]):
             mods, funcs, onnx = _sources(op)
-            priced = " | ".join(_priced(nm, cls) for nm in models.values())
+            priced = " | ".join(_priced(nm, cls, op) for nm in models.values())
             rows.append(
                 f"| {label} | {mods} | {funcs} | {onnx} | {priced} | {_ranges(lf, cls_of, cls)} | "
                 f"{_error(errors, default, cls)} |"
