@@ -179,10 +179,7 @@ def calibrate_here(
         from .calibrate import check_model_out
 
         check_model_out(Path(out), source_dir)
-    settings = dict(
-        samples=samples, device=device, threads=threads, rounds=rounds, max_time_s=max_time_s, seed=seed,
-        progress=progress, say=say, measure=measure,
-    )  # fmt: skip
+    run = _Run(samples, device, threads, rounds, max_time_s, seed, progress, say, measure)
     if _is_network_model(src):
         if precisions:
             raise ValueError(
@@ -191,13 +188,13 @@ def calibrate_here(
             )
         if samples < MIN_NETWORKS and networks is None:
             raise ValueError(f"samples {samples}: a network model calibrates on at least {MIN_NETWORKS} networks")
-        res = _calibrate_network(src, str(model), networks=networks, method=method, **settings)
+        res = _calibrate_network(src, str(model), run, networks=networks, method=method)
     else:
         if networks is not None:
             raise ValueError("networks: only with a network model (the shipped layers-cpu-avx2-1t is one)")
         if method not in (None, "log", "nnls"):
             raise ValueError(f"method: unknown value {method!r} for a config model (expected log or nnls)")
-        res = _calibrate_config(src, str(model), space=space, precisions=precisions, method=method, **settings)
+        res = _calibrate_config(src, str(model), run, space=space, precisions=precisions, method=method)
     if out is not None:
         res.out = _save(res, Path(out), source_dir)
     if cache:
@@ -215,22 +212,27 @@ def _source_dir(model: Any) -> Path | None:
     return Path(d) if d is not None else None
 
 
+@dataclass(frozen=True)
+class _Run:
+    """How a calibration on this machine measures (the settings of :func:`calibrate_here` both kinds share)."""
+
+    samples: int
+    device: str
+    threads: int | None
+    rounds: int
+    max_time_s: float
+    seed: int
+    progress: Any
+    say: Callable[[str], None]
+    measure: Callable[..., pd.DataFrame] | None
+
+    def measuring(self, store: Path) -> Callable[..., pd.DataFrame]:
+        """The measuring step: the caller's, else this machine's into ``store``."""
+        return self.measure or _here(store, self.device, self.threads, self.max_time_s, self.rounds, self.progress)
+
+
 def _calibrate_config(
-    src: Any,
-    source_name: str,
-    *,
-    space: Any,
-    precisions: Sequence[str] | None,
-    method: str | None,
-    samples: int,
-    device: str,
-    threads: int | None,
-    rounds: int,
-    max_time_s: float,
-    seed: int,
-    progress: Any,
-    say: Callable[[str], None],
-    measure: Callable[..., pd.DataFrame] | None,
+    src: Any, source_name: str, run: _Run, *, space: Any, precisions: Sequence[str] | None, method: str | None
 ) -> HereCalibration:
     """K configs of the space measured here in a small campaign, a map per target fitted on them."""
     from carb.campaign import rounds as states
@@ -243,22 +245,24 @@ def _calibrate_config(
 
     sp = spaces.load(space) if isinstance(space, (str, Path)) else space
     frame = space_frame(sp, precisions)
-    _warn_foreign_precisions(device, frame)
-    if samples > len(frame):  # never fewer measured than asked without a word
-        raise ValueError(f"samples {samples}: the space {sp.name} holds {len(frame):,} configs; give as many or fewer")
-    pick = choose_samples(frame, src, samples, seed=seed)
+    _warn_foreign_precisions(run.device, frame)
+    if run.samples > len(frame):  # never fewer measured than asked without a word
+        raise ValueError(
+            f"samples {run.samples}: the space {sp.name} holds {len(frame):,} configs; give as many or fewer"
+        )
+    pick = choose_samples(frame, src, run.samples, seed=run.seed)
     meta = {
-        "device": device,
-        "samples": samples,
+        "device": run.device,
+        "samples": run.samples,
         "space": sp.name,
-        "seed": seed,
+        "seed": run.seed,
         "source": source_name,
         # where the K were measured: this machine
-        "fingerprint": replace(here(device), threads=threads or 1 if device == "cpu" else None).to_dict(),
+        "fingerprint": replace(here(run.device), threads=run.threads or 1 if run.device == "cpu" else None).to_dict(),
     }
     with tempfile.TemporaryDirectory(prefix="carb-calibrate-") as tmp:
         store = Path(tmp) / "calibration.duckdb"
-        measure = measure or _here(store, device, threads, max_time_s, rounds, progress)
+        measure = run.measuring(store)
 
         visits = [measure(pick, "calibrating")]
 
@@ -270,35 +274,22 @@ def _calibrate_config(
         # which) are measured again: no one ratio corrects them
         measured, state = states.retake_off_state(visits[0], again)
         if line := states.state_line(state, "calibration"):
-            say(line)
+            run.say(line)
         # fitted at the K configs' median speed when each carries its own (paired) sentinel
         fit_rows, ref = drift.at_median_speed(measured)
         meta["calibrated_on"] = "latency at the K configs' median sentinel speed" if ref is not None else "raw latency"
         all_visits = pd.concat(visits, ignore_index=True)
         model = fit_calibrated(src, fit_rows, meta=meta, method=method or "log", visits=all_visits)
         res = HereCalibration(
-            model=model, source=src, kind="config", device=device, measured=fit_rows, visits=all_visits,
-            state=state, what=f"{len(pick)} configs of space {sp.name} (seed {seed})",
+            model=model, source=src, kind="config", device=run.device, measured=fit_rows, visits=all_visits,
+            state=state, what=f"{len(pick)} configs of space {sp.name} (seed {run.seed})",
         )  # fmt: skip
         res._store = _keep_store(store)  # type: ignore[attr-defined]
     return res
 
 
 def _calibrate_network(
-    nm: Any,
-    source_name: str,
-    *,
-    networks: str | Path | None,
-    method: str | None,
-    samples: int,
-    device: str,
-    threads: int | None,
-    rounds: int,
-    max_time_s: float,
-    seed: int,
-    progress: Any,
-    say: Callable[[str], None],
-    measure: Callable[..., pd.DataFrame] | None,
+    nm: Any, source_name: str, run: _Run, *, networks: str | Path | None, method: str | None
 ) -> HereCalibration:
     """K whole networks measured here with the model's allocator, the model mapped or refitted on them."""
     from carb import netmodel
@@ -314,8 +305,8 @@ def _calibrate_network(
             raise ValueError(f"networks {networks}: {len(cfgs)} networks; need at least {MIN_NETWORKS}")
         what = f"{len(cfgs)} networks of {networks}"
     else:
-        cfgs = netmodel.choose_networks(nm, samples, seed=seed)
-        what = f"{len(cfgs)} carb.families.zoo networks (seed {seed})"
+        cfgs = netmodel.choose_networks(nm, run.samples, seed=run.seed)
+        what = f"{len(cfgs)} carb.families.zoo networks (seed {run.seed})"
     runtime = netmodel.runtime_of(cfgs)  # one runtime per calibration
     tables = [netmodel.capture_config(c) for c in cfgs]
     df = pd.DataFrame([c.to_dict() for c in cfgs])
@@ -325,11 +316,11 @@ def _calibrate_network(
     allocator = netmodel.allocator_of(nm)
     with tempfile.TemporaryDirectory(prefix="carb-calibrate-") as tmp:
         store = Path(tmp) / "calibration.duckdb"
-        measure = measure or _here(store, device, threads, max_time_s, rounds, progress)
+        measure = run.measuring(store)
         rows = measure(df, "calibrating", allocator=allocator)
         ok, meas, left_out = _networks_measured_ok(rows, df, cfgs)
         for label, why in left_out:
-            say(f"left out of the calibration: {label} ({why})")
+            run.say(f"left out of the calibration: {label} ({why})")
         fit_rows, ref = drift.at_median_speed(meas)
         tabs = [t for t, o in zip(tables, ok) if o]
         model = netmodel.calibrate_on(
@@ -338,22 +329,22 @@ def _calibrate_network(
             fit_rows,
             method=method,
             meta={
-                "calibration_device": device,
-                "threads": threads or 1,
+                "calibration_device": run.device,
+                "threads": run.threads or 1,
                 "samples": len(tabs),
-                "seed": seed,
-                "rounds": rounds,
+                "seed": run.seed,
+                "rounds": run.rounds,
                 "source": source_name,
                 "networks": [c.label() for c, o in zip(cfgs, ok) if o],
                 "calibration_latency": "at the K networks' median sentinel speed" if ref is not None else "raw",
                 "sentinel_ms": [float(v) for v in meas["sentinel_ms"]] if "sentinel_ms" in meas else [],
                 **_runtime_meta(runtime),
-                **_machine_meta(nm, device, threads, allocator, tabs),
+                **_machine_meta(nm, run.device, run.threads, allocator, tabs),
             },
         )
-        model.device = f"{device}-{threads or 1}t" if device == "cpu" else device
+        model.device = f"{run.device}-{run.threads or 1}t" if run.device == "cpu" else run.device
         res = HereCalibration(
-            model=model, source=nm, kind="network", device=device, measured=fit_rows, visits=rows, what=what,
+            model=model, source=nm, kind="network", device=run.device, measured=fit_rows, visits=rows, what=what,
             labels={c.config_id: c.label() for c in cfgs}, tables=tabs, left_out=left_out, runtime=runtime,
         )  # fmt: skip
         res._store = _keep_store(store)  # type: ignore[attr-defined]
