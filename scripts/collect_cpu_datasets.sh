@@ -29,7 +29,7 @@ mkdir -p "$work"
 python - "$work" <<'PY'
 import sys
 import pandas as pd
-from carb import space
+from carb.families import space
 work = sys.argv[1]
 s = space.load("cpu")
 imagenet = [c for c in s if c.family == "imagenet"]

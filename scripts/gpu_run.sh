@@ -234,7 +234,8 @@ EOF
 "$PY" - "$SPACE" "$SAMPLES" "$WORK/configs.csv" "$BATCHES" <<'EOF' || { echo "error: could not sample the space"; exit 1; }
 import random, sys
 import pandas as pd
-from carb import families, space
+from carb import families
+from carb.families import space
 name, n, out, batches = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 sp = space.load(name)
 if batches == "none":
@@ -323,7 +324,7 @@ except Exception as e:
     s["store_error"] = f"{type(e).__name__}: {e}"
 try:  # batch scaling of energy, latency and memory (carb.studies.analyses.scaling; the study: 35.4x vs 11.2x)
     import pandas as pd
-    from carb import analysis
+    from carb.studies import analyses as analysis
     res = analysis.scaling(pd.read_parquet(export))
     cols = ["target", "batch_min", "batch_max", "n_rows", "n_archs", "factor", "per_image_gain", "note"]
     s["batch_scaling"] = json.loads(res.summary[[c for c in cols if c in res.summary.columns]].to_json(orient="records"))
