@@ -98,6 +98,8 @@ def calibrate(
         check_model_out(out, src_dir)
     except ValueError as e:
         fail(f"--out: {e}")
+    if networks is not None and not (Path(src_dir) / "netmodel.json").is_file():
+        fail(f"--networks: only with a network model (--model {source} is not one; the shipped layers-cpu-avx2-1t is)")
     what = f"--networks {networks}" if networks is not None else "carb calibrate"
     # a --networks file names the user's code: capturing it runs it
     with library_errors(calibrate_here), running_user_code(what):

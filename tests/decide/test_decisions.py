@@ -416,7 +416,7 @@ def test_cli_screen_decide_and_validate(tmp_path):
         "--out",
         tmp_path / "bad",
     )
-    assert bad.returncode == 2 and bad.stderr.startswith("error: confidence") and "Traceback" not in bad.stderr
+    assert bad.returncode == 2 and bad.stderr.startswith("error: --confidence 1.5") and "Traceback" not in bad.stderr
     low = carb(
         "screen",
         "--space",

@@ -189,10 +189,10 @@ def test_report_errors(tmp_path, data_file):
 
 
 def _app():
-    from carb.cli.report import register
+    from carb.cli.report import report
 
     app = typer.Typer()
-    register(app)
+    app.command("report")(report)
 
     @app.command()
     def other() -> None:  # a second command, so typer keeps "report" as a subcommand name
@@ -218,7 +218,7 @@ def test_cli_report(tmp_path, data_file, screen_dir):
     [
         (["--data", "nope-dataset"], "no such dataset"),
         (["--data", "{data}", "--screen", "{tmp}/missing"], "--screen"),
-        (["--data", "{data}", "--screen", "{tmp}"], "not a carb screen output"),
+        (["--data", "{data}", "--screen", "{tmp}/notscreen"], "not a carb screen output"),
         (["--data", "{data}", "--model", "{tmp}/missing"], "--model"),
         (["--data", "{data}", "--holdout", "0"], "--holdout"),
     ],
@@ -227,6 +227,7 @@ def test_cli_report_usage_errors(tmp_path, data_file, args, words):
     from carb.cli import UsageError
 
     args = [a.format(data=data_file, tmp=tmp_path) for a in args]
+    (tmp_path / "notscreen").mkdir()  # a folder, but no carb screen output
     r = CliRunner().invoke(_app(), ["report", *args, "--out", str(tmp_path / "out")])
     assert isinstance(r.exception, UsageError), r.output
     msg = str(r.exception)
