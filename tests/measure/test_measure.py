@@ -426,4 +426,6 @@ def test_the_worker_measures_what_a_network_adds_to_a_fresh_process(cpu_backend)
         )
         for _ in range(2)
     ]
-    assert abs(m.memory_mb - min(fresh)) < 4.0, (m.memory_mb, fresh)
+    # without the mapping the gap is about 12 MB on this network; with it a few MB remain (the worker's own
+    # forked-process pages), measured at 3.5-4.2 MB on the AVX2 kind
+    assert abs(m.memory_mb - min(fresh)) < 6.0, (m.memory_mb, fresh)
