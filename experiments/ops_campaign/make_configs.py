@@ -72,10 +72,11 @@ def sample(per_op: int, min_per_op: int, budget_s: float, bridge_s: float, seed:
         counts[slow] -= 1
 
 
-def bridge(n: int, seed: int) -> pd.DataFrame:
-    """``n`` convolutions of the shipped layers-cpu-avx2-1t dataset (latency 0.05-20 ms), as configs."""
-    shipped = pd.read_parquet(ROOT / "carb" / "data" / "layers-cpu-avx2-1t.parquet")
-    convs = shipped[(shipped["op"] == "conv") & shipped["latency_ms_min"].between(0.05, 20)]
+def bridge(n: int, seed: int, base: str = "layers-cpu-avx2-1t") -> pd.DataFrame:
+    """``n`` convolutions of the shipped layer dataset ``base`` (latency 0.05-20 ms), as configs."""
+    shipped = pd.read_parquet(ROOT / "carb" / "data" / f"{base}.parquet")
+    latency = shipped["latency_ms_min"] if "latency_ms_min" in shipped else shipped["latency_ms"]
+    convs = shipped[(shipped["op"] == "conv") & latency.between(0.05, 20)]
     cols = [c for c in ("config_id", "family", *L.PARAMETERS) if c in convs.columns]
     return convs.sample(n, random_state=seed)[cols] if n else convs.head(0)[cols]
 
@@ -88,9 +89,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget-min", type=float, default=12.0, help="the campaign's estimated wall time at most (min)")
     ap.add_argument("--bridge", type=int, default=20, help="shipped convolutions measured again")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--base",
+        default="layers-cpu-avx2-1t",
+        help="the shipped network model (and its layer dataset) the bridge joins",
+    )
     a = ap.parse_args(argv)
-    nm = netmodel.load("layers-cpu-avx2-1t")
-    br = bridge(a.bridge, a.seed)
+    nm = netmodel.load(a.base)
+    br = bridge(a.bridge, a.seed, a.base)
     bridge_s = float(estimate(L._layer_configs(br)[0], nm).sum()) if len(br) else 0.0
     got = sample(a.per_op, a.min_per_op, 60 * a.budget_min, bridge_s, a.seed, nm)
     total = bridge_s
