@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import inspect
 import json
+import re
 import shlex
 import signal
 import sys
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Iterator, Optional
 
 import typer
 from rich.table import Table
 
-from ._app import Oversubscribe, app, check_out_file, check_threads, console, err, fail
+from ._app import Oversubscribe, app, check_out_file, check_threads, console, err, fail, flag_of
 from ._progress import CampaignProgress
 from .dataset import print_store_summary
 
@@ -143,281 +146,118 @@ def characterize(
 
     Example: carb characterize --space tiny --store tiny.duckdb
     """
-    from carb.campaign.store import Store, check_store_file
+    import duckdb
 
-    configs = _configs_to_measure(space_name, configs_file, sample, seed, method)
-    protocol = _protocol_of(device, ci_target, max_time, timeout)
-    _check_device_options(device, threads, executor, address, workers, allocator, energy_periods)
+    from carb.campaign import characterization as lib
+    from carb.campaign.store import check_store_file
+
+    with python_errors(lib.select_configs, lib.check_options, lib.default_retakes):
+        configs = lib.select_configs(space_name, configs_file, sample, seed, method)
+        protocol = lib.protocol_for(device, ci_target, max_time, timeout)
+        lib.check_options(device, threads, executor, address, workers, allocator, energy_periods)
     check_threads(threads, oversubscribe or executor != "local")  # a cluster's nodes have CPUs of their own
     check_out_file(store_path, "--store", inputs={"--configs": configs_file, "--space": space_name})
     check_store_file(store_path)  # a foreign or broken file is refused before any worker starts
-    n_rounds = rounds or (3 if device == "cpu" else 1)
-    retakes = _retakes_of(retakes, device, threads, sentinel, n_rounds, remeasure)
-    backend = _open_backend(
-        device, protocol, executor, address, workers, threads, lock_clocks, energy_periods, allocator
-    )
-    done_before: set = set()
-    with backend, Store(store_path) as store:
-        if remeasure:  # to say afterwards which configs had a first measurement to compare with
-            done_before = _stored_ids(backend, store, platform)
-        with CampaignProgress(
-            err, "measuring", store=str(store_path), enabled=not (json_out and not sys.stderr.isatty())
-        ) as progress:
-            if hasattr(backend, "on_event"):  # a cluster's slots that start or are lost, above the bar
-                backend.on_event = progress.print
-            result = _run_until_stopped(
-                configs,
-                backend,
-                store,
-                progress,
-                platform=platform,
-                command=shlex.join(["carb", *sys.argv[1:]]),
-                retry_failed=retry_failed,
-                remeasure=remeasure,
-                rounds=n_rounds,
-                chunk=chunk,
-                sentinel="auto" if sentinel else None,
-                retakes=retakes,
-            )
-        summary = store.summary()
-        rows, repeat, repeat_lines = _rows_and_repeat(store, result, remeasure)
-        if getattr(backend, "visits_by_node", None):
-            visits = ", ".join(f"node {n[:8]} {k}" for n, k in backend.visits_by_node.most_common())
-            err.print(f"ray: visits per node: {visits}", highlight=False, soft_wrap=True)
-    _print_result(result, summary, rows, store_path, json_out, repeat)
-    if remeasure:
-        err.print(_remeasure_line(result, configs, done_before, store_path), highlight=False, soft_wrap=True)
-        if repeat and repeat.get("configs"):
-            err.print("\n".join(repeat_lines), highlight=False, soft_wrap=True)
-    if result.interrupted:
-        err.print(_interrupted_line(result, store_path), highlight=False, soft_wrap=True)
-        raise typer.Exit(130)
-
-
-def _configs_to_measure(
-    space_name: str | None, configs_file: Path | None, sample: int | None, seed: int, method: str
-) -> list:
-    """The configs of ``--configs`` or ``--space`` (a sample of them with ``--samples``)."""
-    from carb.campaign.runner import read_config_file
-    from carb.families import space
-
-    if (space_name is None) == (configs_file is None):
-        fail("give exactly one of --space or --configs")
-    if method not in ("stratified", "uniform"):
-        fail(f"--method: unknown value {method!r} (expected stratified or uniform)")
-    if configs_file is not None:
-        configs = read_config_file(str(configs_file))
-        if sample is not None:
-            fail("--samples works with --space, not --configs")
-        return configs
-    sp = space.load(space_name)
-    if sample is not None:  # never fewer configs measured than asked without a word
-        listed = sp.size_bound() <= space.MAX_CONFIGS
-        most = len(sp) if listed else min(sp.size_bound(), space.MAX_CONFIGS)
-        if sample > most:
-            held = f"holds {most:,} configs" if listed else f"is sampled {most:,} configs at most"
-            fail(f"--samples {sample}: the space {sp.name} {held}; give that many or fewer")
-    return sp.sample(sample, seed=seed, method=method) if sample else list(sp)
-
-
-def _protocol_of(device: str, ci_target: float | None, max_time: float | None, timeout: float | None) -> Any:
-    """The device's default protocol with the options given."""
-    from dataclasses import replace
-
-    from carb.measure.base import Protocol
-
-    protocol = Protocol.default_for(device)
-    overrides = {
-        k: v for k, v in (("ci_target", ci_target), ("max_time_s", max_time), ("timeout_s", timeout)) if v is not None
-    }
-    return replace(protocol, **overrides)
-
-
-def _check_device_options(
-    device: str,
-    threads: int | None,
-    executor: str,
-    address: str | None,
-    workers: int | None,
-    allocator: str | None,
-    energy_periods: float | None,
-) -> None:
-    """Refuse the options that do not apply to the device or the executor."""
-    if device != "cpu" and threads is not None:
-        fail("--threads applies to --device cpu only")
-    if executor not in ("local", "ray"):
-        fail(f"--executor: unknown value {executor!r} (expected local or ray)")
-    if executor == "local" and (address is not None or workers is not None):
-        fail("--address and --workers apply to --executor ray only")
-    if allocator is not None:
-        from carb.measure.cpu import ALLOCATORS
-
-        if device != "cpu":
-            fail("--allocator applies to --device cpu only")
-        if allocator not in ALLOCATORS:
-            fail(f"--allocator: unknown value {allocator!r} (expected {' or '.join(ALLOCATORS)})")
-    if device == "cpu" and energy_periods is not None:
-        fail("--energy-periods applies to --device cuda only")
-
-
-def _retakes_of(
-    retakes: int | None, device: str, threads: int | None, sentinel: bool, n_rounds: int, remeasure: bool
-) -> int:
-    """``--retakes``, or its default: the two speed states show with 2+ threads, never with 1."""
-    if retakes is None:
-        from carb.campaign.rounds import RETAKES
-
-        return RETAKES if device == "cpu" and (threads or 1) > 1 and sentinel and n_rounds > 1 and not remeasure else 0
-    if retakes and (n_rounds < 2 or remeasure or not sentinel or device != "cpu"):
-        fail(
-            "--retakes needs a CPU campaign with --rounds > 1, the sentinel and no --remeasure "
-            "(it retakes stored visits by their paired speed sentinel)"
+    with python_errors(lib.default_retakes):
+        retakes = lib.default_retakes(
+            retakes, device, threads, sentinel, rounds or (3 if device == "cpu" else 1), remeasure
         )
-    return retakes
-
-
-def _open_backend(
-    device: str,
-    protocol: Any,
-    executor: str,
-    address: str | None,
-    workers: int | None,
-    threads: int | None,
-    lock_clocks: bool,
-    energy_periods: float | None,
-    allocator: str | None,
-) -> Any:
-    """The measurement backend of this machine, or a Ray cluster's worker slots; a usage error when unavailable."""
-    from carb.measure import get_backend
-
-    opts: dict[str, Any] = {"threads": threads or 1} if device == "cpu" else {"lock_clocks": lock_clocks}
-    if energy_periods is not None:
-        opts["energy_periods"] = energy_periods
-    if allocator is not None:
-        opts["allocator"] = allocator
+    opts = dict(executor=executor, address=address, workers=workers, threads=threads, lock_clocks=lock_clocks,
+                energy_periods=energy_periods, allocator=allocator)  # fmt: skip
+    with python_errors(), err.status("starting Ray worker slots...") if executor == "ray" else nullcontext():
+        backend = lib.open_backend(device, protocol, **opts)
+    if executor == "ray":
+        starting = f", {backend.starting} still starting" if backend.starting else ""
+        err.print(f"ray: {backend.workers} worker slot(s) of {backend.slots_total} in the cluster{starting}")
+        for line in backend.slot_lines():
+            err.print(f"  {line}", highlight=False, soft_wrap=True)
+    enabled = not (json_out and not sys.stderr.isatty())
+    prev_term = signal.signal(signal.SIGTERM, _raise_interrupt)  # SIGTERM stops like Ctrl-C: what is stored is kept
     try:
-        if executor == "ray":
-            from carb.campaign.ray_executor import RayExecutor
-
-            with err.status("starting Ray worker slots..."):
-                backend = RayExecutor(
-                    device,
-                    address=address,
-                    workers=workers,
-                    protocol=protocol,
-                    threads=threads or 1,
-                    lock_clocks=lock_clocks,
-                    backend_opts={k: v for k, v in opts.items() if k in ("energy_periods", "allocator")},
-                )
-            starting = f", {backend.starting} still starting" if backend.starting else ""
-            err.print(f"ray: {backend.workers} worker slot(s) of {backend.slots_total} in the cluster{starting}")
-            for line in backend.slot_lines():
-                err.print(f"  {line}", highlight=False, soft_wrap=True)
-            return backend
-        return get_backend(device, protocol=protocol, **opts)
-    except (ValueError, RuntimeError) as e:  # unknown device, no GPU here, no Ray cluster, ...
-        fail(str(e))
-
-
-def _stored_ids(backend: Any, store: Any, platform: str | None) -> set:
-    """The config ids the store holds for the campaign's platform."""
-    from carb.campaign.executor import Executor, LocalExecutor
-
-    ex = backend if isinstance(backend, Executor) else LocalExecutor(backend)
-    return store.done_ids(platform or ex.platform())
-
-
-def _run_until_stopped(configs: list, backend: Any, store: Any, progress: CampaignProgress, **settings: Any) -> Any:
-    """Run the campaign with the progress bar; SIGTERM stops it like Ctrl-C (what is stored is kept)."""
-    import duckdb
-
-    from carb.campaign.runner import run_campaign
-
-    # SIGTERM stops like Ctrl-C: what is stored is kept and the way to resume is printed
-    prev_term = signal.signal(signal.SIGTERM, _raise_interrupt)
-    try:
-        return run_campaign(configs, backend, store, **settings, **progress.callbacks)
+        with backend, CampaignProgress(err, "measuring", store=str(store_path), enabled=enabled) as progress:
+            run = lib.characterize(
+                configs, store_path, backend=backend, device=device, threads=threads, platform=platform,
+                rounds=rounds, chunk=chunk, sentinel=sentinel, retakes=retakes, retry_failed=retry_failed,
+                remeasure=remeasure, command=shlex.join(["carb", *sys.argv[1:]]),
+                callbacks={**progress.callbacks, "on_event": progress.print},
+            )  # fmt: skip
     except RuntimeError as e:  # e.g. every Ray worker slot lost; what is stored stays
         fail(str(e))
     except duckdb.Error as e:  # e.g. a full disk: each config's rows are committed whole, so what is stored stays
-        fail(f"--store {store.path}: writing failed ({str(e).splitlines()[0]}); what was committed before is kept")
+        fail(f"--store {store_path}: writing failed ({str(e).splitlines()[0]}); what was committed before is kept")
     finally:
         signal.signal(signal.SIGTERM, prev_term)
+    if run.visits_by_node:
+        visits = ", ".join(f"node {n[:8]} {k}" for n, k in run.visits_by_node.items())
+        err.print(f"ray: visits per node: {visits}", highlight=False, soft_wrap=True)
+    _print_result(run, json_out)
+    if remeasure:
+        err.print(_remeasure_line(run), highlight=False, soft_wrap=True)
+        if run.repeat and run.repeat.get("configs"):
+            err.print("\n".join(run.repeat_lines), highlight=False, soft_wrap=True)
+    if run.result.interrupted:
+        err.print(_interrupted_line(run), highlight=False, soft_wrap=True)
+        raise typer.Exit(130)
 
 
-def _rows_and_repeat(store: Any, result: Any, remeasure: bool) -> tuple[Any, Any, list[str]]:
-    """This run's rows, and with --remeasure how they repeat the first measurements (figures and lines)."""
-    rows = store.measurements(result.platform)
-    repeat, repeat_lines = None, []
-    if remeasure:  # how this run repeats the first measurements: raw, drift-corrected, fastest sample
-        from carb.campaign import speed as drift
+@contextmanager
+def python_errors(*fns: Any) -> Iterator[None]:
+    """A library call's ``ValueError`` (or ``RuntimeError``: no such device) as one line that says flags.
 
-        again = store.measurements(result.platform, table="remeasurements")
-        repeat = drift.remeasure_figures(rows, again[again.run_id == result.run_id])
-        repeat_lines = drift.remeasure_lines(repeat)
-    return rows[rows.run_id == result.run_id], repeat, repeat_lines
+    The library names a parameter as Python passes it, ``device=cpu`` or a leading ``samples 5:``; here each of
+    ``fns``' parameters is said as its flag (``--device cpu``, ``--samples 5:``).
+    """
+    from carb.params import InvalidParameterError
+
+    try:
+        yield
+    except InvalidParameterError:  # main() says it under its flag
+        raise
+    except (ValueError, RuntimeError) as e:
+        msg = " ".join(str(e).split()) or type(e).__name__
+        if type(e) is not ValueError:  # a space's, a device's or a cluster's own message, as it is
+            fail(msg)
+        names = "|".join(sorted({p for fn in fns for p in inspect.signature(fn).parameters}, key=len, reverse=True))
+        if names:
+            msg = re.sub(rf"\b({names})=(?=[^\s,.;)])", lambda m: flag_of(m[1]) + " ", msg)
+            msg = re.sub(rf"\b({names})=", lambda m: flag_of(m[1]), msg)
+            msg = re.sub(rf"^({names})(?=[: ])", lambda m: flag_of(m[1]), msg)
+        fail(msg)
 
 
-def _print_result(
-    result: Any, summary: Any, rows: Any, store_path: Path, json_out: bool, repeat: dict[str, Any] | None = None
-) -> None:
+def _print_result(run: Any, json_out: bool) -> None:
     """What the campaign did: JSON, or the configs measured now, the store's summary and the retakes."""
     if json_out:
-        print(
-            json.dumps(
-                {
-                    **result.to_dict(),
-                    "store": str(store_path),
-                    "summary": json.loads(summary.to_json(orient="records")),
-                    **({"remeasure": repeat} if repeat is not None else {}),
-                },
-                indent=2,
-            )
-        )
+        print(json.dumps(run.to_dict(), indent=2))
         return
-    _print_configs(rows)
-    _print_summary(result, summary, store_path)
-    if result.retakes:
-        err.print(_state_line(result.retakes), highlight=False, soft_wrap=True)
-
-
-def _state_line(retakes: dict[str, Any]) -> str:
-    """What the campaign's retakes did, or that every visit was timed in one state of the machine."""
-    from carb.campaign import rounds as states
-
-    line = states.state_line(retakes, "campaign")
-    if retakes.get("ref_ms"):
-        return line or f"machine state: every visit timed in one state (speed sentinel {retakes['ref_ms']:.3f} ms)"
-    return f"retakes: {retakes.get('note')}"
+    _print_configs(run.rows)
+    _print_summary(run.result, run.summary, run.store)
+    if run.result.retakes:
+        err.print(run.state_line(), highlight=False, soft_wrap=True)
 
 
 def _raise_interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
-def _interrupted_line(result, store_path: Path) -> str:
+def _interrupted_line(run: Any) -> str:
     """What an interrupted campaign committed, and how to resume it."""
-    visits = f" and {result.visits} visit(s) of configs still in progress" if result.visits else ""
+    visits = f" and {run.result.visits} visit(s) of configs still in progress" if run.result.visits else ""
     return (
-        f"interrupted: {result.measured} config(s) complete{visits} committed to {store_path}; "
+        f"interrupted: {run.result.measured} config(s) complete{visits} committed to {run.store}; "
         "run the same command again to resume (nothing stored is measured twice)"
     )
 
 
-def _remeasure_line(result, configs, done_before: set, store_path: Path) -> str:
-    """What --remeasure did.
-
-    It measures into the remeasurements table, beside the first measurements (for drift
-    checks); on a config never measured there is nothing to compare.
-    """
-    fresh = sum(c.config_id not in done_before for c in dict.fromkeys(configs))
+def _remeasure_line(run: Any) -> str:
+    """What --remeasure did: measured into the remeasurements table, beside the first measurements (drift checks)."""
     line = (
-        f"--remeasure: {result.measured} config(s) measured again into the remeasurements table of "
-        f"{store_path} (the measurements table is unchanged)"
+        f"--remeasure: {run.result.measured} config(s) measured again into the remeasurements table of "
+        f"{run.store} (the measurements table is unchanged)"
     )
-    if fresh:
+    if run.fresh:  # a config never measured there has nothing to compare with
         line += (
-            f"; {fresh} of them had no first measurement there, so nothing to compare with: "
+            f"; {run.fresh} of them had no first measurement there, so nothing to compare with: "
             "measure them without --remeasure first"
         )
     return line
