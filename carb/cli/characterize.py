@@ -205,7 +205,7 @@ def python_errors(*fns: Any) -> Iterator[None]:
     """A library call's ``ValueError`` (or ``RuntimeError``: no such device) as one line that says flags.
 
     The library names a parameter as Python passes it, ``device=cpu`` or a leading ``samples 5:``; here each of
-    ``fns``' parameters is said as its flag (``--device cpu``, ``--samples 5:``).
+    ``fns``' parameters (and each name given as a string) is said as its flag (``--device cpu``, ``--samples 5:``).
     """
     from carb.params import InvalidParameterError
 
@@ -217,7 +217,8 @@ def python_errors(*fns: Any) -> Iterator[None]:
         msg = " ".join(str(e).split()) or type(e).__name__
         if type(e) is not ValueError:  # a space's, a device's or a cluster's own message, as it is
             fail(msg)
-        names = "|".join(sorted({p for fn in fns for p in inspect.signature(fn).parameters}, key=len, reverse=True))
+        params = {p for fn in fns for p in ([fn] if isinstance(fn, str) else inspect.signature(fn).parameters)}
+        names = "|".join(sorted(params, key=len, reverse=True))
         if names:
             msg = re.sub(rf"\b({names})=(?=[^\s,.;)])", lambda m: flag_of(m[1]) + " ", msg)
             msg = re.sub(rf"\b({names})=", lambda m: flag_of(m[1]), msg)
