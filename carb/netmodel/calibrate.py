@@ -6,7 +6,8 @@ left out (``factor``); :func:`carb.model.maps.fit_log_map`'s full log-space map 
 (``refit``). The K are chosen spread over the predicted latency and the input sizes
 (:func:`choose_networks`). A map's interval pools its leave-one-out residuals on the K with
 the model's own in-domain error (:func:`carb.netmodel.network.calibrated_q`); a refit's is the
-finite-sample conformal level of its leave-one-out residuals.
+finite-sample conformal level of its leave-one-out residuals. The latency interval then carries
+the machine's state spread measured during the calibration (:func:`widen_for_state`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from carb.graph import LayerTable
 from carb.netmodel.io import ModelError
@@ -178,6 +180,7 @@ def calibrate_on(
     measured: pd.DataFrame,
     method: str = DEFAULT_CALIBRATION_METHOD,
     meta: Mapping[str, Any] | None = None,
+    state_sd: float = 0.0,
 ) -> NetModel:
     """``nm`` calibrated with K whole networks measured on a device.
 
@@ -193,6 +196,9 @@ def calibrate_on(
             ``refit``: the network terms refitted on the K networks (:func:`fit_netmodel`,
             overheads shrunk towards 0, scale free).
         meta: provenance added to the model's ``meta``.
+        state_sd: the machine's state spread during the calibration (log standard deviation;
+            :func:`carb.campaign.state.state_spread`), which the latency interval takes on
+            (:func:`widen_for_state`); 0: none measured.
 
     Raises:
         ModelError: an unknown method, or fewer than 3 networks measured.
@@ -209,7 +215,39 @@ def calibrate_on(
     rows = _network_rows([t for t, o in zip(tables, ok) if o], nm.layer)[0]
     out = calibrate_rows(nm, rows, y[ok].reset_index(drop=True), method)
     out.meta = {**out.meta, "calibration_method": method, **dict(meta or {})}
-    return out
+    return widen_for_state(out, state_sd)
+
+
+def widen_for_state(nm: NetModel, state_sd: float) -> NetModel:
+    """``nm`` (calibrated, changed in place) with its latency interval widened by the machine's state spread.
+
+    The K were measured at one moment of the machine and a later measurement lands at another:
+    each carries one draw of the machine's state, whose spread ``state_sd`` (log standard
+    deviation) the calibration's rounds measured, so their difference has twice its variance.
+    The half-width ``q`` (log, at the model's coverage) becomes
+    ``sqrt(q**2 + 2 * (z * state_sd)**2)``, ``z`` the normal quantile of the coverage: a
+    calibration taken in a fast or a moving moment does not claim a narrow interval. The
+    spread and the widened half-width are kept in ``meta["state_widening"]``.
+
+    Args:
+        nm: a calibrated network model (a latency map in ``calibration``, or refitted terms).
+        state_sd: log standard deviation; 0 or less: unchanged.
+
+    Returns:
+        ``nm``.
+    """
+    if not state_sd > 0:
+        return nm
+    z = float(stats.norm.ppf((1.0 + nm.coverage) / 2.0))
+    cal = nm.calibration.get("latency_ms")
+    q = float(cal["q"]) if cal else float(nm.q.get("latency_ms", 0.0))
+    wide = float(np.sqrt(q**2 + 2.0 * (z * state_sd) ** 2))
+    if cal:
+        nm.calibration = {**nm.calibration, "latency_ms": {**cal, "q": wide}}
+    else:
+        nm.q = {**nm.q, "latency_ms": wide}
+    nm.meta = {**nm.meta, "state_widening": {"state_sd": float(state_sd), "q_before": q, "q": wide}}
+    return nm
 
 
 def calibrate_rows(nm: NetModel, rows: pd.DataFrame, measured: pd.DataFrame, method: str) -> NetModel:

@@ -62,7 +62,8 @@ class Prediction:
             intervals are then widened by the measured size of such a step
             (:mod:`carb.netmodel.domain`); an upper bound may be infinite.
         layers: the per-layer table with ``latency_ms`` (predicted, ms) and ``share``, the
-            most expensive first.
+            most expensive first; under a calibrated model the layers are rescaled with the
+            calibrated total and add up to ``latency_ms`` (:func:`predict_tables`).
         flops, params: of the whole forward / module. Units: FLOP, count.
 
     """
@@ -355,9 +356,13 @@ def predict_tables(tables: Sequence[LayerTable], nm: NetModel, machine: Fingerpr
         out=np.zeros(len(rows)),
         where=rows["layer_sum_ms"].to_numpy(np.float64) > 0,
     )
+    rescale = _calibrated(nm)
     out = []
     for i, table in enumerate(tables):
         t, known = t_all[starts[i] : ends[i]], known_all[starts[i] : ends[i]]
+        if rescale and t.sum() > 0:
+            # a calibration maps the network's total; the layers take its ratio, so the table adds up to the answer
+            t = t * (cols["latency_ms"][i] / t.sum())
         order = np.argsort(-t, kind="stable")
         unknown = list(dict.fromkeys(str(k) for k in kind_all[starts[i] : ends[i]][order][~known[order]]))
         out.append(
@@ -389,6 +394,11 @@ def predict_tables(tables: Sequence[LayerTable], nm: NetModel, machine: Fingerpr
             )
         )
     return out
+
+
+def _calibrated(nm: NetModel) -> bool:
+    """Whether ``nm`` is calibrated to a device (a latency map, or its network terms refitted on K networks)."""
+    return bool(nm.calibration.get("latency_ms")) or "calibrated_on" in nm.meta
 
 
 def _device_kind(nm: NetModel) -> str:

@@ -6,10 +6,17 @@
 - a **config model** (a CARB bundle or a calibrated model): K configs of a space, chosen where decisions land and
   spread over cost (:func:`carb.transfer.sampling.choose_samples`), are measured in a small campaign with the speed
   sentinel; visits timed in another state of the machine are measured again; a map per target is fitted at the K's
-  median speed (:func:`carb.transfer.calibrate.fit_calibrated`);
+  median speed (:func:`carb.transfer.calibrate.fit_calibrated`), its intervals widened by the visits' scatter;
 - a **network model** (:class:`carb.netmodel.NetModel`): K whole networks, the user's list or zoo networks spread
   over the model's predicted latency (:func:`carb.netmodel.choose_networks`), are measured with the model's own
-  worker allocator and the model is mapped or refitted on them (:func:`carb.netmodel.calibrate_on`).
+  worker allocator and the model is mapped or refitted on them (:func:`carb.netmodel.calibrate_on`), its latency
+  interval widened by the machine's state spread measured during the calibration.
+
+A calibration is a small campaign: before it measures, the machine's state is checked
+(:func:`carb.campaign.state.check_state`: the load and a few sentinel readings); a disturbed machine is refused
+(:class:`carb.campaign.state.DisturbedMachine`) unless ``force``. The K are then visited in ``rounds`` at different
+moments, each round a campaign with the speed sentinel read at its start and end and paired with every visit; the
+round-to-round spread of the same K and of their sentinels is the state spread the interval carries.
 
 The K measurements are kept beside a saved model (``calibration.duckdb``). With ``cache=True`` a calibrated network
 model is kept in the per-user calibration cache for this machine kind (:mod:`carb.transfer.cache`), where
@@ -52,6 +59,9 @@ class HereCalibration:
         measured: the K rows the map was fitted on (latency at the K's median sentinel speed where every row has one).
         visits: every visit of the K, retakes included.
         state: the retake summary of the calibration's visits (:func:`carb.campaign.rounds.retake_off_state`).
+        machine: the machine's state checked before measuring (:class:`carb.campaign.state.MachineState`), or
+            ``None`` where not checked (another measuring step than this machine's, and no ``check``).
+        spread: the state spread measured over the rounds (:func:`carb.campaign.state.state_spread`).
         what: a phrase naming the K (e.g. ``10 carb.families.zoo networks (seed 0)``).
         labels: a short label per ``config_id`` of the K.
         tables: the K networks' layer tables (network models only).
@@ -77,6 +87,8 @@ class HereCalibration:
     out: Path | None = None
     cached: Path | None = None
     not_cached: str | None = None
+    machine: Any = None
+    spread: dict[str, Any] = field(default_factory=dict)
 
 
 def space_frame(space: Any, precisions: Sequence[str] | None = None) -> pd.DataFrame:
@@ -111,6 +123,7 @@ def space_frame(space: Any, precisions: Sequence[str] | None = None) -> pd.DataF
         "device": [str],
         "threads": [None, Interval(int, 1, None)],
         "rounds": [Interval(int, 1, None)],
+        "force": [bool],
         "max_time_s": [Interval(float, 0.1, None)],
         "method": [None, Options({"log", "nnls", "factor", "refit"})],
         "seed": [int],
@@ -123,7 +136,7 @@ def calibrate_here(
     samples: int = 10,
     device: str = "cpu",
     threads: int | None = None,
-    rounds: int = 1,
+    rounds: int = 2,
     max_time_s: float = 2.0,
     method: str | None = None,
     seed: int = 0,
@@ -135,6 +148,8 @@ def calibrate_here(
     progress: Any = None,
     say: Callable[[str], None] | None = None,
     measure: Callable[..., pd.DataFrame] | None = None,
+    force: bool = False,
+    check: Callable[..., Any] | None = None,
 ) -> HereCalibration:
     """Measure K chosen samples on this machine and map ``model`` to it.
 
@@ -144,8 +159,9 @@ def calibrate_here(
         samples: K, how many configs (config model) or networks (network model, >= 3) to measure.
         device: ``cpu``, ``cuda`` or ``cuda:<index>``.
         threads: CPU threads of each worker (``None``: 1).
-        rounds: visits per sample, spread over the calibration and pooled.
-        max_time_s: sampling time of one visit. Units: s.
+        rounds: visits per sample, each round a campaign at its own moment with the speed sentinel; their spread
+            widens the interval (1: no round-to-round spread is measured).
+        max_time_s: sampling time of one sample over all its rounds (each visit takes its share). Units: s.
         method: the map: ``log`` (default) or ``nnls`` for a config model; ``factor`` (default), ``log`` or
             ``refit`` for a network model.
         seed: the sampler's seed.
@@ -161,6 +177,11 @@ def calibrate_here(
             ``measure(frame, what, again=False, allocator="default")`` returns the measured rows of the frame's
             configs (``config_id``, ``status``, ``latency_ms``, ``memory_mb``, ``sentinel_ms``); ``None``: measured
             here (:func:`carb.campaign.here.measure_frame`, the K's store kept beside a saved model).
+        force: measure and keep a calibration even where the machine's state is disturbed (the record says so).
+        check: reads the machine's state before measuring: ``check(reference_ms=..., force=...)`` returns a
+            :class:`carb.campaign.state.MachineState` or raises :class:`carb.campaign.state.DisturbedMachine`;
+            ``None``: :func:`carb.campaign.state.check_state` of this machine where it measures here, no check
+            where ``measure`` is given.
 
     Returns:
         The calibrated model and what was measured (:class:`HereCalibration`).
@@ -168,6 +189,9 @@ def calibrate_here(
     Raises:
         ValueError: (one line) a bad parameter, a model that is no model, too few samples measured ok,
             or an ``out`` that is not empty or is the source.
+        carb.campaign.state.DisturbedMachine: (one line, under ``force``; an
+            :class:`carb.params.InvalidParameterError`) the machine is disturbed and ``force`` was not given;
+            nothing was measured.
         carb.campaign.here.CampaignInterrupted: stopped by Ctrl-C; nothing is saved or kept.
     """
     from .load import _is_network_model, load_model
@@ -179,7 +203,7 @@ def calibrate_here(
         from .calibrate import check_model_out
 
         check_model_out(Path(out), source_dir)
-    run = _Run(samples, device, threads, rounds, max_time_s, seed, progress, say, measure)
+    run = _Run(samples, device, threads, rounds, max_time_s, seed, progress, say, measure, force, check)
     if _is_network_model(src):
         if precisions:
             raise ValueError(
@@ -225,10 +249,52 @@ class _Run:
     progress: Any
     say: Callable[[str], None]
     measure: Callable[..., pd.DataFrame] | None
+    force: bool = False
+    check: Callable[..., Any] | None = None
 
     def measuring(self, store: Path) -> Callable[..., pd.DataFrame]:
-        """The measuring step: the caller's, else this machine's into ``store``."""
-        return self.measure or _here(store, self.device, self.threads, self.max_time_s, self.rounds, self.progress)
+        """The measuring step: the caller's, else this machine's into ``store`` (each round a share of the time)."""
+        return self.measure or _here(store, self.device, self.threads, self.max_time_s / self.rounds, self.progress)
+
+    def machine_state(self, src: Any, allocator: str = "default") -> Any:
+        """The machine's state before measuring (``None``: not checked); raises where disturbed and not forced."""
+        from carb.campaign.state import check_state
+
+        ref = _reference_ms(src, self.device)
+        if self.check is not None:
+            st = self.check(reference_ms=ref, force=self.force)
+        elif self.measure is None:
+            st = check_state(self.device, self.threads, allocator=allocator, reference_ms=ref, force=self.force)
+        else:
+            return None
+        if st.disturbed:
+            self.say(st.line())
+        return st
+
+    def rounds_of(
+        self, measure: Callable[..., pd.DataFrame], first: pd.DataFrame, frame: pd.DataFrame, **kw: Any
+    ) -> list[pd.DataFrame]:
+        """Every round of the K, ``first`` the first: those measured ok in it, visited again at later moments."""
+        out = [first]
+        ok = frame[frame.config_id.isin(set(first.loc[first["status"] == "ok", "config_id"]))]
+        for r in range(2, self.rounds + 1):
+            out.append(measure(ok, f"calibrating, round {r} of {self.rounds}", again=True, **kw))
+        return out
+
+
+def _reference_ms(src: Any, device: str) -> float | None:
+    """The median sentinel (ms) an earlier calibration measured in, where the model is one of this machine's kind."""
+    import numpy as np
+
+    from carb.measure.fingerprint import Fingerprint, compare, here
+
+    meta = getattr(src, "meta", None)
+    if not isinstance(meta, dict) or not meta.get("sentinel_ms") or not meta.get("fingerprint"):
+        return None
+    if not compare(Fingerprint.from_dict(meta["fingerprint"]), here(device)).same_kind:
+        return None  # another machine's sentinel says nothing of this one's state
+    s = [float(v) for v in meta["sentinel_ms"] if isinstance(v, (int, float)) and v > 0]
+    return float(np.median(s)) if s else None
 
 
 def _calibrate_config(
@@ -237,6 +303,7 @@ def _calibrate_config(
     """K configs of the space measured here in a small campaign, a map per target fitted on them."""
     from carb.campaign import rounds as states
     from carb.campaign import speed as drift
+    from carb.campaign.state import state_spread
     from carb.families import space as spaces
     from carb.measure.fingerprint import here
 
@@ -250,6 +317,7 @@ def _calibrate_config(
         raise ValueError(
             f"samples {run.samples}: the space {sp.name} holds {len(frame):,} configs; give as many or fewer"
         )
+    machine = run.machine_state(src)
     pick = choose_samples(frame, src, run.samples, seed=run.seed)
     meta = {
         "device": run.device,
@@ -275,6 +343,14 @@ def _calibrate_config(
         measured, state = states.retake_off_state(visits[0], again)
         if line := states.state_line(state, "calibration"):
             run.say(line)
+        # the later rounds are visits too: their scatter from the kept row widens the intervals (fit_calibrated)
+        later = run.rounds_of(measure, measured, pick)[1:]
+        visits.extend(later)
+        spread = state_spread([measured, *later])
+        meta["rounds"] = run.rounds
+        meta["state_spread"] = spread
+        if machine is not None:
+            meta["machine_state"] = machine.to_dict()
         # fitted at the K configs' median speed when each carries its own (paired) sentinel
         fit_rows, ref = drift.at_median_speed(measured)
         meta["calibrated_on"] = "latency at the K configs' median sentinel speed" if ref is not None else "raw latency"
@@ -282,7 +358,8 @@ def _calibrate_config(
         model = fit_calibrated(src, fit_rows, meta=meta, method=method or "log", visits=all_visits)
         res = HereCalibration(
             model=model, source=src, kind="config", device=run.device, measured=fit_rows, visits=all_visits,
-            state=state, what=f"{len(pick)} configs of space {sp.name} (seed {run.seed})",
+            state=state, what=f"{len(pick)} configs of space {sp.name} (seed {run.seed})", machine=machine,
+            spread=spread,
         )  # fmt: skip
         res._store = _keep_store(store)  # type: ignore[attr-defined]
     return res
@@ -293,7 +370,7 @@ def _calibrate_network(
 ) -> HereCalibration:
     """K whole networks measured here with the model's allocator, the model mapped or refitted on them."""
     from carb import netmodel
-    from carb.campaign import speed as drift
+    from carb.campaign.state import pool_rounds_at_median_speed, state_spread
 
     method = method or netmodel.DEFAULT_CALIBRATION_METHOD
     if method not in netmodel.CALIBRATION_METHODS:
@@ -308,12 +385,13 @@ def _calibrate_network(
         cfgs = netmodel.choose_networks(nm, run.samples, seed=run.seed)
         what = f"{len(cfgs)} carb.families.zoo networks (seed {run.seed})"
     runtime = netmodel.runtime_of(cfgs)  # one runtime per calibration
+    allocator = netmodel.allocator_of(nm)
+    machine = run.machine_state(nm, allocator)  # before the captures: they load the CPU too
     tables = [netmodel.capture_config(c) for c in cfgs]
     df = pd.DataFrame([c.to_dict() for c in cfgs])
     df.insert(0, "config_id", [c.config_id for c in cfgs])
     # the K networks are measured as the model's layers and networks were: with the same worker allocator (page
     # faults are part of a forward's cost under glibc's default rules)
-    allocator = netmodel.allocator_of(nm)
     with tempfile.TemporaryDirectory(prefix="carb-calibrate-") as tmp:
         store = Path(tmp) / "calibration.duckdb"
         measure = run.measuring(store)
@@ -321,22 +399,31 @@ def _calibrate_network(
         ok, meas, left_out = _networks_measured_ok(rows, df, cfgs)
         for label, why in left_out:
             run.say(f"left out of the calibration: {label} ({why})")
-        fit_rows, ref = drift.at_median_speed(meas)
+        rounds = run.rounds_of(measure, meas, df, allocator=allocator)
+        spread = state_spread(rounds)
+        fit_rows, ref = pool_rounds_at_median_speed(meas, rounds)
         tabs = [t for t, o in zip(tables, ok) if o]
         model = netmodel.calibrate_on(
             nm,
             tabs,
             fit_rows,
             method=method,
+            state_sd=spread.get("state_sd", 0.0),
             meta={
                 "calibration_device": run.device,
                 "threads": run.threads or 1,
                 "samples": len(tabs),
                 "seed": run.seed,
                 "rounds": run.rounds,
+                "state_spread": spread,
+                **({"machine_state": machine.to_dict()} if machine is not None else {}),
                 "source": source_name,
                 "networks": [c.label() for c, o in zip(cfgs, ok) if o],
-                "calibration_latency": "at the K networks' median sentinel speed" if ref is not None else "raw",
+                "calibration_latency": (
+                    f"at the K networks' median sentinel speed, the median of {run.rounds} rounds"
+                    if ref is not None
+                    else f"raw, the median of {run.rounds} rounds"
+                ),
                 "sentinel_ms": [float(v) for v in meas["sentinel_ms"]] if "sentinel_ms" in meas else [],
                 **_runtime_meta(runtime),
                 **_machine_meta(nm, run.device, run.threads, allocator, tabs),
@@ -344,22 +431,23 @@ def _calibrate_network(
         )
         model.device = f"{run.device}-{run.threads or 1}t" if run.device == "cpu" else run.device
         res = HereCalibration(
-            model=model, source=nm, kind="network", device=run.device, measured=fit_rows, visits=rows, what=what,
-            labels={c.config_id: c.label() for c in cfgs}, tables=tabs, left_out=left_out, runtime=runtime,
+            model=model, source=nm, kind="network", device=run.device, measured=fit_rows,
+            visits=pd.concat(rounds, ignore_index=True), what=what, labels={c.config_id: c.label() for c in cfgs},
+            tables=tabs, left_out=left_out, runtime=runtime, machine=machine, spread=spread,
         )  # fmt: skip
         res._store = _keep_store(store)  # type: ignore[attr-defined]
     return res
 
 
 def _here(
-    store: Path, device: str, threads: int | None, max_time_s: float, rounds: int, progress: Any
+    store: Path, device: str, threads: int | None, max_time_s: float, progress: Any
 ) -> Callable[..., pd.DataFrame]:
-    """The measuring step on this machine: a frame's configs measured into the K's store."""
+    """The measuring step on this machine: a frame's configs measured into the K's store, one visit each."""
     from carb.campaign.here import measure_frame
 
     def measure(frame: pd.DataFrame, what: str, again: bool = False, allocator: str = "default") -> pd.DataFrame:
         return measure_frame(
-            frame, store, device=device, threads=threads, max_time_s=max_time_s, rounds=rounds, again=again,
+            frame, store, device=device, threads=threads, max_time_s=max_time_s, rounds=1, again=again,
             allocator=allocator, what=what, progress=progress,
         )  # fmt: skip
 

@@ -147,7 +147,7 @@ def test_calibrate_measures_again_the_visits_of_another_state(tmp_path, cpu1t_so
 
     said = []
     res = calibrate_here(tmp_path / "src", samples=12, out=tmp_path / "cal", measure=fake_measure, say=said.append)
-    assert calls == [(12, False), (4, True)] and res.kind == "config"
+    assert calls == [(12, False), (4, True), (12, True)] and res.kind == "config"  # then the K's second round
     assert any("4 of 12 calibration visits were timed in another state" in " ".join(s.split()) for s in said)
     cal = load_predictor(tmp_path / "cal")
     cands = space.load("cpu").to_frame().sample(50, random_state=1)
