@@ -8,8 +8,6 @@ included), not the physics. Real measurements never come from here.
 
 import json
 import pickle
-import subprocess
-import sys
 
 import numpy as np
 import pandas as pd
@@ -282,27 +280,22 @@ def test_metrics_on_known_answers():
 
 # -- command line -------------------------------------------------------------------------
 
-# the console script's entry point (``python -m carb.cli`` would load carb.cli twice, as
-# __main__ and as carb.cli, with two distinct UsageError classes)
-CARB_CMD = [sys.executable, "-c", "import sys; sys.argv[0] = 'carb'; from carb.cli import main; main()"]
 
-
-def run(*args, cwd):
-    return subprocess.run([*CARB_CMD, *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=300)
-
-
-def test_cli_train_predict_evaluate(tmp_path, data):
+def test_cli_train_predict_evaluate(tmp_path, data, cli):
+    """The commands in-process (the ``cli`` fixture: carb.cli's entry point, as the console script calls it)."""
     df = pd.concat(data, ignore_index=True)
     df.to_parquet(tmp_path / "syn.parquet", index=False)
-    p = run("train", "--data", "syn.parquet", "--preset", "fast", "--out", "bundle", "--holdout", "0.2", cwd=tmp_path)
-    assert p.returncode == 0, p.stderr
+    code, _, err = cli(
+        "train", "--data", "syn.parquet", "--preset", "fast", "--out", "bundle", "--holdout", "0.2", cwd=tmp_path
+    )
+    assert code == 0, err
     man = json.loads((tmp_path / "bundle" / "manifest.json").read_text())
     assert man["holdout"]["rows"] == 120 and man["holdout"]["metrics"]["latency_ms"]["r2_log"] > 0.9
-    p = run("predict", "--model", "bundle", "--space", "tiny", "--out", "pred.csv", cwd=tmp_path)
-    assert p.returncode == 0, p.stderr
+    code, _, err = cli("predict", "--model", "bundle", "--space", "tiny", "--out", "pred.csv")
+    assert code == 0, err
     pred = pd.read_csv(tmp_path / "pred.csv")
     assert len(pred) == 8 and {"config_id", "latency_ms", "latency_ms_lo", "energy_j_hi"} <= set(pred.columns)
-    p = run(
+    code, _, err = cli(
         "evaluate",
         "--data",
         "syn.parquet",
@@ -316,9 +309,8 @@ def test_cli_train_predict_evaluate(tmp_path, data):
         "latency_ms=5",
         "--json",
         "res.json",
-        cwd=tmp_path,
     )
-    assert p.returncode == 0, p.stderr
+    assert code == 0, err
     res = json.loads((tmp_path / "res.json").read_text())
     assert res["budgets"]["latency_ms"] == 5
     for model in ("fast", "flops-linear"):
@@ -344,9 +336,6 @@ def test_cli_train_predict_evaluate(tmp_path, data):
         (["evaluate", "--data", "syn.parquet", "--budget", "speed=3"], "--budget"),
         (["evaluate", "--data", "missing.parquet"], "missing.parquet"),
     ]:
-        p = run(*args, cwd=tmp_path)
-        lines = p.stderr.strip().splitlines()
-        assert p.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: ") and words in lines[0], (
-            args,
-            p.stderr,
-        )
+        code, _, err = cli(*args)
+        lines = err.strip().splitlines()
+        assert code == 2 and len(lines) == 1 and lines[0].startswith("error: ") and words in lines[0], (args, err)
