@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 from typing import Any, Optional
 
@@ -72,7 +71,9 @@ def train(
     With --prior, every target also reads another device's model's prediction of the
     same config: carb train --data cpu-2t --prior models/cpu-1t --out models/cpu-2t
     """
-    from carb.model import CARB, BundleError, auto_preset, evaluation, save
+    from carb.datasets import fingerprint
+    from carb.model import BundleError
+    from carb.model.training import plan_training, train_bundle
 
     check_preset([preset])
     if not 0 < coverage < 1:
@@ -86,82 +87,37 @@ def train(
         df = df[df["status"] == "ok"].reset_index(drop=True)
     df, latency_note = latency_view(df, latency)
     console = _console()
-    dups = evaluation.duplicate_rows(df)
-    if dups:  # kept, and reported: each config's rows stay in one fold, so they do not flatter the scores
+    plan = plan_training(df, preset, holdout, seed)
+    if (
+        plan.duplicate_rows
+    ):  # kept, and reported: each config's rows stay in one fold, so they do not flatter the scores
         console.print(
-            f"[yellow]warning[/yellow]: {data}: {dups:,} row(s) repeat a config already there; a config's rows stay "
-            "together in one cross-validation fold and on one side of --holdout",
+            f"[yellow]warning[/yellow]: {data}: {plan.duplicate_rows:,} row(s) repeat a config already there; a "
+            "config's rows stay together in one cross-validation fold and on one side of --holdout",
             highlight=False,
             soft_wrap=True,
         )
-    if preset == "auto":  # the data's family preset, said in one line
-        preset, why = auto_preset(df)
-        generic = "; --preset default for the generic one" if preset != "default" else ""
-        console.print(f"preset {preset}: {why}{generic}", highlight=False, soft_wrap=True)
-    test = None
-    if holdout > 0:  # whole configs: a config measured twice is never on both sides
-        kept, held = evaluation.holdout(df, holdout, seed)
-        test, df = df.iloc[held], df.iloc[kept]
-    model = CARB(preset=preset, coverage=coverage, random_state=seed, n_jobs=n_jobs, prior=prior_model)
-    _fit_saying_warnings(model, df, data, preset, console)
-    hold = _holdout_metrics(model, test, holdout)
+    if plan.why is not None:  # the data's family preset, said in one line
+        generic = "; --preset default for the generic one" if plan.preset != "default" else ""
+        console.print(f"preset {plan.preset}: {plan.why}{generic}", highlight=False, soft_wrap=True)
+    fp = fingerprint(data)
     try:
-        save(
-            model,
-            str(out),
-            holdout=hold,
-            training={**_training_facts(data, df, model, latency_note), "duplicate_rows": dups},
-        )
+        with console.status(f"training {plan.preset} on {len(plan.train)} rows"):
+            trained = train_bundle(
+                plan, out, coverage=coverage, n_jobs=n_jobs, prior=prior_model, latency=latency_note,
+                fingerprint=fp.to_dict() if fp is not None else None,
+            )  # fmt: skip
     except BundleError as e:
         raise usage(str(e)) from None
+    except ValueError as e:
+        raise usage(f"{data}: {e}") from None
     except Exception as e:  # a full disk, seen by Python or by xgboost's writer; save leaves nothing behind
         if not isinstance(e, OSError) and type(e).__name__ != "XGBoostError":
             raise
         raise usage(f"--out {out}: writing the bundle failed ({one_line(e)}); nothing was written") from None
-    _say_trained(model, out, preset, prior, latency_note, hold, console)
-
-
-def _training_facts(data: str, df: Any, model: Any, latency_note: str) -> dict[str, Any]:
-    """What the bundle records of its data: the latency view, the device label and the machine it was measured on."""
-    from carb.datasets import fingerprint
-
-    fp = fingerprint(data)
-    devices = sorted(map(str, df["device"].dropna().unique())) if "device" in df.columns else []
-    return {
-        **({"latency": latency_note} if "latency_ms" in model.targets_ else {}),
-        "device": devices[0] if len(devices) == 1 else None,
-        "fingerprint": fp.to_dict() if fp is not None else None,
-    }
-
-
-def _fit_saying_warnings(model: Any, df: Any, data: str, preset: str, console: Any) -> None:
-    """Fit ``model`` on ``df`` under a status line; its warnings are printed after, one line each."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", UserWarning)
-        try:
-            with console.status(f"training {preset} on {len(df)} rows"):
-                model.fit(df)
-        except ValueError as e:
-            raise usage(f"{data}: {e}") from None
-    for w in caught:
-        console.print(f"[yellow]warning[/yellow]: {w.message}")
-
-
-def _holdout_metrics(model: Any, test: Any, holdout: float) -> dict[str, Any] | None:
-    """The holdout's metrics per target for the manifest (``None`` without a holdout)."""
-    from carb.model.evaluation import metrics
-
-    if test is None or not len(test):
-        return None
-    pred = model.predict(test)
-    return {
-        "rows": len(test),
-        "fraction": holdout,
-        "metrics": {
-            t: metrics(test[t].to_numpy(), pred[t].to_numpy(), pred[f"{t}_lo"].to_numpy(), pred[f"{t}_hi"].to_numpy())
-            for t in model.targets_
-        },
-    }
+    for w in trained.warnings:
+        console.print(f"[yellow]warning[/yellow]: {w}")
+    _say_trained(trained.model, out, plan.preset, prior, latency_note, trained.holdout, console)
 
 
 def _say_trained(

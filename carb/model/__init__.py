@@ -11,13 +11,15 @@ on one device, with prediction intervals.
 The estimator is :mod:`carb.model.estimator`; its intervals, :mod:`carb.model.conformal`; its base
 learners, :mod:`carb.model.learners`; its training domain, :mod:`carb.model.domain`. Other rooms read
 a bundle's checksums (:func:`doc_checksum`, :func:`check_doc_checksum`) and the network model's trees
-(:class:`ArrayForest`) from here.
+(:class:`ArrayForest`) from here. :func:`plan_training` and :func:`train_bundle` (:mod:`carb.model.training`) are
+what ``carb train`` does: fit on measured rows, score a holdout, write the bundle.
 """
 
 from ._bundle import MANIFEST, SCHEMA_VERSION, BundleError, check_doc_checksum, doc_checksum, load, save
 from ._forest import ArrayForest
 from ._presets import AUTO, FAMILY_PRESETS, PRESETS, auto_preset
 from .estimator import CARB, CASCADE_ORDER, TARGETS, UNITS, TargetModel, training_hash
+from .training import Trained, TrainingPlan, plan_training, train_bundle
 
 __all__ = [
     "CARB",
@@ -38,4 +40,8 @@ __all__ = [
     "check_doc_checksum",
     "training_hash",
     "ArrayForest",
+    "plan_training",
+    "train_bundle",
+    "Trained",
+    "TrainingPlan",
 ]

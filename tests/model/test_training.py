@@ -1,0 +1,36 @@
+"""carb.model.training: what `carb train` does, callable from Python (on the shipped cpu-1t dataset)."""
+
+from __future__ import annotations
+
+import pytest
+
+from carb import datasets
+from carb.model import BundleError, load, plan_training, train_bundle
+
+
+@pytest.fixture(scope="module")
+def rows():
+    return datasets.load("cpu-1t").head(120).reset_index(drop=True)
+
+
+def test_plan_training_resolves_auto_and_holds_out_whole_configs(rows):
+    twice = rows.iloc[[0, 0, 1]].reset_index(drop=True).pipe(lambda d: d.assign(status="ok"))
+    assert plan_training(twice).duplicate_rows == 1
+    plan = plan_training(rows, holdout=0.25, seed=1)
+    assert plan.why and plan.preset != "auto"
+    assert plan.test is not None and not set(plan.test.config_id) & set(plan.train.config_id)
+    assert len(plan.test) + len(plan.train) == int((rows.status == "ok").sum())
+    named = plan_training(rows, preset="fast")
+    assert named.preset == "fast" and named.why is None and named.test is None
+
+
+def test_train_bundle_writes_a_bundle_with_its_holdout_and_facts(rows, tmp_path):
+    plan = plan_training(rows, preset="fast", holdout=0.2)
+    trained = train_bundle(plan, tmp_path / "m", latency="raw medians", fingerprint={"kind": "SYNTHETIC"})
+    assert trained.path == tmp_path / "m" and set(trained.holdout["metrics"]) == set(trained.model.targets_)
+    back = load(tmp_path / "m")
+    assert back.n_train_rows_ == len(plan.train)
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "x.txt").write_text("not a bundle")
+    with pytest.raises(BundleError):
+        train_bundle(plan, tmp_path / "other")
