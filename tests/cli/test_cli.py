@@ -22,10 +22,14 @@ def carb(*args, check=True, timeout=300):
     return p
 
 
-def test_space_list_and_show():
-    out = json.loads(carb("space", "show", "paper", "--json").stdout)
+def test_space_list_and_show(cli):
+    code, out, err = cli("space", "show", "paper", "--json")
+    assert code == 0, err
+    out = json.loads(out)
     assert out["count"] == 17_280 and out["values"]["batch"][-1] == 256
-    names = {s["name"]: s["count"] for s in json.loads(carb("space", "list", "--json").stdout)}
+    code, out, err = cli("space", "list", "--json")
+    assert code == 0, err
+    names = {s["name"]: s["count"] for s in json.loads(out)}
     assert names["screening"] == 3_072 and "cpu" in names
 
 
@@ -44,23 +48,24 @@ def test_space_list_and_show():
         (["dataset", "export", "--store", "missing.duckdb", "--out", "d.xlsx"], "unknown output type"),
     ],
 )
-def test_bad_input_is_one_line_and_exit_2(tmp_path, args, words):
-    p = run_carb(*args, cwd=tmp_path, timeout=120)
-    assert p.returncode == 2, p.stderr
-    lines = p.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: ") and words in lines[0], p.stderr
-    assert "Traceback" not in p.stderr
+def test_bad_input_is_one_line_and_exit_2(tmp_path, args, words, cli):
+    code, _, err = cli(*args, cwd=tmp_path)
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and words in lines[0], err
+    assert "Traceback" not in err
     assert not (tmp_path / "x.duckdb").exists()
 
 
-def test_bad_space_file_names_the_file(tmp_path):
+def test_bad_space_file_names_the_file(tmp_path, cli):
     f = tmp_path / "mine.toml"
     f.write_text("[[grid]]\ndepth = [8]\nbatch = [0]\n")
-    p = carb("space", "show", f, check=False)
-    assert p.returncode == 2 and str(f) in p.stderr and "batch = 0" in p.stderr
+    code, _, err = cli("space", "show", f)
+    assert code == 2 and str(f) in err and "batch = 0" in err
 
 
-def test_characterize_resume_and_export(tmp_path):
+def test_characterize_resume_and_export(tmp_path, cli):
+    """The campaign in subprocesses, as a user runs it; reading its store back in-process."""
     store = tmp_path / "c.duckdb"
     args = [
         "characterize",
@@ -82,10 +87,13 @@ def test_characterize_resume_and_export(tmp_path):
     assert first["measured"] == 3 and first["by_status"] == {"ok": 3} and first["platform"] == "cpu-1t"
     again = json.loads(carb(*args).stdout)
     assert again["measured"] == 0 and again["skipped"] == 3
-    info = json.loads(carb("dataset", "info", "--store", store, "--json").stdout)
+    code, text, err = cli("dataset", "info", "--store", store, "--json")
+    assert code == 0, err
+    info = json.loads(text)
     assert info["runs"] == 1 and info["summary"][0]["configs"] == 3
     out = tmp_path / "d.parquet"
-    carb("dataset", "export", "--store", store, "--out", out)
+    code, _, err = cli("dataset", "export", "--store", store, "--out", out)
+    assert code == 0, err
     df = pd.read_parquet(out)
     assert len(df) == 3 and df.config_id.is_unique
     assert (df.latency_ms > 0).all() and (df.memory_mb > 0).all() and df.energy_j.isna().all()
@@ -96,7 +104,8 @@ def test_characterize_resume_and_export(tmp_path):
     assert prov["threads"] == 1 and prov["torch"] and prov["cpu_model"]
     # the instruction-set facts that decide what reduced precisions cost, recorded and shown
     assert set(prov["cpu_isa"]) == {"flags", "torch_capability", "native"}
-    text = carb("dataset", "info", "--store", store).stdout
+    code, text, err = cli("dataset", "info", "--store", store)
+    assert code == 0, err
     # the console wraps long lines at its width (a CPU with many flags pushes the kernels onto the next line)
     assert f"torch kernels {prov['cpu_isa']['torch_capability']}" in " ".join(text.split())
 
