@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import List, Optional
 
 import typer
 
@@ -21,11 +21,9 @@ from ._data import (
     write_json,
 )
 from ._results import _console, _fmt, _pct, print_results
+from .characterize import python_errors
 
 __all__ = ["evaluate_cmd", "print_results"]
-
-
-DEFAULT_EVAL_PRESETS = ["default", "paper", "flops-linear", "lgbm", "power-latency"]
 
 
 @app.command("evaluate")
@@ -89,18 +87,13 @@ def evaluate_cmd(
 
 
 def _score_model(
-    model_dir: Path,
-    data: str,
-    platform: str | None,
-    budget: list[str] | None,
-    json_out: Path | None,
-    latency: str = "corrected",
+    model_dir: Path, data: str, platform: str | None, budget: list[str] | None, json_out: Path | None, latency: str
 ) -> None:
     """``carb evaluate --model``: a fitted model (bundle or calibrated) scored on a dataset."""
     from rich.table import Table
 
+    from carb.decide.scoring import score_model
     from carb.model import UNITS
-    from carb.model.evaluation import metrics
     from carb.transfer.calibrate import load_predictor
 
     try:
@@ -111,78 +104,31 @@ def _score_model(
     if "status" in df.columns:
         df = df[df["status"] == "ok"].reset_index(drop=True)
     df, latency_note = latency_view(df, latency)
+    budgets = parse_budgets(budget)
     try:
-        pred = model.predict(df)
+        results = score_model(model, df, budgets)
     except ValueError as e:
         raise usage(f"{data}: {e}") from None
-    budgets = parse_budgets(budget)
-    targets = [t for t in model.targets_ if t in df.columns and df[t].notna().any()]
-    if not targets:
-        raise usage(f"{data}: has none of the model's targets ({', '.join(model.targets_)})")
-    res: dict[str, Any] = {
-        "data": data,
-        "model": str(model_dir),
-        "rows": len(df),
-        "results": {},
-        "latency": latency_note,
-    }
+    res = {"data": data, "model": str(model_dir), "rows": len(df), "results": results, "latency": latency_note}
     table = Table(
-        "target",
-        "n",
-        "R² log",
-        "MAPE",
-        "±10%",
-        "ρ",
-        "cover",
-        "acc@budget",
-        "FA/over",
-        "FA/acc",
+        "target", "n", "R² log", "MAPE", "±10%", "ρ", "cover", "acc@budget", "FA/over", "FA/acc",
         title=f"{model_dir} on {data} ({len(df):,} ok rows)",
         caption="FA/over: share of the configs over budget that the model accepts; "
         "FA/acc: share of the accepted configs that are over budget",
-    )
-    for t in targets:
-        m = metrics(
-            df[t].to_numpy(), pred[t].to_numpy(), pred[f"{t}_lo"].to_numpy(), pred[f"{t}_hi"].to_numpy(), budgets.get(t)
-        )
-        m.update(_false_accepts(df[t].to_numpy(float), pred[t].to_numpy(float), m["budget"]))
-        res["results"][t] = m
+    )  # fmt: skip
+    for t, m in results.items():
         table.add_row(
-            f"{t} ({UNITS[t]})",
-            f"{int(m['n']):,}",
-            _fmt(m["r2_log"], ".3f"),
-            _pct(m["mape"], ".1f"),
-            _pct(m["within_10pct"], ".0f"),
-            _fmt(m["spearman"], ".3f"),
-            _pct(m["coverage"], ".0f"),
-            _pct(m["budget_accuracy"], ".0f"),
-            _pct(m["false_accept_rate"], ".1f"),
+            f"{t} ({UNITS[t]})", f"{int(m['n']):,}", _fmt(m["r2_log"], ".3f"), _pct(m["mape"], ".1f"),
+            _pct(m["within_10pct"], ".0f"), _fmt(m["spearman"], ".3f"), _pct(m["coverage"], ".0f"),
+            _pct(m["budget_accuracy"], ".0f"), _pct(m["false_accept_rate"], ".1f"),
             _pct(m["false_discovery_rate"], ".1f"),
-        )
+        )  # fmt: skip
     console = _console()
     console.print(table)
-    if "latency_ms" in targets:
+    if "latency_ms" in results:
         console.print(f"latency: {latency_note}")
     if json_out is not None:
         write_json(res, json_out, console)
-
-
-def _false_accepts(y: Any, pred: Any, budget: float) -> dict[str, float]:
-    """False accepts both ways at ``budget`` (accept: predicted within it; the rows measured, as ``metrics`` scores).
-
-    Both rates come from ``metrics`` (``false_accept_rate``: of the configs over budget; ``false_discovery_rate``:
-    of the accepted configs); this adds their counts ``false_accepts``, ``over_budget``, ``accepted``.
-    """
-    import numpy as np
-
-    from carb.decide.validate import budget_metrics
-
-    ok = np.isfinite(y)
-    if not ok.any() or not np.isfinite(budget):
-        return {"false_accepts": 0, "over_budget": 0, "accepted": 0}
-    m = budget_metrics(pred[ok] <= budget, y[ok] <= budget)
-    # the rate itself comes from metrics (NaN when nothing is accepted); these are its counts
-    return {k: m[k] for k in ("false_accepts", "over_budget", "accepted")}
 
 
 def _compare_presets(
@@ -191,7 +137,7 @@ def _compare_presets(
     presets: Optional[List[str]],
     json_out: Optional[Path],
     budget: Optional[List[str]],
-    device: Optional[str],
+    platform: Optional[str],
     coverage: float,
     seed: int,
     n_jobs: int,
@@ -199,65 +145,37 @@ def _compare_presets(
     prior: Optional[Path],
 ) -> None:
     """``carb evaluate --preset``: the presets fitted on a split of the data and compared on its test side."""
-    from carb.model.evaluation import SPLITS, evaluate
+    from carb.decide.scoring import DEFAULT_PRESETS, check_settings, compare_presets
 
-    if split not in SPLITS:
-        raise usage(f"--split {split}: unknown split (expected one of {', '.join(SPLITS)})")
-    names = list(presets) if presets else list(DEFAULT_EVAL_PRESETS)
-    check_preset(names)
-    if not 0 < coverage < 1:
-        raise usage(f"--coverage {coverage}: must be in (0, 1)")
+    with python_errors(check_settings):
+        check_settings(split=split)
+        check_preset(list(presets) if presets else list(DEFAULT_PRESETS))
+        check_settings(coverage=coverage)
     budgets = parse_budgets(budget)
-    platform = device
     df, latency_note = latency_view(load_data(data, platform), latency)
     where = f"{data}" + (f" on {platform}" if platform else "")
     check_budget_targets(budgets, df, where)
-    if presets and "power-latency" in names:
+    if presets and "power-latency" in presets:
         check_power_latency(df, where)
-    names, recommended = _with_auto(names, df, asked=bool(presets))
     prior_model = load_prior(prior, n_jobs)
     console = _console()
     with console.status("evaluating") as status:
         try:
-            res = evaluate(
-                df,
-                split,
-                names,
-                seed=seed,
-                budgets=budgets,
-                coverage=coverage,
-                n_jobs=n_jobs,
+            res = compare_presets(
+                df, presets, split, seed=seed, budgets=budgets, coverage=coverage, n_jobs=n_jobs, prior=prior_model,
                 progress=lambda p: status.update(f"fitting {p} on split {split}"),
-                prior=prior_model,
-            )
+            )  # fmt: skip
         except ValueError as e:
             raise usage(f"{data}: {e}") from None
-    res["data"] = data
-    res["latency"] = latency_note
-    if prior is not None:
-        res["prior"] = str(prior)
-    if recommended is not None:
-        res["recommended_preset"], res["recommended_why"] = recommended
+    recommended = {k: res.pop(k) for k in ("recommended_preset", "recommended_why") if k in res}
+    res.update(data=data, latency=latency_note, **({"prior": str(prior)} if prior is not None else {}), **recommended)
     print_results(res, console)
-    if recommended is not None:
-        rec = f"recommended: {recommended[0]} ({recommended[1]}; carb train fits it without --preset)"
+    if recommended:
+        rec = (
+            f"recommended: {res['recommended_preset']} ({res['recommended_why']}; carb train fits it without --preset)"
+        )
         console.print(rec, highlight=False, soft_wrap=True)
     if "latency_ms" in df.columns and df["latency_ms"].notna().any():
         console.print(f"latency: {latency_note}")
     if json_out is not None:
         write_json(res, json_out, console)
-
-
-def _with_auto(names: list[str], df: Any, asked: bool) -> tuple[list[str], tuple[str, str] | None]:
-    """``carb evaluate``'s presets with ``auto`` resolved, and the recommended one with why (or None).
-
-    Without ``--preset`` (``asked`` false) the default list gains the data's family preset and that
-    preset is recommended; ``--preset auto`` stands for it; presets named otherwise are fitted as asked.
-    """
-    from carb.model import AUTO, auto_preset
-
-    if asked and AUTO not in names:
-        return names, None
-    pick, why = auto_preset(df)
-    names = [pick if n == AUTO else n for n in names] if asked else [*names, pick]
-    return list(dict.fromkeys(names)), (pick, why)  # each once, in order
