@@ -28,14 +28,26 @@
 
 The stages live in :mod:`carb.demo._run`; the settings in :mod:`carb.demo._settings`, the
 scores and the lines said about them in :mod:`carb.demo._score`, the files written in
-:mod:`carb.demo._outputs`.
+:mod:`carb.demo._outputs`, the checks made before any work in :mod:`carb.demo._checks`, the
+summary as table rows in :mod:`carb.demo._summary`.
 """
 
 from __future__ import annotations
 
+from carb.demo._checks import check_demo
 from carb.demo._outputs import draw_figures
 from carb.demo._run import run_demo
 from carb.demo._score import sitting_floor
 from carb.demo._settings import DEMO_ROUNDS, DemoSettings, default_threads
+from carb.demo._summary import summary_rows
 
-__all__ = ["DEMO_ROUNDS", "DemoSettings", "default_threads", "draw_figures", "run_demo", "sitting_floor"]
+__all__ = [
+    "DEMO_ROUNDS",
+    "DemoSettings",
+    "check_demo",
+    "default_threads",
+    "draw_figures",
+    "run_demo",
+    "sitting_floor",
+    "summary_rows",
+]
