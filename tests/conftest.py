@@ -1,14 +1,60 @@
-"""Fixtures the test folders share. Plain helpers (backends, configs, runners) are in
-``tests/_helpers.py``."""
+"""Fixtures the test folders share, and how the suite runs on several workers. Plain helpers
+(backends, configs, runners) are in ``tests/_helpers.py``.
+
+The whole suite (``python -m pytest``, no paths given) runs on two pytest-xdist workers, each
+test module on one worker (``--dist loadfile``); a chosen file or folder runs in one process.
+A test marked ``slow`` measures for real: under xdist it runs with no other test alongside
+(see :func:`_turn`).
+"""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import sys
 import warnings
+from pathlib import Path
 
 import pandas as pd
 import pytest
+
+#: workers for the whole suite: the 2-core machines it is sized for
+SUITE_WORKERS = 2
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto`` (the ini's addopts): two workers for the whole suite, none (one process)
+    when the command names its tests; ``PYTEST_XDIST_AUTO_NUM_WORKERS`` overrides both."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return int(os.environ["PYTEST_XDIST_AUTO_NUM_WORKERS"])
+    whole = config.args_source == pytest.Config.ArgsSource.TESTPATHS
+    return min(SUITE_WORKERS, len(os.sched_getaffinity(0))) if whole else 0
+
+
+@contextlib.contextmanager
+def _turn(base: Path, exclusive: bool):
+    """A readers-writer lock across the xdist workers of one run: a ``slow`` test (exclusive)
+    waits for the test running on the other worker to end and holds off the next; other tests
+    share. The gate keeps a waiting exclusive test from being starved by a stream of shared ones."""
+    with open(base / "turn.gate", "a") as gate, open(base / "turn.lock", "a") as lock:
+        fcntl.flock(gate, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        fcntl.flock(lock, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        fcntl.flock(gate, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    """Each test (setup, call, teardown) takes its turn: see :func:`_turn`."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        return (yield)
+    run_dir = item.config._tmp_path_factory.getbasetemp().parent  # the run's, above each worker's own
+    with _turn(run_dir, exclusive=item.get_closest_marker("slow") is not None):
+        return (yield)
 
 
 @pytest.fixture(scope="session", autouse=True)
