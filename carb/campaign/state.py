@@ -201,7 +201,8 @@ def check_state(
         force: return a disturbed state (``forced``) instead of raising.
         load: the 1-minute load average; ``None``: read now.
         cpus: the CPUs this process may use; ``None``: read now.
-        readings: the sentinel readings ``(sentinel_ms, ci_rel)``; ``None``: :func:`read_sentinel` now.
+        readings: the sentinel readings ``(sentinel_ms, ci_rel)``; ``None``: :func:`read_sentinel` now (not where the
+            load alone refuses).
         thresholds: see :class:`Thresholds`.
 
     Returns:
@@ -214,10 +215,6 @@ def check_state(
     on_cpu = device == "cpu"
     load = _load_1m() if load is None else float(load)
     cpus = _cpus() if cpus is None else int(cpus)
-    got = list(readings) if readings is not None else read_sentinel(device, threads, allocator)
-    ms = np.array([r[0] for r in got], float)
-    ci = np.array([r[1] if r[1] is not None else np.nan for r in got], float)
-    usable = ms[np.isfinite(ci) & (ci <= CPU_SENTINEL.max_ci_rel)]
     problems = []
     free = max(cpus - threads, 0)
     if on_cpu and load is not None and load - 1.0 > thresholds.others_per_free_cpu * free:
@@ -225,6 +222,12 @@ def check_state(
             f"load {load:.1f} on {cpus} CPUs: {max(load - 1.0, 0):.1f} other runnable tasks for the {free} "
             f"CPU{'' if free == 1 else 's'} a {threads}-thread worker leaves"
         )
+    if readings is None:
+        # the load alone refuses: on a busy machine the readings take tens of seconds (42 s at load 9)
+        readings = [] if problems and not force else read_sentinel(device, threads, allocator)
+    ms = np.array([r[0] for r in readings], float)
+    ci = np.array([r[1] if r[1] is not None else np.nan for r in readings], float)
+    usable = ms[np.isfinite(ci) & (ci <= CPU_SENTINEL.max_ci_rel)]
     if len(ms) and np.mean(~(np.isfinite(ci) & (ci <= CPU_SENTINEL.max_ci_rel))) > thresholds.noisy_share:
         problems.append(f"{len(ms) - len(usable)} of {len(ms)} sentinel readings too noisy to use")
     spread = float(usable.max() / usable.min()) if len(usable) >= 2 else None

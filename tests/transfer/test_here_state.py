@@ -57,6 +57,12 @@ def test_a_disturbed_machine_is_refused_under_force_unless_forced(kw, words):
     assert st.disturbed and st.forced and st.to_dict()["forced"] and "(forced)" in st.line()
 
 
+def test_the_load_alone_refuses_without_reading_the_sentinel():
+    with pytest.raises(DisturbedMachine, match="load 9.0") as e:
+        check_state("cpu", 1, load=9.0, cpus=2)  # no readings given: none are taken on a machine the load refuses
+    assert e.value.state.readings_ms == () and e.value.state.spread is None
+
+
 def test_the_load_is_judged_against_the_cpus_the_worker_leaves():
     # the caller counts itself once: load 3 on 2 CPUs leaves 2 other tasks for the one CPU a 1-thread worker leaves
     assert not check_state("cpu", 1, load=3.0, cpus=2, readings=QUIET).disturbed
