@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 import typer
 from rich.table import Table
-
-from carb._safeio import loads_json
 
 from ._app import check_out_file, console, dataset_app, err, fail
 
@@ -77,112 +75,31 @@ def dataset_info(
 
     Example: carb dataset info --store tiny.duckdb
     """
-    from carb.campaign import speed as drift
-    from carb.campaign.store import Store
+    from carb.campaign import speed
+    from carb.campaign.store_info import gpu_line, isa_line, store_info
 
-    with Store(store_path, read_only=True) as store:
-        if store.snapshot is not None and not json_out:
-            err.print(f"{store_path} is in use (a running campaign?): reading a snapshot of what it has committed")
-        summary = store.summary()
-        runs = store.runs()
-        readings = store.speed_readings()
-        again = store.measurements(table="remeasurements")
-        # how the remeasurements repeated the first measurements, per platform
-        repeat = {}
-        if len(again):
-            first = store.measurements()
-            repeat = {
-                p: drift.remeasure_figures(first[first.platform == p], again[again.platform == p])
-                for p in sorted(again.platform.unique())
-            }
-    speed = drift.speed_summary(readings)
-    if not speed.get("readings") and len(runs) and all(_gpu_line(p) for p in runs.provenance):
-        speed["why"] = "GPU campaigns take no sentinel readings (the sentinel tracks a CPU's speed)"
+    info = store_info(store_path)
     if json_out:
-        print(
-            json.dumps(
-                {
-                    "store": str(store_path),
-                    "runs": len(runs),
-                    "summary": json.loads(summary.to_json(orient="records")),
-                    "speed_index": speed,
-                    "remeasure": repeat,
-                },
-                indent=2,
-                default=str,
-            )
-        )
+        print(json.dumps(info.to_dict(), indent=2, default=str))
         return
-    console.print(f"{store_path}: {len(runs)} run(s)")
-    for r in runs.itertuples(index=False):
+    if info.snapshot:
+        err.print(f"{store_path} is in use (a running campaign?): reading a snapshot of what it has committed")
+    console.print(f"{store_path}: {len(info.runs)} run(s)")
+    for r in info.runs.itertuples(index=False):
         console.print(f"  {r.run_id}  {r.started_at:%Y-%m-%d %H:%M}  {r.platform}  {r.command}")
-        gpu, isa = _gpu_line(r.provenance), _isa_line(r.provenance)
+        gpu, isa = gpu_line(r.provenance), isa_line(r.provenance)
         for line in (gpu, ("host " + isa) if gpu and isa else isa):
             if line:
                 console.print(f"    {line}", highlight=False)
-    print_store_summary(summary)
-    for line in drift.speed_lines(speed, readings):
+    print_store_summary(info.summary)
+    for line in speed.speed_lines(info.speed, info.readings):
         console.print(line, highlight=False, soft_wrap=True)
-    for p, f in repeat.items():
+    for p, f in info.repeat.items():
         console.print(
-            "\n".join(f"{p}: {ln}" if i == 0 else ln for i, ln in enumerate(drift.remeasure_lines(f))),
+            "\n".join(f"{p}: {ln}" if i == 0 else ln for i, ln in enumerate(speed.remeasure_lines(f))),
             highlight=False,
             soft_wrap=True,
         )
-
-
-def _gpu_line(provenance: Any) -> str:
-    """The GPU facts of a GPU run's provenance (JSON), for ``dataset info``.
-
-    Which GPU and driver, whether clocks were locked (and why not), the energy counter's
-    update period and window, the idle power subtracted. Empty for a CPU run.
-    """
-    try:
-        p = loads_json(provenance, "a run's provenance") if isinstance(provenance, str) else dict(provenance or {})
-    except (TypeError, ValueError):  # DocumentError too: too large or nested too deeply
-        return ""
-    if not isinstance(p, dict):
-        return ""
-    if not str(p.get("device", "")).startswith("cuda"):
-        return ""
-    lock = p.get("clock_lock") or {}
-    clocks = "clocks locked" if lock.get("applied") else f"clocks not locked ({lock.get('reason') or 'not requested'})"
-    sensor = p.get("energy_sensor") or {}
-    period = p.get("update_period_s")
-    if sensor.get("available") and period:
-        energy = (
-            f"energy counter every {1e3 * period:.0f} ms, windows of >= {p.get('energy_periods', 10):g} "
-            f"updates; idle {p.get('idle_power_w') or float('nan'):.1f} W subtracted"
-        )
-    else:
-        energy = f"no energy: {sensor.get('reason') or 'no counter'}"
-    return (
-        f"GPU {p.get('gpu_name') or p.get('device_name') or '?'} (driver {p.get('driver') or '?'}, torch "
-        f"{p.get('torch') or '?'}): {clocks}; {energy}"
-    )
-
-
-def _isa_line(provenance: Any) -> str:
-    """The CPU and its instruction-set facts of a run's provenance (JSON), for ``dataset info``.
-
-    Which reduced precisions it runs natively decides what its bf16/fp16 rows mean. Empty for
-    a run that recorded none (a store without ``cpu_isa``).
-    """
-    try:
-        p = loads_json(provenance, "a run's provenance") if isinstance(provenance, str) else dict(provenance or {})
-    except (TypeError, ValueError):  # DocumentError too: too large or nested too deeply
-        return ""
-    if not isinstance(p, dict):
-        return ""
-    isa = p.get("cpu_isa") or {}
-    if not isa.get("flags") and not isa.get("torch_capability"):
-        return ""
-    native = isa.get("native") or {}
-    nat = ", ".join(f"{k} {'native' if v else 'NOT native'}" for k, v in native.items())
-    return (
-        f"CPU {p.get('cpu_model') or '?'}: flags {' '.join(isa.get('flags') or []) or '-'}; torch kernels "
-        f"{isa.get('torch_capability') or '?'}" + (f"; {nat}" if nat else "")
-    )
 
 
 @dataset_app.command("export")
