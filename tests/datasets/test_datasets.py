@@ -97,7 +97,9 @@ def test_registry_lists_shipped_datasets():
     assert "help-fbnet" in names
     for d in datasets.list():
         if d.name != "help-fbnet":
-            df = datasets.load(d.name)  # every shipped CARB dataset passes validation
+            # every shipped CARB dataset passes validation; nb201's 640,625 rows without their
+            # features (15 s: the same closed form as its one-device load in test_nb201)
+            df = datasets.load(d.name, features=d.name != "nb201")
             assert len(df) == d.rows
             if "platform" not in df.columns:  # our campaigns: one platform, named as the dataset
                 assert set(df.device) == {d.name}
