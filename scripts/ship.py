@@ -21,6 +21,14 @@ writes, put where predictions read them: ``--network`` (``step``'s JSON) into a 
 (``experiments/memory/definition_step.py``'s JSON: the models' memory definition against the
 worker's now) into a network model's ``meta``.
 
+``memory``: a memory pass (``experiments/memory_pass/measure_memory.py``: the dataset's configs
+measured again by today's CPU worker into a campaign store) written into a shipped CPU dataset:
+``memory_mb`` becomes the pass's measurement (a config the pass did not reach gets none, never a
+filled value), the first measurement stays in ``memory_mb_older``, each row's worker facts go into
+``extra.memory_pass``, the machine, definition, dates and commit into the dataset's
+``fingerprints.json`` entry (``memory``) and a section of its card. ``--older`` instead says, in
+the card and the fingerprint, that a dataset's memory is of the older definition.
+
     python scripts/ship.py dataset --store campaigns/cpu-1t.duckdb --name cpu-1t
     python scripts/ship.py dataset --store RUN/h200.duckdb --name h200 --validation RUN/validate.json \
         --code-commit 6cba329      # a GPU store: a GPU card (energy, clocks, batch scaling)
@@ -33,6 +41,9 @@ worker's now) into a network model's ``meta``.
     python scripts/ship.py steps --config benchmarks/results/config_steps.json
     python scripts/ship.py steps --memory-definition experiments/memory/results/memory_definition_step.json \
         --model carb/data/layers-cpu-avx2-1t.netmodel
+    python scripts/ship.py memory --name cpu-1t --store experiments/memory_pass/cpu-1t-memory.duckdb \
+        --code-commit 13ac038 --pinning "core 1 (taskset -c 1)"
+    python scripts/ship.py memory --name cpu-avx2-1t --older "an AVX2-only EPYC; the pass ran on an AVX-512 Xeon"
 
 Bad input (a missing store, a store without the rows asked for): one ``error:`` line, exit 2.
 """
@@ -772,6 +783,169 @@ def ship_steps(a: argparse.Namespace) -> None:
         ship_config_steps(_read_json(a.config, ("config", "runs")), a.out)
 
 
+# -- a memory pass -------------------------------------------------------------------------------
+
+_MEMORY_BEGIN, _MEMORY_END = "<!-- memory: scripts/ship.py memory -->", "<!-- /memory -->"
+_MEMORY_KEEP = ("memory_prefault_mb", "memory_baseline_mb", "memory_model_mb", "memory_hwm_mb", "loadavg_before")
+
+
+def _pass_rows(path: str, name: str) -> tuple[Any, list[dict]]:
+    """The ok rows of a memory pass store for dataset ``name``, and its runs' provenance; refuses another definition."""
+    from carb.measure.cpu import MEMORY_DEFINITION
+
+    with Store(path, read_only=True) as st:
+        m, runs = st.measurements(name), st.runs()
+    runs = runs[runs.platform == name]
+    provs = [{**json.loads(p), "command": c} for p, c in zip(runs["provenance"], runs["command"]) if isinstance(p, str)]
+    if not len(m) or not provs:
+        raise ValueError(f"{path}: no rows of platform {name!r} (measure_memory.py --data {name})")
+    defs = {p.get("memory_definition") for p in provs}
+    if defs != {MEMORY_DEFINITION}:
+        raise ValueError(f"{path}: measured under another memory definition than the worker's now: {defs}")
+    return m[m.status == "ok"].set_index("config_id"), provs
+
+
+def _memory_extra(extra: str, row: Any) -> str:
+    """A row's ``extra`` with the pass's worker facts under ``memory_pass``."""
+    d = json.loads(extra) if isinstance(extra, str) else {}
+    x = json.loads(row.extra) if isinstance(row.extra, str) else {}
+    d["memory_pass"] = {"run_id": row.run_id, **{k: x.get(k) for k in _MEMORY_KEEP}}
+    return json.dumps(d, separators=(",", ":"))
+
+
+def memory_facts(df: Any, provs: list[dict], a: argparse.Namespace) -> dict:
+    """The pass's provenance and figures: the machine, definition, dates, commit, load, and new against older."""
+    from carb.measure.cpu import MEMORY_BASELINE, MEMORY_DEFINITION
+    from carb.measure.fingerprint import from_provenance
+
+    got = df[df["memory_mb"].notna()]
+    ratio = got["memory_mb"] / got["memory_mb_older"]
+    load = [json.loads(e)["memory_pass"]["loadavg_before"] for e in got["extra"]]
+    load1 = np.array([v[0] for v in load if v], dtype=float)
+    return {
+        "machine": from_provenance(provs[-1], source=f"the provenance of {Path(a.store).name}").to_dict(),
+        "definition": MEMORY_DEFINITION,
+        "memory_baseline": MEMORY_BASELINE,
+        "rows": int(len(got)),
+        "of": int(len(df)),
+        "measured": [str(got["memory_measured_at"].min())[:16], str(got["memory_measured_at"].max())[:16]],
+        "code_commit": a.code_commit,
+        "command": provs[-1].get("command") or "experiments/memory_pass/measure_memory.py",
+        "pinning": a.pinning,
+        "protocol": provs[-1].get("protocol"),
+        "loadavg_1min": [float(np.median(load1)), float(np.quantile(load1, 0.9))] if len(load1) else None,
+        "ratio_to_older": [float(ratio.quantile(q)) for q in (0.1, 0.5, 0.9)],
+        "diff_to_older_mb": float((got["memory_mb"] - got["memory_mb_older"]).median()),
+        "smallest_mb": float(got["memory_mb"].min()),
+    }
+
+
+def memory_card_section(name: str, f: dict) -> str:
+    """The card's section on a memory pass (between markers, so that a later pass replaces it)."""
+    fp, pr = f["machine"], f["protocol"] or {}
+    share = "every config" if f["rows"] == f["of"] else f"a random sample of {f['rows']:,} of the {f['of']:,} configs"
+    lo, mid, hi = f["ratio_to_older"]
+    lines = [
+        _MEMORY_BEGIN,
+        "## Memory: measured again by today's worker",
+        f"- `memory_mb` of {share}, measured again by CARB's CPU worker as it measures today "
+        f"(`experiments/memory_pass/measure_memory.py`, code of commit {f['code_commit']}): "
+        f"{f['definition']}",
+        f"- one visit per config in a fresh worker, the dataset's own visit (warm-up {pr.get('warmup')} forwards "
+        f"and >= {pr.get('warmup_s')} s, then forwards until the 95% CI of the median is within "
+        f"{100 * pr.get('ci_target', 0):g}% or {pr.get('max_time_s')} s), {fp.get('threads')} thread(s), "
+        f"allocator {fp.get('allocator')}, pinned to {f['pinning']}; measured {f['measured'][0]} to "
+        f"{f['measured'][1]} UTC",
+        f"- machine: {fp.get('name')} (flags {', '.join(fp.get('isa') or [])}; torch kernels {fp.get('kernels')}), "
+        "not the machine of the latency above: the memory columns are this machine's",
+        f"- load while measuring (1-minute load average of the 2-core machine): median {f['loadavg_1min'][0]:.1f}, "
+        f"p90 {f['loadavg_1min'][1]:.1f}; a peak resident set does not depend on the CPU's load",
+        f"- `memory_mb_older`: the first measurement (the forked worker counted the library pages of torch it "
+        f"touched, which a process that imported torch has mapped already); `memory_mb` / `memory_mb_older`: "
+        f"median {mid:.3f} (p10 {lo:.3f}, p90 {hi:.3f}), median difference {f['diff_to_older_mb']:+.1f} MB",
+        "- each row's worker facts (run, the parent's pages mapped ahead of the baseline, baseline, model and "
+        "peak in MB, load) are in `extra.memory_pass`; the machine, definition and dates in "
+        f"`carb/data/fingerprints.json` (`{name}.memory`)",
+    ]
+    if f["rows"] < f["of"]:
+        lines.append(
+            f"- the {f['of'] - f['rows']:,} configs the pass did not reach have no `memory_mb` (never filled); "
+            "their first measurement stays in `memory_mb_older`"
+        )
+    return "\n".join([*lines, _MEMORY_END]) + "\n"
+
+
+def _put_section(text: str, section: str) -> str:
+    """``text`` with its memory section replaced by ``section``, or ``section`` put before ``## Known limits``."""
+    if _MEMORY_BEGIN in text:
+        head, rest = text.split(_MEMORY_BEGIN, 1)
+        return head + section + rest.split(_MEMORY_END + "\n", 1)[1]
+    head, sep, tail = text.partition("## Known limits")
+    return head + section + "\n" + sep + tail if sep else text + "\n" + section
+
+
+def _write_fingerprint(out: Path, name: str, memory: dict) -> None:
+    """Put ``memory`` under the dataset's entry of ``fingerprints.json``."""
+    f = out / "fingerprints.json"
+    doc = json.loads(f.read_text())
+    if name not in doc:
+        raise ValueError(f"{f}: no entry {name!r}")
+    doc[name]["memory"] = memory
+    f.write_text(json.dumps(doc, indent=1) + "\n")
+
+
+def ship_memory(a: argparse.Namespace) -> None:
+    """The ``memory`` subcommand: a memory pass written into a shipped CPU dataset, or ``--older``."""
+    out = Path(a.out)
+    card = out / f"{a.name}.md"
+    if not card.is_file():
+        raise ValueError(f"{card}: no such dataset card")
+    if a.older:
+        section = "\n".join(
+            [
+                _MEMORY_BEGIN,
+                "## Memory: the older definition",
+                f"- `memory_mb` is as first measured: the forked worker counted the library pages of torch it "
+                f"touched, which a process that imported torch has mapped already (several MB a network: a config "
+                f"model trained on it predicts high until calibrated, `carb calibrate`). Not measured again: {a.older}",
+                _MEMORY_END,
+            ]
+        )
+        card.write_text(_put_section(card.read_text(), section + "\n"))
+        _write_fingerprint(out, a.name, {"definition": "older (the library pages the forked worker touched counted)"})
+        print(f"{card}: memory of the older definition, said")
+        return
+    if not a.store or not a.code_commit:
+        raise ValueError("memory: give --store (the pass's campaign store) and --code-commit, or --older")
+    path = out / f"{a.name}.parquet"
+    df = datasets.read(path)
+    got, provs = _pass_rows(a.store, a.name)
+    if "memory_mb_older" not in df:
+        df["memory_mb_older"] = df["memory_mb"]
+    ids = df["config_id"]
+    hit = ids.isin(got.index).to_numpy()
+    df["memory_mb"] = ids.map(got["memory_mb"]).astype(float)  # a config the pass did not reach stays empty
+    df["memory_measured_at"] = ids.map(got["measured_at"])
+    df.loc[hit, "extra"] = [_memory_extra(e, got.loc[i]) for e, i in zip(df.loc[hit, "extra"], ids[hit])]
+    f = memory_facts(df, provs, a)
+    datasets.write(df, path)
+    datasets.read(path)  # what we ship must pass the loader's checks
+    _write_fingerprint(out, a.name, {k: v for k, v in f.items() if k not in ("protocol",)})
+    text = card.read_text()
+    if "- memory_mb: measured again" not in text:
+        text = text.replace(
+            "- memory_mb: ", "- memory_mb: measured again by today's worker (see Memory below); as first measured: ", 1
+        )
+        text = text.replace("; median over the visits\n", " (now `memory_mb_older`); median over the visits\n", 1)
+    text = text.replace(
+        "- peak memory includes one-off library pages of a fresh process (about 20 MB for the smallest nets)\n",
+        f"- `memory_mb` is what a network adds to a process that imported torch ({f['smallest_mb']:.1f} MB "
+        "for the smallest net)\n",
+    )
+    card.write_text(_put_section(text, memory_card_section(a.name, f)))
+    print(json.dumps({k: v for k, v in f.items() if k != "protocol"}, indent=1))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Parse the command line and ship; bad input is one ``error:`` line and exit status 2."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -822,10 +996,20 @@ def main(argv: list[str] | None = None) -> int:
         "--memory-definition", help="experiments/memory/definition_step.py's JSON (the memory definition step)"
     )
     st.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "carb" / "data"))
+    mm = sub.add_parser("memory", help="a memory pass written into a shipped CPU dataset, its card and fingerprint")
+    mm.add_argument("--name", required=True, help="the shipped dataset (carb/data/<name>.parquet and .md)")
+    mm.add_argument("--store", help="the memory pass's campaign store (experiments/memory_pass/measure_memory.py)")
+    mm.add_argument("--code-commit", help="the commit of the code the pass ran")
+    mm.add_argument("--pinning", default="core 1 (taskset -c 1)", help="the core(s) the pass was pinned to")
+    mm.add_argument("--older", help="instead: say the dataset's memory is of the older definition, and why")
+    mm.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "carb" / "data"))
     a = ap.parse_args(argv)
     try:
         if a.kind == "steps":
             ship_steps(a)
+            return 0
+        if a.kind == "memory":
+            ship_memory(a)
             return 0
         for p in a.store if a.kind == "dataset" else [*a.layers, a.zoo]:
             if not Path(p).is_file():
