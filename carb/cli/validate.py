@@ -14,54 +14,15 @@ from .characterize import python_errors
 
 
 def _print_validation(res: dict[str, Any]) -> None:
-    """Print the validation's table.
-
-    The drift comes first when it exceeds its chance variation, then the two-way figures, the three-way ones on the
-    decided configs and the drift-corrected calls.
-    """
-    from carb.decide.validate import false_accept_line
-
-    def fa(m: dict[str, Any]) -> str:  # both shares: of the over-budget configs, of the accepts
-        return false_accept_line(m).removeprefix("false accepts: ")
+    """Print the validation's table (:func:`carb.decide.validation.validation_rows`), any drift beyond chance first."""
+    from carb.decide.validation import validation_rows
 
     moved = res.get("drift") or {}
     if moved.get("exceeds"):  # the machine's own drift first: it weighs on every latency below
         console.print(f"[yellow]{moved['line']}[/yellow]")
     t = Table("metric", "value", title=f"validation ({res['mode']})")
-    d = res.get("decisions")
-    for k in (
-        "n",
-        "accuracy",
-        "false_accept_rate",
-        "false_reject_rate",
-        "pareto_recall",
-        "hypervolume_ratio",
-        "measure_set_measured",
-        "measure_set_within_budget",
-    ):
-        if k == "false_accept_rate" and "over_budget" in res:
-            t.add_row("false accepts", fa(res))
-        elif k in res:
-            v = res[k]
-            # with three-way calls these two-way figures count a config left to measure as
-            # rejected: say so, the decided ones are scored below
-            label = f"{k} (measure counted as reject)" if d and k in ("accuracy", "false_reject_rate") else k
-            t.add_row(label, f"{v:.3f}" if isinstance(v, float) else str(v))
-    if d:  # three-way calls: scored on the decided configs, with the share left to measure beside
-        t.add_row("decided share (accept or reject)", f"{d['decided']:.3f} ({d['measure']} to measure)")
-        t.add_row("accuracy on decided", f"{d['accuracy']:.3f}")
-        t.add_row("false accepts on decided", fa(d))
-        t.add_row("false_reject_rate on decided", f"{d['false_reject_rate']:.3f}")
-    c = res.get("corrected")
-    if c:  # the same calls, latencies at the reference speed (drift_corrected_calls)
-        lab = "on decided, " if d else ""
-        t.add_row(
-            f"accuracy {lab}drift-corrected",
-            f"{c['accuracy']:.3f} ({false_accept_line(c)}; "
-            f"false rejects {c['false_rejects']}; latency at {c['reference']})",
-        )
-    if moved and not moved.get("exceeds"):
-        t.add_row("machine speed drift", moved["line"])
+    for row in validation_rows(res):
+        t.add_row(*row)
     console.print(t)
 
 

@@ -24,9 +24,36 @@ import pandas as pd
 
 from carb._safeio import atomic_file, read_json
 
-from .validate import budget_metrics, decision_metrics, drift_corrected_calls, truly_feasible, validate_against_truth
+from .validate import (
+    budget_metrics,
+    decision_metrics,
+    drift_corrected_calls,
+    false_accept_line,
+    truly_feasible,
+    validate_against_truth,
+)
 
-__all__ = ["Screened", "read_screen", "validation_configs", "validate_on_data", "validate_on_device", "validate_screen"]
+__all__ = [
+    "Screened",
+    "read_screen",
+    "validation_configs",
+    "validate_on_data",
+    "validate_on_device",
+    "validate_screen",
+    "validation_rows",
+]
+
+#: the two-way figures of a validation, in the order to read them
+_FIGURES = (
+    "n",
+    "accuracy",
+    "false_accept_rate",
+    "false_reject_rate",
+    "pareto_recall",
+    "hypervolume_ratio",
+    "measure_set_measured",
+    "measure_set_within_budget",
+)
 
 
 @dataclass
@@ -312,3 +339,45 @@ def validate_screen(
     with atomic_file(screen_dir / "validation.json") as tmp:
         tmp.write_text(json.dumps(res, indent=2, default=float))
     return res
+
+
+def validation_rows(res: dict[str, Any]) -> list[tuple[str, str]]:
+    """A validation's scores (:func:`validate_screen`'s) as ``(metric, value)`` rows, in the order to read them.
+
+    The two-way figures first (with three-way calls they count a config left to measure as rejected, and say so),
+    then the three-way ones on the decided configs, the drift-corrected calls, and the machine's drift when it is
+    within its chance variation (beyond it, a caller says it first: it weighs on every latency).
+    """
+
+    def fa(m: dict[str, Any]) -> str:  # both shares: of the over-budget configs, of the accepts
+        return false_accept_line(m).removeprefix("false accepts: ")
+
+    d = res.get("decisions")
+    rows = []
+    for k in _FIGURES:
+        if k == "false_accept_rate" and "over_budget" in res:
+            rows.append(("false accepts", fa(res)))
+        elif k in res:
+            v = res[k]
+            label = f"{k} (measure counted as reject)" if d and k in ("accuracy", "false_reject_rate") else k
+            rows.append((label, f"{v:.3f}" if isinstance(v, float) else str(v)))
+    if d:  # three-way calls: scored on the decided configs, with the share left to measure beside
+        rows += [
+            ("decided share (accept or reject)", f"{d['decided']:.3f} ({d['measure']} to measure)"),
+            ("accuracy on decided", f"{d['accuracy']:.3f}"),
+            ("false accepts on decided", fa(d)),
+            ("false_reject_rate on decided", f"{d['false_reject_rate']:.3f}"),
+        ]
+    c = res.get("corrected")
+    if c:  # the same calls, latencies at the reference speed (drift_corrected_calls)
+        rows.append(
+            (
+                f"accuracy {'on decided, ' if d else ''}drift-corrected",
+                f"{c['accuracy']:.3f} ({false_accept_line(c)}; false rejects {c['false_rejects']}; "
+                f"latency at {c['reference']})",
+            )
+        )
+    moved = res.get("drift") or {}
+    if moved and not moved.get("exceeds"):
+        rows.append(("machine speed drift", moved["line"]))
+    return rows

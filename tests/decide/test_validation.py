@@ -69,3 +69,21 @@ def test_validate_screen_needs_exactly_one_source_and_data_of_the_screened_space
     other = cpu[~cpu.config_id.isin(set(frame.config_id))].head(8)
     with pytest.raises(ValueError, match=r"^data .*: none of its 8 rows is a config of the screened space"):
         validate_screen(d, data=_truth(other, tmp_path))
+
+
+def test_validation_rows_say_three_way_figures_on_the_decided_configs():
+    from carb.decide.validate import budget_metrics
+    from carb.decide.validation import validation_rows
+
+    res = budget_metrics(np.array([True] * 5 + [False] * 5), np.array([True] * 4 + [False] * 6))
+    res["n"] = 10
+    res["decisions"] = {"decided": 0.6, "measure": 4, "accuracy": 0.9, "false_reject_rate": 0.0}
+    res["decisions"].update(budget_metrics(np.array([True, False]), np.array([True, False])))
+    rows = dict(validation_rows(res))
+    assert rows["n"] == "10" and rows["accuracy (measure counted as reject)"] == "0.900"
+    assert rows["decided share (accept or reject)"] == "0.600 (4 to measure)" and "false accepts" in rows
+    assert "machine speed drift" not in rows
+    assert validation_rows({**res, "drift": {"exceeds": False, "line": "moved"}})[-1] == (
+        "machine speed drift",
+        "moved",
+    )
