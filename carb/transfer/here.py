@@ -36,6 +36,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from carb.params import Interval, Options, validate_params
@@ -284,8 +285,6 @@ class _Run:
 
 def _reference_ms(src: Any, device: str) -> float | None:
     """The median sentinel (ms) an earlier calibration measured in, where the model is one of this machine's kind."""
-    import numpy as np
-
     from carb.measure.fingerprint import Fingerprint, compare, here
 
     meta = getattr(src, "meta", None)
@@ -356,6 +355,7 @@ def _calibrate_config(
         meta["calibrated_on"] = "latency at the K configs' median sentinel speed" if ref is not None else "raw latency"
         all_visits = pd.concat(visits, ignore_index=True)
         model = fit_calibrated(src, fit_rows, meta=meta, method=method or "log", visits=all_visits)
+        _widen_config_for_state(model, spread.get("state_sd", 0.0))
         res = HereCalibration(
             model=model, source=src, kind="config", device=run.device, measured=fit_rows, visits=all_visits,
             state=state, what=f"{len(pick)} configs of space {sp.name} (seed {run.seed})", machine=machine,
@@ -363,6 +363,23 @@ def _calibrate_config(
         )  # fmt: skip
         res._store = _keep_store(store)  # type: ignore[attr-defined]
     return res
+
+
+def _widen_config_for_state(model: Any, state_sd: float) -> None:
+    """A config model's latency intervals widened, in place, by the machine's state spread over the rounds.
+
+    The K's later rounds are visits in the machine's other moments; a later measurement lands in one too. The
+    widening is the spread of the difference of two such draws at the model's coverage, ``sqrt(2) * z * state_sd``
+    (log), carried as the latency's visit scatter (:attr:`carb.transfer.calibrate.CalibratedModel.scatter_`, on top
+    of each interval, as memory's visit scatter is).
+    """
+    from scipy import stats
+
+    if not state_sd > 0 or "latency_ms" not in model.maps_:
+        return
+    z = float(stats.norm.ppf((1.0 + model.coverage) / 2.0))
+    model.scatter_["latency_ms"] = float(np.sqrt(2.0) * z * state_sd)
+    model.meta["state_widening"] = {"state_sd": float(state_sd), "scatter": model.scatter_["latency_ms"]}
 
 
 def _calibrate_network(

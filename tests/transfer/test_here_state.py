@@ -178,3 +178,37 @@ def test_a_calibrated_models_layers_add_up_to_its_total():
         p.layers["latency_ms"].to_numpy() * u.layers["latency_ms"].sum() / p.latency_ms
     )
     assert u.layers["latency_ms"].sum() < u.latency_ms  # the network terms' overheads sit outside the layers
+
+
+def test_a_config_models_rounds_are_visits_whose_scatter_widens_its_intervals(tmp_path, cpu1t_source):
+    """A config model: the K's second round, 20% slower, is a visit of each config; its scatter from the kept
+    row widens every interval (:func:`carb.transfer.calibrate.visit_scatter`), where a steady machine's does not."""
+    from carb.model import save
+
+    save(cpu1t_source, tmp_path / "src")
+
+    def device(slower: float):
+        calls = []
+
+        def measure(df, what, again=False, allocator="default"):
+            calls.append((len(df), again))
+            p = cpu1t_source.predict(df.reset_index(drop=True))["latency_ms"].to_numpy() * 1.5
+            lat = p * (slower if len(calls) > 1 else 1.0)
+            return df.reset_index(drop=True).assign(
+                status="ok", latency_ms=lat, memory_mb=50.0, energy_j=np.nan, sentinel_ms=0.6
+            )
+
+        return measure, calls
+
+    steady, _ = device(1.0)
+    moving, calls = device(1.2)
+    a = calibrate_here(tmp_path / "src", samples=8, measure=steady, check=_Check(1.0))
+    b = calibrate_here(tmp_path / "src", samples=8, measure=moving, check=_Check(1.0))
+    assert calls == [(8, False), (8, True)] and b.model.meta["rounds"] == 2
+    assert b.spread["round_sd"] == pytest.approx(math.log(1.2) / math.sqrt(2))
+    assert b.model.meta["machine_state"]["disturbed"] is False
+    z = 1.6448536269514722  # sqrt(2) z times the state sd log(1.2) / sqrt(2)
+    assert not a.model.scatter_.get("latency_ms") and b.model.scatter_["latency_ms"] == pytest.approx(z * math.log(1.2))
+    # the K under both: the calibration taken in a moving moment claims the wider intervals
+    pa, pb = a.model.predict(b.measured), b.model.predict(b.measured)
+    assert (pb.latency_ms_hi / pb.latency_ms > pa.latency_ms_hi / pa.latency_ms).all()
