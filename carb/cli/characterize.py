@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-import inspect
 import json
-import re
 import shlex
 import signal
 import sys
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from pathlib import Path
-from typing import Annotated, Any, Iterator, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.table import Table
 
-from ._app import Oversubscribe, app, check_out_file, check_threads, console, err, fail, flag_of
+from ._app import Oversubscribe, app, check_out_file, check_threads, console, err, fail
+from ._flags import python_errors
 from ._progress import CampaignProgress
 from .dataset import print_store_summary
 
@@ -198,37 +197,6 @@ def characterize(
     if run.result.interrupted:
         err.print(_interrupted_line(run), highlight=False, soft_wrap=True)
         raise typer.Exit(130)
-
-
-@contextmanager
-def python_errors(*fns: Any, **flags: str) -> Iterator[None]:
-    """A library call's ``ValueError`` (or ``RuntimeError``: no such device) as one line that says flags.
-
-    The library names a parameter as Python passes it, ``device=cpu`` or a leading ``samples 5:``; here each of
-    ``fns``' parameters (and each name given as a string) is said as its flag (``--device cpu``, ``--samples 5:``),
-    or as ``flags`` names it where the command's flag differs from :func:`flag_of`'s (``source="--source"``).
-    """
-    from carb.params import InvalidParameterError
-
-    try:
-        yield
-    except InvalidParameterError:  # main() says it under its flag
-        raise
-    except (ValueError, RuntimeError) as e:
-        msg = " ".join(str(e).split()) or type(e).__name__
-        if type(e) is not ValueError:  # a space's, a device's or a cluster's own message, as it is
-            fail(msg)
-        params = {p for fn in fns for p in ([fn] if isinstance(fn, str) else inspect.signature(fn).parameters)}
-
-        def flag(m: re.Match) -> str:
-            return flags.get(m[1]) or flag_of(m[1])
-
-        names = "|".join(sorted(params, key=len, reverse=True))
-        if names:
-            msg = re.sub(rf"\b({names})=(?=[^\s,.;)])", lambda m: flag(m) + " ", msg)
-            msg = re.sub(rf"\b({names})=", flag, msg)
-            msg = re.sub(rf"^({names})(?=[: ])", flag, msg)
-        fail(msg)
 
 
 def _print_result(run: Any, json_out: bool) -> None:

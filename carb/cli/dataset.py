@@ -9,7 +9,8 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from ._app import check_out_file, console, dataset_app, err, fail
+from ._app import check_out_file, console, dataset_app, err
+from ._flags import python_errors
 
 # -- dataset ------------------------------------------------------------------------------
 
@@ -119,27 +120,19 @@ def dataset_export(
 
     Example: carb dataset export --store tiny.duckdb --out tiny.parquet
     """
-    from carb import datasets
-    from carb.campaign.store import Store
+    from carb.datasets.export import export_store
 
-    if out.suffix not in (".parquet", ".csv"):
-        fail(f"--out {out}: unknown output type (expected .parquet or .csv)")
     check_out_file(out, inputs={"--store": store_path})
-    with Store(store_path, read_only=True) as store:
-        df = datasets.from_store(store, platform, with_features=features)
-    if df.empty:
-        fail(f"{store_path}: no measurements{' for platform ' + platform if platform else ''}")
-    datasets.write(df, out)
-    console.print(f"wrote {len(df)} rows x {df.shape[1]} columns to {out}")
-    if "family" in df.columns and "flops" in df.columns:
-        bare = int(((df["family"] == "net") & (df["status"] == "ok") & df["flops"].isna()).sum())
-        if bare:
-            err.print(
-                f"note: {bare} network row(s) measured ok have no stored features (an older carb measured them, or "
-                "the campaign could not capture them); export runs no code, so they stay empty",
-                highlight=False,
-                soft_wrap=True,
-            )
+    with python_errors(export_store):
+        done = export_store(store_path, out, platform, features)
+    console.print(f"wrote {len(done.data)} rows x {done.data.shape[1]} columns to {out}")
+    if done.bare_net_rows:
+        err.print(
+            f"note: {done.bare_net_rows} network row(s) measured ok have no stored features (an older carb measured "
+            "them, or the campaign could not capture them); export runs no code, so they stay empty",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 def print_store_summary(summary) -> None:

@@ -9,8 +9,8 @@ import typer
 from rich.table import Table
 
 from ._app import Oversubscribe, app, check_out_dir, check_threads, console, parse_budget_options
+from ._flags import python_errors
 from ._progress import campaign_progress
-from .characterize import python_errors
 from .screen import _space_frame
 
 __all__ = ["demo"]

@@ -20,8 +20,8 @@ from ._data import (
     usage,
     write_json,
 )
+from ._flags import python_errors
 from ._results import _console, _fmt, _pct, print_results
-from .characterize import python_errors
 
 __all__ = ["evaluate_cmd", "print_results"]
 

@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 from ._app import Oversubscribe, app, check_threads, console
-from .characterize import python_errors
+from ._flags import python_errors
 
 
 def _print_validation(res: dict[str, Any]) -> None:
