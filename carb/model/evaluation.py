@@ -242,7 +242,7 @@ def evaluate(
         "fit_seconds": {model: s}, "predict_seconds": {model: s}, "trained": {model: [targets]},
         "results": {model: {target: {metric: value}}}}``.
     """
-    from carb.model import TARGETS
+    from carb.model.estimator import TARGETS
 
     data = df[df["status"] == "ok"] if "status" in df.columns else df
     data = data.reset_index(drop=True)
@@ -305,7 +305,7 @@ def _fit_and_predict(
     """Fit a CARB model on ``train`` and predict ``test``, recording both times (s) in ``out`` under ``name``."""
     import warnings
 
-    from carb.model import CARB
+    from carb.model.estimator import CARB
 
     model = CARB(**params)
     t0 = time.perf_counter()

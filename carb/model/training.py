@@ -74,16 +74,18 @@ def plan_training(df: pd.DataFrame, preset: str = "auto", holdout: float = 0.0, 
         holdout: hold out this fraction of the configs (random, whole configs). Units: share in [0, 0.5].
         seed: the holdout's seed.
     """
-    from . import AUTO, auto_preset, evaluation
+    from ._presets import AUTO, auto_preset
+    from .folds import duplicate_rows
+    from .folds import holdout as held_out
 
     if "status" in df.columns:
         df = df[df["status"] == "ok"].reset_index(drop=True)
-    dups, why = evaluation.duplicate_rows(df), None
+    dups, why = duplicate_rows(df), None
     if preset == AUTO:
         preset, why = auto_preset(df)
     test = None
     if holdout > 0:  # whole configs: a config measured twice is never on both sides
-        kept, held = evaluation.holdout(df, holdout, seed)
+        kept, held = held_out(df, holdout, seed)
         test, df = df.iloc[held], df.iloc[kept]
     return TrainingPlan(df, test, preset, why, holdout, seed, dups)
 
@@ -124,7 +126,8 @@ def train_bundle(
         BundleError: ``out`` holds something other than a bundle.
         OSError: the bundle could not be written (nothing is left behind).
     """
-    from . import CARB, save
+    from ._bundle import save
+    from .estimator import CARB
     from .evaluation import metrics
 
     model = CARB(preset=plan.preset, coverage=coverage, random_state=plan.seed, n_jobs=n_jobs, prior=prior)
