@@ -1,7 +1,8 @@
 """The Typer app, the one-line error type and what every command module shares.
 
-That is: consoles, model and budget loading, the checks made before any work (output paths, threads), and the
-reporting of user code that ends the process.
+That is: consoles, model and budget loading, the checks made before any work (threads here; output paths in
+:mod:`carb._safeio`), and the reporting of user code that ends the process (:mod:`carb.graph.usercode`). Each maps a
+library's refusal to the flag it concerns (:func:`library_errors`, :func:`flag_of`).
 
 Command modules import this module; nothing here imports them.
 """
@@ -19,7 +20,8 @@ import typer
 from rich.console import Console
 from typer.core import TyperGroup
 
-from carb._safeio import atomic_dir, atomic_file
+from carb import _safeio
+from carb._safeio import atomic_dir, atomic_file, release_outputs
 
 __all__ = [
     "app",
@@ -41,7 +43,9 @@ __all__ = [
     "check_threads",
     "check_jobs",
     "one_line",
+    "frame_table",
     "Oversubscribe",
+    "Precision",
     "UserInterrupt",
     "running_user_code",
     "library_errors",
@@ -139,78 +143,25 @@ def fail(msg: str) -> None:
     raise UsageError(msg)
 
 
-def load_model(path: Path):
-    """Any model directory (a bundle or a calibrated model); an unreadable one is a usage error."""
-    from carb.transfer.calibrate import load_predictor
+def load_model(path: Path, kinds: tuple[str, ...] = ("calibrated", "bundle"), n_jobs: Optional[int] = None) -> Any:
+    """:func:`carb.load_model` of the ``kinds`` given (config models by default); an unreadable one is a usage error."""
+    from carb.transfer.load import load_model as load
 
     try:
-        return load_predictor(path)
+        return load(path, kinds, n_jobs)
     except (ValueError, OSError) as e:  # BundleError is a ValueError
         fail(str(e))
 
 
 def parse_budget_options(items: Optional[list[str]]) -> dict[str, float]:
-    """The ``--budget TARGET=VALUE`` options as target -> budget; bad ones are a usage error."""
+    """The ``--budget TARGET=VALUE`` options as target -> budget (:func:`carb.decide.screen.parse_budgets`).
+
+    A bad one is a usage error under ``--budget``.
+    """
     from carb.decide.screen import parse_budgets
 
-    refuse_repeated_budgets(items)
-    try:
+    with library_errors(parse_budgets):
         return parse_budgets(items or [])
-    except ValueError as e:
-        fail(str(e))
-
-
-def refuse_repeated_budgets(items: Optional[list[str]]) -> None:
-    """Refuse two ``--budget`` values for one target as an error.
-
-    The later one silently winning would screen against a budget the user may not mean.
-    """
-    seen: dict[str, str] = {}
-    for s in items or []:
-        key = s.partition("=")[0].strip()
-        if key in seen:
-            fail(f"--budget {key} given twice ({seen[key]} and {s}): give one budget per target")
-        seen[key] = s
-
-
-#: the longest file name Linux, macOS and Windows file systems take (ext4, APFS, NTFS). Units: B.
-NAME_MAX = 255
-
-
-def _blocking_file(path: Path) -> Path | None:
-    """The nearest ancestor of ``path`` that exists and is not a directory, if any."""
-    for parent in path.absolute().parents:
-        if parent.exists():
-            return None if parent.is_dir() else parent
-    return None
-
-
-def _check_writable(path: Path, option: str, need_mb: float) -> None:
-    """Refuse, before any work, an output path that cannot be written or lacks ``need_mb`` MB of free space.
-
-    Refused: a folder this process cannot write in, a file system with less than ``need_mb`` MB free. The folder
-    checked is ``path`` itself when it is an existing directory (a command writes into it), else its nearest
-    existing ancestor (where the command creates what is missing).
-    """
-    import shutil
-    import tempfile
-
-    where = path.absolute() if path.is_dir() else next(p for p in path.absolute().parents if p.exists())
-    try:  # an unnamed file (O_TMPFILE where the kernel has it): nothing is left in the folder
-        with tempfile.TemporaryFile(dir=where):
-            pass
-    except OSError as e:
-        fail(f"{option} {path}: cannot write in {where} ({e.strerror or e})")
-    free_mb = shutil.disk_usage(where).free / 1e6
-    if free_mb < need_mb:
-        fail(f"{option} {path}: {free_mb:.1f} MB free on the file system of {where}; it needs at least {need_mb:g} MB")
-
-
-def _check_name(path: Path, option: str) -> None:
-    """Refuse a path with a name longer than file systems allow (255 bytes), before anything looks it up."""
-    long = next((part for part in path.parts if len(os.fsencode(part)) > NAME_MAX), None)
-    if long is not None:
-        fail(f"{option} {path}: a name of {len(os.fsencode(long))} bytes, above the {NAME_MAX} file systems allow")
 
 
 def one_line(e: BaseException) -> str:
@@ -222,152 +173,43 @@ def one_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {text[:300]}" if text else type(e).__name__
 
 
-def check_out_file(
-    path: Path,
-    option: str = "--out",
-    need_mb: float = 1.0,
-    inputs: Mapping[str, Any] | None = None,
-    lock: bool = True,
-) -> None:
-    """Refuse, before any work, an output file path that is a directory or lies under a file.
+@contextlib.contextmanager
+def _as_usage() -> Iterator[None]:
+    """A library's refused output as the CLI's one-line usage error."""
+    from carb._safeio import OutputError
 
-    Also one that cannot be written or lies on a file system with less than ``need_mb`` MB free, one that is one of
-    the command's ``inputs`` (:func:`refuse_inputs`), and, with ``lock``, one another carb is writing
-    (:func:`lock_output`).
-    """
-    _check_name(path, option)
-    if path.is_dir():
-        fail(f"{option} {path}: is a directory (give a file path)")
-    blocker = _blocking_file(path)
-    if blocker is not None:
-        fail(f"{option} {path}: {blocker} is a file, not a directory")
-    _check_writable(path, option, need_mb)
-    refuse_inputs(path, option, inputs or {}, folder=False)
-    if lock:
-        lock_output(path, option)
+    try:
+        yield
+    except OutputError as e:
+        fail(str(e))
+
+
+def check_out_file(
+    path: Path, option: str = "--out", need_mb: float = 1.0, inputs: Mapping[str, Any] | None = None, lock: bool = True
+) -> None:
+    """:func:`carb._safeio.check_out_file` under the flag ``option``; a refusal is a usage error."""
+    with _as_usage():
+        _safeio.check_out_file(path, option, need_mb, inputs, lock)
 
 
 def check_out_dir(
-    path: Path,
-    option: str = "--out",
-    need_mb: float = 1.0,
-    inputs: Mapping[str, Any] | None = None,
-    lock: bool = True,
+    path: Path, option: str = "--out", need_mb: float = 1.0, inputs: Mapping[str, Any] | None = None, lock: bool = True
 ) -> None:
-    """Refuse, before any work, an output directory path that is a file or lies under one.
-
-    Also one that cannot be written or lies on a file system with less than ``need_mb`` MB free, one that is, holds
-    or lies in one of the command's ``inputs`` (:func:`refuse_inputs`), and, with ``lock``, one another carb is
-    writing (:func:`lock_output`).
-    """
-    _check_name(path, option)
-    if path.exists() and not path.is_dir():
-        fail(f"{option} {path}: is a file (give a directory)")
-    blocker = _blocking_file(path)
-    if blocker is not None:
-        fail(f"{option} {path}: {blocker} is a file, not a directory")
-    _check_writable(path, option, need_mb)
-    refuse_inputs(path, option, inputs or {}, folder=True)
-    if lock:
-        lock_output(path, option)
+    """:func:`carb._safeio.check_out_dir` under the flag ``option``; a refusal is a usage error."""
+    with _as_usage():
+        _safeio.check_out_dir(path, option, need_mb, inputs, lock)
 
 
 def refuse_inputs(path: Path, option: str, inputs: Mapping[str, Any], folder: bool) -> None:
-    """Refuse an output that would overwrite what the command reads.
-
-    Refused: an output that is one of ``inputs`` (flag -> a path, a list of paths, or None), and an output folder
-    (``folder``) that holds one or lies inside one. Paths are compared after resolving symbolic links; an input that
-    names no existing file or folder (a shipped dataset's or a space's name) cannot be overwritten and is skipped.
-    """
-    out = Path(os.path.realpath(path))
-    for flag, given in inputs.items():
-        for value in given if isinstance(given, (list, tuple)) else [given]:
-            if value is None or not Path(value).exists():
-                continue
-            src = Path(os.path.realpath(value))
-            if src == out:
-                fail(
-                    f"{option} {path}: is also {flag} {value}; writing it would destroy that input (give another path)"
-                )
-            if folder and out in src.parents:
-                fail(f"{option} {path}: holds {flag} {value}; writing the folder could destroy it (give another path)")
-            if src.is_dir() and src in out.parents:
-                fail(f"{option} {path}: lies inside {flag} {value}; writing there would change that input")
-
-
-#: the outputs this process holds the lock of: resolved path -> (lock file, its descriptor, folders made for it)
-_LOCKS: dict[Path, tuple[Path, int, list[Path]]] = {}
-
-
-def _lock_file(path: Path) -> Path:
-    """The lock file of an output: hidden, beside it (a short name of its own where its name is long)."""
-    import hashlib
-
-    name = f".{path.name}.lock"
-    if len(os.fsencode(name)) > NAME_MAX:
-        name = f".carb-{hashlib.sha256(os.fsencode(path.name)).hexdigest()[:16]}.lock"
-    return path.parent / name
+    """:func:`carb._safeio.refuse_inputs` under the flag ``option``; a refusal is a usage error."""
+    with _as_usage():
+        _safeio.refuse_inputs(path, option, inputs, folder)
 
 
 def lock_output(path: Path, option: str = "--out") -> None:
-    """Hold, until the command ends (:func:`release_outputs`), the exclusive lock of an output; refuse one held.
-
-    The lock is ``flock`` on a hidden file beside the output (``.NAME.lock``), made for the command and removed when
-    it ends; a process that dies drops its lock with it. Two commands writing one output would both report success
-    while one's result replaced the other's: the second is refused in one line. Folders made to hold the lock file
-    are removed again when left empty.
-    """
-    import fcntl
-
-    key = Path(os.path.realpath(path))
-    if key in _LOCKS:
-        return
-    made = [p for p in reversed(key.parents) if not p.exists()]
-    try:
-        key.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        fail(f"{option} {path}: cannot create its folder ({e.strerror or e})")
-    lock = _lock_file(key)
-    for _ in range(10):  # a lock file removed by the holder between our open and flock is retried
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            _remove_empty(made)
-            fail(
-                f"{option} {path}: another carb command is writing it (it holds {lock}); wait for it to end or "
-                "give another path"
-            )
-        try:
-            same = os.fstat(fd).st_ino == os.stat(lock).st_ino
-        except FileNotFoundError:
-            same = False
-        if same:
-            _LOCKS[key] = (lock, fd, made)
-            return
-        os.close(fd)
-    fail(f"{option} {path}: its lock file {lock} keeps changing; try again")
-
-
-def _remove_empty(folders: list[Path]) -> None:
-    """Remove the ``folders`` (outermost first in the list) that are empty, innermost first."""
-    for d in reversed(folders):
-        with contextlib.suppress(OSError):
-            d.rmdir()
-
-
-def release_outputs() -> None:
-    """Release every output lock this process holds: remove the lock files, then the folders made for them if empty.
-
-    Each lock file is removed while still locked, so that no other process can take a lock on a file that is gone.
-    """
-    while _LOCKS:
-        _, (lock, fd, made) = _LOCKS.popitem()
-        with contextlib.suppress(OSError):
-            lock.unlink()
-        os.close(fd)
-        _remove_empty(made)
+    """:func:`carb._safeio.lock_output` under the flag ``option``; a lock held elsewhere is a usage error."""
+    with _as_usage():
+        _safeio.lock_output(path, option)
 
 
 def usable_cpus() -> int:
@@ -402,6 +244,16 @@ def check_jobs(jobs: int, option: str = "--jobs") -> None:
         fail(f"{option} {jobs}: this process may use {n} CPU(s) (os.sched_getaffinity); give {option} {n} or less")
 
 
+def frame_table(frame: Any, title: str) -> Any:
+    """A frame of text cells (a library's table, e.g. :func:`carb.transfer.tables.maps_table`) as a rich table."""
+    from rich.table import Table
+
+    t = Table(*frame.columns, title=title)
+    for row in frame.itertuples(index=False):
+        t.add_row(*row)
+    return t
+
+
 #: ``--oversubscribe``, of the commands that measure with ``--threads``
 Oversubscribe = Annotated[
     bool,
@@ -413,55 +265,33 @@ Oversubscribe = Annotated[
 ]
 
 
+#: ``--precision``, of the commands that take a space's configs
+Precision = Annotated[
+    Optional[list[str]],
+    typer.Option(
+        "--precision",
+        help="Only the space's configs in this precision (repeat): e.g. fp32 on a CPU without native bf16.",
+    ),
+]
+
+
 class UserInterrupt(Exception):
     """A ``KeyboardInterrupt`` while carb ran the user's code: one line ``error: ...``, exit code 130."""
 
 
-class _OsExit(SystemExit):
-    """``os._exit(code)`` called by the user's code in carb's own process, raised instead of ending it."""
-
-
-@contextlib.contextmanager
-def _os_exit_raises() -> Iterator[None]:
-    """While the user's code runs, ``os._exit`` in this process raises :class:`_OsExit` instead of ending it.
-
-    ``os._exit`` ends a process at once, silently and with the code it is given (0 reads as success), before any
-    handler runs. A process the user's code forks still exits as it asks.
-    """
-    real, pid = os._exit, os.getpid()
-
-    def _exit(code: int) -> None:
-        if os.getpid() != pid:
-            real(code)
-        raise _OsExit(code)
-
-    os._exit = _exit  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        os._exit = real
-
-
 @contextlib.contextmanager
 def running_user_code(what: str) -> Iterator[None]:
-    """Report the user's code ending the process as its own failure, in one line.
-
-    ``SystemExit`` (``sys.exit`` at import, in a builder or in a forward) becomes a usage error (exit code 2) and
-    ``KeyboardInterrupt`` a :class:`UserInterrupt` (exit code 130), both naming ``what`` (e.g. ``--module SPEC``).
-    """
-    from carb.campaign.here import CampaignInterrupted
+    """:func:`carb.graph.usercode.running_user_code`: its exit a usage error, its interrupt a :class:`UserInterrupt`."""
+    from carb.graph.usercode import UserCodeExit, UserCodeInterrupted
+    from carb.graph.usercode import running_user_code as running
 
     try:
-        with _os_exit_raises():
+        with running(what):
             yield
-    except _OsExit as e:
-        fail(f"{what}: the code it names called os._exit({e.code!r}) while carb ran it")
-    except SystemExit as e:
-        fail(f"{what}: the code it names raised SystemExit({e.code!r}) while carb ran it")
-    except CampaignInterrupted:  # carb's own campaign stopped, not the user's code: main() says so
-        raise
-    except KeyboardInterrupt:
-        raise UserInterrupt(f"{what}: interrupted (KeyboardInterrupt) while carb ran the code it names") from None
+    except UserCodeExit as e:
+        fail(str(e))
+    except UserCodeInterrupted as e:
+        raise UserInterrupt(str(e)) from None
 
 
 #: the flag of a library parameter whose flag is not ``--`` and its name with dashes
@@ -475,6 +305,7 @@ FLAGS: dict[str, str] = {
     "measured": "--data",
     "visits": "--rounds",
     "z": "--margin",
+    "budget": "--budget",
 }
 
 
@@ -484,12 +315,12 @@ def flag_of(param: str) -> str:
 
 
 @contextlib.contextmanager
-def library_errors(fn: Any = None) -> Iterator[None]:
+def library_errors(fn: Any = None, only_params: bool = False) -> Iterator[None]:
     """A library call's bad input as the CLI's one line.
 
     A parameter's rule is said under its flag; any other ``ValueError`` (CARB's one-line errors: a bad model,
     space, capture or data) as it is, its leading parameter name (``samples: ...``), where it is one of ``fn``'s
-    parameters, as its flag.
+    parameters (or, unless ``only_params``, of :data:`FLAGS`), as its flag.
     """
     import inspect
 
@@ -502,6 +333,7 @@ def library_errors(fn: Any = None) -> Iterator[None]:
     except ValueError as e:
         msg = " ".join(str(e).split()) or type(e).__name__
         head = re.match(r"([a-z_]+)([: ])", msg)
-        if head and (head.group(1) in FLAGS or (fn is not None and head.group(1) in inspect.signature(fn).parameters)):
+        params = inspect.signature(fn).parameters if fn is not None else {}
+        if head and ((head.group(1) in FLAGS and not only_params) or head.group(1) in params):
             msg = flag_of(head.group(1)) + msg[len(head.group(1)) :]
         fail(msg)

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import json
-import math
 from pathlib import Path
 from typing import Any, Optional
 
-from ._app import UsageError, atomic_file
+from ._app import UsageError
 
 __all__ = [
     "load_data",
@@ -22,7 +20,6 @@ __all__ = [
 ]
 
 
-LATENCY_CHOICES = ("corrected", "raw")
 LATENCY_HELP = (
     "corrected (default): for rows timed with the paired speed sentinel, use their latency at the "
     "campaign's median speed (latency_ms_norm); other rows keep the raw median; raw: the raw medians. "
@@ -63,49 +60,23 @@ def load_data(spec: str, platform: str | None = None):
 
 
 def latency_view(df, latency: str):
-    """Return the rows with ``latency_ms`` as ``--latency`` asks, and a few words saying which.
+    """:func:`carb.datasets.views.latency_view`: the rows with ``latency_ms`` as ``--latency`` asks, and which."""
+    from carb.datasets.views import latency_view as view
 
-    ``corrected`` puts it at the campaign's median speed in the rows timed with the paired sentinel
-    (:func:`carb.campaign.speed.corrected`, the raw median kept as ``latency_ms_raw``).
-    """
-    from carb.campaign import speed as drift
+    from ._app import library_errors
 
-    if latency not in LATENCY_CHOICES:
-        raise usage(f"--latency {latency}: expected one of {', '.join(LATENCY_CHOICES)}")
-    if latency == "raw":
-        return df, "raw medians"
-    out = drift.corrected(df, paired_only=True)
-    if "latency_ms_raw" not in out.columns:
-        has = "latency_ms_norm" in df.columns and df["latency_ms_norm"].notna().any()
-        return out, (
-            "raw medians (the data's speed index comes from readings between visits, which "
-            "corrected no better than raw)"
-            if has
-            else "raw medians (the data has no speed index)"
-        )
-    n = out.attrs["corrected_rows"]
-    return out, (
-        f"drift-corrected: latency_ms_norm, at the campaign's median speed ({n:,} of {len(out):,} rows; "
-        "rows without a paired sentinel keep the raw median)"
-        if n < len(out)
-        else f"drift-corrected: latency_ms_norm, at the campaign's median speed (all {n:,} rows)"
-    )
+    with library_errors(view):
+        return view(df, latency)
 
 
 def parse_budgets(items: list[str] | None) -> dict[str, float]:
     """Parse ``["energy_j=75", "latency_ms=3"]`` into ``{"energy_j": 75.0, "latency_ms": 3.0}``.
 
-    This is carb.decide.screen's parser; its ValueError becomes a usage error.
+    This is carb.decide.screen's parser; its ValueError becomes a usage error under ``--budget``.
     """
-    from carb.decide.screen import parse_budgets as parse
+    from ._app import parse_budget_options
 
-    from ._app import refuse_repeated_budgets
-
-    refuse_repeated_budgets(items)
-    try:
-        return parse(items or [])
-    except ValueError as e:
-        raise usage(f"--budget: {e}") from None
+    return parse_budget_options(items)
 
 
 def check_preset(names: list[str]) -> None:
@@ -117,22 +88,14 @@ def check_preset(names: list[str]) -> None:
             raise usage(f"--preset {p}: unknown preset (expected one of {', '.join([AUTO, *PRESETS, *BASELINES])})")
 
 
-def present_targets(df) -> list[str]:
-    """The targets the rows have a value of, in CARB's order."""
-    from carb.model import TARGETS
-
-    return [t for t in TARGETS if t in df.columns and df[t].notna().any()]
-
-
 def check_budget_targets(budgets: dict[str, float], df, where: str) -> None:
-    """Refuse a budget on a target the rows lack (energy on a latency-only platform).
+    """Refuse a budget on a target the rows lack (:func:`carb.decide.screening.check_budget_targets`) under --budget."""
+    from carb.decide.screening import check_budget_targets as check
 
-    It is a usage error naming the targets there are.
-    """
-    present = present_targets(df)
-    for t in budgets:
-        if t not in present:
-            raise usage(f"--budget {t}: {where} has no {t} (targets there: {', '.join(present) or 'none'})")
+    from ._app import library_errors
+
+    with library_errors(check):
+        check(budgets, df, where)
 
 
 def check_power_latency(df, where: str) -> None:
@@ -141,7 +104,9 @@ def check_power_latency(df, where: str) -> None:
     On such rows (a latency-only platform, our CPUs) it is a usage error naming the targets there are: the baseline
     is an energy prediction (a model's latency x the median power), and would otherwise leave an empty table.
     """
-    present = present_targets(df)
+    from carb.datasets.views import targets_of
+
+    present = targets_of(df)
     lacking = [t for t in ("energy_j", "latency_ms") if t not in present]
     if lacking:
         raise usage(
@@ -169,22 +134,8 @@ def load_prior(prior: Optional[Path], n_jobs: int) -> Any:
 
 
 def write_json(res: dict[str, Any], json_out: Path, console: Any) -> None:
-    """Write ``res`` to ``json_out`` as JSON (NaN as null) and say so."""
-    with atomic_file(json_out) as tmp:
-        tmp.write_text(json.dumps(_clean(res), indent=2, allow_nan=False) + "\n")
+    """Write ``res`` to ``json_out`` as JSON (NaN as null: :func:`carb._safeio.write_json`) and say so."""
+    from carb._safeio import write_json as write
+
+    write(json_out, res)
     console.print(f"wrote {json_out}")
-
-
-def _clean(o: Any) -> Any:
-    """JSON-ready copy: numpy scalars as Python numbers, NaN and infinities as null."""
-    import numpy as np
-
-    if isinstance(o, dict):
-        return {str(k): _clean(v) for k, v in o.items()}
-    if isinstance(o, (list, tuple)):
-        return [_clean(v) for v in o]
-    if isinstance(o, np.generic):
-        o = o.item()
-    if isinstance(o, float) and not math.isfinite(o):
-        return None
-    return o

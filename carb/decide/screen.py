@@ -158,12 +158,17 @@ def parse_budgets(specs: Sequence[str]) -> dict[str, float]:
         Target -> budget.
 
     Raises:
-        ValueError: an unknown target, or a value that is not a finite number > 0.
+        ValueError: an unknown target, a value that is not a finite number > 0, or two budgets for one target (the
+            later one silently winning would screen against a budget the user may not mean).
     """
     out: dict[str, float] = {}
+    seen: dict[str, str] = {}
     for s in specs:
         key, sep, val = s.partition("=")
         key = key.strip()
+        if key in seen:
+            raise ValueError(f"budget {key} given twice ({seen[key]} and {s}): give one budget per target")
+        seen[key] = s
         if not sep or key not in _TARGETS:
             raise ValueError(f"budget {s!r}: expected TARGET=VALUE with TARGET one of {', '.join(_TARGETS)}")
         try:

@@ -27,13 +27,13 @@ from carb.model import BundleError
 
 from .calibrate import CALIBRATION_FILE, fit_calibrated, load_calibrated
 
-__all__ = ["MODEL_FILES", "calibrate_from", "load_model", "machine_of", "model_kind"]
+__all__ = ["CONFIG_MODELS", "MODEL_FILES", "calibrate_from", "load_model", "machine_of", "model_kind"]
 
 
-def _load_bundle(d: Path) -> Any:
+def _load_bundle(d: Path, **kwargs: Any) -> Any:
     from carb.model import load
 
-    return load(d)
+    return load(d, **kwargs)
 
 
 def _load_network(d: Path) -> Any:
@@ -44,7 +44,7 @@ def _load_network(d: Path) -> Any:
 
 #: the file that marks each kind of model directory, in the order they are looked for,
 #: with the loader of that kind
-MODEL_FILES: dict[str, tuple[str, Callable[[Path], Any]]] = {
+MODEL_FILES: dict[str, tuple[str, Callable[..., Any]]] = {
     "calibrated": (CALIBRATION_FILE, load_calibrated),
     "bundle": ("manifest.json", _load_bundle),
     "network": ("netmodel.json", _load_network),
@@ -75,7 +75,18 @@ def model_kind(directory: str | Path) -> str | None:
     return None
 
 
-def load_model(path_or_name: str | Path) -> Any:
+#: the kinds of model that predict configs (``predict(DataFrame)``): what screening and config predictions take
+CONFIG_MODELS = ("calibrated", "bundle")
+
+#: how each kind's marker file is named in an error
+_MADE_BY = {
+    "bundle": "no manifest.json from carb train",
+    "calibrated": f"no {CALIBRATION_FILE} from carb calibrate",
+    "network": "no netmodel.json of a network model",
+}
+
+
+def load_model(path_or_name: str | Path, kinds: Sequence[str] = tuple(MODEL_FILES), n_jobs: int | None = None) -> Any:
     """Load any model directory: a CARB bundle, a calibrated model or a network model.
 
     No code runs from the files. A config model (bundle or calibrated) predicts configs
@@ -85,6 +96,10 @@ def load_model(path_or_name: str | Path) -> Any:
     Args:
         path_or_name: a model directory, or the name of a shipped network model (e.g.
             ``layers-cpu-avx2-1t``, :data:`carb.netmodel.SHIPPED`).
+        kinds: the kinds accepted (:data:`MODEL_FILES`; :data:`CONFIG_MODELS` for a config
+            model); a folder of another kind is refused as no model, and only with
+            ``"network"`` among them is a name looked up among the shipped network models.
+        n_jobs: threads per learner of a bundle (None: as saved).
 
     Returns:
         The predictor: a :class:`carb.model.CARB`, a
@@ -102,16 +117,16 @@ def load_model(path_or_name: str | Path) -> Any:
     """
     from carb.netmodel import SHIPPED
 
-    d = _resolve(path_or_name)
+    d = _resolve(path_or_name) if "network" in kinds else Path(path_or_name)
     if not d.is_dir():
-        raise BundleError(f"{d}: no such model directory (shipped network models: {', '.join(SHIPPED)})")
+        shipped = f" (shipped network models: {', '.join(SHIPPED)})" if "network" in kinds else ""
+        raise BundleError(f"{d}: no such model directory{shipped}")
     kind = model_kind(d)
-    if kind is None:
-        raise BundleError(
-            f"{d}: not a model directory (no manifest.json from carb train, no {CALIBRATION_FILE} "
-            f"from carb calibrate, no netmodel.json of a network model)"
-        )
-    model = MODEL_FILES[kind][1](d)
+    if kind is None or kind not in kinds:
+        made_by = [_MADE_BY[k] for k in ("bundle", "calibrated", "network") if k in kinds]
+        raise BundleError(f"{d}: not a model directory ({', '.join(made_by)})")
+    loader = MODEL_FILES[kind][1]
+    model = loader(d, n_jobs=n_jobs) if kind == "bundle" and n_jobs is not None else loader(d)
     try:  # where it came from: a calibration saves a config model beside a copy of this directory
         model.directory_ = d
     except AttributeError:  # a predictor with slots

@@ -535,7 +535,7 @@ def test_carb_spread_scale_and_chance_within_budget(tmp_path):
 def test_screen_hint_when_much_is_left_to_measure():
     """`carb screen` says how wide the target's intervals are when less than 80% was decided
     (SYNTHETIC decisions table)."""
-    from carb.cli.screen import _width_hint
+    from carb.decide.screening import width_hint as _width_hint
 
     d = pd.DataFrame(
         {
@@ -552,7 +552,7 @@ def test_screen_hint_when_much_is_left_to_measure():
     assert h.startswith("hint: 40% were too close") and "latency_ms x/÷2.0" in h and "memory_mb ±10%" in h
     assert _width_hint({**s, "decided_share": 0.85}, d) is None
     assert _width_hint({**s, "budgets": {"energy_j": 1.0}}, d) is None  # no interval for that target
-    from carb.cli.screen import _crowd_hint
+    from carb.decide.screening import crowd_hint as _crowd_hint
 
     crowd = {
         "memory_mb": {"half_width_rel": 0.028, "share_within": 0.31},
