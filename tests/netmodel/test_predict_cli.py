@@ -45,9 +45,9 @@ def nets(tmp_path):
 @pytest.fixture
 def small_machine(monkeypatch):
     """A machine of 100 MB."""
-    import carb.cli.predict as cli_predict
+    import carb.transfer.network as priced_here
 
-    monkeypatch.setattr(cli_predict, "physical_memory_bytes", lambda: 100_000_000)
+    monkeypatch.setattr(priced_here, "physical_memory_bytes", lambda: 100_000_000)
 
 
 def test_an_input_or_activations_this_machine_cannot_hold_are_refused(cli, nets, small_machine) -> None:
