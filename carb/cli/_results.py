@@ -1,17 +1,12 @@
-"""The tables of ``carb evaluate`` (presets compared per target) and the console the model commands print on."""
+"""The tables of ``carb evaluate`` (:mod:`carb.report.evaluation`) and the console the model commands print on."""
 
 from __future__ import annotations
 
-import math
-from typing import Any
+from carb.report.evaluation import fmt_share as _pct
+from carb.report.evaluation import fmt_value as _fmt
+from carb.report.evaluation import print_results
 
-
-def _fmt(v: Any, spec: str) -> str:
-    return "—" if v is None or (isinstance(v, float) and not math.isfinite(v)) else format(v, spec)
-
-
-def _pct(v: Any, spec: str) -> str:
-    return "—" if v is None or not math.isfinite(v) else format(100 * v, spec) + "%"
+__all__ = ["_console", "_fmt", "_pct", "print_results"]
 
 
 def _console():
@@ -20,78 +15,3 @@ def _console():
     c = Console()
     # piped to a file or a log: do not squeeze the tables into 80 columns
     return c if c.is_terminal else Console(width=150)
-
-
-def print_results(res: dict[str, Any], console) -> None:
-    """One rich table per target: models as rows, metrics as columns.
-
-    The row of ``res["recommended_preset"]`` (set by ``carb evaluate`` when it picks the data's
-    family preset) is marked ``*``; each table's caption says what the false-accept columns count.
-    """
-    from rich.table import Table
-
-    from carb.model import UNITS
-
-    rows = res["rows"]
-    recommended = res.get("recommended_preset")
-    console.print(
-        f"split [bold]{res['split']}[/bold] (seed {res['seed']}): {rows['train']} train / "
-        f"{rows['test']} test of {rows['ok']} ok rows; intervals at "
-        f"{100 * res['coverage_nominal']:g}% nominal coverage; R² on the original scale"
-        + (
-            f"; {rows['duplicates']:,} row(s) repeat a config, kept on one side with it"
-            if rows.get("duplicates")
-            else ""
-        )
-    )
-    for t in res["targets"]:
-        u = UNITS[t]
-        table = Table(
-            "model",
-            "R²",
-            "R² log",
-            f"MAE {u}",
-            "MAPE",
-            "±10%",
-            "ρ",
-            "cover",
-            f"width {u}",
-            f"acc@{res['budgets'][t]:.3g}",
-            "FA/over",
-            "FA/acc",
-            "fit s",
-            title=f"{t} ({u}); budget {res['budgets'][t]:.4g} {u}",
-            caption=_caption(recommended if recommended in res["results"] else None),
-        )
-        for model, by_target in res["results"].items():
-            m = by_target[t]
-            table.add_row(
-                f"{model} *" if model == recommended else model,
-                _fmt(m["r2"], ".3f"),
-                _fmt(m["r2_log"], ".3f"),
-                _fmt(m["mae"], ".3g"),
-                _pct(m["mape"], ".1f"),
-                _pct(m["within_10pct"], ".0f"),
-                _fmt(m["spearman"], ".3f"),
-                _pct(m["coverage"], ".0f"),
-                _fmt(m["mean_width"], ".3g"),
-                _pct(m["budget_accuracy"], ".0f"),
-                _pct(m["false_accept_rate"], ".1f"),
-                _pct(m.get("false_discovery_rate"), ".1f"),
-                f"{res['fit_seconds'][model]:.1f}",
-            )
-        console.print(table)
-    skipped = {m: [t for t in res["targets"] if t not in tr] for m, tr in res["trained"].items()}
-    for m, ts in skipped.items():
-        if ts:
-            console.print(f"{m}: not trained for {', '.join(ts)}")
-    for m, why in res.get("skipped", {}).items():
-        console.print(f"{m}: not run ({why})")
-
-
-def _caption(recommended: str | None) -> str:
-    """The caption under each ``carb evaluate`` table: the false-accept columns, and the ``*`` row if any."""
-    lines = ["FA/over: share of the over-budget configs accepted", "FA/acc: share of the accepted configs over budget"]
-    if recommended:
-        lines.append(f"* {recommended}: the recommended preset for these data")
-    return "\n".join(lines)

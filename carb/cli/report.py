@@ -12,7 +12,7 @@ from typing import List, Optional
 
 import typer
 
-from ._app import UsageError, app, check_out_dir
+from ._app import UsageError, app, check_out_dir, library_errors
 
 __all__ = ["report"]
 
@@ -52,17 +52,15 @@ def report(
     """
     from rich.console import Console
 
-    from carb.report import ReportError, write_report
+    from carb.report import write_report
 
-    if not 0 < holdout < 1:
-        raise _usage(f"--holdout {holdout:g}: must be between 0 and 1")
     if model is not None and not model.is_dir():
         raise _usage(f"--model {model}: no such folder")
     if screen_dir is not None and not screen_dir.is_dir():
         raise _usage(f"--screen {screen_dir}: no such folder")
     check_out_dir(out, inputs={"--data": list(data), "--model": model, "--screen": screen_dir})
     err = Console(stderr=True)
-    try:
+    with library_errors(write_report):  # its rules (holdout in (0, 1)) under their flags
         path = write_report(
             out,
             data=list(data),
@@ -73,8 +71,6 @@ def report(
             transfer=not no_transfer,
             say=lambda m: err.print("• " + m),
         )
-    except ReportError as e:
-        raise _usage(str(e)) from None
     doc = json.loads((out / "report.json").read_text())
     if json_out:
         keep = ("data", "model", "accuracy", "scaling", "pareto", "figures", "notes")
