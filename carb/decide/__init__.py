@@ -3,6 +3,7 @@
 - :mod:`~carb.decide.screen`: accept / reject / measure under budgets, Stage 1 and Stage 2.
 - :mod:`~carb.decide.pareto`: objectives, the exact non-dominated filter, hypervolume.
 - :mod:`~carb.decide.validate`: scoring decisions against measured truth.
+- :mod:`~carb.decide.screening`: what a screening says and writes (hints, its folder, the shortlist as text).
 - :mod:`~carb.decide.validation`: what ``carb validate`` does: a screening's calls scored here or on a dataset.
 - :func:`calls`: the three-way budget calls (accept / reject / measure) of a table of predictions.
 """

@@ -7,6 +7,8 @@
 - :mod:`~carb.transfer.load`: one loader for every model directory
   (:func:`~carb.transfer.load.load_model`) and one calibration call for every model
   (:func:`~carb.transfer.here.calibrate`: from K rows, or measured here).
+- :mod:`~carb.transfer.network`: pricing on this machine (:func:`~carb.transfer.network.price_network`,
+  :func:`~carb.transfer.network.predict_configs`); :mod:`~carb.transfer.tables`: a calibration as tables.
 - The maps themselves (:class:`LogMap`, :func:`fit_log_map`, ...) live in
   :mod:`carb.model.maps`, so that the network model can use them too; they are re-exported here.
 
