@@ -8,10 +8,12 @@ raylet by pid. The environment is the one the install leaves, less Ray's usage-s
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -31,8 +33,10 @@ def free_port() -> int:
 class Cluster:
     """A head and worker nodes started with `ray start`, stopped by process group."""
 
-    def __init__(self, root: Path) -> None:
-        self.root = Path(root)
+    def __init__(self) -> None:
+        # a short folder of its own: a node's socket paths (temp dir + ~70 characters of session
+        # and socket names) must fit in 107 bytes, which a pytest temp dir under xdist does not
+        self.root = Path(tempfile.mkdtemp(prefix="carb-ray-"))
         self.groups: dict[str, int] = {}
         self.address = ""
 
@@ -104,3 +108,4 @@ class Cluster:
         for name in self.groups:
             self.stop_node(name)
         time.sleep(0.5)
+        shutil.rmtree(self.root, ignore_errors=True)

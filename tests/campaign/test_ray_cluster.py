@@ -38,8 +38,8 @@ N = 24
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    c = Cluster(tmp_path_factory.mktemp("rc"))
+def cluster():
+    c = Cluster()
     try:
         c.start_head()
         c.add_node("a")
