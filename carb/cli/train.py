@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 import typer
 
@@ -16,6 +16,7 @@ from ._data import (
     load_prior,
     usage,
 )
+from ._flags import python_errors
 from ._results import _console
 
 __all__ = ["train"]
@@ -117,41 +118,14 @@ def train(
         raise usage(f"--out {out}: writing the bundle failed ({one_line(e)}); nothing was written") from None
     for w in trained.warnings:
         console.print(f"[yellow]warning[/yellow]: {w}")
-    _say_trained(trained.model, out, plan.preset, prior, latency_note, trained.holdout, console)
-
-
-def _say_trained(
-    model: Any,
-    out: Path,
-    preset: str,
-    prior: Optional[Path],
-    latency_note: str,
-    hold: dict[str, Any] | None,
-    console: Any,
-) -> None:
-    """``carb train``'s closing lines: what it wrote, the prior, the latency, the cross-validated and holdout scores."""
-    cv = ", ".join(f"{t} R² log {m['r2_log']:.3f} / MAPE {100 * m['mape']:.1f}%" for t, m in model.cv_metrics_.items())
-    console.print(
-        f"wrote {out}: preset {preset}, {model.n_train_rows_} rows, targets {', '.join(model.targets_)}"
-        + (f" (not trained: {', '.join(model.missing_targets_)})" if model.missing_targets_ else "")
-    )
-    if model.prior_columns_:
-        console.print(f"reads the prior {prior}: {', '.join(model.prior_columns_)} (saved in {out}/prior)")
-    if "latency_ms" in model.targets_:
-        console.print(f"latency trained on: {latency_note}")
-    console.print(f"cross-validated: {cv}")
-    if hold:
-        console.print(
-            "holdout: "
-            + ", ".join(f"{t} R² {m['r2']:.3f} / MAPE {100 * m['mape']:.1f}%" for t, m in hold["metrics"].items())
-        )
+    for line in trained.lines(prior, latency_note):
+        console.print(line)
 
 
 def _check_train_out(out: Path, force: bool) -> None:
     """``carb train --out``: a new or empty directory, or (with ``--force``) a model bundle."""
+    from carb.model.training import check_out
+
     check_out_dir(out, need_mb=BUNDLE_MB)
-    if out.is_dir() and any(out.iterdir()):
-        if not (out / "manifest.json").is_file():
-            raise usage(f"--out {out}: exists and is not a CARB model bundle; choose a new directory")
-        if not force:
-            raise usage(f"--out {out}: holds a model bundle already; give --force to replace it")
+    with python_errors(check_out):
+        check_out(out, force)

@@ -21,7 +21,7 @@ from typing import Any
 
 import pandas as pd
 
-__all__ = ["TrainingPlan", "Trained", "plan_training", "train_bundle"]
+__all__ = ["TrainingPlan", "Trained", "check_out", "plan_training", "train_bundle"]
 
 
 @dataclass
@@ -63,6 +63,48 @@ class Trained:
     path: Path
     holdout: dict[str, Any] | None = None
     warnings: list[str] = field(default_factory=list)
+
+    def lines(self, prior: str | Path | None = None, latency: str | None = None) -> list[str]:
+        """What was written, the prior read, the latency learned, the cross-validated and holdout scores, in lines.
+
+        Args:
+            prior: where the prior came from, named in its line.
+            latency: which latency the rows held, said where the model learns latency.
+        """
+        m, out = self.model, self.path
+        said = [
+            f"wrote {out}: preset {m.preset}, {m.n_train_rows_} rows, targets {', '.join(m.targets_)}"
+            + (f" (not trained: {', '.join(m.missing_targets_)})" if m.missing_targets_ else "")
+        ]
+        if m.prior_columns_:
+            said.append(f"reads the prior {prior}: {', '.join(m.prior_columns_)} (saved in {out}/prior)")
+        if "latency_ms" in m.targets_:
+            said.append(f"latency trained on: {latency}")
+        cv = m.cv_metrics_.items()
+        said.append(
+            "cross-validated: "
+            + ", ".join(f"{t} R² log {s['r2_log']:.3f} / MAPE {100 * s['mape']:.1f}%" for t, s in cv)
+        )
+        if self.holdout:
+            scores = self.holdout["metrics"].items()
+            said.append(
+                "holdout: " + ", ".join(f"{t} R² {s['r2']:.3f} / MAPE {100 * s['mape']:.1f}%" for t, s in scores)
+            )
+        return said
+
+
+def check_out(out: str | Path, force: bool = False) -> None:
+    """Refuse a bundle directory that holds something else, or a bundle already unless ``force`` (it is replaced).
+
+    Raises:
+        ValueError: naming the parameter.
+    """
+    out = Path(out)
+    if out.is_dir() and any(out.iterdir()):
+        if not (out / "manifest.json").is_file():
+            raise ValueError(f"out {out}: exists and is not a CARB model bundle; choose a new directory")
+        if not force:
+            raise ValueError(f"out {out}: holds a model bundle already; give force= to replace it")
 
 
 def plan_training(df: pd.DataFrame, preset: str = "auto", holdout: float = 0.0, seed: int = 0) -> TrainingPlan:

@@ -6,6 +6,7 @@ import pytest
 
 from carb import datasets
 from carb.model import BundleError, load, plan_training, train_bundle
+from carb.model.training import check_out
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +31,24 @@ def test_train_bundle_writes_a_bundle_with_its_holdout_and_facts(rows, tmp_path)
     assert trained.path == tmp_path / "m" and set(trained.holdout["metrics"]) == set(trained.model.targets_)
     back = load(tmp_path / "m")
     assert back.n_train_rows_ == len(plan.train)
+    lines = trained.lines(latency="raw medians")
+    assert lines[0].startswith(f"wrote {tmp_path / 'm'}: preset fast, {len(plan.train)} rows")
+    assert lines[-2].startswith("cross-validated: ") and lines[-1].startswith("holdout: ")
+    assert ("latency trained on: raw medians" in lines) == ("latency_ms" in trained.model.targets_)
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "x.txt").write_text("not a bundle")
     with pytest.raises(BundleError):
         train_bundle(plan, tmp_path / "other")
+
+
+def test_check_out_refuses_a_folder_of_something_else_and_a_bundle_without_force(rows, tmp_path):
+    check_out(tmp_path / "new")
+    (tmp_path / "junk").mkdir()
+    (tmp_path / "junk" / "x.txt").write_text("x")
+    with pytest.raises(ValueError, match=r"^out .*junk: exists and is not a CARB model bundle"):
+        check_out(tmp_path / "junk")
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "manifest.json").write_text("{}")
+    with pytest.raises(ValueError, match="holds a model bundle already; give force= to replace it"):
+        check_out(tmp_path / "m")
+    check_out(tmp_path / "m", force=True)
