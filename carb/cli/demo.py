@@ -11,7 +11,6 @@ from rich.table import Table
 from ._app import Oversubscribe, app, check_out_dir, check_threads, console, parse_budget_options
 from ._flags import python_errors
 from ._progress import campaign_progress
-from .screen import _space_frame
 
 __all__ = ["demo"]
 
@@ -76,17 +75,12 @@ def demo(
     """
     from carb.demo import DEMO_ROUNDS, DemoSettings, check_demo, default_threads, run_demo
 
-    with python_errors(check_demo, source="--source"):
+    with python_errors(check_demo, "precision", source="--source"):
         check_demo(device, threads)
-    check_threads(threads, oversubscribe)
-    check_out_dir(out, inputs={"--source": source})
+        check_threads(threads, oversubscribe)
+        check_out_dir(out, inputs={"--source": source})
+        check_demo(source=source, precisions=precision)  # after the output's checks: it reads --source
     threads = threads or (default_threads() if device == "cpu" else None)
-    if precision:
-        from carb.families import space
-
-        _space_frame(space.load(DemoSettings.space), precision)  # an unknown precision: one line, exit 2
-    with python_errors(check_demo, source="--source"):
-        check_demo(source=source)
     settings = DemoSettings(
         out=out,
         device=device,

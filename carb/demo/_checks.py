@@ -3,21 +3,32 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+
+from ._settings import DemoSettings
 
 __all__ = ["check_demo"]
 
 
-def check_demo(device: str = "cpu", threads: int | None = None, source: str | None = None) -> None:
+def check_demo(
+    device: str = "cpu",
+    threads: int | None = None,
+    source: str | None = None,
+    precisions: Sequence[str] | None = None,
+    space: str = DemoSettings.space,
+) -> None:
     """Refuse, before any work, a device this machine cannot measure on, its threads, or a source it cannot learn.
 
     Args:
         device: ``cpu``, ``cuda`` or ``cuda:<index>``.
         threads: CPU threads (``None``: the default).
         source: the dataset the source model is trained on (``None``: the shipped ``cpu-1t``).
+        precisions: the precisions of ``space`` to screen (``None``: the default).
+        space: the space the demo screens.
 
     Raises:
-        ValueError: threads off the CPU, an unknown or absent device, a source that is unreadable, has no
-            measured latency or holds rows of another family than the cpu space's.
+        ValueError: threads off the CPU, an unknown or absent device, a precision the space lacks, a source that
+            is unreadable, has no measured latency or holds rows of another family than the cpu space's.
     """
     if device != "cpu" and threads is not None:
         raise ValueError("threads applies to device=cpu only")
@@ -30,6 +41,14 @@ def check_demo(device: str = "cpu", threads: int | None = None, source: str | No
 
         if int(m.group(1) or 0) >= torch.cuda.device_count():
             raise ValueError(f"device {device}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+    if precisions:
+        from carb.families.space import SpaceError
+        from carb.transfer.here import space_frame
+
+        try:
+            space_frame(space, precisions)
+        except SpaceError as e:  # "precision bf16: not in space cpu (...)"
+            raise ValueError(str(e)) from None
     if source is not None:
         _check_source(source)
 
