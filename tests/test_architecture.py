@@ -93,11 +93,10 @@ MAX_MODULE_LINES = 700
 MAX_FUNCTION_LINES = 100
 #: A ratchet, not a waiver: modules and functions over the limits today, each at most its present size (it may
 #: only shrink) until it is split: the layers family by op group, the ONNX reader by node kind, capture's
-#: geometry readers by rank, the store's reading from its writing, the network model's fallback apart.
+#: geometry readers by rank, the store's reading from its writing.
 OVER_LIMIT: dict[str, int] = {
     "carb/families/layers.py": 1319,
     "carb/graph/onnx.py": 934,
-    "carb/netmodel/layers.py": 798,
     "carb/campaign/store.py": 750,
     "carb/graph/_geometry.py": 718,
 }

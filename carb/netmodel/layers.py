@@ -17,36 +17,35 @@ measured op left out in turn) widens its interval (:func:`fit_fallback`).
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
-from scipy.optimize import nnls
 
-from carb.netmodel.io import FOREST_FILE, ModelError
-
-#: Classes pooled for the roofline when a class has few measurements.
-_MEMORY_BOUND = (
-    "relu",
-    "hardswish",
-    "hardsigmoid",
-    "sigmoid",
-    "silu",
-    "gelu",
-    "tanh",
-    "softmax",
-    "bn",
-    "layernorm",
-    "pool",
-    "gap",
-    "add",
-    "mul",
-    "cat",
-    "copy",
+from carb.netmodel.fallback import (  # noqa: F401  (the fallback's names, read from here too)
+    _FALLBACK_OF,
+    FALLBACK_CLASSES,
+    GENERIC,
+    OP_DATASETS,
+    OWN,
+    _fallback_doc,
+    dataset_fallback,
+    fallback_class,
+    fallback_unit,
+    fit_fallback,
+    fit_op_rooflines,
 )
+from carb.netmodel.io import FOREST_FILE, ModelError
+from carb.netmodel.roofline import (  # noqa: F401  (the roofline's names, read from here too)
+    _MEMORY_BOUND,
+    FEATURES_VERSION,
+    _apply_roofline,
+    _roofline,
+    _work,
+    op_class,
+)
+
 #: Weights of the forest's correction that :meth:`LayerModel.fit` chooses among.
 SHRINKS = (0.0, 0.5, 1.0)
 #: Layer features of version 1: log-shapes, kernel, stride, inputs, broadcast.
@@ -76,45 +75,8 @@ _FEATURES_V2 = _FEATURES_V1 + ["l_ws", "l_ai"]
 #: No shape feature says which path runs, and the two differ most on narrow layers (a
 #: 4-channel 3x3 convolution of a 32 px map: 0.03 ms native at batch 1, 0.11 ms oneDNN at 2).
 _FEATURES = _FEATURES_V2 + ["onednn"]
-#: Version of the layer features :meth:`LayerModel.fit` uses; a saved model keeps its own.
-FEATURES_VERSION = 3
 #: The feature names of each version (a saved model predicts with its own version's).
 _FEATURES_BY_VERSION = {1: _FEATURES_V1, 2: _FEATURES_V2, 3: _FEATURES}
-
-
-def op_class(layers: pd.DataFrame) -> np.ndarray:
-    """Cost class of each layer row, from its ``op`` and shapes.
-
-    ``conv``, ``conv_grouped``, ``conv_dw`` (groups == input channels), ``conv_dilated`` (any
-    dilation above 1), ``relu`` (ReLU and ReLU6), ``pool`` (max and average; ``pool1d``,
-    ``pool3d`` for the 1-D and 3-D ones), ``layernorm_strided`` (a layer norm of a
-    non-contiguous view: its kernel copies it first), ``conv`` too for a linear layer over several rows
-    per image (a pointwise convolution's GEMM), the other ops by name; ``view`` costs
-    nothing of its own.
-    """
-    op = layers["op"].astype(str).to_numpy()
-    out = op.astype(object).copy()
-    g = layers["groups"].to_numpy()
-    cin = layers["cin"].to_numpy()
-    conv = op == "conv"
-    out[conv & (g > 1) & (g == cin)] = "conv_dw"
-    out[conv & (g > 1) & (g != cin)] = "conv_grouped"
-    if "dilation" in layers:  # a dilated convolution runs other kernels: a class of its own
-        out[conv & (layers["dilation"].to_numpy() > 1)] = "conv_dilated"
-    if "geometry" in layers:  # a layer norm of a permuted view copies it first (torchvision's LayerNorm2d)
-        strided = (op == "layernorm") & layers["geometry"].astype(str).str.contains("contiguous=0", regex=False)
-        out[strided.to_numpy()] = "layernorm_strided"
-    out[op == "relu6"] = "relu"
-    out[(op == "maxpool") | (op == "avgpool")] = "pool"
-    out[(op == "maxpool1d") | (op == "avgpool1d")] = "pool1d"
-    out[(op == "maxpool3d") | (op == "avgpool3d")] = "pool3d"
-    # a linear layer over many rows per image (tokens, or ConvNeXt's channels-last MLP) is
-    # the GEMM of a pointwise convolution on an H x W map: priced as one (the measured
-    # linear layers are classifier heads, one row per image, whose GEMV-like speed
-    # over-prices such layers 2-3x)
-    rows = layers["h"].to_numpy() * layers["w"].to_numpy()
-    out[(op == "linear") & (rows > 1)] = "conv"
-    return out
 
 
 def onednn_conv(layers: pd.DataFrame, threads: int = 1) -> np.ndarray:
@@ -173,38 +135,6 @@ def _onednn_mb(layers: pd.DataFrame, memory_mb: np.ndarray, threads: int = 1) ->
     return d if d > 0 else None
 
 
-def _work(layers: pd.DataFrame, cls: np.ndarray, version: int = FEATURES_VERSION) -> np.ndarray:
-    """Work of each layer row for the rooflines and features. Units: FLOP (pooling: window reads).
-
-    ``flops`` as captured, except (version >= 2) pooling, which counts no FLOP but reads
-    ``kernel**2`` inputs per output (a 3x3 stride-1 max pool of 256x112x112 takes 98 ms, a
-    2x2 stride-2 one of the same input 19 ms: bytes alone price both alike); a 1-D or 3-D
-    pooling reads its window's size (``kernel * kernel_w * kernel_d``).
-    """
-    f = layers["flops"].to_numpy(np.float64)
-    if version < 2:
-        return f
-    pool = cls == "pool"
-    if pool.any():
-        f = f.copy()
-        out_elems = layers["out_bytes"].to_numpy(np.float64)[pool] / np.maximum(
-            layers["bytes_per_element"].to_numpy(np.float64)[pool], 1
-        )
-        f[pool] = out_elems * layers["kernel"].to_numpy(np.float64)[pool] ** 2
-    other = np.isin(cls, ("pool1d", "pool3d"))
-    if other.any():  # the window's every side: kernel (length), kernel_w and kernel_d are 1 where a rank has none
-        f = f.copy()
-        window = np.ones(int(other.sum()))
-        for col in ("kernel", "kernel_w", "kernel_d"):
-            if col in layers:
-                window = window * layers[col].to_numpy(np.float64)[other]
-        out_elems = layers["out_bytes"].to_numpy(np.float64)[other] / np.maximum(
-            layers["bytes_per_element"].to_numpy(np.float64)[other], 1
-        )
-        f[other] = out_elems * window
-    return f
-
-
 def _x(
     layers: pd.DataFrame,
     classes: Sequence[str],
@@ -253,18 +183,6 @@ def _x(
     return np.column_stack(cols)
 
 
-def _roofline(flops: np.ndarray, nbytes: np.ndarray, y: np.ndarray) -> list[float]:
-    """NNLS fit of ``y = a0 + a1 * flops + a2 * bytes`` on relative error. Units: ms, FLOP, B."""
-    A = np.column_stack([np.ones_like(y), flops, nbytes]) / y[:, None]
-    scale = np.maximum(A.max(axis=0), 1e-30)
-    coef, _ = nnls(A / scale, np.ones_like(y), maxiter=5000)
-    return [float(c) for c in coef / scale]
-
-
-def _apply_roofline(coef: Sequence[float], flops: np.ndarray, nbytes: np.ndarray) -> np.ndarray:
-    return coef[0] + coef[1] * flops + coef[2] * nbytes
-
-
 def _precisions(layers: pd.DataFrame) -> list[str] | None:
     """Precisions of measured layer rows.
 
@@ -301,241 +219,10 @@ def _class_rooflines(
     return roof, counts
 
 
-#: The classes of the measured fallback, each the op classes (:func:`op_class`) it holds: an op
-#: the model has no measurements of is priced by its class's roofline, fitted on the measured
-#: layers of the class. Element-wise ops read and write each element once; normalizations
-#: reduce (statistics, a softmax's sum, a global pooling's mean) before they write; data
-#: movement copies without arithmetic; pooling reads a window per output; compute runs
-#: matrix products (convolutions of any rank, attention, recurrent layers).
-FALLBACK_CLASSES: dict[str, tuple[str, ...]] = {
-    "elementwise": ("relu", "hardswish", "hardsigmoid", "sigmoid", "silu", "gelu", "tanh", "mish", "add", "mul"),
-    "normalization": (
-        "bn",
-        "layernorm",
-        "layernorm_strided",
-        "groupnorm",
-        "instancenorm",
-        "softmax",
-        "gap",
-        "gap1d",
-        "gap3d",
-    ),
-    "movement": (
-        "cat",
-        "copy",
-        "upsample_nearest",
-        "upsample_bilinear",
-        "pad",
-        "pad_reflect",
-        "pad_replicate",
-        "pixelshuffle",
-        "pixelunshuffle",
-    ),
-    "pooling": ("pool", "pool1d", "pool3d"),
-    "compute": (
-        "conv",
-        "conv_dw",
-        "conv_grouped",
-        "conv_dilated",
-        "conv1d",
-        "conv3d",
-        "convtranspose",
-        "convtranspose1d",
-        "convtranspose3d",
-        "linear",
-        "matmul",
-        "sdpa",
-        "mha",
-        "lstm",
-        "gru",
-        "rnn",
-    ),
-}
-_FALLBACK_OF = {c: k for k, cs in FALLBACK_CLASSES.items() for c in cs}
-#: The fallback of an op capture could not read: every measured layer's roofline.
-GENERIC = "generic"
+def _fit_correction(X: np.ndarray, resid: np.ndarray, trees: int, seed: int) -> tuple[float, Any, np.ndarray]:
+    """Return the forest's weight, the forest (``None`` at weight 0) and each row's held-out |log error|.
 
-
-def fallback_class(layers: pd.DataFrame, cls: np.ndarray | None = None) -> np.ndarray:
-    """The fallback class of each layer row (:data:`FALLBACK_CLASSES`).
-
-    An op capture could not read (``unknown``) is ``compute`` where it counts FLOPs (a
-    matrix product ran), else :data:`GENERIC`. ``cls``: the rows' :func:`op_class`, if already computed.
-    """
-    c = op_class(layers) if cls is None else cls
-    out = np.array([_FALLBACK_OF.get(str(k), GENERIC) for k in c], dtype=object)
-    out[(out == GENERIC) & (layers["flops"].to_numpy(np.float64) > 0)] = "compute"
-    return out
-
-
-def fit_fallback(
-    layers: pd.DataFrame, y_ms: np.ndarray, version: int = FEATURES_VERSION, coverage: float = 0.9
-) -> dict[str, dict[str, Any]]:
-    """Each fallback class's roofline, fitted on its measured layers, and its error on an op it has not seen.
-
-    For each class of :data:`FALLBACK_CLASSES` with measured layers, and for :data:`GENERIC`
-    (every measured layer): the roofline ``t = a0 + a1 * work + a2 * bytes`` (NNLS on relative
-    error, as the class rooflines; ``work``: :func:`_work`), and ``q``: the ``coverage``
-    quantile of ``|log(predicted / measured)|`` of each measured op predicted by the roofline
-    fitted on the class's other ops (leave one op out; an op is an op class, max and average
-    pooling apart). That is the error of pricing an op the class has never measured. A class
-    of one measured op has no other to learn from: it takes :data:`GENERIC`'s ``q``.
-
-    Args:
-        layers: measured layer rows (``se`` composites and rows without a positive latency left out).
-        y_ms: their latency. Units: ms.
-        version: the layer features' version (its :func:`_work`).
-        coverage: the quantile of the error.
-
-    Returns:
-        Class -> ``{"coef": [a0 (ms), a1 (ms/FLOP), a2 (ms/B)], "q": log error, "n": layers, "ops": [op classes]}``.
-
-    """
-    y = np.asarray(y_ms, np.float64)
-    keep = (layers["op"] != "se").to_numpy() & np.isfinite(y) & (y > 0)
-    layers, y = layers[keep].reset_index(drop=True), y[keep]
-    if not len(y):
-        return {}
-    cls = op_class(layers)
-    fb = fallback_class(layers, cls)
-    unit = np.where(cls == "pool", layers["op"].astype(str).to_numpy(), cls)
-    work, nbytes = _work(layers, cls, version), layers["bytes"].to_numpy(np.float64)
-    out: dict[str, dict[str, Any]] = {}
-    for name in (*FALLBACK_CLASSES, GENERIC):
-        m = np.ones(len(y), bool) if name == GENERIC else fb == name
-        if m.sum() < 3:
-            continue
-        units = sorted(set(unit[m]))
-        res: list[float] = []
-        for u in units:
-            train, test = m & (unit != u), m & (unit == u)
-            if train.sum() < 3:
-                continue
-            coef = _roofline(work[train], nbytes[train], y[train])
-            pred = np.maximum(_apply_roofline(coef, work[test], nbytes[test]), 1e-6)
-            res += list(np.abs(np.log(pred / y[test])))
-        out[name] = {
-            "coef": _roofline(work[m], nbytes[m], y[m]),
-            "q": float(np.quantile(res, coverage)) if len(units) >= 2 and res else None,
-            "n": int(m.sum()),
-            "ops": [str(u) for u in units],
-        }
-    generic_q = out[GENERIC]["q"] if GENERIC in out else None
-    for v in out.values():
-        if v["q"] is None:
-            v["q"] = generic_q if generic_q is not None else 1.0
-    return out
-
-
-#: The op campaigns of a shipped model: layer datasets of ops its own layers never measured. Each such op is priced
-#: by a roofline fitted on its own layers there (:func:`fit_op_rooflines`), scaled to the model's campaign speed by
-#: the bridge layers both datasets measured, instead of its class's.
-OP_DATASETS: dict[str, tuple[str, ...]] = {"layers-cpu-avx2-1t": ("layers-ops-cpu-avx2-1t",)}
-#: The key of an op's own roofline in a fallback (:func:`fit_op_rooflines`): ``op:`` and :func:`fallback_unit`.
-OWN = "op:"
-
-
-def fallback_unit(layers: pd.DataFrame, cls: np.ndarray) -> np.ndarray:
-    """The op each row is priced as by its own roofline: its :func:`op_class`, pools by their op (max, average)."""
-    ops = layers["op"].astype(str).to_numpy()
-    return np.where(np.isin(cls, ("pool", "pool1d", "pool3d")), ops, cls.astype(str))
-
-
-def fit_op_rooflines(
-    layers: pd.DataFrame, y_ms: np.ndarray, version: int = FEATURES_VERSION, coverage: float = 0.9, min_layers: int = 4
-) -> dict[str, dict[str, Any]]:
-    """Each measured op's own roofline and its error on a layer of that op it has not seen.
-
-    Per op (:func:`fallback_unit`) with at least ``min_layers`` measured layers: the roofline
-    ``t = a0 + a1 * work + a2 * bytes`` fitted on its layers, and ``q``: the ``coverage`` quantile of
-    ``|log(predicted / measured)|`` of each layer predicted by the roofline fitted on the op's other layers
-    (leave one layer out). Keys: :data:`OWN` and the op.
-
-    Args:
-        layers: measured layer rows (:func:`carb.families.layers.layer_frame`).
-        y_ms: their latency. Units: ms.
-        version: the layer features' version (its :func:`_work`).
-        coverage: the quantile of the error.
-        min_layers: the fewest layers an op's roofline is fitted on.
-    """
-    y = np.asarray(y_ms, np.float64)
-    keep = (layers["op"] != "se").to_numpy() & np.isfinite(y) & (y > 0)
-    layers, y = layers[keep].reset_index(drop=True), y[keep]
-    if not len(y):
-        return {}
-    cls = op_class(layers)
-    unit = fallback_unit(layers, cls)
-    work, nbytes = _work(layers, cls, version), layers["bytes"].to_numpy(np.float64)
-    out: dict[str, dict[str, Any]] = {}
-    for u in sorted(set(unit)):
-        idx = np.flatnonzero(unit == u)
-        if len(idx) < min_layers:
-            continue
-        res = []
-        for i in idx:
-            rest = idx[idx != i]
-            coef = _roofline(work[rest], nbytes[rest], y[rest])
-            pred = max(float(_apply_roofline(coef, work[i : i + 1], nbytes[i : i + 1])[0]), 1e-6)
-            res.append(abs(np.log(pred / y[i])))
-        out[OWN + u] = {
-            "coef": _roofline(work[idx], nbytes[idx], y[idx]),
-            "q": float(np.quantile(res, coverage)),
-            "n": int(len(idx)),
-            "ops": [u],
-        }
-    return out
-
-
-def dataset_fallback(name: str, target: str, version: int) -> dict[str, dict[str, Any]] | None:
-    """:func:`fit_fallback` on the shipped layer dataset ``carb/data/<name>.parquet`` (``None``: no such dataset).
-
-    For a shipped model saved before models carried their own fallback: the measured layers it was fitted on.
-    """
-    from importlib import resources
-
-    path = Path(str(resources.files("carb") / "data" / f"{name}.parquet"))
-    if not name or "/" in name or not path.is_file():
-        return None
-    out = _fallback_of_file(str(path), path.stat().st_mtime_ns, target, version)
-    for extra in OP_DATASETS.get(name, ()):
-        ops = Path(str(resources.files("carb") / "data" / f"{extra}.parquet"))
-        if out is not None and ops.is_file():
-            own = _op_rooflines_of_file(str(ops), ops.stat().st_mtime_ns, str(path), target, version)
-            out = {**out, **own}
-    return out
-
-
-@functools.lru_cache(maxsize=8)
-def _op_rooflines_of_file(path: str, mtime_ns: int, base: str, target: str, version: int) -> dict[str, dict[str, Any]]:
-    """:func:`fit_op_rooflines` on an op campaign's layers, at the base campaign's speed (its bridge layers)."""
-    from carb.families.layers import layer_frame
-
-    df = pd.read_parquet(path)
-    if target not in df.columns or "op" not in df.columns:
-        return {}
-    df = df[df.get("status", pd.Series("ok", index=df.index)).fillna("ok") == "ok"].reset_index(drop=True)
-    shipped = pd.read_parquet(base, columns=["config_id", target]).drop_duplicates("config_id").set_index("config_id")
-    bridge = df["config_id"].isin(shipped.index)
-    ratio = shipped.loc[df.loc[bridge, "config_id"], target].to_numpy() / df.loc[bridge, target].to_numpy()
-    speed = float(np.median(ratio)) if bridge.sum() >= 3 else 1.0  # the base campaign's speed over this one's
-    new = df[~bridge].reset_index(drop=True)
-    return fit_op_rooflines(layer_frame(new).reset_index(drop=True), new[target].to_numpy(np.float64) * speed, version)
-
-
-@functools.lru_cache(maxsize=8)
-def _fallback_of_file(path: str, mtime_ns: int, target: str, version: int) -> dict[str, dict[str, Any]] | None:
-    from carb.families.layers import layer_frame
-
-    df = pd.read_parquet(path)
-    if target not in df.columns or "op" not in df.columns:
-        return None
-    df = df[df.get("status", pd.Series("ok", index=df.index)).fillna("ok") == "ok"].reset_index(drop=True)
-    return fit_fallback(layer_frame(df).reset_index(drop=True), df[target].to_numpy(np.float64), version)
-
-
-def _fit_correction(X: np.ndarray, resid: np.ndarray, trees: int, seed: int) -> tuple[float, Any]:
-    """Return the weight of the forest's log-correction of the rooflines and the forest (``None`` at weight 0).
-
+    The forest log-corrects the rooflines; the held-out error is each row's at the chosen weight.
     The weight is the one of :data:`SHRINKS` with the least 3-fold cross-validated
     |log error|: on noisy measurements the rooflines alone can win.
     """
@@ -547,15 +234,71 @@ def _fit_correction(X: np.ndarray, resid: np.ndarray, trees: int, seed: int) -> 
 
     fold = np.random.default_rng(seed).integers(0, 3, len(resid))
     errs = {s: 0.0 for s in SHRINKS}
+    held_out = np.zeros(len(resid))  # the forest's held-out correction of each row
     for k in range(3):
         tr, te = fold != k, fold == k
         if tr.sum() < 5 or not te.any():
             continue
         f = forest(tr).predict(X[te])
+        held_out[te] = f
         for s in SHRINKS:
             errs[s] += float(np.abs(resid[te] - s * f).sum())
     shrink = min(SHRINKS, key=lambda s: (errs[s], s))
-    return shrink, (forest(np.ones(len(resid), bool)) if shrink > 0 else None)
+    return shrink, (forest(np.ones(len(resid), bool)) if shrink > 0 else None), np.abs(resid - shrink * held_out)
+
+
+#: How much lower the own rooflines' held-out error must be for a class to leave the forest (a tie keeps it).
+_OWN_MARGIN = 0.9
+
+
+def choose_own_ops(
+    layers: pd.DataFrame, y: np.ndarray, cls: np.ndarray, forest_err: np.ndarray, version: int
+) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, Any]]]:
+    """The known classes better priced by their own ops' rooflines than by the class roofline and forest.
+
+    A class whose every op (:func:`fallback_unit`) has a roofline of its own (:func:`fit_op_rooflines`)
+    and whose layers' median held-out |log error| under those rooflines (each layer left out of its op's
+    fit) is below :data:`_OWN_MARGIN` times the median held-out |log error| of the class roofline times
+    the forest (``forest_err``, 3-fold) is priced by its ops' rooflines. A pooling, for instance,
+    reads a window per output: a roofline per op (max, average) prices it from its window reads and
+    bytes, where the forest, fitted mostly on convolutions, adds error.
+
+    Returns:
+        ``class -> {"roofline": median |log error|, "forest": median |log error|, "n": layers}`` for the
+        chosen classes, and the chosen ops' rooflines (keys :data:`OWN` and the op).
+    """
+    unit = fallback_unit(layers, cls)
+    rooflines = fit_op_rooflines(layers, y, version)
+    chosen: dict[str, dict[str, float]] = {}
+    keep: dict[str, dict[str, Any]] = {}
+    for c in sorted(set(cls)):
+        m = cls == c
+        units = sorted(set(unit[m]))
+        if not all(OWN + u in rooflines for u in units):
+            continue
+        own = rooflines_held_out(layers[m].reset_index(drop=True), y[m], version)
+        ours, theirs = float(np.median(own)), float(np.median(forest_err[m]))
+        if ours < _OWN_MARGIN * theirs:
+            chosen[str(c)] = {"roofline": ours, "forest": theirs, "n": int(m.sum())}
+            keep |= {OWN + u: rooflines[OWN + u] for u in units}
+    return chosen, keep
+
+
+def rooflines_held_out(layers: pd.DataFrame, y: np.ndarray, version: int) -> np.ndarray:
+    """Each layer's |log error| priced by its op's roofline (:func:`fallback_unit`) fitted on the op's other layers."""
+    cls = op_class(layers)
+    unit = fallback_unit(layers, cls)
+    work, nbytes = _work(layers, cls, version), layers["bytes"].to_numpy(np.float64)
+    out = np.full(len(y), np.nan)
+    for u in set(unit):
+        idx = np.flatnonzero(unit == u)
+        for i in idx:
+            rest = idx[idx != i]
+            if len(rest) < 3:
+                continue
+            coef = _roofline(work[rest], nbytes[rest], y[rest])
+            out[i] = abs(np.log(max(float(_apply_roofline(coef, work[i : i + 1], nbytes[i : i + 1])[0]), 1e-6) / y[i]))
+    return out
 
 
 @dataclass
@@ -585,6 +328,10 @@ class LayerModel:
         fallback: the measured fallback of the ops it has no measurements of
             (:func:`fit_fallback`: per class, a roofline and its leave-one-op-out error);
             ``None``: none (such ops take :attr:`generic` and :attr:`q_generic`).
+        own_ops: the measured classes priced by their own ops' rooflines (``op:<op>`` in
+            :attr:`fallback`) and not by the class roofline and forest, because their held-out
+            error is lower (:func:`choose_own_ops`): class -> ``{"roofline", "forest"}`` (median
+            held-out |log error| of each) and ``n``. Still known: measured.
 
     """
 
@@ -600,6 +347,7 @@ class LayerModel:
     threads: int = 1
     onednn_mb: float | None = None
     fallback: dict[str, dict[str, Any]] | None = None
+    own_ops: dict[str, dict[str, float]] = field(default_factory=dict)
 
     @classmethod
     def fit(
@@ -661,7 +409,8 @@ class LayerModel:
             np.quantile(np.abs(np.log(np.maximum(_apply_roofline(generic, flops, nbytes), 1e-6) / y)), 0.9)
         )
         X = _x(layers, classes, version, cls_, threads)
-        shrink, et = _fit_correction(X, np.log(y / base), trees, seed)
+        shrink, et, forest_err = _fit_correction(X, np.log(y / base), trees, seed)
+        own_ops, own_rooflines = choose_own_ops(layers, y, cls_, forest_err, version)
         return cls(
             rooflines=roof,
             generic=generic,
@@ -674,7 +423,8 @@ class LayerModel:
             precisions=precisions,
             threads=int(threads),
             onednn_mb=onednn_mb,
-            fallback=fit_fallback(layers, y, version),
+            fallback=fit_fallback(layers, y, version) | own_rooflines,
+            own_ops=own_ops,
         )
 
     def to_doc(self) -> dict[str, Any]:
@@ -691,6 +441,7 @@ class LayerModel:
             "threads": self.threads,
             "onednn_mb": self.onednn_mb,
             "fallback": self.fallback,
+            "own_ops": self.own_ops,
             "forest": FOREST_FILE if self.forest is not None else None,
         }
 
@@ -711,6 +462,10 @@ class LayerModel:
             threads=int(ly.get("threads", 1)),
             onednn_mb=None if ly.get("onednn_mb") is None else float(ly["onednn_mb"]),
             fallback=_fallback_doc(ly.get("fallback")),
+            own_ops={
+                str(k): {"roofline": float(v["roofline"]), "forest": float(v["forest"]), "n": int(v["n"])}
+                for k, v in (ly.get("own_ops") or {}).items()
+            },
         )
 
     def known(self, layers: pd.DataFrame, cls: np.ndarray | None = None) -> np.ndarray:
@@ -747,6 +502,11 @@ class LayerModel:
                 self.shrink
                 * self.forest.predict(_x(layers[known], self.classes, self.features, c[known], self.threads, on))
             )
+        own = self._own_rows(layers, c)
+        if own.any():
+            keys = [OWN + u for u in fallback_unit(layers[own], c[own])]
+            coef = np.array([self.fallback[k]["coef"] for k in keys], np.float64).reshape(-1, 3)
+            out[own] = np.maximum(coef[:, 0] + coef[:, 1] * flops[own] + coef[:, 2] * nbytes[own], 1e-6)
         unk = ~known & (c != "view")
         if unk.any():
             keys = self._fallback_keys(layers[unk], c[unk])
@@ -755,6 +515,15 @@ class LayerModel:
             out[unk] = np.maximum(pred, 1e-6)
         out[c == "view"] = 0.0
         return out
+
+    def _own_rows(self, layers: pd.DataFrame, cls: np.ndarray) -> np.ndarray:
+        """The rows priced by their op's own roofline (:attr:`own_ops`, where :attr:`fallback` holds it)."""
+        own = np.isin(cls, list(self.own_ops))
+        if own.any():
+            fb = self.fallback or {}
+            has = np.array([OWN + u in fb for u in fallback_unit(layers[own], cls[own])])
+            own[np.flatnonzero(own)[~has]] = False
+        return own
 
     def _fallback(self, name: str) -> tuple[list[float], float]:
         """The roofline and 90% log error of a fallback class (without a fallback: the generic roofline's)."""
@@ -781,18 +550,3 @@ class LayerModel:
         fb = self.fallback or {}
         own = [OWN + u for u in fallback_unit(layers, cls)]
         return [k if k in fb else c for k, c in zip(own, fallback_class(layers, cls))]
-
-
-def _fallback_doc(doc: Any) -> dict[str, dict[str, Any]] | None:
-    """A saved fallback (:func:`fit_fallback`'s shape) with its numbers as floats; ``None`` where none was saved."""
-    if not isinstance(doc, dict):
-        return None
-    return {
-        str(k): {
-            "coef": [float(c) for c in v["coef"]],
-            "q": float(v["q"]),
-            "n": int(v.get("n", 0)),
-            "ops": [str(o) for o in v.get("ops", [])],
-        }
-        for k, v in doc.items()
-    }

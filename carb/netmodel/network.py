@@ -392,7 +392,7 @@ class NetModel:
         meta = doc.get("meta") or {}
         if layer.fallback is None and isinstance(meta.get("name"), str):
             target = str(meta.get("layer_target", "latency_ms_p5"))
-            layer.fallback = dataset_fallback(meta["name"], target, layer.features)
+            layer.fallback = dataset_fallback(meta["name"], target, layer.features, own=tuple(layer.own_ops))
         return cls(
             layer=layer,
             lat_coef=list(map(float, doc["lat_coef"])),

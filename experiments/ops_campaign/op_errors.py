@@ -51,7 +51,12 @@ def op_errors(model: str, folds: int, trees: int, seed: int) -> dict:
     err = np.abs(np.log(np.maximum(pred, 1e-6) / y))
     cls = netmodel.op_class(lf)
     return {
-        str(c): {"q90": float(np.quantile(err[cls == c], 0.9)), "n": int((cls == c).sum())}
+        str(c): {
+            "q90": float(np.quantile(err[cls == c], 0.9)),
+            # the median |predicted / measured - 1| of the class's held-out layers (%)
+            "median_pct": float(100 * np.median(np.abs(np.expm1(np.log(np.maximum(pred, 1e-6) / y)[cls == c])))),
+            "n": int((cls == c).sum()),
+        }
         for c in sorted(set(cls))
         if (cls == c).sum() >= 3
     }
@@ -76,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(doc, indent=1) + "\n")
     for c, v in doc[a.model].items():
-        print(f"{c:18s} n {v['n']:5d}  q90 {v['q90']:.3f} (x{np.exp(v['q90']):.2f})")
+        print(f"{c:18s} n {v['n']:5d}  median {v['median_pct']:5.1f}%  q90 {v['q90']:.3f} (x{np.exp(v['q90']):.2f})")
     print(f"wrote {OUT}")
     return 0
 

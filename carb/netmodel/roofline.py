@@ -1,0 +1,115 @@
+"""What the layer model's rooflines read: each layer's cost class and work, and the roofline fit.
+
+A roofline prices a layer as ``t = a0 + a1 * work + a2 * bytes`` (:func:`_roofline`: non-negative
+least squares on relative error), where the work is its FLOPs, or a pooling window's reads
+(:func:`_work`), and the layer's class (:func:`op_class`) says which roofline applies.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import nnls
+
+#: Classes pooled for the roofline when a class has few measurements.
+_MEMORY_BOUND = (
+    "relu",
+    "hardswish",
+    "hardsigmoid",
+    "sigmoid",
+    "silu",
+    "gelu",
+    "tanh",
+    "softmax",
+    "bn",
+    "layernorm",
+    "pool",
+    "gap",
+    "add",
+    "mul",
+    "cat",
+    "copy",
+)
+#: Version of the layer features :meth:`LayerModel.fit` uses; a saved model keeps its own.
+FEATURES_VERSION = 3
+
+
+def op_class(layers: pd.DataFrame) -> np.ndarray:
+    """Cost class of each layer row, from its ``op`` and shapes.
+
+    ``conv``, ``conv_grouped``, ``conv_dw`` (groups == input channels), ``conv_dilated`` (any
+    dilation above 1), ``relu`` (ReLU and ReLU6), ``pool`` (max and average; ``pool1d``,
+    ``pool3d`` for the 1-D and 3-D ones), ``layernorm_strided`` (a layer norm of a
+    non-contiguous view: its kernel copies it first), ``conv`` too for a linear layer over several rows
+    per image (a pointwise convolution's GEMM), the other ops by name; ``view`` costs
+    nothing of its own.
+    """
+    op = layers["op"].astype(str).to_numpy()
+    out = op.astype(object).copy()
+    g = layers["groups"].to_numpy()
+    cin = layers["cin"].to_numpy()
+    conv = op == "conv"
+    out[conv & (g > 1) & (g == cin)] = "conv_dw"
+    out[conv & (g > 1) & (g != cin)] = "conv_grouped"
+    if "dilation" in layers:  # a dilated convolution runs other kernels: a class of its own
+        out[conv & (layers["dilation"].to_numpy() > 1)] = "conv_dilated"
+    if "geometry" in layers:  # a layer norm of a permuted view copies it first (torchvision's LayerNorm2d)
+        strided = (op == "layernorm") & layers["geometry"].astype(str).str.contains("contiguous=0", regex=False)
+        out[strided.to_numpy()] = "layernorm_strided"
+    out[op == "relu6"] = "relu"
+    out[(op == "maxpool") | (op == "avgpool")] = "pool"
+    out[(op == "maxpool1d") | (op == "avgpool1d")] = "pool1d"
+    out[(op == "maxpool3d") | (op == "avgpool3d")] = "pool3d"
+    # a linear layer over many rows per image (tokens, or ConvNeXt's channels-last MLP) is
+    # the GEMM of a pointwise convolution on an H x W map: priced as one (the measured
+    # linear layers are classifier heads, one row per image, whose GEMV-like speed
+    # over-prices such layers 2-3x)
+    rows = layers["h"].to_numpy() * layers["w"].to_numpy()
+    out[(op == "linear") & (rows > 1)] = "conv"
+    return out
+
+
+def _work(layers: pd.DataFrame, cls: np.ndarray, version: int = FEATURES_VERSION) -> np.ndarray:
+    """Work of each layer row for the rooflines and features. Units: FLOP (pooling: window reads).
+
+    ``flops`` as captured, except (version >= 2) pooling, which counts no FLOP but reads
+    ``kernel**2`` inputs per output (a 3x3 stride-1 max pool of 256x112x112 takes 98 ms, a
+    2x2 stride-2 one of the same input 19 ms: bytes alone price both alike); a 1-D or 3-D
+    pooling reads its window's size (``kernel * kernel_w * kernel_d``).
+    """
+    f = layers["flops"].to_numpy(np.float64)
+    if version < 2:
+        return f
+    pool = cls == "pool"
+    if pool.any():
+        f = f.copy()
+        out_elems = layers["out_bytes"].to_numpy(np.float64)[pool] / np.maximum(
+            layers["bytes_per_element"].to_numpy(np.float64)[pool], 1
+        )
+        f[pool] = out_elems * layers["kernel"].to_numpy(np.float64)[pool] ** 2
+    other = np.isin(cls, ("pool1d", "pool3d"))
+    if other.any():  # the window's every side: kernel (length), kernel_w and kernel_d are 1 where a rank has none
+        f = f.copy()
+        window = np.ones(int(other.sum()))
+        for col in ("kernel", "kernel_w", "kernel_d"):
+            if col in layers:
+                window = window * layers[col].to_numpy(np.float64)[other]
+        out_elems = layers["out_bytes"].to_numpy(np.float64)[other] / np.maximum(
+            layers["bytes_per_element"].to_numpy(np.float64)[other], 1
+        )
+        f[other] = out_elems * window
+    return f
+
+
+def _roofline(flops: np.ndarray, nbytes: np.ndarray, y: np.ndarray) -> list[float]:
+    """NNLS fit of ``y = a0 + a1 * flops + a2 * bytes`` on relative error. Units: ms, FLOP, B."""
+    A = np.column_stack([np.ones_like(y), flops, nbytes]) / y[:, None]
+    scale = np.maximum(A.max(axis=0), 1e-30)
+    coef, _ = nnls(A / scale, np.ones_like(y), maxiter=5000)
+    return [float(c) for c in coef / scale]
+
+
+def _apply_roofline(coef: Sequence[float], flops: np.ndarray, nbytes: np.ndarray) -> np.ndarray:
+    return coef[0] + coef[1] * flops + coef[2] * nbytes
