@@ -242,6 +242,31 @@ class Characterization:
             **({"remeasure": self.repeat} if self.repeat is not None else {}),
         }
 
+    def slowest_rows(self, limit: int = 30) -> tuple[str, list[tuple[str, ...]]]:
+        """This run's configs, slowest first (failed ones before), as a title and rows of text.
+
+        Each row: the config's label, its status, latency (ms), the relative 95% CI of the median, memory (MB) and
+        energy (J); ``—`` where there is no value.
+        """
+        from carb.families.space import configs_from_frame
+
+        rows = self.rows.sort_values("latency_ms", ascending=False, na_position="first")
+        title = f"measured now ({len(rows)} configs" + (f", slowest {limit} shown)" if len(rows) > limit else ")")
+        out = []
+        for cfg, r in zip(configs_from_frame(rows.head(limit)), rows.head(limit).itertuples(index=False)):
+            ok = r.status == "ok"
+            out.append(
+                (
+                    cfg.label(),
+                    r.status,
+                    f"{r.latency_ms:.3f}" if ok else "—",
+                    f"{100 * r.latency_ms_ci_rel:.1f}%" if ok and r.latency_ms_ci_rel == r.latency_ms_ci_rel else "—",
+                    f"{r.memory_mb:.1f}" if ok else "—",
+                    f"{r.energy_j:.4f}" if ok and r.energy_j == r.energy_j and r.energy_j is not None else "—",
+                )
+            )
+        return title, out
+
     def state_line(self) -> str:
         """What the retakes did, or that every visit was timed in one state of the machine (empty: no retakes)."""
         from .rounds import state_line

@@ -204,7 +204,7 @@ def _print_result(run: Any, json_out: bool) -> None:
     if json_out:
         print(json.dumps(run.to_dict(), indent=2))
         return
-    _print_configs(run.rows)
+    _print_configs(run)
     _print_summary(run.result, run.summary, run.store)
     if run.result.retakes:
         err.print(run.state_line(), highlight=False, soft_wrap=True)
@@ -237,25 +237,14 @@ def _remeasure_line(run: Any) -> str:
     return line
 
 
-def _print_configs(rows, limit: int = 30) -> None:
-    """Per-config table of what this run measured (the slowest ``limit`` configs)."""
-    if rows.empty:
+def _print_configs(run: Any) -> None:
+    """Per-config table of what this run measured (the slowest 30 configs)."""
+    if run.rows.empty:
         return
-    from carb.families.space import configs_from_frame
-
-    rows = rows.sort_values("latency_ms", ascending=False, na_position="first")
-    title = f"measured now ({len(rows)} configs" + (f", slowest {limit} shown)" if len(rows) > limit else ")")
+    title, rows = run.slowest_rows(30)
     t = Table("config", "status", "latency (ms)", "± 95% CI", "memory (MB)", "energy (J)", title=title)
-    for cfg, r in zip(configs_from_frame(rows.head(limit)), rows.head(limit).itertuples(index=False)):
-        ok = r.status == "ok"
-        t.add_row(
-            cfg.label(),
-            r.status,
-            f"{r.latency_ms:.3f}" if ok else "—",
-            f"{100 * r.latency_ms_ci_rel:.1f}%" if ok and r.latency_ms_ci_rel == r.latency_ms_ci_rel else "—",
-            f"{r.memory_mb:.1f}" if ok else "—",
-            f"{r.energy_j:.4f}" if ok and r.energy_j == r.energy_j and r.energy_j is not None else "—",
-        )
+    for row in rows:
+        t.add_row(*row)
     console.print(t)
 
 

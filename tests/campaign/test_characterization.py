@@ -68,6 +68,9 @@ def test_characterize_measures_into_the_store_and_resumes(tmp_path):
     run = ch.characterize(configs, store, backend=SyntheticBackend(), rounds=1, sentinel=False)
     assert run.result.measured == 4 and len(run.rows) == 4 and run.store == store
     assert run.to_dict()["store"] == str(store) and run.to_dict()["summary"][0]["configs"] == 4
+    title, rows = run.slowest_rows(limit=3)
+    assert title == "measured now (4 configs, slowest 3 shown)" and len(rows) == 3
+    assert [float(r[2]) for r in rows] == sorted((float(r[2]) for r in rows), reverse=True)
     again = ch.characterize(configs, store, backend=SyntheticBackend(), rounds=1, sentinel=False)
     assert again.result.measured == 0 and again.result.skipped == 4 and again.rows.empty
 
