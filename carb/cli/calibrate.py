@@ -62,7 +62,18 @@ def calibrate(
         ),
     ),
     rounds: int = typer.Option(
-        1, "--rounds", min=1, help=("Visits per config, spread over the calibration campaign and pooled.")
+        2,
+        "--rounds",
+        min=1,
+        help=(
+            "Visits per config at different moments, pooled; their spread widens the calibrated interval "
+            "(the machine's state)."
+        ),
+    ),
+    force: bool = typer.Option(
+        False,
+        "--force",
+        help="Measure and keep the calibration even when the machine is busy or its speed unsteady.",
     ),
     oversubscribe: Oversubscribe = False,
 ) -> None:
@@ -99,6 +110,7 @@ def calibrate(
             device=device,
             threads=threads,
             rounds=rounds,
+            force=force,
             max_time_s=max_time,
             method=method,
             seed=seed,

@@ -82,6 +82,11 @@ def predict(
         "--cache/--no-cache",
         help="With --module: use your cached calibration of the model for this machine, if there is one.",
     ),
+    force: bool = typer.Option(
+        False,
+        "--force",
+        help="With --calibrate: measure and keep the calibration even when the machine is busy or its speed unsteady.",
+    ),
 ) -> None:
     """Predict energy, latency and memory (with intervals) for a space or a file of configs, or for any network (--module).
 
@@ -104,10 +109,13 @@ def predict(
             top,
             calibrate=calibrate_first,
             cache=use_cache,
+            force=force,
         )
         return
     if calibrate_first:
         raise _usage("--calibrate: only with --module (a config model calibrates with carb calibrate)")
+    if force:
+        raise _usage("--force: only with --module ... --calibrate")
     check_jobs(n_jobs)
     _predict_configs(model_dir, space_name, configs_file, out, n_jobs)
 
@@ -155,6 +163,7 @@ def predict_cli(
     top: int,
     calibrate: bool = False,
     cache: bool = True,
+    force: bool = False,
 ) -> None:
     """``carb predict --module/--onnx``: :func:`carb.transfer.network.price_network`, printed and written as JSON.
 
@@ -167,6 +176,7 @@ def predict_cli(
         top: how many of the most expensive layers to list.
         calibrate: with no cached calibration for this machine, measure K networks here first and keep it.
         cache: use the cached calibration of the model for this machine, if any.
+        force: with ``calibrate``, keep a calibration taken while the machine is disturbed.
     """
     from carb.measure.fingerprint import compare
     from carb.netmodel import DEFAULT_MODEL
@@ -188,7 +198,7 @@ def predict_cli(
     try:
         with running_user_code(what):  # importing the module and capturing its forward run its code
             p = priced_here.price_network(
-                module_spec, input_shape, precision, model_dir, calibrate=calibrate, cache=cache,
+                module_spec, input_shape, precision, model_dir, calibrate=calibrate, cache=cache, force=force,
                 say=lambda text, kind: con.print(text, style=_STYLES[kind]), progress=campaign_progress,
             )  # fmt: skip
     except (CaptureError, ModelError) as e:

@@ -13,8 +13,9 @@
   interval widened by the machine's state spread measured during the calibration.
 
 A calibration is a small campaign: before it measures, the machine's state is checked
-(:func:`carb.campaign.state.check_state`: the load and a few sentinel readings); a disturbed machine is refused
-(:class:`carb.campaign.state.DisturbedMachine`) unless ``force``. The K are then visited in ``rounds`` at different
+(:func:`carb.campaign.state.check_state`: the load and a few sentinel readings); on a disturbed machine a
+calibration to be cached or saved is refused (:class:`carb.campaign.state.DisturbedMachine`) unless ``force``,
+and one kept nowhere is measured with a warning. The K are then visited in ``rounds`` at different
 moments, each round a campaign with the speed sentinel read at its start and end and paired with every visit; the
 round-to-round spread of the same K and of their sentinels is the state spread the interval carries.
 
@@ -178,7 +179,8 @@ def calibrate_here(
             ``measure(frame, what, again=False, allocator="default")`` returns the measured rows of the frame's
             configs (``config_id``, ``status``, ``latency_ms``, ``memory_mb``, ``sentinel_ms``); ``None``: measured
             here (:func:`carb.campaign.here.measure_frame`, the K's store kept beside a saved model).
-        force: measure and keep a calibration even where the machine's state is disturbed (the record says so).
+        force: measure and keep (cache, save) a calibration even where the machine's state is disturbed (the record
+            says so); without it a disturbed state refuses a calibration to be kept and warns of one kept nowhere.
         check: reads the machine's state before measuring: ``check(reference_ms=..., force=...)`` returns a
             :class:`carb.campaign.state.MachineState` or raises :class:`carb.campaign.state.DisturbedMachine`;
             ``None``: :func:`carb.campaign.state.check_state` of this machine where it measures here, no check
@@ -204,7 +206,8 @@ def calibrate_here(
         from .calibrate import check_model_out
 
         check_model_out(Path(out), source_dir)
-    run = _Run(samples, device, threads, rounds, max_time_s, seed, progress, say, measure, force, check)
+    keeps = cache or out is not None
+    run = _Run(samples, device, threads, rounds, max_time_s, seed, progress, say, measure, force, check, keeps)
     if _is_network_model(src):
         if precisions:
             raise ValueError(
@@ -252,6 +255,8 @@ class _Run:
     measure: Callable[..., pd.DataFrame] | None
     force: bool = False
     check: Callable[..., Any] | None = None
+    #: whether the calibration is kept (cached or saved): only a kept one is refused in a disturbed state
+    keeps: bool = True
 
     def measuring(self, store: Path) -> Callable[..., pd.DataFrame]:
         """The measuring step: the caller's, else this machine's into ``store`` (each round a share of the time)."""
@@ -262,14 +267,18 @@ class _Run:
         from carb.campaign.state import check_state
 
         ref = _reference_ms(src, self.device)
+        lenient = self.force or not self.keeps  # a calibration kept nowhere only says so
         if self.check is not None:
-            st = self.check(reference_ms=ref, force=self.force)
+            st = self.check(reference_ms=ref, force=lenient)
         elif self.measure is None:
-            st = check_state(self.device, self.threads, allocator=allocator, reference_ms=ref, force=self.force)
+            st = check_state(self.device, self.threads, allocator=allocator, reference_ms=ref, force=lenient)
         else:
             return None
+        st = replace(st, forced=self.force and st.disturbed)
         if st.disturbed:
-            self.say(st.line())
+            self.say(
+                st.line() + ("" if self.keeps else "; measured anyway: this calibration is neither cached nor saved")
+            )
         return st
 
     def rounds_of(

@@ -160,6 +160,7 @@ def price_network(
     cache: bool = True,
     say: Say = _silent,
     progress: Any = None,
+    force: bool = False,
 ) -> PricedNetwork:
     """Price a network on this machine with a network model, calibrated here when asked.
 
@@ -174,6 +175,8 @@ def price_network(
         cache: use the cached calibration of the model for this machine, if any.
         say: told each step (:data:`Say`).
         progress: the measuring campaign's progress (:data:`carb.campaign.here.Progress`), with ``calibrate``.
+        force: with ``calibrate``, measure and keep the calibration even where the machine's state is disturbed
+            (:func:`carb.campaign.state.check_state`).
 
     Raises:
         ValueError: a bad shape or precision, a model that cannot be read, a network that cannot be captured
@@ -191,13 +194,15 @@ def price_network(
     nm = load(model)
     net = network if isinstance(network, Path) else graph.load_module(network)
     machine = here()  # read once: the cache's key, the prediction's machine and the caller's first line
-    nm, entry = _calibrated_here(nm, model, calibrate, cache, machine, say, progress)
+    nm, entry = _calibrated_here(nm, model, calibrate, cache, machine, say, progress, force)
     # a network this machine could not hold is refused, as the measuring commands refuse one
     pred = predict_module(net, shape, nm, precision=precision, machine=machine, max_bytes=physical_memory_bytes())
     return PricedNetwork(pred, nm, model, default, entry, machine)
 
 
-def _calibrated_here(nm: Any, model: Any, calibrate: bool, cache: bool, machine: Any, say: Say, progress: Any) -> Any:
+def _calibrated_here(
+    nm: Any, model: Any, calibrate: bool, cache: bool, machine: Any, say: Say, progress: Any, force: bool = False
+) -> Any:
     """The model to price with and the cache entry used (None: the model as given).
 
     That is the cached calibration of ``model`` for this machine, made first when asked.
@@ -213,7 +218,7 @@ def _calibrated_here(nm: Any, model: Any, calibrate: bool, cache: bool, machine:
     source_dir = resolve(model)
     entry = calibrations.find(str(model), source_dir, machine) if cache else None
     if entry is None and calibrate:
-        entry = _calibrate_now(model, source_dir, machine, say, progress)
+        entry = _calibrate_now(model, source_dir, machine, say, progress, force)
     if entry is None:
         return nm, None
     say(
@@ -224,20 +229,21 @@ def _calibrated_here(nm: Any, model: Any, calibrate: bool, cache: bool, machine:
     return load(entry.path), entry
 
 
-def _calibrate_now(model: Any, source_dir: Path, machine: Any, say: Say, progress: Any) -> Any:
+def _calibrate_now(model: Any, source_dir: Path, machine: Any, say: Say, progress: Any, force: bool = False) -> Any:
     """Measure K networks on this machine, calibrate ``model`` and keep it in the cache; the new entry."""
     from . import cache as calibrations
     from .here import calibrate_here
 
-    k, max_time, rounds = CALIBRATE_SAMPLES, 1.2, 1
+    # two rounds at different moments: the interval carries the machine's state spread between them
+    k, max_time, rounds = CALIBRATE_SAMPLES, 1.2, 2
     say(
         f"no calibration of {model} for this machine yet: measuring {k} networks here first "
-        f"(about {round(k * (max_time + 3.5) * rounds / 60 + 0.4)} min; Ctrl-C stops it, nothing is kept)",
+        f"(about {round(k * (max_time + 3.5 * rounds) / 60 + 0.5)} min; Ctrl-C stops it, nothing is kept)",
         "step",
     )
     res = calibrate_here(
         str(model), samples=k, device="cpu", threads=1, rounds=rounds, max_time_s=max_time, cache=True,
-        progress=progress, say=lambda line: say(line, "warning"),
+        progress=progress, say=lambda line: say(line, "warning"), force=force,
     )  # fmt: skip
     if res.cached is None:
         say(f"not kept in your calibration cache: {res.not_cached}", "warning")

@@ -131,6 +131,18 @@ def test_a_disturbed_machine_is_refused_before_anything_is_measured(tmp_path):
     assert res.machine.forced and any("disturbed" in s and "(forced)" in s for s in said)
 
 
+def test_a_calibration_kept_nowhere_is_measured_on_a_disturbed_machine_with_a_warning():
+    measure, calls = _device([1.64, 1.64])
+    said = []
+    res = calibrate_here(MODEL, samples=3, measure=measure, check=_Check(4.5), say=said.append)
+    assert calls and res.out is None and res.cached is None
+    kept = res.model.meta["machine_state"]
+    assert kept["disturbed"] and not kept["forced"] and not res.machine.forced
+    assert any("disturbed" in s and "neither cached nor saved" in s for s in said)
+    with pytest.raises(DisturbedMachine):  # the same, to be cached: refused
+        calibrate_here(MODEL, samples=3, measure=measure, check=_Check(4.5), cache=True)
+
+
 def test_the_k_are_visited_in_rounds_and_the_interval_carries_their_spread():
     steady, _ = _device([1.4, 1.4])
     moving, calls = _device([1.4, 1.4 * 1.2])  # the machine ran 20% slower in the second round
