@@ -64,7 +64,9 @@ def older_memory(nm: Any) -> bool:
     first (``meta["memory_baseline"]`` other than :data:`carb.measure.cpu.MEMORY_BASELINE`)
     predicts those pages too, several MB a network over what CARB measures now; its
     memory widens by the measured ``memory_definition`` step. A calibration of memory
-    measured by the worker maps the difference out.
+    measured by the worker maps the difference out. Both shipped network models learn from
+    layers and networks of the older definition, so both keep the step; a shipped dataset
+    says which definition its memory is of in ``carb/data/fingerprints.json`` (``memory``).
     """
     from carb.measure.cpu import MEMORY_BASELINE
 
