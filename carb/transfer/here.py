@@ -412,8 +412,8 @@ def _calibrate_network(
         what = f"{len(cfgs)} carb.families.zoo networks (seed {run.seed})"
     runtime = netmodel.runtime_of(cfgs)  # one runtime per calibration
     allocator = netmodel.allocator_of(nm)
-    machine = run.machine_state(nm, allocator)  # before the captures: they load the CPU too
-    tables = [netmodel.capture_config(c) for c in cfgs]
+    tables = [netmodel.capture_config(c) for c in cfgs]  # the user's networks first: a bad one is bad input
+    machine = run.machine_state(nm, allocator)
     df = pd.DataFrame([c.to_dict() for c in cfgs])
     df.insert(0, "config_id", [c.config_id for c in cfgs])
     # the K networks are measured as the model's layers and networks were: with the same worker allocator (page

@@ -74,7 +74,18 @@ def test_cli_refuses_a_list_that_mixes_runtimes(onnx_list, tmp_path, cli) -> Non
 def test_calibrate_on_onnx_runtime_measurements_and_predict_with_it(onnx_list, tmp_path, cli) -> None:
     out_dir = tmp_path / "cal"
     rc, out, err = cli(
-        "calibrate", "--model", MODEL, "--networks", onnx_list, "--max-time", "0.2", "--rounds", "1", "--out", out_dir
+        "calibrate",
+        "--model",
+        MODEL,
+        "--networks",
+        onnx_list,
+        "--max-time",
+        "0.2",
+        "--rounds",
+        "1",
+        "--force",
+        "--out",
+        out_dir,
     )
     assert rc in (0, None), err
     assert "3 networks measured on cpu with ONNX Runtime (factor)" in out
