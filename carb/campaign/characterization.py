@@ -222,6 +222,9 @@ class Characterization:
         repeat_lines: ``repeat`` said in lines.
         fresh: with ``remeasure``, the configs that had no first measurement to compare with.
         visits_by_node: on a Ray cluster, the visits each node measured, most first.
+        machine_state: the machine's state read before a campaign on this machine's CPU
+            (:class:`carb.campaign.state.MachineState`: the load; the campaign's own sentinel reads its speed);
+            ``None`` elsewhere.
     """
 
     result: CampaignResult
@@ -232,12 +235,14 @@ class Characterization:
     repeat_lines: list[str] = field(default_factory=list)
     fresh: int = 0
     visits_by_node: Mapping[str, int] = field(default_factory=dict)
+    machine_state: Any = None
 
     def to_dict(self) -> dict[str, Any]:
         """The result, the store and its summary (and the repeat figures with ``remeasure``) as JSON-ready data."""
         return {
             **self.result.to_dict(),
             "store": str(self.store),
+            "machine_state": None if self.machine_state is None else self.machine_state.to_dict(),
             "summary": json.loads(self.summary.to_json(orient="records")),
             **({"remeasure": self.repeat} if self.repeat is not None else {}),
         }
@@ -334,6 +339,7 @@ def characterize(
     if opened:
         backend = open_backend(device, threads=threads, **backend_options)
     callbacks = dict(callbacks or {})
+    state = _state_before(backend, device, threads, callbacks.get("on_event"))
     if "on_event" in callbacks and hasattr(backend, "on_event"):
         backend.on_event = callbacks["on_event"]
     callbacks.pop("on_event", None)
@@ -359,7 +365,29 @@ def characterize(
         run = _account(st, Path(store), result, remeasure)
     run.fresh = sum(c.config_id not in done_before for c in dict.fromkeys(configs)) if remeasure else 0
     run.visits_by_node = dict((getattr(backend, "visits_by_node", None) or Counter()).most_common())
+    run.machine_state = state
     return run
+
+
+def _state_before(backend: Any, device: str, threads: int | None, say: Callable[..., Any] | None) -> Any:
+    """This machine's load before a campaign on its CPU, said where disturbed (``None``: a GPU or a cluster).
+
+    A campaign is not refused on a busy machine, as a calibration to be kept is: it reads the speed
+    sentinel through the run, pairs it with every visit and measures a visit taken in another state
+    again (retakes), and its rows carry the speed index.
+    """
+    from .executor import Executor, LocalExecutor
+    from .state import check_state
+
+    if device != "cpu" or (isinstance(backend, Executor) and not isinstance(backend, LocalExecutor)):
+        return None
+    state = replace(check_state(device, threads, readings=(), force=True), forced=False)  # read, never refused
+    if state.disturbed and say is not None:
+        say(
+            f"{state.line()}; the campaign goes on: its speed sentinel pairs every visit, "
+            "and visits taken in another state are measured again where retakes are on"
+        )
+    return state
 
 
 def _account(st: Any, store: Path, result: CampaignResult, remeasure: bool) -> Characterization:

@@ -73,6 +73,11 @@ def test_characterize_measures_into_the_store_and_resumes(tmp_path):
     assert [float(r[2]) for r in rows] == sorted((float(r[2]) for r in rows), reverse=True)
     again = ch.characterize(configs, store, backend=SyntheticBackend(), rounds=1, sentinel=False)
     assert again.result.measured == 0 and again.result.skipped == 4 and again.rows.empty
+    # the machine's load, read before a campaign on this CPU, is kept with the run (the sentinel reads its speed)
+    state = run.to_dict()["machine_state"]
+    assert state["device"] == "cpu" and state["readings_ms"] == [] and state["cpus"] >= 1 and not state["forced"]
+    gpu = ch.characterize(configs, tmp_path / "g.duckdb", backend=SyntheticBackend(), device="cuda", sentinel=False)
+    assert gpu.machine_state is None
 
 
 def test_characterize_remeasure_counts_the_configs_with_nothing_to_compare(tmp_path):
