@@ -18,6 +18,7 @@ import sys
 import typer
 
 from carb.families.space import SpaceError
+from carb.report.progress import CampaignProgress, fmt_duration
 
 from . import (  # noqa: F401 - importing a command module registers its commands (@app.command)
     calibrate,
@@ -34,7 +35,6 @@ from . import (  # noqa: F401 - importing a command module registers its command
     validate,
 )
 from ._app import UsageError, UserInterrupt, app, atomic_dir, atomic_file, err, fail, flag_of
-from ._progress import CampaignProgress, fmt_duration
 
 __all__ = [
     "app",

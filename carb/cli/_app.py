@@ -134,6 +134,12 @@ console = Console(width=None if sys.stdout.isatty() else 120)
 err = Console(stderr=True)
 
 
+def wide_console() -> Console:
+    """A console for wide tables: piped to a file or a log, 150 columns instead of squeezing them into 80."""
+    c = Console()
+    return c if c.is_terminal else Console(width=150)
+
+
 class UsageError(Exception):
     """Bad input from the user: reported as one line with exit code 2."""
 

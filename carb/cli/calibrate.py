@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, Optional
 
 import typer
 
+from carb.report.progress import campaign_progress
 from carb.transfer.tables import maps_table, networks_table
 
 from ._app import (
@@ -23,10 +24,22 @@ from ._app import (
     library_errors,
     running_user_code,
 )
-from ._progress import campaign_progress
 
 #: room for the K measurements' store kept beside a calibrated model (a few hundred KB to 2 MB). Units: MB.
 STORE_MB = 4.0
+
+
+_Rounds = Annotated[
+    int,
+    typer.Option(
+        "--rounds",
+        min=1,
+        help="Visits per config at different moments, pooled; their spread widens the calibrated interval.",
+    ),
+]
+_Force = Annotated[
+    bool, typer.Option("--force", help="Measure and keep the calibration even when the machine is busy or unsteady.")
+]
 
 
 @app.command()
@@ -61,20 +74,8 @@ def calibrate(
             "ONNX file measured with ONNX Runtime: a list of them calibrates the model to ONNX Runtime's cost."
         ),
     ),
-    rounds: int = typer.Option(
-        2,
-        "--rounds",
-        min=1,
-        help=(
-            "Visits per config at different moments, pooled; their spread widens the calibrated interval "
-            "(the machine's state)."
-        ),
-    ),
-    force: bool = typer.Option(
-        False,
-        "--force",
-        help="Measure and keep the calibration even when the machine is busy or its speed unsteady.",
-    ),
+    rounds: _Rounds = 2,
+    force: _Force = False,
     oversubscribe: Oversubscribe = False,
 ) -> None:
     """Measure K well-spread configs on a new device and map the source model to it.

@@ -13,9 +13,10 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.table import Table
 
+from carb.report.progress import CampaignProgress
+
 from ._app import Oversubscribe, app, check_out_file, check_threads, console, err, fail
 from ._flags import python_errors
-from ._progress import CampaignProgress
 from .dataset import print_store_summary
 
 # -- characterize -------------------------------------------------------------------------

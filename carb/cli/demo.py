@@ -8,9 +8,10 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
+from carb.report.progress import campaign_progress
+
 from ._app import Oversubscribe, app, check_out_dir, check_threads, console, parse_budget_options
 from ._flags import python_errors
-from ._progress import campaign_progress
 
 __all__ = ["demo"]
 

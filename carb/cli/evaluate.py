@@ -7,7 +7,12 @@ from typing import List, Optional
 
 import typer
 
+from carb.report.evaluation import fmt_share as _pct
+from carb.report.evaluation import fmt_value as _fmt
+from carb.report.evaluation import print_results
+
 from ._app import app, check_jobs, check_out_file
+from ._app import wide_console as _console
 from ._data import (
     LATENCY_HELP,
     check_budget_targets,
@@ -21,7 +26,6 @@ from ._data import (
     write_json,
 )
 from ._flags import python_errors
-from ._results import _console, _fmt, _pct, print_results
 
 __all__ = ["evaluate_cmd", "print_results"]
 

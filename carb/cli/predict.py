@@ -22,7 +22,7 @@ from ._app import (
     load_model,
     running_user_code,
 )
-from ._results import _console
+from ._app import wide_console as _console
 
 __all__ = ["predict", "predict_cli"]
 
@@ -181,9 +181,8 @@ def predict_cli(
     from carb.measure.fingerprint import compare
     from carb.netmodel import DEFAULT_MODEL
     from carb.netmodel.domain import fingerprint_of
+    from carb.report.progress import campaign_progress
     from carb.transfer import network as priced_here
-
-    from ._progress import campaign_progress
 
     flag = "--onnx" if isinstance(module_spec, Path) or str(module_spec).endswith(".onnx") else "--module"
     if input_shape is None:

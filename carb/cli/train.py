@@ -8,6 +8,7 @@ from typing import Optional
 import typer
 
 from ._app import app, check_jobs, check_out_dir, one_line, refuse_inputs
+from ._app import wide_console as _console
 from ._data import (
     LATENCY_HELP,
     check_preset,
@@ -17,7 +18,6 @@ from ._data import (
     usage,
 )
 from ._flags import python_errors
-from ._results import _console
 
 __all__ = ["train"]
 

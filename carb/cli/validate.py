@@ -72,8 +72,7 @@ def validate(
     """  # noqa: E501
     from carb.campaign.rounds import state_line
     from carb.decide.validation import read_screen, validate_screen
-
-    from ._progress import campaign_progress
+    from carb.report.progress import campaign_progress
 
     check_threads(threads, oversubscribe or device != "cpu")
     with python_errors(validate_screen, read_screen, "risk"):
