@@ -373,18 +373,12 @@ def test_evaluate_energy_with_the_power_latency_baseline(edgegpu: pd.DataFrame) 
         ),
     ],
 )
-def test_cli_bad_input_is_one_line(args: list[str], match: str) -> None:
-    import subprocess
-    import sys
-
-    r = subprocess.run([sys.executable, "-m", "carb.cli", *args], capture_output=True, text=True, timeout=600)
-    assert r.returncode == 2 and r.stderr.startswith(match) and r.stderr.count("\n") == 1, r.stderr[-500:]
+def test_cli_bad_input_is_one_line(args: list[str], match: str, cli) -> None:
+    code, _, err = cli(*args)
+    assert code == 2 and err.startswith(match) and err.count("\n") == 1, err[-500:]
 
 
-def test_cli_validate_with_a_dataset_of_several_platforms_needs_one(tmp_path) -> None:
-    import subprocess
-    import sys
-
+def test_cli_validate_with_a_dataset_of_several_platforms_needs_one(tmp_path, cli) -> None:
     out = tmp_path / "s"
     (out).mkdir()
     # the smallest screening output validate reads: summary, shortlist and feasible sets
@@ -393,14 +387,9 @@ def test_cli_validate_with_a_dataset_of_several_platforms_needs_one(tmp_path) ->
     (out / "summary.json").write_text(
         '{"budgets": {"energy_j": 0.02}, "objectives": ["min:energy_j"], "space": "nb201"}'
     )
-    r = subprocess.run(
-        [sys.executable, "-m", "carb.cli", "validate", "--screen", str(out), "--data", "nb201"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert r.returncode == 2 and r.stderr.startswith("error: --data nb201 holds 29 platforms (1080ti_b1,")
-    assert r.stderr.rstrip().endswith("choose one with --platform") and r.stderr.count("\n") == 1
+    code, _, err = cli("validate", "--screen", out, "--data", "nb201")
+    assert code == 2 and err.startswith("error: --data nb201 holds 29 platforms (1080ti_b1,")
+    assert err.rstrip().endswith("choose one with --platform") and err.count("\n") == 1
 
 
 def _cell_reference(ops: tuple[int, ...]) -> list[float]:
