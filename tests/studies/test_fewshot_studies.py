@@ -2,21 +2,27 @@
 HELP's public measured data."""
 
 import json
+import types
 
 import pandas as pd
 import pytest
 
 from carb.datasets import help_fbnet as hf
 from carb.studies.help_fbnet import fewshot_help_fbnet
-from tests._helpers import run_carb
 
 
-def run(*args):
-    """``carb fewshot ARGS`` in a subprocess."""
-    return run_carb("fewshot", *args)
+@pytest.fixture
+def run(cli):
+    """``carb fewshot ARGS`` in-process (the ``cli`` fixture): an object with returncode, stdout, stderr."""
+
+    def fewshot(*args):
+        code, out, err = cli("fewshot", *args)
+        return types.SimpleNamespace(returncode=code, stdout=out, stderr=err)
+
+    return fewshot
 
 
-def test_fewshot_cli_on_a_held_out_device(tmp_path):
+def test_fewshot_cli_on_a_held_out_device(tmp_path, run):
     p = run("--platform", "raspi4", "--samples", "10", "--seed", "1", "--out", tmp_path / "p.parquet", "--json")
     assert p.returncode == 0, p.stderr
     s = json.loads(p.stdout)
@@ -46,12 +52,12 @@ def test_fewshot_cli_on_a_held_out_device(tmp_path):
         ),
     ],
 )
-def test_fewshot_cli_errors_are_one_line(args, message):
+def test_fewshot_cli_errors_are_one_line(args, message, run):
     p = run(*args)
     assert p.returncode == 2 and message in p.stderr and len(p.stderr.strip().splitlines()) == 1
 
 
-def test_measured_file_timed_with_the_paired_sentinel_is_read_at_median_speed(tmp_path):
+def test_measured_file_timed_with_the_paired_sentinel_is_read_at_median_speed(tmp_path, run):
     # SYNTHETIC speeds: the raw medians are HELP's raspi4 latencies / 2, latency_ms_norm the
     # latencies themselves; the map from the corrected file equals the one from the clean values
     wide = hf.load(wide=True)
@@ -70,7 +76,7 @@ def test_measured_file_timed_with_the_paired_sentinel_is_read_at_median_speed(tm
     pd.testing.assert_series_equal(out["paired"], out["clean"], check_exact=False, rtol=1e-9)
 
 
-def test_measured_file_errors(tmp_path):
+def test_measured_file_errors(tmp_path, run):
     bad = tmp_path / "m.csv"
     bad.write_text("arch_id,latency_ms\n1,2.0\n9999,1.0\n")
     p = run("--data", bad)
@@ -158,7 +164,7 @@ def test_nb201_ensemble_reads_operation_counts():
     assert r["ensemble"]["spearman"] > 0.95 and r["ensemble"]["spearman"] > r["ridge"]["spearman"] + 0.05
 
 
-def test_fewshot_cli_nb201_method(tmp_path):
+def test_fewshot_cli_nb201_method(tmp_path, run):
     p = run("--space", "nb201", "--platform", "titanx_32", "--seed", "0", "--method", "ridge", "--json")
     assert p.returncode == 0, p.stderr
     ridge = json.loads(p.stdout)
