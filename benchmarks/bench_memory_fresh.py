@@ -188,7 +188,7 @@ def cmd_evaluate(a) -> dict:
         **{k: meas[k] for k in ("held_out", "seed", "threads", "core", "fresh_visit")},
         "fresh_measured": meas["provenance"]["utc"],
         "model": {**judge(pred["memory_mb"], truth), "interval_coverage": float(inside.mean())},
-        "memory_provenance": _memory_provenance(test),
+        "memory_provenance": _memory_provenance(a.data),
     }
     has = test["memory_mb"].notna().to_numpy()
     out["dataset_row"] = judge(test["memory_mb"][has], truth[has])
@@ -205,11 +205,18 @@ def cmd_evaluate(a) -> dict:
     return out
 
 
-def _memory_provenance(test) -> str | None:
-    """Where the dataset's memory column comes from (its ``extra.memory_pass.definition``), if it says."""
-    seen = {json.loads(e).get("memory_pass", {}).get("definition") for e in test["extra"]}
-    seen.discard(None)
-    return " | ".join(sorted(seen)) or None
+def _memory_provenance(name: str) -> dict | None:
+    """Where the dataset's memory column comes from: its ``memory`` entry of ``carb/data/fingerprints.json``."""
+    from importlib import resources
+
+    doc = json.loads((resources.files("carb") / "data" / "fingerprints.json").read_text())
+    memory = (doc.get(name) or {}).get("memory")
+    keep = ("definition", "memory_baseline", "rows", "of", "measured", "code_commit")
+    return (
+        {k: memory[k] for k in keep if k in memory} | {"machine": memory.get("machine", {}).get("name")}
+        if memory
+        else None
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
