@@ -330,7 +330,7 @@ def test_cli_train_predict_evaluate(tmp_path, data, cli):
     f.write_bytes(f.read_bytes() + b"\0")
     for args, words in [
         (["predict", "--model", "bundle", "--space", "tiny", "--out", "p.csv"], "checksum"),
-        (["predict", "--model", "nope", "--space", "tiny", "--out", "p.csv"], "no such model bundle"),
+        (["predict", "--model", "nope", "--space", "tiny", "--out", "p.csv"], "no such model directory"),
         (["train", "--data", "syn.parquet", "--preset", "huge", "--out", "b2"], "unknown preset"),
         (["evaluate", "--data", "syn.parquet", "--split", "diagonal"], "unknown split"),
         (["evaluate", "--data", "syn.parquet", "--budget", "speed=3"], "--budget"),
