@@ -383,7 +383,9 @@ def calibrated_model(nm, cal: dict):
 
     tables = [netmodel.capture_config(families.config_from_row(m["config"])) for m in cal["measured"]]
     y = pd.DataFrame(cal["measured"])[["latency_ms", "memory_mb"]]
-    model = netmodel.calibrate_on(nm, tables, y, method=cal["method"], meta=cal["meta"])
+    # the run's widening for the machine's state spread over its rounds, as calibrate_here applied it
+    sd = float((cal["meta"].get("state_widening") or {}).get("state_sd", 0.0))
+    model = netmodel.calibrate_on(nm, tables, y, method=cal["method"], meta=cal["meta"], state_sd=sd)
 
     def numbers(o: Any) -> list[float]:
         if isinstance(o, dict):
@@ -596,8 +598,10 @@ def main(argv: list[str] | None = None) -> None:
     m.add_argument("--model", default=MODEL, help="the network model to calibrate (a shipped name or a directory)")
     m.add_argument("--samples", type=int, default=10, help="K: carb.calibrate's networks")
     m.add_argument("--seed", type=int, default=0, help="carb.calibrate's seed, and the visits' shuffle")
-    m.add_argument("--cal-rounds", type=int, default=1, help="carb.calibrate's rounds")
-    m.add_argument("--cal-max-time", type=float, default=2.0, help="carb.calibrate's max_time_s per visit")
+    m.add_argument("--cal-rounds", type=int, default=2, help="carb.calibrate's rounds (carb predict --calibrate's)")
+    m.add_argument(
+        "--cal-max-time", type=float, default=1.2, help="carb.calibrate's max_time_s per visit (predict --calibrate's)"
+    )
     m.add_argument("--forwards", type=int, default=30, help="the fewest timed forwards per visit")
     m.add_argument("--min-time-s", type=float, default=1.0, help="the least timed seconds per visit")
     m.add_argument("--warmup-s", type=float, default=0.5)
