@@ -77,7 +77,7 @@ class MachineState:
     Attributes:
         device: ``cpu``, ``cuda``, ``cuda:<index>``.
         load_1m: the 1-minute load average (``None``: the system does not say).
-        cpus: the CPUs this process may run on.
+        cpus: the machine's CPUs (the load average counts tasks on all of them).
         threads: the worker's threads.
         readings_ms: the sentinel readings (ms) and ``ci_rel``: each one's relative 95% CI half-width.
         spread: slowest over fastest usable reading (``None``: fewer than 2).
@@ -174,7 +174,8 @@ def _load_1m() -> float | None:
 
 
 def _cpus() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    """The machine's CPUs: the load average counts runnable tasks on all of them, whatever this process is pinned to."""
+    return os.cpu_count() or 1
 
 
 def check_state(
@@ -200,7 +201,7 @@ def check_state(
             ``None``: no speed index.
         force: return a disturbed state (``forced``) instead of raising.
         load: the 1-minute load average; ``None``: read now.
-        cpus: the CPUs this process may use; ``None``: read now.
+        cpus: the machine's CPUs (the load average's denominator, not this process's affinity); ``None``: read now.
         readings: the sentinel readings ``(sentinel_ms, ci_rel)``; ``None``: :func:`read_sentinel` now (not where the
             load alone refuses).
         thresholds: see :class:`Thresholds`.
