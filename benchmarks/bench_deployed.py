@@ -34,7 +34,10 @@ Subcommands (repository root, ``. .venv/bin/activate``):
               mean and median |latency error|, share within +-10%, 90% interval coverage and
               median half-width, Spearman; memory error and share within +-10%; the operators
               the model has not measured (layers, FLOPs, predicted time), pooled by networks
-              whose every operator is known and the others. Writes
+              whose every operator is known and the others. ``--later FILE``: a later
+              run of ``measure`` (an hour on, its own truth and calibration): the earlier
+              calibration scored against the later truth, and whether the two calibrations
+              agree within each other's intervals. Writes
               ``benchmarks/results/deployed.json`` (``deployed_quick.json`` with ``--quick``).
 ``report``    prints the tables of an evaluation's JSON.
 
@@ -540,11 +543,56 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
             "torch": visits["torch"].iloc[0] if len(visits) else None,
         },
     }
+    if args.later:
+        out["later"] = later(Path(args.later), doc, names, tables, nm, machine, preds[CALIBRATED])
     if not reproduced:
         print("warning: the calibration refitted from the stored K differs from the run's maps", flush=True)
     path = _common.write_json(args.json or default_json, out)
     report(out)
     print(f"written {path}")
+
+
+def later(path: Path, doc: dict, names: list, tables: list, nm: Any, machine: Any, earlier: list) -> dict[str, Any]:
+    """The calibration held over time: a later run of ``measure`` (its own truth and calibration) against this one.
+
+    The earlier calibration's answers scored against the later truth (the median of the later A and B), the
+    later calibration's against the same truth, and whether the two calibrations agree: each one's answer
+    inside the other's 90% interval.
+    """
+    import numpy as np
+
+    from carb import netmodel
+
+    doc2 = json.loads(path.read_text())
+    per1, _ = truth(doc)
+    per2, _ = truth(doc2)
+    cal2, same2 = calibrated_model(nm, doc2["calibration"])
+    keep = [i for i, n in enumerate(names) if n in per2.index]
+    p2 = netmodel.predict_tables([tables[i] for i in keep], cal2, machine)
+    p1 = [earlier[i] for i in keep]
+    y = np.array([per2.loc[names[i], "latency_ms"] for i in keep], float)
+
+    def cols(ps: list) -> tuple:
+        hi = [np.inf if p.latency_ms_hi is None or not np.isfinite(p.latency_ms_hi) else p.latency_ms_hi for p in ps]
+        return np.array([p.latency_ms for p in ps]), np.array([p.latency_ms_lo for p in ps]), np.array(hi)
+
+    (a, alo, ahi), (b, blo, bhi) = cols(p1), cols(p2)
+    agree = (a >= blo) & (a <= bhi) & (b >= alo) & (b <= ahi)
+    return {
+        "measurements": str(path),
+        "networks": len(keep),
+        "hours_between_calibrations": (doc2["calibration"]["started"] - doc["calibration"]["started"]) / 3600,
+        "earlier_calibration_vs_later_truth": scores(y, a, alo, ahi),
+        "later_calibration_vs_later_truth": scores(y, b, blo, bhi),
+        "calibrations_agree_share": float(agree.mean()) if len(agree) else None,
+        "later_over_earlier_median": float(np.median(b / a)) if len(a) else None,
+        "later_truth_over_earlier_median": float(
+            np.median(y / np.array([per1.loc[names[i], "latency_ms"] for i in keep]))
+        ),
+        "later_refitted_maps_match_the_run": same2,
+        "later_maps": doc2["calibration"]["maps"],
+        "later_measurements_provenance": doc2.get("provenance"),
+    }
 
 
 def report(out: dict) -> None:
@@ -583,6 +631,15 @@ def report(out: dict) -> None:
     c = out["calibration"]
     print(f"calibration: {c['what']}, method {c['method']}, {c['seconds']:.0f} s; refitted maps match the run: "
           f"{c['refitted_maps_match_the_run']}")  # fmt: skip
+    if "later" in out:
+        lt = out["later"]
+        e, la = lt["earlier_calibration_vs_later_truth"], lt["later_calibration_vs_later_truth"]
+        print(f"\nlater run ({lt['hours_between_calibrations']:.2f} h after the calibration, {lt['networks']} networks; "
+              f"later truth over earlier: median {lt['later_truth_over_earlier_median']:.3f}): the earlier calibration "
+              f"against the later truth {e['mape']:.1f}% mean error, coverage {e['coverage']:.0f}% at "
+              f"±{e['half_width_median']:.1f}%; the later calibration {la['mape']:.1f}%, coverage {la['coverage']:.0f}%; "
+              f"the two agree within each other's interval on {100 * lt['calibrations_agree_share']:.0f}% "
+              f"(later over earlier: median {lt['later_over_earlier_median']:.3f})")  # fmt: skip
 
 
 def cmd_report(args: argparse.Namespace) -> None:
@@ -618,6 +675,9 @@ def main(argv: list[str] | None = None) -> None:
     e = sub.add_parser("evaluate", help="predict the measured networks, score; JSON (measures nothing)")
     e.add_argument("--quick", action="store_true", help="evaluate the --quick measurements")
     e.add_argument("--measurements", default=None, help="the measurements file (default: measure's)")
+    e.add_argument(
+        "--later", default=None, help="a later run's measurements file: the calibration held over time (its own K)"
+    )
     _common.add_json(e)  # default: benchmarks/results/deployed.json (deployed_quick.json with --quick)
     r = sub.add_parser("report", help="print the tables of an evaluation's JSON")
     r.add_argument("--quick", action="store_true")
