@@ -36,8 +36,8 @@ the card and the fingerprint, that a dataset's memory is of the older definition
         --name layers-cpu-1t
     python scripts/ship.py netmodel --layers campaigns/layers-cpu-1t.duckdb --zoo campaigns/zoo-cpu-1t.duckdb \
         --name layers-cpu-1t --conditions "core 1 reserved (taskset -c 1), 1 thread"
-    python scripts/ship.py steps --network benchmarks/results/machine_kind_step.json \
-        --model carb/data/layers-cpu-avx2-1t.netmodel
+    python scripts/ship.py steps --network benchmarks/results/machine_kind_step_xeon.json \
+        --network benchmarks/results/machine_kind_step.json --model carb/data/layers-cpu-avx2-1t.netmodel
     python scripts/ship.py steps --config benchmarks/results/config_steps.json
     python scripts/ship.py steps --memory-definition experiments/memory/results/memory_definition_step.json \
         --model carb/data/layers-cpu-avx2-1t.netmodel
@@ -55,7 +55,7 @@ import json
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -713,8 +713,14 @@ def _read_json(path: str, keys: tuple[str, ...]) -> dict:
     return doc
 
 
-def ship_network_steps(model_dir: str, out: dict) -> None:
-    """Record a network model's measured steps and fitted range in its ``meta``, then seal it again."""
+def ship_network_steps(model_dir: str, out: dict, others: Sequence[dict] = ()) -> None:
+    """Record a network model's measured steps and fitted range in its ``meta``, then seal it again.
+
+    ``out`` and ``others``: ``bench_machine_kind.py step``'s JSON, one per machine kind measured; the
+    machine-kind step of each target is the widest of them (its 90% |log error|), so that an answer on a
+    kind the model never saw is widened by the largest step measured; the range and precision steps and
+    the range are ``out``'s.
+    """
     from carb.netmodel.io import seal
 
     f = Path(model_dir) / "netmodel.json"
@@ -723,15 +729,27 @@ def ship_network_steps(model_dir: str, out: dict) -> None:
     doc = json.loads(f.read_text())
     meta = doc.setdefault("meta", {})
     steps = meta.setdefault("domain_steps", {})
+    kinds = [out, *others]
+    widest = {
+        t: max((k for k in kinds if t in k["targets"]), key=lambda k: k["targets"][t]["q90_abs_log"])
+        for t in out["targets"]
+    }
     steps["machine_kind"] = {
-        t: {"q90_abs_log": v["q90_abs_log"], "median_log_error": v["median_log_error"], "n": out["networks"]}
-        for t, v in out["targets"].items()
+        t: {
+            "q90_abs_log": k["targets"][t]["q90_abs_log"],
+            "median_log_error": k["targets"][t]["median_log_error"],
+            "n": k["networks"],
+            "measured_on": k["measured_on"].get("name"),
+        }
+        for t, k in widest.items()
     } | {
-        "from": (
-            f"{out['networks']} carb.zoo networks measured on {out['measured_on'].get('name')} "
-            f"({out['measured_on'].get('kernels')} kernels) and predicted by this model uncalibrated, "
-            f"{out['computed']} (benchmarks/bench_machine_kind.py)"
+        "from": "; ".join(
+            f"{k['networks']} carb.zoo networks measured on {k['measured_on'].get('name')} "
+            f"({k['measured_on'].get('kernels')} kernels) and predicted by this model uncalibrated, "
+            f"{k['computed']}"
+            for k in kinds
         )
+        + " (benchmarks/bench_machine_kind.py); each target takes the widest step"
     }
     steps["range"] = out["range_step"]
     steps["precision"] = out["precision_step"]
@@ -777,8 +795,9 @@ def ship_steps(a: argparse.Namespace) -> None:
     if a.network:
         if not a.model:
             raise ValueError("steps --network: give --model, the network model's folder")
-        out = _read_json(a.network, ("networks", "targets", "measured_on", "computed", "range", "range_step"))
-        ship_network_steps(a.model, out)
+        keys = ("networks", "targets", "measured_on", "computed", "range", "range_step")
+        outs = [_read_json(n, keys) for n in a.network]
+        ship_network_steps(a.model, outs[0], outs[1:])
     if a.config:
         ship_config_steps(_read_json(a.config, ("config", "runs")), a.out)
 
@@ -989,7 +1008,11 @@ def main(argv: list[str] | None = None) -> int:
     n.add_argument("--data", default=None, help="what the model was fitted on, for its meta")
     n.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "carb" / "data"))
     st = sub.add_parser("steps", help="measured domain steps into a network model or carb/data/domain_steps.json")
-    st.add_argument("--network", help="bench_machine_kind.py step's JSON")
+    st.add_argument(
+        "--network",
+        action="append",
+        help="bench_machine_kind.py step's JSON (repeat: one per machine kind measured; each target takes the widest)",
+    )
     st.add_argument("--model", help="with --network: the network model's folder (sealed again)")
     st.add_argument("--config", help="bench_machine_kind.py config-steps' JSON")
     st.add_argument(
