@@ -2,21 +2,22 @@
 
 from __future__ import annotations
 
-import numpy as np
+import mmap
+
 import pytest
 
 from carb.measure.window import CostMonitor
 
 
 def test_nested_windows_each_keep_their_own_peak() -> None:
+    # anonymous maps, touched page by page and unmapped: what RSS does with them does not depend on
+    # what malloc kept from earlier tests in this process (its mmap threshold moves with history)
     mon = CostMonitor()
     mon.begin_window("outer")
-    a = np.ones(8_000_000)  # 64 MB, freed before the inner window
-    a[::512] = 2.0
-    del a
+    a = _touched(64_000_000)  # 64 MB, unmapped before the inner window
+    a.close()
     mon.begin_window("inner")
-    b = np.ones(1_000_000)  # 8 MB
-    b[::512] = 2.0
+    b = _touched(8_000_000)  # 8 MB
     inner = mon.end_window("inner")
     outer = mon.end_window("outer")
     if not inner.memory_method.startswith("VmHWM (clear_refs"):
@@ -24,7 +25,15 @@ def test_nested_windows_each_keep_their_own_peak() -> None:
     assert 6 < inner.memory_mb < 30  # the 8 MB block, not the 64 MB one freed before it began
     assert outer.memory_mb > 60  # the 64 MB block, seen although the inner window reset the peak
     assert outer.latency_ms >= inner.latency_ms > 0 and outer.cpu_ms > 0
-    del b
+    b.close()
+
+
+def _touched(nbytes: int) -> mmap.mmap:
+    """An anonymous private map of ``nbytes`` with every page written (resident)."""
+    m = mmap.mmap(-1, nbytes)
+    for off in range(0, nbytes, mmap.PAGESIZE):
+        m[off] = 1
+    return m
 
 
 def test_repeated_windows_pool_into_a_median_with_its_interval() -> None:
