@@ -221,7 +221,8 @@ def stamp(args: list[str]) -> int:
     """Run ``args``, a command that writes the JSON named by its ``--json PATH``, then add the provenance.
 
     The provenance names the whole command (``python benchmarks/_common.py stamp ...``); the git
-    state is read after the command ran, as :func:`write_json` reads it.
+    state is read before the command runs, as :func:`write_json` reads it before writing: the JSON
+    the command rewrites is the only file it changes, and it would read as a dirty tree after.
 
     Returns:
         The command's exit status (2 when ``args`` names no ``--json PATH``).
@@ -230,11 +231,12 @@ def stamp(args: list[str]) -> int:
         print("error: stamp: the command names no --json PATH", file=sys.stderr)
         return 2
     path = Path(args[args.index("--json") + 1])
+    prov = provenance(["stamp", *args])
     rc = subprocess.run(args).returncode
     if rc != 0:
         return rc
     doc = json.loads(path.read_text())
-    doc["provenance"] = provenance(["stamp", *args])
+    doc["provenance"] = prov
     path.write_text(json.dumps(clean(doc), indent=1, allow_nan=False, default=str) + "\n")
     return 0
 
