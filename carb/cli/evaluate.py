@@ -98,10 +98,10 @@ def _score_model(
 
     from carb.decide.scoring import score_model
     from carb.model import UNITS
-    from carb.transfer.calibrate import load_predictor
+    from carb.transfer.load import load_model
 
     try:
-        model = load_predictor(model_dir)
+        model = load_model(model_dir, ("calibrated", "bundle"))
     except (ValueError, OSError) as e:
         raise usage(f"--model {model_dir}: {e}") from None
     df = load_data(data, platform)
