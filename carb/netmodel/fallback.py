@@ -74,6 +74,13 @@ _FALLBACK_OF = {c: k for k, cs in FALLBACK_CLASSES.items() for c in cs}
 GENERIC = "generic"
 
 
+def _measured_rows(layers: pd.DataFrame, y_ms: np.ndarray) -> tuple[pd.DataFrame, np.ndarray]:
+    """The rows a roofline is fitted on: a positive, finite latency (ms), ``se`` composites left out."""
+    y = np.asarray(y_ms, np.float64)
+    keep = (layers["op"] != "se").to_numpy() & np.isfinite(y) & (y > 0)
+    return layers[keep].reset_index(drop=True), y[keep]
+
+
 def fallback_class(layers: pd.DataFrame, cls: np.ndarray | None = None) -> np.ndarray:
     """The fallback class of each layer row (:data:`FALLBACK_CLASSES`).
 
@@ -109,9 +116,7 @@ def fit_fallback(
         Class -> ``{"coef": [a0 (ms), a1 (ms/FLOP), a2 (ms/B)], "q": log error, "n": layers, "ops": [op classes]}``.
 
     """
-    y = np.asarray(y_ms, np.float64)
-    keep = (layers["op"] != "se").to_numpy() & np.isfinite(y) & (y > 0)
-    layers, y = layers[keep].reset_index(drop=True), y[keep]
+    layers, y = _measured_rows(layers, y_ms)
     if not len(y):
         return {}
     cls = op_class(layers)
@@ -185,9 +190,7 @@ def fit_op_rooflines(
     Returns:
         ``op:<op>`` -> ``{"coef", "q", "n", "ops", "median"}``; ``median``: the median held-out ``|log error|``.
     """
-    y = np.asarray(y_ms, np.float64)
-    keep = (layers["op"] != "se").to_numpy() & np.isfinite(y) & (y > 0)
-    layers, y = layers[keep].reset_index(drop=True), y[keep]
+    layers, y = _measured_rows(layers, y_ms)
     if not len(y):
         return {}
     cls = op_class(layers)
