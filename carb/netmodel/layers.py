@@ -249,6 +249,8 @@ def _fit_correction(X: np.ndarray, resid: np.ndarray, trees: int, seed: int) -> 
 
 #: How much lower the own rooflines' held-out error must be for a class to leave the forest (a tie keeps it).
 _OWN_MARGIN = 0.9
+#: The fewest layers an op's own roofline is fitted on (:func:`fit_op_rooflines`' default).
+_OWN_MIN_LAYERS = 4
 
 
 def choose_own_ops(
@@ -268,20 +270,20 @@ def choose_own_ops(
         chosen classes, and the chosen ops' rooflines (keys :data:`OWN` and the op).
     """
     unit = fallback_unit(layers, cls)
-    rooflines = fit_op_rooflines(layers, y, version)
+    layers_of = pd.Series(unit).value_counts()
+    held = rooflines_held_out(layers, y, version)  # each layer left out of its own op's roofline, once
     chosen: dict[str, dict[str, float]] = {}
-    keep: dict[str, dict[str, Any]] = {}
+    units: set[str] = set()
     for c in sorted(set(cls)):
         m = cls == c
-        units = sorted(set(unit[m]))
-        if not all(OWN + u in rooflines for u in units):
+        ops = set(unit[m])
+        if any(layers_of[u] < _OWN_MIN_LAYERS for u in ops):
             continue
-        own = rooflines_held_out(layers[m].reset_index(drop=True), y[m], version)
-        ours, theirs = float(np.median(own)), float(np.median(forest_err[m]))
+        ours, theirs = float(np.median(held[m])), float(np.median(forest_err[m]))
         if ours < _OWN_MARGIN * theirs:
             chosen[str(c)] = {"roofline": ours, "forest": theirs, "n": int(m.sum())}
-            keep |= {OWN + u: rooflines[OWN + u] for u in units}
-    return chosen, keep
+            units |= ops
+    return chosen, (fit_op_rooflines(layers, y, version, min_layers=_OWN_MIN_LAYERS, units=units) if units else {})
 
 
 def rooflines_held_out(layers: pd.DataFrame, y: np.ndarray, version: int) -> np.ndarray:
@@ -496,13 +498,12 @@ class LayerModel:
             m = c == k
             out[m] = _apply_roofline(self.rooflines[k], flops[m], nbytes[m])
         out = np.maximum(out, 1e-6)
-        if self.forest is not None and known.any():
-            on = None if onednn is None else onednn[known]
-            out[known] *= np.exp(
-                self.shrink
-                * self.forest.predict(_x(layers[known], self.classes, self.features, c[known], self.threads, on))
-            )
         own = self._own_rows(layers, c)
+        corrected = known & ~own  # rows priced by their op's own roofline take no forest correction
+        if self.forest is not None and corrected.any():
+            on = None if onednn is None else onednn[corrected]
+            x = _x(layers[corrected], self.classes, self.features, c[corrected], self.threads, on)
+            out[corrected] *= np.exp(self.shrink * self.forest.predict(x))
         if own.any():
             keys = [OWN + u for u in fallback_unit(layers[own], c[own])]
             coef = np.array([self.fallback[k]["coef"] for k in keys], np.float64).reshape(-1, 3)
