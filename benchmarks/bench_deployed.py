@@ -65,7 +65,6 @@ ROOT = _common.ROOT
 RESULTS = _common.RESULTS
 #: the networks' file, loaded by path as user code
 NETS = ROOT / "benchmarks" / "nets" / "deployed_nets.py"
-MODEL = "layers-cpu-avx2-1t"  # carb predict's default network model
 #: the three networks of ``--quick``: small, of three kinds (audio, recurrent, convnet)
 QUICK = ("audio_m11", "crnn_lstm", "convnext_lite")
 #: glibc malloc.h, and the bytes below which freed memory stays with the process (the model's workers' ``retain``)
@@ -267,6 +266,7 @@ def cmd_measure(args: argparse.Namespace) -> None:
     unknown = [n for n in names if n not in nets.NETWORKS]
     if unknown:
         sys.exit(f"error: --networks: unknown {', '.join(unknown)} (the file has {', '.join(nets.NETWORKS)})")
+    args.model = args.model or netmodel.default_model()  # carb predict's: the shipped model of this machine's kind
     args.allocator = netmodel.allocator_of(netmodel.load(args.model))  # the truth in the model's allocator state
     out = Path(args.json or _paths(args)[0])
     settings = {
@@ -480,11 +480,14 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     nets = load_nets()
     names = [n for n in doc["settings"]["networks"] if n in per.index]
     missing = [n for n in doc["settings"]["networks"] if n not in per.index]
-    nm = netmodel.load(doc["settings"]["model"])
+    scored = args.model or doc["settings"]["model"]  # another model is calibrated on the same K measured here
+    nm = netmodel.load(scored)
     t0 = time.time()
     tables = [capture(build_meta(nets.NETWORKS[n].build), tuple(doc["inputs"][n])) for n in names]
     print(f"{len(names)} networks measured, captured in {time.time() - t0:.0f} s", flush=True)
     cal_model, reproduced = calibrated_model(nm, doc["calibration"])
+    if scored != doc["settings"]["model"]:
+        reproduced = None  # the run fitted its maps for another model: nothing to reproduce
     machine = Fingerprint.from_dict(doc["machine"])  # the answers are for the machine measured
     preds = {
         SHIPPED: netmodel.predict_tables(tables, nm, machine),
@@ -521,6 +524,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
             "networks": [m["label"] for m in cal["measured"]],
             "maps": cal["maps"],
             "refitted_maps_match_the_run": reproduced,
+            "model_scored": str(scored),
             "seconds": cal["ended"] - cal["started"],
             "sentinel_ms": [m.get("sentinel_ms") for m in cal["measured"]],
             "left_out": cal["left_out"],
@@ -545,7 +549,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     }
     if args.later:
         out["later"] = later(Path(args.later), doc, names, tables, nm, machine, preds[CALIBRATED])
-    if not reproduced:
+    if reproduced is False:
         print("warning: the calibration refitted from the stored K differs from the run's maps", flush=True)
     path = _common.write_json(args.json or default_json, out)
     report(out)
@@ -652,7 +656,9 @@ def main(argv: list[str] | None = None) -> None:
     m = sub.add_parser("measure", help="truth A, the calibration here, truth B; JSON (resumes)")
     m.add_argument("--quick", action="store_true", help=f"only {', '.join(QUICK)}")
     m.add_argument("--networks", nargs="+", default=None, help="only these networks (default: all)")
-    m.add_argument("--model", default=MODEL, help="the network model to calibrate (a shipped name or a directory)")
+    m.add_argument(
+        "--model", default=None, help="the network model to calibrate (default: carb predict's for this machine)"
+    )
     m.add_argument("--samples", type=int, default=10, help="K: carb.calibrate's networks")
     m.add_argument("--seed", type=int, default=0, help="carb.calibrate's seed, and the visits' shuffle")
     m.add_argument("--cal-rounds", type=int, default=2, help="carb.calibrate's rounds (carb predict --calibrate's)")
@@ -675,6 +681,9 @@ def main(argv: list[str] | None = None) -> None:
     e = sub.add_parser("evaluate", help="predict the measured networks, score; JSON (measures nothing)")
     e.add_argument("--quick", action="store_true", help="evaluate the --quick measurements")
     e.add_argument("--measurements", default=None, help="the measurements file (default: measure's)")
+    e.add_argument(
+        "--model", default=None, help="score this network model, calibrated on the run's K (default: the run's model)"
+    )
     e.add_argument(
         "--later", default=None, help="a later run's measurements file: the calibration held over time (its own K)"
     )

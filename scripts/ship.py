@@ -648,6 +648,23 @@ def _layer_rows(paths: list[str], target: str, bridge: bool) -> tuple[Any, list[
     return df, sorted({x for _, al in parts for x in al})
 
 
+def _stores_fingerprint(paths: list[str]) -> dict:
+    """``{"fingerprint": ...}`` where every store's last run was on one machine kind, fully read, else ``{}``.
+
+    A model without a fingerprint is never in its machine's domain; one with it is picked on that kind
+    (:func:`carb.netmodel.default_model`).
+    """
+    from carb.datasets import fingerprint
+    from carb.measure.fingerprint import compare
+
+    fps = [fingerprint(p) for p in dict.fromkeys(paths)]
+    if not fps or any(fp is None or not fp.known for fp in fps):
+        return {}
+    if not all(compare(fps[0], fp).same_kind for fp in fps[1:]):
+        return {}
+    return {"fingerprint": fps[0].to_dict()}
+
+
 def ship_netmodel(a: argparse.Namespace) -> None:
     """Fit a network model on every measured layer and zoo network, save it with its checksums and load it back."""
     import pandas as pd
@@ -655,6 +672,7 @@ def ship_netmodel(a: argparse.Namespace) -> None:
     from carb import families, netmodel
     from carb.families import layers as L
     from carb.families import zoo
+    from carb.netmodel.domain import network_range
 
     if "zoo" not in families.names():
         families.register(zoo.ZOO)
@@ -688,6 +706,8 @@ def ship_netmodel(a: argparse.Namespace) -> None:
         "lat_shrink_strength": netmodel.LAT_SHRINK_STRENGTH,
         "allocator": "/".join(sorted(set(lalloc) | set(zalloc))),
         **_memory_baseline([*a.layers, a.zoo]),
+        **_stores_fingerprint([*a.layers, a.zoo]),
+        "range": network_range(rows),
         **({"conditions": a.conditions} if a.conditions else {}),
     }
     nm = netmodel.fit_netmodel(
@@ -852,6 +872,7 @@ def memory_facts(df: Any, provs: list[dict], a: argparse.Namespace) -> dict:
         "command": provs[-1].get("command") or "experiments/memory_pass/measure_memory.py",
         "pinning": a.pinning,
         "protocol": provs[-1].get("protocol"),
+        "kernel_env": provs[-1].get("kernel_env") or {},
         "loadavg_1min": [float(np.median(load1)), float(np.quantile(load1, 0.9))] if len(load1) else None,
         "ratio_to_older": [float(ratio.quantile(q)) for q in (0.1, 0.5, 0.9)],
         "diff_to_older_mb": float((got["memory_mb"] - got["memory_mb_older"]).median()),
@@ -876,7 +897,14 @@ def memory_card_section(name: str, f: dict) -> str:
         f"allocator {fp.get('allocator')}, pinned to {f['pinning']}; measured {f['measured'][0]} to "
         f"{f['measured'][1]} UTC",
         f"- machine: {fp.get('name')} (flags {', '.join(fp.get('isa') or [])}; torch kernels {fp.get('kernels')}), "
-        "not the machine of the latency above: the memory columns are this machine's",
+        "not the machine of the latency above: the memory columns are this machine's"
+        + (
+            "; torch and oneDNN capped to the dataset's kernels ("
+            + " ".join(f"`{k}={v}`" for k, v in sorted(f["kernel_env"].items()))
+            + "), those its latency ran on"
+            if f.get("kernel_env")
+            else ""
+        ),
         f"- load while measuring (1-minute load average of the 2-core machine): median {f['loadavg_1min'][0]:.1f}, "
         f"p90 {f['loadavg_1min'][1]:.1f}; a peak resident set does not depend on the CPU's load",
         f"- `memory_mb_older`: the first measurement (the forked worker counted the library pages of torch it "

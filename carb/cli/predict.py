@@ -179,7 +179,7 @@ def predict_cli(
         force: with ``calibrate``, keep a calibration taken while the machine is disturbed.
     """
     from carb.measure.fingerprint import compare
-    from carb.netmodel import DEFAULT_MODEL
+    from carb.netmodel import default_model
     from carb.netmodel.domain import fingerprint_of
     from carb.report.progress import campaign_progress
     from carb.transfer import network as priced_here
@@ -191,7 +191,7 @@ def predict_cli(
         raise _usage(f"--json {json_file}: expected a .json file")
     if json_file is not None:  # never the ONNX file, the network's source or the model it reads
         source = str(module_spec).rpartition(":")[0] if flag == "--module" else module_spec
-        check_out_file(Path(json_file), "--json", inputs={flag: source, "--model": model_dir or DEFAULT_MODEL})
+        check_out_file(Path(json_file), "--json", inputs={flag: source, "--model": model_dir or default_model()})
     con = Console(soft_wrap=True)  # one line per figure, whatever the terminal's width
     what = f"--onnx {module_spec}" if isinstance(module_spec, Path) else f"--module {module_spec!r}"
     try:
@@ -221,7 +221,7 @@ def predict_cli(
         f"{module_spec} on {'x'.join(map(str, shape))} {precision}: "
         f"{pred.flops / 1e9:.3f} GFLOP, {pred.params / 1e6:.2f} M parameters, {len(pred.layers)} layers; "
         f"priced for {pred.machine}"
-        + (f" (model: the shipped {DEFAULT_MODEL}; --model for another)" if p.default and p.cached is None else "")
+        + (f" (model: the shipped {p.model_name}; --model for another)" if p.default and p.cached is None else "")
     )
     for line, warn in priced_here.figure_lines(pred, nm):
         con.print(line, style="bold yellow" if warn else None)

@@ -91,6 +91,7 @@ __all__ = [
     "rapl_delta_uj",
     "MEMORY_DEFINITION",
     "MEMORY_BASELINE",
+    "KERNEL_ENV",
     "ALLOCATORS",
     "THP_PATH",
     "thp_mode",
@@ -105,6 +106,10 @@ MEMORY_DEFINITION = (
     "forkserver's mapped library pages mapped into the worker before that baseline "
     "(what the network adds to a process that imported torch); MB = 1e6 bytes"
 )
+
+#: environment variables that cap the kernels torch and oneDNN dispatch to (an AVX-512 CPU run on
+#: AVX2 kernels): recorded with every run, as the kernels a row was measured with depend on them
+KERNEL_ENV = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA")
 
 # "__main__" first: the forkserver imports the main script once, so that each worker
 # inherits it instead of re-running it (multiprocessing re-imports the main module).
@@ -236,6 +241,7 @@ class CpuBackend(Backend):
             malloc_env={
                 k: v for k, v in os.environ.items() if k.startswith(("MALLOC_", "GLIBC_TUNABLES", "LD_PRELOAD"))
             },
+            kernel_env={k: v for k, v in os.environ.items() if k in KERNEL_ENV},
             protocol=self.protocol.to_dict(),
             ci_method="distribution-free binomial order statistics, 95%",
         )

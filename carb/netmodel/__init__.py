@@ -19,7 +19,8 @@ How a prediction is made (:func:`predict_module`):
 :mod:`carb.netmodel.predict` captures and prices modules (:class:`Prediction`,
 :func:`predict_modules` in worker processes); :mod:`carb.netmodel.io` is the directory
 format (``netmodel.json`` + ``layer_forest.npz``, no code runs on loading) and the shipped
-models. Intervals are 90% by default.
+models; :func:`default_model` picks the shipped model measured on this machine's kind. Intervals are
+90% by default.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from carb.netmodel.calibrate import (
     read_networks,
     runtime_of,
 )
+from carb.netmodel.domain import default_model
 from carb.netmodel.io import DEFAULT_MODEL, FORMAT, SHIPPED, ModelError, resolve
 
 # the underscored names are internals that tests and benchmarks reach through this package
@@ -107,6 +109,7 @@ __all__ = [
     "FORMAT",
     "SHIPPED",
     "DEFAULT_MODEL",
+    "default_model",
     "FEATURES_VERSION",
     "SHRINKS",
     "NETWORK_COLUMNS",

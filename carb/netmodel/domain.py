@@ -36,6 +36,7 @@ __all__ = [
     "RANGE_COLUMNS",
     "STEP_KINDS",
     "Standing",
+    "default_model",
     "fingerprint_of",
     "network_range",
     "standing",
@@ -87,6 +88,42 @@ def fingerprint_of(nm: Any) -> Fingerprint | None:
     """The machine a network model's measurements were taken on (``None``: it records none)."""
     fp = nm.meta.get("fingerprint")
     return Fingerprint.from_dict(fp) if fp is not None else None
+
+
+@lru_cache(maxsize=8)
+def _shipped_fingerprint(name: str) -> Fingerprint | None:
+    """The fingerprint a shipped network model's ``meta`` records (``None``: none, or unreadable)."""
+    from carb._safeio import DocumentError, read_json
+    from carb.netmodel.io import MODEL_FILE, SHIPPED, resolve
+
+    if name not in SHIPPED:
+        return None
+    try:
+        fp = (read_json(resolve(name) / MODEL_FILE).get("meta") or {}).get("fingerprint")
+    except (OSError, DocumentError, AttributeError):
+        return None
+    return Fingerprint.from_dict(fp) if isinstance(fp, dict) else None
+
+
+def default_model(machine: Fingerprint | None = None) -> str:
+    """The shipped network model a prediction uses when none is named: the one measured on this machine's kind.
+
+    The first of :data:`carb.netmodel.SHIPPED` whose fingerprint is of ``machine``'s kind
+    (:func:`carb.measure.fingerprint.compare`: every kind-deciding fact known on both sides and
+    equal); on a kind none was measured on, :data:`carb.netmodel.DEFAULT_MODEL`, whose measured
+    machine-kind step widens the answer there.
+
+    Args:
+        machine: the machine asked about; ``None``: this one (:func:`carb.measure.fingerprint.here`).
+    """
+    from carb.measure.fingerprint import here
+    from carb.netmodel.io import DEFAULT_MODEL, SHIPPED
+
+    machine = here() if machine is None else machine
+    for name in SHIPPED:
+        if compare(_shipped_fingerprint(name), machine).same_kind:
+            return name
+    return DEFAULT_MODEL
 
 
 def network_range(rows: pd.DataFrame) -> dict[str, list[float]]:

@@ -137,7 +137,7 @@ class PricedNetwork:
         prediction: the :class:`carb.netmodel.Prediction`.
         model: the network model that priced it (the cached calibration, when one was used).
         model_name: the model as named (the shipped default's name when none was).
-        default: no model was named (the shipped :data:`carb.netmodel.DEFAULT_MODEL`).
+        default: no model was named (the shipped model of this machine's kind, :func:`carb.netmodel.default_model`).
         cached: the calibration cache's entry used, or None (the model as given).
         machine: this machine's fingerprint.
     """
@@ -169,7 +169,8 @@ def price_network(
             :func:`carb.graph.load_module`), or the :class:`~pathlib.Path` of an ONNX file (read, never run).
         input_shape: e.g. ``1x3x224x224``.
         precision: ``fp32``, ``fp16`` or ``bf16``.
-        model: the network model's directory or shipped name; None: :data:`carb.netmodel.DEFAULT_MODEL`.
+        model: the network model's directory or shipped name; None: the shipped model of this machine's kind
+            (:func:`carb.netmodel.default_model`).
         calibrate: with no cached calibration for this machine, measure :data:`CALIBRATE_SAMPLES` networks here
             first (about a minute) and keep it in the calibration cache.
         cache: use the cached calibration of the model for this machine, if any.
@@ -185,15 +186,15 @@ def price_network(
     """
     from carb import graph
     from carb.measure.fingerprint import here
-    from carb.netmodel import DEFAULT_MODEL, load, predict_module
+    from carb.netmodel import default_model, load, predict_module
 
+    machine = here()  # read once: the model's pick, the cache's key, the prediction's machine and the first line
     default = model is None
-    model = DEFAULT_MODEL if default else model
+    model = default_model(machine) if default else model
     shape = graph.parse_shape(input_shape)
     graph.dtype_of(precision)
     nm = load(model)
     net = network if isinstance(network, Path) else graph.load_module(network)
-    machine = here()  # read once: the cache's key, the prediction's machine and the caller's first line
     nm, entry = _calibrated_here(nm, model, calibrate, cache, machine, say, progress, force)
     # a network this machine could not hold is refused, as the measuring commands refuse one
     pred = predict_module(net, shape, nm, precision=precision, machine=machine, max_bytes=physical_memory_bytes())

@@ -11,6 +11,12 @@ what it measured is a random sample of the dataset. A rerun resumes past stored 
 
     taskset -c 1 nice -n 5 python experiments/memory_pass/measure_memory.py --data cpu-1t \
         --store experiments/memory_pass/cpu-1t-memory.duckdb --deadline 2026-12-07T03:45
+
+A dataset measured on other kernels than this CPU's best (the AVX2 datasets, on an AVX-512 CPU) is
+measured with torch and oneDNN capped to its kernels (``KERNELS``); the pass refuses to run without the cap:
+
+    ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 taskset -c 1 nice -n 5 python \
+        experiments/memory_pass/measure_memory.py --data cpu-avx2-1t --store ... --deadline ...
 """
 
 from __future__ import annotations
@@ -24,7 +30,11 @@ from pathlib import Path
 
 #: the shipped datasets' per-visit protocol (their cards: warm-up 2 iterations and >= 0.1 s, CI 2% or 0.5 s)
 VISIT = {"ci_target": 0.02, "max_time_s": 0.5, "warmup": 2, "warmup_s": 0.1}
-THREADS = {"cpu-1t": 1, "cpu-2t": 2}
+THREADS = {"cpu-1t": 1, "cpu-2t": 2, "cpu-avx2-1t": 1, "cpu-avx2-2t": 2}
+#: the kernels a dataset's configs ran on, where they are not this CPU's best: measured with torch and oneDNN
+#: capped to them (the environment, recorded in each run's provenance as ``kernel_env``)
+KERNELS = {"cpu-avx2-1t": "AVX2", "cpu-avx2-2t": "AVX2"}
+KERNEL_ENV = {"AVX2": {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}}
 
 
 def _configs(name: str, seed: int) -> list:
@@ -55,6 +65,15 @@ def main(argv: list[str] | None = None) -> int:
     from carb.measure import CpuBackend
     from carb.measure.base import Protocol
 
+    want = KERNELS.get(a.data)
+    if want is not None:  # the dataset's kernels, not this CPU's best: torch and oneDNN read the cap at import
+        import os
+
+        import torch
+
+        env = KERNEL_ENV[want]
+        if str(torch.backends.cpu.get_cpu_capability()) != want or any(os.environ.get(k) != v for k, v in env.items()):
+            sys.exit(f"error: {a.data} ran on {want} kernels: run with " + " ".join(f"{k}={v}" for k, v in env.items()))
     configs = _configs(a.data, a.seed)
     protocol = Protocol(**VISIT)
     command = " ".join([Path(sys.executable).name, *sys.argv])

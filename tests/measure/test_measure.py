@@ -429,3 +429,13 @@ def test_the_worker_measures_what_a_network_adds_to_a_fresh_process(cpu_backend)
     # without the mapping the gap is about 12 MB on this network; with it a few MB remain (the worker's own
     # forked-process pages), measured at 3.5-4.2 MB on the AVX2 kind
     assert abs(m.memory_mb - min(fresh)) < 6.0, (m.memory_mb, fresh)
+
+
+def test_a_run_records_the_environment_that_caps_its_kernels(monkeypatch):
+    from carb.measure.cpu import KERNEL_ENV
+
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
+    assert "ONEDNN_MAX_CPU_ISA" not in get_backend("cpu").provenance()["kernel_env"]
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")  # oneDNN reads it when a worker first runs a primitive
+    prov = get_backend("cpu").provenance()
+    assert prov["kernel_env"]["ONEDNN_MAX_CPU_ISA"] == "AVX2" and set(prov["kernel_env"]) <= set(KERNEL_ENV)

@@ -91,3 +91,18 @@ def test_a_model_that_records_no_machine_is_never_in_domain():
     del nm.meta["fingerprint"]
     p = predict_module(small_net(), (1, 3, 64, 64), nm, machine=here())
     assert p.extrapolated and "records no machine" in p.machine_line
+
+
+def test_with_no_model_named_the_shipped_model_of_this_machine_kind_prices_it():
+    from carb.netmodel import DEFAULT_MODEL, SHIPPED, default_model
+
+    picked = 0
+    for name in SHIPPED:
+        fp = fingerprint_of(load(name))
+        if fp is not None and fp.known:  # a model whose machine is fully recorded is picked on that kind
+            assert default_model(fp) == name
+            picked += 1
+    assert picked >= 1
+    # a kind no shipped model was measured on gets the default, whose measured machine-kind step widens it
+    assert default_model(OTHER) == DEFAULT_MODEL
+    assert steps_of(load(DEFAULT_MODEL))["machine_kind"]["latency_ms"]["q90_abs_log"] > 0
