@@ -72,7 +72,7 @@ def train(
     With --prior, every target also reads another device's model's prediction of the
     same config: carb train --data cpu-2t --prior models/cpu-1t --out models/cpu-2t
     """
-    from carb.datasets import fingerprint
+    from carb.datasets import fingerprint, memory_definition
     from carb.model import BundleError
     from carb.model.training import plan_training, train_bundle
 
@@ -106,7 +106,7 @@ def train(
         with console.status(f"training {plan.preset} on {len(plan.train)} rows"):
             trained = train_bundle(
                 plan, out, coverage=coverage, n_jobs=n_jobs, prior=prior_model, latency=latency_note,
-                fingerprint=fp.to_dict() if fp is not None else None,
+                fingerprint=fp.to_dict() if fp is not None else None, memory_definition=memory_definition(data),
             )  # fmt: skip
     except BundleError as e:
         raise usage(str(e)) from None

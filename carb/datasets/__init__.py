@@ -38,7 +38,7 @@ from carb.families.space import PARAMETERS, SpaceError, configs_from_frame
 from carb.measure.base import STATUSES
 
 from ._errors import DatasetError
-from ._fingerprints import fingerprint
+from ._fingerprints import fingerprint, memory_definition
 
 __all__ = [
     "from_store",
@@ -51,6 +51,7 @@ __all__ = [
     "DatasetError",
     "DatasetInfo",
     "fingerprint",
+    "memory_definition",
     "REQUIRED_COLUMNS",
     "TARGET_COLUMNS",
     "TARGET_LIMITS",

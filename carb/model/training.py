@@ -132,6 +132,23 @@ def plan_training(df: pd.DataFrame, preset: str = "auto", holdout: float = 0.0, 
     return TrainingPlan(df, test, preset, why, holdout, seed, dups)
 
 
+def older_memory_note(definition: str | None) -> str | None:
+    """A line where a model's memory is of another definition than the backends measure now, else ``None``.
+
+    ``definition``: what the data's ``memory_mb`` counts (:func:`carb.datasets.memory_definition`;
+    ``None``: unknown, nothing said).
+    """
+    from carb.measure.cpu import MEMORY_DEFINITION as CPU
+    from carb.measure.cuda import MEMORY_DEFINITION as CUDA
+
+    if not definition or definition in (CPU, CUDA):
+        return None
+    return (
+        f"memory_mb: learned from memory of another definition than CARB measures now ({definition}); "
+        "its memory answers are that definition's: measure the data again, or calibrate memory here (carb calibrate)"
+    )
+
+
 def _facts(df: pd.DataFrame, model: Any, latency: str | None, fingerprint: dict | None) -> dict[str, Any]:
     """What the bundle records of its data: the latency view, the device label and the machine it was measured on."""
     devices = sorted(map(str, df["device"].dropna().unique())) if "device" in df.columns else []
@@ -151,6 +168,7 @@ def train_bundle(
     prior: Any = None,
     latency: str | None = None,
     fingerprint: dict[str, Any] | None = None,
+    memory_definition: str | None = None,
 ) -> Trained:
     """Fit CARB as planned, score its holdout and write it as a bundle directory.
 
@@ -162,6 +180,8 @@ def train_bundle(
         prior: a fitted model of another device whose predictions the model reads as inputs (saved inside).
         latency: which latency the rows hold (recorded in the manifest when the model learns latency).
         fingerprint: the machine the data was measured on (:func:`carb.datasets.fingerprint`), recorded.
+        memory_definition: what the data's ``memory_mb`` counts (:func:`carb.datasets.memory_definition`),
+            recorded; one of another definition than the backends' now is warned of (:func:`older_memory_note`).
 
     Raises:
         ValueError: rows the preset cannot learn.
@@ -190,5 +210,9 @@ def train_bundle(
             },
         }
     training = {**_facts(plan.train, model, latency, fingerprint), "duplicate_rows": plan.duplicate_rows}
+    if memory_definition is not None:
+        training["memory_definition"] = str(memory_definition)
     save(model, str(out), holdout=hold, training=training)
-    return Trained(model, Path(out), hold, [str(w.message) for w in caught])
+    said = [str(w.message) for w in caught]
+    note = older_memory_note(memory_definition) if "memory_mb" in model.targets_ else None
+    return Trained(model, Path(out), hold, said + ([note] if note else []))

@@ -110,6 +110,7 @@ def predict_configs(model: Any, space: str | None = None, configs: Path | None =
         ValueError: a bad file, or configs the model cannot predict (the message names the space or the file).
     """
     from carb.families import space as spaces
+    from carb.model.training import older_memory_note
 
     from .load import machine_of
 
@@ -121,6 +122,10 @@ def predict_configs(model: Any, space: str | None = None, configs: Path | None =
         except ValueError as e:
             raise ValueError(f"{configs or space}: {e}") from None
     fp = machine_of(model)
+    training = (getattr(model, "manifest_", None) or {}).get("training") or {}
+    note = older_memory_note(training.get("memory_definition")) if "memory_mb" in pred.columns else None
+    if note is not None:
+        caught.append(warnings.WarningMessage(note, UserWarning, __file__, 0))
     return ConfigPredictions(
         pd.concat([frame, pred], axis=1),
         fp.describe() if fp is not None else "a machine the model does not record",

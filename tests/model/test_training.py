@@ -52,3 +52,25 @@ def test_check_out_refuses_a_folder_of_something_else_and_a_bundle_without_force
     with pytest.raises(ValueError, match="holds a model bundle already; give force= to replace it"):
         check_out(tmp_path / "m")
     check_out(tmp_path / "m", force=True)
+
+
+def test_a_model_of_memory_measured_otherwise_says_so_when_trained_and_when_it_predicts(rows, tmp_path):
+    from carb.measure.cpu import MEMORY_DEFINITION
+    from carb.transfer.network import predict_configs
+
+    assert datasets.memory_definition("cpu-1t") == MEMORY_DEFINITION  # measured again by today's worker
+    assert datasets.memory_definition("no-such-dataset") is None
+    plan = plan_training(rows, preset="fast")
+    older = "older (the library pages the forked worker touched counted)"
+    trained = train_bundle(plan, tmp_path / "old", memory_definition=older)
+    assert any(w.startswith("memory_mb: learned from memory of another definition") for w in trained.warnings)
+    model = load(tmp_path / "old")
+    assert model.manifest_["training"]["memory_definition"] == older
+    configs = tmp_path / "c.parquet"
+    rows.head(5).to_parquet(configs)
+    said = predict_configs(model, configs=configs).warnings
+    assert any(older in w for w in said)
+    # data measured as CARB measures now: nothing to say
+    now = train_bundle(plan, tmp_path / "now", memory_definition=MEMORY_DEFINITION)
+    assert not any("memory_mb" in w for w in now.warnings)
+    assert not any("another definition" in w for w in predict_configs(load(tmp_path / "now"), configs=configs).warnings)
