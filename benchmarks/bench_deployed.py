@@ -73,6 +73,8 @@ M_TRIM_THRESHOLD, M_MMAP_THRESHOLD, RETAIN_BYTES = -1, -3, 1 << 30
 PHASES = ("A", "B")
 #: the names of the two predictors in the results
 SHIPPED, CALIBRATED = "shipped, uncalibrated", "calibrated here"
+#: the calibration with each op's speed measured here first (``measure --ops``)
+PER_OP = "calibrated here, per op"
 
 
 def load_nets() -> Any:
@@ -234,6 +236,7 @@ def _calibrate(args: argparse.Namespace) -> dict[str, Any]:
         max_time_s=args.cal_max_time,
         seed=args.seed,
         say=lambda line: print(f"calibration: {line}", flush=True),
+        ops=args.ops,
     )
     rows = res.measured.reset_index(drop=True)
     keep = [c for c in ("config_id", "latency_ms", "memory_mb", "sentinel_ms", "status") if c in rows.columns]
@@ -251,9 +254,44 @@ def _calibrate(args: argparse.Namespace) -> dict[str, Any]:
         "left_out": [list(x) for x in res.left_out],
         "maps": res.model.calibration,
         "meta": res.model.meta,
+        **({"ops": _ops_json(res.ops)} if res.ops is not None else {}),
         "started": t0,
         "ended": time.time(),
     }
+
+
+def _ops_json(ops: Any) -> list[dict[str, Any]]:
+    """The layers the calibration measured again per op: each one's op, latency there and here (ms), config."""
+    from carb import families
+
+    rows = ops.to_dict("records")
+    return [
+        {
+            "config_id": r["config_id"],
+            "op_unit": r["op_unit"],
+            "there_ms": float(r["there_ms"]),
+            "here_ms": None if r["here_ms"] != r["here_ms"] else float(r["here_ms"]),
+            "config": families.to_row(families.config_from_row(r)),
+        }
+        for r in rows
+    ]
+
+
+def scaled_by_ops(nm: Any, ops: list[dict[str, Any]]) -> Any:
+    """``nm`` with each op priced by its speed measured here (the run's op layers), as ``calibrate_here`` does."""
+    import copy
+    import dataclasses
+
+    import numpy as np
+    import pandas as pd
+
+    from carb.netmodel.op_scale import fit_op_scale
+
+    layers = pd.DataFrame(ops)
+    here = np.array([np.nan if v is None else v for v in layers["here_ms"]], dtype=float)
+    out = copy.copy(nm)
+    out.layer = dataclasses.replace(nm.layer, op_scale=fit_op_scale(layers, here))
+    return out
 
 
 def cmd_measure(args: argparse.Namespace) -> None:
@@ -281,6 +319,7 @@ def cmd_measure(args: argparse.Namespace) -> None:
         "warmup_s": args.warmup_s,
         "core": args.core,
         "allocator": args.allocator,
+        "ops": bool(args.ops),
     }
     doc = json.loads(out.read_text()) if out.exists() and not args.restart else {}
     if doc and doc.get("settings") != settings:
@@ -486,13 +525,17 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     tables = [capture(build_meta(nets.NETWORKS[n].build), tuple(doc["inputs"][n])) for n in names]
     print(f"{len(names)} networks measured, captured in {time.time() - t0:.0f} s", flush=True)
     cal_model, reproduced = calibrated_model(nm, doc["calibration"])
-    if scored != doc["settings"]["model"]:
-        reproduced = None  # the run fitted its maps for another model: nothing to reproduce
     machine = Fingerprint.from_dict(doc["machine"])  # the answers are for the machine measured
     preds = {
         SHIPPED: netmodel.predict_tables(tables, nm, machine),
         CALIBRATED: netmodel.predict_tables(tables, cal_model, machine),
     }
+    own = scored == doc["settings"]["model"]
+    if "ops" in doc["calibration"] and own:  # the run measured this model's op layers: the per-op calibration too
+        ops_model, reproduced = calibrated_model(scaled_by_ops(nm, doc["calibration"]["ops"]), doc["calibration"])
+        preds[PER_OP] = netmodel.predict_tables(tables, ops_model, machine)
+    if not own:
+        reproduced = None  # the run fitted its maps for another model: nothing to reproduce
     unknown_time = {}
     for n, p in zip(names, preds[SHIPPED]):
         L = p.layers
@@ -505,9 +548,9 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     some = [r for r in rows if r["unknown_ops"]]
     cal = doc["calibration"]
     out: dict[str, Any] = {
-        "pooled": {k: judge(rows, k) for k in (SHIPPED, CALIBRATED)},
-        "pooled_every_op_known": {k: judge(known, k) for k in (SHIPPED, CALIBRATED)},
-        "pooled_some_op_unknown": {k: judge(some, k) for k in (SHIPPED, CALIBRATED)},
+        "pooled": {k: judge(rows, k) for k in preds},
+        "pooled_every_op_known": {k: judge(known, k) for k in preds},
+        "pooled_some_op_unknown": {k: judge(some, k) for k in preds},
         "unknown_ops": {
             "networks_with_some": len(some),
             "networks_all_known": len(known),
@@ -626,6 +669,7 @@ def report(out: dict) -> None:
             f"| {c[0]:.1f} [{c[1]:.1f}, {hi(c[2])}] | {r['memory_mb']:.1f} | {r[CALIBRATED]['memory_mb'][0]:.1f} "
             f"| {100 * r['unknown_layers_share']:.0f}% / {100 * r['unknown_flops_share']:.0f}% / "
             f"{100 * r['unknown_latency_share']:.0f}% | {', '.join(r['unknown_ops']) or '-'} |"
+            + (f" per op: {r[PER_OP]['latency_ms'][0]:.1f} |" if PER_OP in r else "")
         )
     t = out["truth"]
     print(f"\ntruth B over A: median {t.get('b_over_a_median', float('nan')):.3f} "
@@ -670,6 +714,7 @@ def main(argv: list[str] | None = None) -> None:
     m.add_argument("--warmup-s", type=float, default=0.5)
     m.add_argument("--core", type=int, default=1, help="the core each visit is pinned to (-1: not pinned)")
     m.add_argument("--restart", action="store_true", help="discard the measurements file's earlier run")
+    m.add_argument("--ops", action="store_true", help="the calibration measures each op's layers first (its --ops)")
     _common.add_json(m)  # default: benchmarks/results/deployed_measurements.json (deployed_quick_... with --quick)
     t = sub.add_parser("_time", help=argparse.SUPPRESS)
     t.add_argument("name")

@@ -40,6 +40,16 @@ _Rounds = Annotated[
 _Force = Annotated[
     bool, typer.Option("--force", help="Measure and keep the calibration even when the machine is busy or unsteady.")
 ]
+_Ops = Annotated[
+    bool,
+    typer.Option(
+        "--ops",
+        help=(
+            "With a shipped network model: first measure again 3 layers per op its campaigns measured and price each "
+            "op by its speed here against the convolutions' (about 2 more minutes), then the K networks."
+        ),
+    ),
+]
 
 
 @app.command()
@@ -76,6 +86,7 @@ def calibrate(
     ),
     rounds: _Rounds = 2,
     force: _Force = False,
+    ops: _Ops = False,
     oversubscribe: Oversubscribe = False,
 ) -> None:
     """Measure K well-spread configs on a new device and map the source model to it.
@@ -100,6 +111,8 @@ def calibrate(
         check_model_out(out, src_dir)
     except ValueError as e:
         fail(f"--out: {e}")
+    if ops and not (Path(src_dir) / "netmodel.json").is_file():
+        fail(f"--ops: only with a network model (--model {source} is not one; the shipped layers-cpu-avx2-1t is)")
     if networks is not None and not (Path(src_dir) / "netmodel.json").is_file():
         fail(f"--networks: only with a network model (--model {source} is not one; the shipped layers-cpu-avx2-1t is)")
     what = f"--networks {networks}" if networks is not None else "carb calibrate"
@@ -120,6 +133,7 @@ def calibrate(
             networks=networks,
             out=out,
             cache=True,
+            ops=ops,
             progress=campaign_progress,
             say=lambda line: err.print(f"[yellow]{line}", highlight=False),
         )

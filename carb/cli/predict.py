@@ -38,7 +38,7 @@ def predict(
         "--model",
         help=(
             "Model directory (from carb train or carb calibrate); with --module, a network model (default: the shipped "
-            "layers-cpu-avx2-1t)."
+            "one measured on this machine's kind, else layers-cpu-avx2-1t)."
         ),
     ),
     space_name: Optional[str] = typer.Option(None, "--space", help="Built-in space name or TOML file."),
@@ -87,6 +87,14 @@ def predict(
         "--force",
         help="With --calibrate: measure and keep the calibration even when the machine is busy or its speed unsteady.",
     ),
+    ops: bool = typer.Option(
+        False,
+        "--ops",
+        help=(
+            "With --calibrate: calibrate anew, first measuring 3 layers per op the model's campaigns measured, each op "
+            "priced by its speed here against the convolutions' (about 2 more minutes; carb calibrate --ops)."
+        ),
+    ),
 ) -> None:
     """Predict energy, latency and memory (with intervals) for a space or a file of configs, or for any network (--module).
 
@@ -110,12 +118,13 @@ def predict(
             calibrate=calibrate_first,
             cache=use_cache,
             force=force,
+            ops=ops,
         )
         return
     if calibrate_first:
         raise _usage("--calibrate: only with --module (a config model calibrates with carb calibrate)")
-    if force:
-        raise _usage("--force: only with --module ... --calibrate")
+    if force or ops:
+        raise _usage(f"{'--force' if force else '--ops'}: only with --module ... --calibrate")
     check_jobs(n_jobs)
     _predict_configs(model_dir, space_name, configs_file, out, n_jobs)
 
@@ -164,6 +173,7 @@ def predict_cli(
     calibrate: bool = False,
     cache: bool = True,
     force: bool = False,
+    ops: bool = False,
 ) -> None:
     """``carb predict --module/--onnx``: :func:`carb.transfer.network.price_network`, printed and written as JSON.
 
@@ -177,6 +187,7 @@ def predict_cli(
         calibrate: with no cached calibration for this machine, measure K networks here first and keep it.
         cache: use the cached calibration of the model for this machine, if any.
         force: with ``calibrate``, keep a calibration taken while the machine is disturbed.
+        ops: with ``calibrate``, calibrate anew with each op's speed here (:func:`carb.transfer.here.calibrate_here`).
     """
     from carb.measure.fingerprint import compare
     from carb.netmodel import default_model
@@ -197,7 +208,7 @@ def predict_cli(
     try:
         with running_user_code(what):  # importing the module and capturing its forward run its code
             p = priced_here.price_network(
-                module_spec, input_shape, precision, model_dir, calibrate=calibrate, cache=cache, force=force,
+                module_spec, input_shape, precision, model_dir, calibrate=calibrate, cache=cache, force=force, ops=ops,
                 say=lambda text, kind: con.print(text, style=_STYLES[kind]), progress=campaign_progress,
             )  # fmt: skip
     except (CaptureError, ModelError) as e:

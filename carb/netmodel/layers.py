@@ -334,6 +334,9 @@ class LayerModel:
             :attr:`fallback`) and not by the class roofline and forest, because their held-out
             error is lower (:func:`choose_own_ops`): class -> ``{"roofline", "forest"}`` (median
             held-out |log error| of each) and ``n``. Still known: measured.
+        op_scale: per op (:func:`carb.netmodel.fallback.fallback_unit`), a factor on its layers' price
+            measured on another machine (:func:`carb.netmodel.calibrate.fit_op_scale`): how much faster or
+            slower that op runs there than the model's convolutions; empty: none.
 
     """
 
@@ -350,6 +353,7 @@ class LayerModel:
     onednn_mb: float | None = None
     fallback: dict[str, dict[str, Any]] | None = None
     own_ops: dict[str, dict[str, float]] = field(default_factory=dict)
+    op_scale: dict[str, float] = field(default_factory=dict)
 
     @classmethod
     def fit(
@@ -444,6 +448,7 @@ class LayerModel:
             "onednn_mb": self.onednn_mb,
             "fallback": self.fallback,
             "own_ops": self.own_ops,
+            **({"op_scale": self.op_scale} if self.op_scale else {}),
             "forest": FOREST_FILE if self.forest is not None else None,
         }
 
@@ -468,6 +473,7 @@ class LayerModel:
                 str(k): {"roofline": float(v["roofline"]), "forest": float(v["forest"]), "n": int(v["n"])}
                 for k, v in (ly.get("own_ops") or {}).items()
             },
+            op_scale={str(k): float(v) for k, v in (ly.get("op_scale") or {}).items()},
         )
 
     def known(self, layers: pd.DataFrame, cls: np.ndarray | None = None) -> np.ndarray:
@@ -515,6 +521,9 @@ class LayerModel:
             pred = coef[:, 0] + coef[:, 1] * flops[unk] + coef[:, 2] * nbytes[unk]
             out[unk] = np.maximum(pred, 1e-6)
         out[c == "view"] = 0.0
+        if self.op_scale:
+            unit = fallback_unit(layers, c)
+            out *= np.array([self.op_scale.get(str(u), 1.0) for u in unit], np.float64)
         return out
 
     def _own_rows(self, layers: pd.DataFrame, cls: np.ndarray) -> np.ndarray:

@@ -72,6 +72,8 @@ class HereCalibration:
         out: the directory the model was saved to, or ``None``.
         cached: the calibration cache's entry, or ``None`` where not kept.
         not_cached: why the model was not kept in the cache when ``cache`` was asked, else ``None``.
+        ops: with ``ops``, the layers measured again per op (:func:`carb.netmodel.op_scale.op_layers`'s rows and
+            ``here_ms``, their median latency here over the rounds, ms); else ``None``.
     """
 
     model: Any
@@ -91,6 +93,7 @@ class HereCalibration:
     not_cached: str | None = None
     machine: Any = None
     spread: dict[str, Any] = field(default_factory=dict)
+    ops: pd.DataFrame | None = None
 
 
 def space_frame(space: Any, precisions: Sequence[str] | None = None) -> pd.DataFrame:
@@ -130,6 +133,7 @@ def space_frame(space: Any, precisions: Sequence[str] | None = None) -> pd.DataF
         "method": [None, Options({"log", "nnls", "factor", "refit"})],
         "seed": [int],
         "cache": [bool],
+        "ops": [bool],
     }
 )
 def calibrate_here(
@@ -152,6 +156,7 @@ def calibrate_here(
     measure: Callable[..., pd.DataFrame] | None = None,
     force: bool = False,
     check: Callable[..., Any] | None = None,
+    ops: bool = False,
 ) -> HereCalibration:
     """Measure K chosen samples on this machine and map ``model`` to it.
 
@@ -185,6 +190,10 @@ def calibrate_here(
             :class:`carb.campaign.state.MachineState` or raises :class:`carb.campaign.state.DisturbedMachine`;
             ``None``: :func:`carb.campaign.state.check_state` of this machine where it measures here, no check
             where ``measure`` is given.
+        ops: network model: first measure again a few layers per op that the model's campaigns measured
+            (:func:`carb.netmodel.op_scale.op_layers`), and price each op by its speed here against the
+            convolutions' (:attr:`carb.netmodel.LayerModel.op_scale`) before the K networks map the whole; a
+            shipped model only.
 
     Returns:
         The calibrated model and what was measured (:class:`HereCalibration`).
@@ -216,8 +225,10 @@ def calibrate_here(
             )
         if samples < MIN_NETWORKS and networks is None:
             raise ValueError(f"samples {samples}: a network model calibrates on at least {MIN_NETWORKS} networks")
-        res = _calibrate_network(src, str(model), run, networks=networks, method=method)
+        res = _calibrate_network(src, str(model), run, networks=networks, method=method, ops=ops)
     else:
+        if ops:
+            raise ValueError("ops: only with a network model (the shipped layers-cpu-avx2-1t is one)")
         if networks is not None:
             raise ValueError("networks: only with a network model (the shipped layers-cpu-avx2-1t is one)")
         if method not in (None, "log", "nnls"):
@@ -392,7 +403,7 @@ def _widen_config_for_state(model: Any, state_sd: float) -> None:
 
 
 def _calibrate_network(
-    nm: Any, source_name: str, run: _Run, *, networks: str | Path | None, method: str | None
+    nm: Any, source_name: str, run: _Run, *, networks: str | Path | None, method: str | None, ops: bool = False
 ) -> HereCalibration:
     """K whole networks measured here with the model's allocator, the model mapped or refitted on them."""
     from carb import netmodel
@@ -421,6 +432,9 @@ def _calibrate_network(
     with tempfile.TemporaryDirectory(prefix="carb-calibrate-") as tmp:
         store = Path(tmp) / "calibration.duckdb"
         measure = run.measuring(store)
+        op_rows = None
+        if ops:  # before the networks: their map starts from the ops priced as they run here
+            nm, op_rows = _scaled_by_ops(nm, source_name, run, measure, allocator)
         rows = measure(df, "calibrating", allocator=allocator)
         ok, meas, left_out = _networks_measured_ok(rows, df, cfgs)
         for label, why in left_out:
@@ -459,10 +473,41 @@ def _calibrate_network(
         res = HereCalibration(
             model=model, source=nm, kind="network", device=run.device, measured=fit_rows,
             visits=pd.concat(rounds, ignore_index=True), what=what, labels={c.config_id: c.label() for c in cfgs},
-            tables=tabs, left_out=left_out, runtime=runtime, machine=machine, spread=spread,
+            tables=tabs, left_out=left_out, runtime=runtime, machine=machine, spread=spread, ops=op_rows,
         )  # fmt: skip
         res._store = _keep_store(store)  # type: ignore[attr-defined]
     return res
+
+
+def _scaled_by_ops(
+    nm: Any, source_name: str, run: _Run, measure: Callable[..., pd.DataFrame], allocator: str
+) -> tuple[Any, pd.DataFrame]:
+    """``nm`` with each op priced by its speed here against the convolutions', and the layers measured for it."""
+    import copy
+    import dataclasses
+
+    from carb.netmodel.op_scale import fit_op_scale, op_layers
+
+    layers = op_layers(str(nm.meta.get("name") or source_name), seed=run.seed)
+    frame = layers.drop(columns=["op_unit", "there_ms"])
+    first = measure(frame, "calibrating the ops", allocator=allocator)
+    rounds = run.rounds_of(measure, first, frame, allocator=allocator)
+    ok = pd.concat(rounds, ignore_index=True)
+    ok = ok[ok["status"] == "ok"].groupby("config_id")["latency_ms"].median()
+    here_ms = layers["config_id"].map(ok).to_numpy(np.float64)
+    scale = fit_op_scale(layers, here_ms)
+    out = copy.copy(nm)
+    out.layer = dataclasses.replace(nm.layer, op_scale=scale)
+    out.meta = {
+        **nm.meta,
+        "op_scale": {
+            "layers": int(np.isfinite(here_ms).sum()),
+            "of": int(len(layers)),
+            "reference": "dense convolutions",
+            "rounds": run.rounds,
+        },
+    }
+    return out, layers.assign(here_ms=here_ms)
 
 
 def _here(

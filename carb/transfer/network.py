@@ -166,6 +166,7 @@ def price_network(
     say: Say = _silent,
     progress: Any = None,
     force: bool = False,
+    ops: bool = False,
 ) -> PricedNetwork:
     """Price a network on this machine with a network model, calibrated here when asked.
 
@@ -183,6 +184,8 @@ def price_network(
         progress: the measuring campaign's progress (:data:`carb.campaign.here.Progress`), with ``calibrate``.
         force: with ``calibrate``, measure and keep the calibration even where the machine's state is disturbed
             (:func:`carb.campaign.state.check_state`).
+        ops: with ``calibrate``, calibrate anew (the cached calibration set aside) measuring each op's speed here
+            first (:func:`carb.transfer.here.calibrate_here`'s ``ops``).
 
     Raises:
         ValueError: a bad shape or precision, a model that cannot be read, a network that cannot be captured
@@ -200,14 +203,22 @@ def price_network(
     graph.dtype_of(precision)
     nm = load(model)
     net = network if isinstance(network, Path) else graph.load_module(network)
-    nm, entry = _calibrated_here(nm, model, calibrate, cache, machine, say, progress, force)
+    nm, entry = _calibrated_here(nm, model, calibrate, cache, machine, say, progress, force, ops)
     # a network this machine could not hold is refused, as the measuring commands refuse one
     pred = predict_module(net, shape, nm, precision=precision, machine=machine, max_bytes=physical_memory_bytes())
     return PricedNetwork(pred, nm, model, default, entry, machine)
 
 
 def _calibrated_here(
-    nm: Any, model: Any, calibrate: bool, cache: bool, machine: Any, say: Say, progress: Any, force: bool = False
+    nm: Any,
+    model: Any,
+    calibrate: bool,
+    cache: bool,
+    machine: Any,
+    say: Say,
+    progress: Any,
+    force: bool = False,
+    ops: bool = False,
 ) -> Any:
     """The model to price with and the cache entry used (None: the model as given).
 
@@ -222,9 +233,9 @@ def _calibrated_here(
     if compare(fingerprint_of(nm), machine).same_kind or not (cache or calibrate):
         return nm, None
     source_dir = resolve(model)
-    entry = calibrations.find(str(model), source_dir, machine) if cache else None
+    entry = calibrations.find(str(model), source_dir, machine) if cache and not (calibrate and ops) else None
     if entry is None and calibrate:
-        entry = _calibrate_now(model, source_dir, machine, say, progress, force)
+        entry = _calibrate_now(model, source_dir, machine, say, progress, force, ops)
     if entry is None:
         return nm, None
     say(
@@ -235,21 +246,25 @@ def _calibrated_here(
     return load(entry.path), entry
 
 
-def _calibrate_now(model: Any, source_dir: Path, machine: Any, say: Say, progress: Any, force: bool = False) -> Any:
+def _calibrate_now(
+    model: Any, source_dir: Path, machine: Any, say: Say, progress: Any, force: bool = False, ops: bool = False
+) -> Any:
     """Measure K networks on this machine, calibrate ``model`` and keep it in the cache; the new entry."""
     from . import cache as calibrations
     from .here import calibrate_here
 
     # two rounds at different moments: the interval carries the machine's state spread between them
     k, max_time, rounds = CALIBRATE_SAMPLES, 1.2, 2
+    minutes = k * (max_time + 3.5 * rounds) / 60 + (2.0 if ops else 0.0)  # the ops: ~120 layers of ~0.5 s a visit
+    first = f"measuring each op's layers and {k} networks here" if ops else f"measuring {k} networks here first"
     say(
-        f"no calibration of {model} for this machine yet: measuring {k} networks here first "
-        f"(about {round(k * (max_time + 3.5 * rounds) / 60 + 0.5)} min; Ctrl-C stops it, nothing is kept)",
+        f"{'calibrating' if ops else 'no calibration of'} {model} for this machine{'' if ops else ' yet'}: {first} "
+        f"(about {round(minutes + 0.5)} min; Ctrl-C stops it, nothing is kept)",
         "step",
     )
     res = calibrate_here(
         str(model), samples=k, device="cpu", threads=1, rounds=rounds, max_time_s=max_time, cache=True,
-        progress=progress, say=lambda line: say(line, "warning"), force=force,
+        progress=progress, say=lambda line: say(line, "warning"), force=force, ops=ops,
     )  # fmt: skip
     if res.cached is None:
         say(f"not kept in your calibration cache: {res.not_cached}", "warning")

@@ -77,3 +77,43 @@ def test_the_front_door_returns_the_model_and_the_rules_hold(tmp_path):
     with pytest.raises(ValueError, match="not empty"):
         calibrate_here(MODEL, samples=3, out=tmp_path / "full", measure=measure)
     assert cache.entries() == [] or all(e.path.exists() for e in cache.entries())
+
+
+def test_ops_are_priced_by_their_speed_here_against_the_convolutions(tmp_path):
+    """SYNTHETIC device: layers run at their campaign latency times 0.5, pad and 3-D max pools at 0.8 (1.6x the
+    convolutions' factor), networks at the model's prediction times 0.5: the op factors come out as 1.6 and 1."""
+    from carb.netmodel.op_scale import op_layers
+
+    there = op_layers(MODEL).set_index("config_id")
+    slow = {"pad": 0.8, "maxpool3d": 0.8}
+    networks, calls = _device(0.5)
+
+    def measure(frame: pd.DataFrame, what: str, again: bool = False, allocator: str = "default") -> pd.DataFrame:
+        if "ops" not in what and not frame["config_id"].isin(there.index).all():
+            return networks(frame, what, again, allocator)
+        calls.append((what, len(frame), allocator))
+        t = there.loc[frame["config_id"]]
+        lat = t["there_ms"].to_numpy() * t["op_unit"].map(lambda u: slow.get(u, 0.5)).to_numpy()
+        return frame.assign(status="ok", message="", latency_ms=lat, memory_mb=20.0, energy_j=np.nan, sentinel_ms=0.6)
+
+    res = calibrate_here(MODEL, samples=3, measure=measure, ops=True)
+    scale = res.model.layer.op_scale
+    assert scale["pad"] == pytest.approx(1.6) and scale["maxpool3d"] == pytest.approx(1.6)
+    assert scale["bn"] == pytest.approx(1.0) and "conv" not in scale  # the reference itself
+    assert calls[0][0] == "calibrating the ops" and res.ops is not None and res.ops["here_ms"].notna().all()
+    assert res.model.meta["op_scale"]["layers"] == len(there)
+    # a pad layer is priced 1.6x what the networks' factor alone makes it; a convolution as that factor makes it
+    from torch import nn
+
+    from carb import graph
+
+    plain = calibrate_here(MODEL, samples=3, measure=networks)
+    for mod, ratio in ((nn.ZeroPad2d(2), 1.6), (nn.Conv2d(16, 16, 3), 1.0)):
+        t = graph.capture(mod, (1, 16, 32, 32)).layers
+        got = res.model.layer.predict(t)[0] / plain.model.layer.predict(t)[0]
+        assert got == pytest.approx(ratio, rel=1e-6)
+    # saved and loaded back with its factors
+    res2 = calibrate_here(MODEL, samples=3, measure=measure, ops=True, out=tmp_path / "ops")
+    assert carb.load_model(tmp_path / "ops").layer.op_scale == pytest.approx(res2.model.layer.op_scale)
+    with pytest.raises(ValueError, match="ops: 'elsewhere' has no shipped layer dataset"):
+        op_layers("elsewhere")
