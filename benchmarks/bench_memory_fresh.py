@@ -141,8 +141,18 @@ def held_out(df, n: int, seed: int):
 
 def cmd_measure(a) -> dict:
     """The held-out configs measured in fresh processes (the truth), with the sample's definition."""
-    from carb import datasets
+    import torch
 
+    from carb import datasets
+    from carb.measure.cpu import KERNEL_ENV
+
+    fp = datasets.fingerprint(a.data)
+    here = str(torch.backends.cpu.get_cpu_capability())
+    if fp is not None and fp.kernels and fp.kernels != here:  # memory of other kernels: cap torch's and oneDNN's
+        sys.exit(
+            f"error: {a.data} ran on {fp.kernels} kernels, this process on {here}: run with "
+            f"ATEN_CPU_CAPABILITY={fp.kernels.lower()} ONEDNN_MAX_CPU_ISA={fp.kernels}"
+        )
     df = datasets.load(a.data, features=False)
     threads = int(json.loads(df["extra"].iloc[0]).get("threads", 1))
     _, test = held_out(df, a.holdout, a.seed)
@@ -159,6 +169,8 @@ def cmd_measure(a) -> dict:
         "core": a.core,
         "fresh_process_s": round(time.time() - t0, 1),
         "fresh_visit": {"warmup": WARMUP, "warmup_s": WARMUP_S, "forwards_s": FORWARDS_S, "allocator": "default"},
+        # torch's and oneDNN's kernels capped (an AVX2 dataset measured on an AVX-512 CPU): the processes inherit it
+        "kernel_env": {k: os.environ[k] for k in KERNEL_ENV if k in os.environ},
         "fresh": [{"config_id": r["config_id"], **g} for r, g in zip(rows, got)],
     }
 

@@ -472,12 +472,15 @@ def layer_card(name: str, df: Any, figs: list[dict], kept: list[int], a: argpars
     lines = [
         f"# {name}: single CNN layers measured on one of our 2-core CPU machines, 1 thread",
         "",
-        f"Real measurements of {len(df):,} single layers of the built-in `layers` space "
-        "(`carb.families.layers`: convolutions dense/pointwise/grouped/depthwise, stems, SE fully connected "
-        "layers, linear, attention-style matmul, BN, activations, pooling, add, broadcast multiply, concat, "
-        "channel shuffle copy, whole SE blocks), a per-operator balanced, space-filling sample "
-        "(`carb.families.layers.balanced_sample`), measured with CARB's own pipeline "
-        f"(`{a.how}`). "
+        (
+            a.about
+            or f"Real measurements of {len(df):,} single layers of the built-in `layers` space "
+            "(`carb.families.layers`: convolutions dense/pointwise/grouped/depthwise, stems, SE fully connected "
+            "layers, linear, attention-style matmul, BN, activations, pooling, add, broadcast multiply, concat, "
+            "channel shuffle copy, whole SE blocks), a per-operator balanced, space-filling sample "
+            "(`carb.families.layers.balanced_sample`)"
+        )
+        + f", measured with CARB's own pipeline (`{a.how}`). "
         "One row per layer; the layer's parameters are columns (`op`, `cin`, `cout`, `input_size`, `kernel`, "
         "`stride`, `groups`, `batch`, `precision`), the per-layer columns of `carb.families.layers.layer_frame` "
         "are recomputed on load. Used by `carb.netmodel` (per-operator cost models).",
@@ -1007,7 +1010,9 @@ def main(argv: list[str] | None = None) -> int:
         default="other tenants of the host add noise we cannot see",
         help="what else ran on the machine during the campaign (goes into the card)",
     )
-    d.add_argument("--about", help="the card's first paragraph: what was measured (default: the cpu space's)")
+    d.add_argument(
+        "--about", help="the card's first sentence: what was measured (default: the cpu space's, or the layers')"
+    )
     d.add_argument("--pinning", help="which cores the campaign was pinned to (default: cpu-1t's and cpu-2t's)")
     d.add_argument(
         "--validation",

@@ -334,6 +334,21 @@ def _required_columns(df: pd.DataFrame, path: Path) -> _list[str]:
     return _list(dict.fromkeys(need))
 
 
+def _optional_parameters(df: pd.DataFrame) -> _list[str]:
+    """The optional parameters of the families of ``df``'s rows (a layer's ``dilation``, ``frames``, ...)."""
+    from carb import families
+
+    if "family" not in df.columns:
+        return []
+    out: _list[str] = []
+    for name in sorted(set(map(str, pd.unique(df["family"].dropna())))):
+        try:
+            out += [p for p in families.get(name).optional_parameters if p not in out]
+        except SpaceError:
+            continue
+    return out
+
+
 def _config_ids(df: pd.DataFrame, required: _list[str]) -> np.ndarray:
     """The config id of each row, from its parameters.
 
@@ -344,6 +359,7 @@ def _config_ids(df: pd.DataFrame, required: _list[str]) -> np.ndarray:
         SpaceError: a row is no valid config; the message names the row.
     """
     params = [c for c in required if c not in ("config_id", "device", "status", *TARGET_COLUMNS)]
+    params += [c for c in _optional_parameters(df) if c in df.columns and c not in params]  # a set one changes the id
     # ResNet tables (the required columns say so) and small ones row by row
     if required == _list(REQUIRED_COLUMNS) or len(df) < 1000:
         return np.array([c.config_id for c in configs_from_frame(df)])

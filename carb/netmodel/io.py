@@ -26,7 +26,11 @@ from carb._safeio import read_json
 
 FORMAT = "carb-netmodel/1"
 #: Network models shipped with carb: name -> directory under ``carb/data``.
-SHIPPED = {"layers-cpu-avx2-1t": "layers-cpu-avx2-1t.netmodel", "layers-cpu-1t": "layers-cpu-1t.netmodel"}
+SHIPPED = {
+    "layers-cpu-avx2-1t": "layers-cpu-avx2-1t.netmodel",
+    "layers-cpu-epyc512-1t": "layers-cpu-epyc512-1t.netmodel",
+    "layers-cpu-1t": "layers-cpu-1t.netmodel",
+}
 #: The model ``carb predict --module`` uses when none is given on a machine of a kind no shipped
 #: model was measured on (:func:`carb.netmodel.default_model` picks the one of this machine's kind).
 DEFAULT_MODEL = "layers-cpu-avx2-1t"

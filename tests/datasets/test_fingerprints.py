@@ -9,7 +9,16 @@ from carb.measure.fingerprint import compare
 
 
 def test_every_shipped_measured_dataset_names_its_machine():
-    for name in ("cpu-1t", "cpu-2t", "cpu-avx2-1t", "cpu-avx2-2t", "layers-cpu-1t", "layers-cpu-avx2-1t", "h200"):
+    for name in (
+        "cpu-1t",
+        "cpu-2t",
+        "cpu-avx2-1t",
+        "cpu-avx2-2t",
+        "layers-cpu-1t",
+        "layers-cpu-avx2-1t",
+        "layers-cpu-epyc512-1t",
+        "h200",
+    ):
         fp = datasets.fingerprint(name)
         assert fp is not None and fp.name and fp.source.startswith("carb/data/"), name
     assert datasets.fingerprint("cpu-avx2-1t").kernels == "AVX2"

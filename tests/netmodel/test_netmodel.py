@@ -563,6 +563,7 @@ def test_cli_predict_module_defaults_to_the_shipped_model(tmp_path, cli) -> None
 def test_every_shipped_network_model_says_its_allocator() -> None:
     assert {n: netmodel.allocator_of(netmodel.load(n)) for n in netmodel.SHIPPED} == {
         "layers-cpu-avx2-1t": "retain",
+        "layers-cpu-epyc512-1t": "retain",
         "layers-cpu-1t": "default",
     }
 
