@@ -568,6 +568,11 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
             "maps": cal["maps"],
             "refitted_maps_match_the_run": reproduced,
             "model_scored": str(scored),
+            **(
+                {"ops_layers": sum(o["here_ms"] is not None for o in cal["ops"]), "ops_of": len(cal["ops"])}
+                if "ops" in cal
+                else {}
+            ),
             "seconds": cal["ended"] - cal["started"],
             "sentinel_ms": [m.get("sentinel_ms") for m in cal["measured"]],
             "left_out": cal["left_out"],
