@@ -111,32 +111,18 @@ def calibrate(
         check_model_out(out, src_dir)
     except ValueError as e:
         fail(f"--out: {e}")
-    if ops and not (Path(src_dir) / "netmodel.json").is_file():
-        fail(f"--ops: only with a network model (--model {source} is not one; the shipped layers-cpu-avx2-1t is)")
-    if networks is not None and not (Path(src_dir) / "netmodel.json").is_file():
-        fail(f"--networks: only with a network model (--model {source} is not one; the shipped layers-cpu-avx2-1t is)")
+    if (networks is not None or ops) and not (Path(src_dir) / "netmodel.json").is_file():
+        flag = "--networks" if networks is not None else "--ops"
+        fail(f"{flag}: only with a network model (--model {source} is not one; the shipped layers-cpu-avx2-1t is)")
     what = f"--networks {networks}" if networks is not None else "carb calibrate"
     # a --networks file names the user's code: capturing it runs it
     with library_errors(calibrate_here), running_user_code(what):
         res = calibrate_here(
-            str(source),
-            samples=samples,
-            device=device,
-            threads=threads,
-            rounds=rounds,
-            force=force,
-            max_time_s=max_time,
-            method=method,
-            seed=seed,
-            space=space_name,
-            precisions=precision,
-            networks=networks,
-            out=out,
-            cache=True,
-            ops=ops,
-            progress=campaign_progress,
+            str(source), samples=samples, device=device, threads=threads, rounds=rounds, force=force,
+            max_time_s=max_time, method=method, seed=seed, space=space_name, precisions=precision,
+            networks=networks, out=out, cache=True, ops=ops, progress=campaign_progress,
             say=lambda line: err.print(f"[yellow]{line}", highlight=False),
-        )
+        )  # fmt: skip
     if res.kind == "network":
         on = f"{len(res.tables)} networks measured on {device}" + (
             " with ONNX Runtime" if res.runtime != "torch" else ""

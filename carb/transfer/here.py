@@ -190,10 +190,8 @@ def calibrate_here(
             :class:`carb.campaign.state.MachineState` or raises :class:`carb.campaign.state.DisturbedMachine`;
             ``None``: :func:`carb.campaign.state.check_state` of this machine where it measures here, no check
             where ``measure`` is given.
-        ops: network model: first measure again a few layers per op that the model's campaigns measured
-            (:func:`carb.netmodel.op_scale.op_layers`), and price each op by its speed here against the
-            convolutions' (:attr:`carb.netmodel.LayerModel.op_scale`) before the K networks map the whole; a
-            shipped model only.
+        ops: a shipped network model: first price each op by its speed here against the convolutions'
+            (:mod:`carb.netmodel.op_scale`: a few layers per op of its campaigns measured again).
 
     Returns:
         The calibrated model and what was measured (:class:`HereCalibration`).
@@ -227,10 +225,9 @@ def calibrate_here(
             raise ValueError(f"samples {samples}: a network model calibrates on at least {MIN_NETWORKS} networks")
         res = _calibrate_network(src, str(model), run, networks=networks, method=method, ops=ops)
     else:
-        if ops:
-            raise ValueError("ops: only with a network model (the shipped layers-cpu-avx2-1t is one)")
-        if networks is not None:
-            raise ValueError("networks: only with a network model (the shipped layers-cpu-avx2-1t is one)")
+        if networks is not None or ops:
+            flag = "networks" if networks is not None else "ops"
+            raise ValueError(f"{flag}: only with a network model (the shipped layers-cpu-avx2-1t is one)")
         if method not in (None, "log", "nnls"):
             raise ValueError(f"method: unknown value {method!r} for a config model (expected log or nnls)")
         res = _calibrate_config(src, str(model), run, space=space, precisions=precisions, method=method)

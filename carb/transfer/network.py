@@ -282,7 +282,10 @@ def calibrate_command(network: str | Path, shape: tuple[int, ...], precision: st
     args = ["carb", "predict", flag, str(network), "--input", "x".join(map(str, shape))]
     args += [] if precision == "fp32" else ["--precision", precision]
     args += [] if model is None else ["--model", str(model)]
-    return f"{shlex.join([*args, '--calibrate'])} (about a minute: {CALIBRATE_SAMPLES} networks measured here)"
+    return (
+        f"{shlex.join([*args, '--calibrate'])} (about a minute: {CALIBRATE_SAMPLES} networks measured here; "
+        "--ops also each op's speed, about 3 min, closer where the network holds other ops than convolutions)"
+    )
 
 
 def calibration_line(nm: Any, model_dir: Any) -> str:

@@ -318,9 +318,10 @@ def test_tick_aligned_windows_and_idle_subtraction_on_a_synthetic_counter(monkey
     monkeypatch.setattr(cuda, "run_samples", recording)
     dev = GpuReadings(_FakeZeusGPU(power_w=250.0, period_s=0.01), NvmlExtras(_FakeNvmlClocks(), None))
     p = Protocol(ci_target=0.01, min_repeats=3, max_repeats=5, max_time_s=1.0, warmup=1, warmup_s=0.0, timeout_s=60)
-    r = _run_config(_job(p), _HostOps(), dev, {"update_period_s": 0.01, "idle_power_w": 100.0})
+    # windows of >= 0.3 s: a descheduled poll on a loaded 2-core machine (tens of ms) stays within the 10% below
+    r = _run_config({**_job(p), "min_window_s": 0.3}, _HostOps(), dev, {"update_period_s": 0.01, "idle_power_w": 100.0})
     assert r["status"] == "ok" and r["energy_missing_reason"] is None
-    assert r["extra"]["energy_windows"] >= 1 and r["extra"]["window_s"] >= 0.1
+    assert r["extra"]["energy_windows"] >= 1 and r["extra"]["window_s"] >= 0.3
     windows = [s for s in seen if "energy_gross_j" in s]
     assert len(windows) == r["extra"]["energy_windows"] >= 1
     for s in windows:
