@@ -192,6 +192,21 @@ def host_facts() -> dict[str, Any]:
     }
 
 
+def send_reply(conn: Any, message: dict[str, Any]) -> None:
+    """A worker's one reply, sent, and its end of the pipe closed.
+
+    A parent that stopped waiting for this visit (it timed out, or lost sight of the worker when the
+    forkserver it was forked from died) has closed its end: the reply has no reader, and the worker ends
+    quietly instead of printing a traceback over the user's terminal.
+    """
+    try:
+        conn.send(message)
+    except (BrokenPipeError, ConnectionResetError, EOFError):
+        pass
+    finally:
+        conn.close()
+
+
 def wait_reply(proc: Any, conn: Any, deadline: float) -> tuple[Any, tuple[str, str] | None]:
     """A worker's next message before ``deadline`` (``time.perf_counter`` seconds).
 

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from ._common import classify, inject_fault, input_dims, one_line
+from ._common import classify, inject_fault, input_dims, one_line, send_reply
 from ._cpu_process import (
     _cpu_freq_mhz,
     _loadavg,
@@ -179,11 +179,10 @@ def _cpu_child(conn: Any, job: CpuJob) -> None:
         with torch.inference_mode():
             timing = _time_config(job, arch, torch, model, x, mem)
         memory_kb = _peak_memory_kb(mem, timing.hwm_warm_kb, extra)
-        conn.send(_ok_reply(job, timing, memory_kb, cpus, t_wall, extra))
+        reply = _ok_reply(job, timing, memory_kb, cpus, t_wall, extra)
     except BaseException as e:  # noqa: BLE001 - every failure becomes a status row
-        conn.send({"status": classify(e), "message": one_line(e), "extra": extra})
-    finally:
-        conn.close()
+        reply = {"status": classify(e), "message": one_line(e), "extra": extra}
+    send_reply(conn, reply)
 
 
 def _set_up_process(job: CpuJob, extra: dict[str, Any]) -> tuple[Any, list[int]]:

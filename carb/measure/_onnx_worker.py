@@ -43,7 +43,7 @@ import os
 import time
 from typing import Any, Callable
 
-from ._common import classify, inject_fault, one_line
+from ._common import classify, inject_fault, one_line, send_reply
 from ._cpu_process import _malloc_trim, _reset_hwm, _rss_kb
 from ._cpu_worker import (
     CpuJob,
@@ -102,11 +102,10 @@ def _onnx_child(conn: Any, job: CpuJob) -> None:
         with torch.inference_mode():  # the paired sentinel's forwards
             timing = _time_config(job, arch, torch, run, x, mem)
         memory_kb = _peak_memory_kb(mem, timing.hwm_warm_kb, extra)
-        conn.send(_ok_reply(job, timing, memory_kb, cpus, t_wall, extra))
+        reply = _ok_reply(job, timing, memory_kb, cpus, t_wall, extra)
     except BaseException as e:  # noqa: BLE001 - every failure becomes a status row
-        conn.send({"status": classify(e), "message": one_line(e), "extra": extra})
-    finally:
-        conn.close()
+        reply = {"status": classify(e), "message": one_line(e), "extra": extra}
+    send_reply(conn, reply)
 
 
 def _import_runtime(extra: dict[str, Any]) -> Any:

@@ -439,3 +439,19 @@ def test_a_run_records_the_environment_that_caps_its_kernels(monkeypatch):
     monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")  # oneDNN reads it when a worker first runs a primitive
     prov = get_backend("cpu").provenance()
     assert prov["kernel_env"]["ONEDNN_MAX_CPU_ISA"] == "AVX2" and set(prov["kernel_env"]) <= set(KERNEL_ENV)
+
+
+def test_a_worker_whose_parent_stopped_waiting_ends_quietly():
+    """The parent closes its end when it gives up on a visit (a timeout, or a worker lost with its forkserver):
+    the worker's reply then has no reader, and it must end without a traceback on the user's terminal."""
+    import multiprocessing
+
+    from carb.measure._common import send_reply
+
+    recv, send = multiprocessing.Pipe(duplex=False)
+    send_reply(send, {"status": "ok"})
+    assert recv.recv() == {"status": "ok"} and send.closed
+    recv, send = multiprocessing.Pipe(duplex=False)
+    recv.close()
+    send_reply(send, {"status": "ok"})  # BrokenPipeError without a reader: dropped
+    assert send.closed
