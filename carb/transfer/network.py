@@ -222,15 +222,15 @@ def _calibrated_here(
 ) -> Any:
     """The model to price with and the cache entry used (None: the model as given).
 
-    That is the cached calibration of ``model`` for this machine, made first when asked.
+    That is the cached calibration of ``model`` for this machine, made first when asked, on the model's own
+    kind too: a model of this kind prices networks unlike its zoo at the scale it learnt there, which K
+    networks measured here map.
     """
-    from carb.measure.fingerprint import compare
     from carb.netmodel import load, resolve
-    from carb.netmodel.domain import fingerprint_of
 
     from . import cache as calibrations
 
-    if compare(fingerprint_of(nm), machine).same_kind or not (cache or calibrate):
+    if not (cache or calibrate):
         return nm, None
     source_dir = resolve(model)
     entry = calibrations.find(str(model), source_dir, machine) if cache and not (calibrate and ops) else None
