@@ -23,7 +23,7 @@ import inspect
 import re
 from typing import Any
 
-from ._common import classify, cpu_isa, cpu_model, foreign_precisions, host_facts
+from ._common import classify, cpu_isa, cpu_model, foreign_precisions, host_facts, send_reply
 from .base import STATUSES, Backend, ConfigLike, Measurement, Protocol, Stats
 from .cpu import CpuBackend
 from .cuda import CudaBackend
@@ -46,6 +46,7 @@ __all__ = [
     "host_facts",
     "classify",
     "foreign_precisions",
+    "send_reply",
 ]
 
 

@@ -446,7 +446,7 @@ def test_a_worker_whose_parent_stopped_waiting_ends_quietly():
     the worker's reply then has no reader, and it must end without a traceback on the user's terminal."""
     import multiprocessing
 
-    from carb.measure._common import send_reply
+    from carb.measure import send_reply
 
     recv, send = multiprocessing.Pipe(duplex=False)
     send_reply(send, {"status": "ok"})
