@@ -26,11 +26,12 @@ The figures, their sources and the page's sections are declared in ``benchmarks/
 - a **study** anchor is a figure of the CARB paper: its value, setup and where its protocol
   differs from ours; a cell quotes it as ``{study:KEY}``.
 
-Provenance or no figure: every data-only source's JSON records, in ``provenance``, the commit it
-was computed at from a clean tree (``git.commit``, ``git.dirty`` false), the machine's fingerprint
-(``machine.fingerprint``) and the library versions (``versions``), as ``benchmarks/_common.py``
-writes them; a JSON without them is refused, one line per file. A timing source may lack them:
-the page shows its date and machine kind and says it was not rerun at HEAD.
+Provenance or no figure: every cited JSON, data-only or measured on hardware, records in
+``provenance`` the commit it was computed at from a clean tree (``git.commit``, ``git.dirty``
+false), the machine's fingerprint (``machine.fingerprint``) and the library versions
+(``versions``), as ``benchmarks/_common.py`` writes them; a JSON without them is refused, one line
+per file. A timing source's page entry also gives its date and machine kind and says it was not
+rerun at HEAD.
 
 Anywhere in README.md and docs/ (outside the generated page), ``<!--fig:KEY-->...<!--/fig-->``
 is replaced by figure KEY, and the block between ``<!--results:headline-->`` and
@@ -153,11 +154,9 @@ def provenance_problem(data: Any) -> str | None:
 
 
 def refused(spec: dict, sources: dict[str, Source]) -> list[str]:
-    """One line per cited JSON that may not be published: a data-only source without full provenance."""
+    """One line per cited JSON that may not be published: one without full provenance, measured or data-only."""
     lines = []
     for s in sources.values():
-        if s.timing:
-            continue
         problem = provenance_problem(s.data)
         if problem:
             lines.append(f"source {s.id!r}: {s.json} {problem}")
@@ -261,8 +260,6 @@ def _recorded(src: Source) -> str:
     git = prov.get("git") if isinstance(prov.get("git"), dict) else {}
     machine = prov.get("machine") if isinstance(prov.get("machine"), dict) else {}
     fp = machine.get("fingerprint") if isinstance(machine.get("fingerprint"), dict) else {}
-    if not src.commit:
-        return "The JSON records no commit: measured before the benchmarks recorded one; not rerun at HEAD."
     tree = "a dirty tree" if git.get("dirty") else "a clean tree"
     parts = [f"Written at commit `{src.commit[:12]}` from {tree}"]
     if fp:

@@ -214,14 +214,16 @@ def test_a_json_written_from_a_dirty_tree_is_refused(tree):
         mod.render(tree)
 
 
-def test_a_timing_source_may_lack_provenance_and_says_it_was_not_rerun(tree):
+def test_a_timing_source_says_it_was_not_rerun_and_without_provenance_is_refused(tree):
     mod = _module()
-    _edit_json(tree, lambda d: d.pop("provenance"))
     spec = tree / "benchmarks" / "results.toml"
     spec.write_text(SPEC.replace('date = "2026-01-01"', 'date = "2026-01-01"\ntiming = true'))
     page = mod.render(tree)[tree / "docs" / "results.md"]
     assert "| accuracy | 99.1% | study: 95.8% | test machine, 2026-01-01, not rerun at HEAD | [run](#run) |" in page
-    assert "**run** (measured on hardware)" in page and "records no commit" in page
+    assert "**run** (measured on hardware)" in page and "Measured on hardware: not rerun at HEAD." in page
+    _edit_json(tree, lambda d: d.pop("provenance"))
+    with pytest.raises(mod.ResultsError, match="source 'run': benchmarks/results/run.json records no provenance"):
+        mod.render(tree)
 
 
 def _script_copy(tmp_path: Path) -> Path:
