@@ -47,6 +47,7 @@ def resolve_module(spec: str) -> Any:
             that is neither a module nor callable (one line naming the cause).
 
     """
+    import hashlib
     import importlib
     import importlib.util
     import sys
@@ -62,7 +63,9 @@ def resolve_module(spec: str) -> Any:
             path = Path(mod_name)
             if not path.is_file():
                 raise CaptureError(f"--module {spec!r}: no such file {mod_name}")
-            name = f"_carb_user_{abs(hash(str(path.resolve())))}"
+            # a name of the file's path alone (not Python's salted hash()): a measurement worker that gets
+            # one of its classes pickled imports the file again under the same name
+            name = f"_carb_user_{hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]}"
             s = importlib.util.spec_from_file_location(name, path)
             if s is None or s.loader is None:
                 raise CaptureError(f"--module {spec!r}: cannot import {mod_name}")

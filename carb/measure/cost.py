@@ -54,6 +54,9 @@ class ModuleConfig:
         name: a short name for labels.
         modules: the Python modules the module's classes live in; the worker imports them before its memory
             baseline, so their pages do not count as the network's memory.
+        files: ``(module name, file path)`` of those modules that were loaded from a file under a name no import
+            finds (a ``file.py:build`` spec's, or a script's own ``importlib`` load); the worker loads each file
+            under its name before it unpickles the network.
     """
 
     payload: bytes = field(repr=False)
@@ -61,6 +64,7 @@ class ModuleConfig:
     precision: str = "fp32"
     name: str = "module"
     modules: tuple[str, ...] = ()
+    files: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def of(cls, module: Any, shape: tuple[int, ...], precision: str = "fp32") -> "ModuleConfig":
@@ -95,7 +99,7 @@ class ModuleConfig:
             ) from None
         mods = sorted({type(m).__module__ for m in module.modules()} - {"builtins"})
         return cls(payload=buf.getvalue(), shape=tuple(shape), precision=precision, name=type(module).__name__,
-                   modules=tuple(mods))  # fmt: skip
+                   modules=tuple(mods), files=_files_of(mods))  # fmt: skip
 
     @property
     def config_id(self) -> str:
@@ -131,12 +135,37 @@ class ModuleConfig:
     def prepare(self) -> None:
         """Import the module's class modules (the worker calls this before its memory baseline)."""
         import importlib
+        import importlib.util
+        import sys
 
+        files = dict(self.files)
         for m in self.modules:
             try:
-                importlib.import_module(m)
+                if m in files and m not in sys.modules:
+                    spec = importlib.util.spec_from_file_location(m, files[m])
+                    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+                    sys.modules[m] = module
+                    spec.loader.exec_module(module)  # type: ignore[union-attr]
+                else:
+                    importlib.import_module(m)
             except Exception:  # noqa: BLE001 - the rebuild says what is missing
-                pass
+                sys.modules.pop(m, None) if m in files else None
+
+
+def _files_of(names: list[str]) -> tuple[tuple[str, str], ...]:
+    """``(name, file)`` of the loaded modules among ``names`` that no import by name would find again."""
+    import importlib.machinery
+    import sys
+
+    out = []
+    for name in names:
+        module = sys.modules.get(name)
+        path = getattr(module, "__file__", None)
+        if not path or name == "__main__" or "." in name:  # a package's module: imported through its package
+            continue
+        if importlib.machinery.PathFinder.find_spec(name) is None:  # not on sys.path under its name
+            out.append((name, str(path)))
+    return tuple(out)
 
 
 def build_module_config(config: ModuleConfig) -> Any:
@@ -263,9 +292,10 @@ def _config_of(target: Any, input: Any, precision: str | None) -> Any:
         shape, prec = _shape_and_precision(input, precision)
         if len(shape) == 4 and shape[1] == 3 and shape[2] == shape[3]:
             return NetConfig(module=target, input_size=shape[2], batch=shape[0], precision=prec)
-        from carb import graph
+        from carb.families.nets import build
 
-        return ModuleConfig.of(graph.load_module(target), shape, prec)  # another input than a square RGB image
+        # another input than a square RGB image: built here with its weights, sent to the worker pickled
+        return ModuleConfig.of(build(NetConfig(module=target)), shape, prec)
     raise ValueError(
         f"target: {type(target).__name__} {str(target)[:60]!r} is not a config, an nn.Module, a builder spec "
         "('file.py:build' or 'pkg.mod:build') or an .onnx file"

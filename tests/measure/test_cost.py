@@ -45,6 +45,35 @@ def test_any_input_rank_runs_at_its_own_shape() -> None:
     assert m.target.endswith("1x3x4x16x16-fp32") and m.sentinel_ms is None
 
 
+NET_FILE = """
+import torch
+
+
+class Wave(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv1d(8, 512, 3, padding=1)  # 12,288 weights and 512 biases
+
+    def forward(self, x):
+        return self.conv(x).relu()
+
+
+def build():
+    return Wave()
+"""
+
+
+@pytest.mark.slow
+def test_a_builder_spec_of_a_file_runs_at_any_input_rank_with_real_weights(tmp_path) -> None:
+    """A file's builder with an input that is not a square RGB image: its class, defined in the user's file,
+    reaches the worker, and the network runs with real weights (not the meta device's)."""
+    (tmp_path / "wave.py").write_text(NET_FILE)
+    m = carb.measure_cost(f"{tmp_path / 'wave.py'}:build", (1, 8, 4000), max_time_s=0.2, sentinel=False)
+    assert m.ok, m.message
+    assert m.target == "Wave-1x8x4000-fp32" and m.latency_ms > 0
+    assert m.memory_mb > 4000 * 512 * 4 / 1e6  # at least the output tensor: the forward really ran
+
+
 @pytest.mark.slow
 def test_a_failing_network_comes_back_as_a_status_not_an_exception() -> None:
     m = carb.measure_cost(torch.nn.Conv2d(4, 8, 3), (1, 3, 16, 16), max_time_s=0.2, sentinel=False)
