@@ -191,6 +191,42 @@ def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnect
     return duckdb.connect(str(path), read_only=read_only, config=dict(SAFE_CONFIG))
 
 
+def _create_whole(path: Path) -> None:
+    """Create an empty store at ``path`` whole or not at all.
+
+    DuckDB writes a file's header when it connects, before any table exists: a process killed in
+    between would leave a database no campaign or reader takes for a store. The tables are made in
+    a file of this process's own beside ``path`` (``.NAME.creating-PID``), which is then linked into
+    place; a store another process created meanwhile is kept. Such files of processes that no longer
+    run are removed.
+    """
+    import os
+
+    for stale in path.parent.glob(f".{path.name}.creating-*"):
+        pid = stale.name.rpartition("-")[2]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            stale.unlink(missing_ok=True)
+    tmp = path.parent / f".{path.name}.creating-{os.getpid()}"
+    tmp.unlink(missing_ok=True)
+    try:
+        store = Store.__new__(Store)
+        store.path, store.con = tmp, connect(tmp)
+        try:
+            store._create()
+            store.con.execute("CHECKPOINT")  # the tables in the file itself, not in a write-ahead log beside it
+        finally:
+            store.con.close()
+        try:
+            os.link(tmp, path)  # never over a store another process made meanwhile
+        except FileExistsError:
+            pass
+    except duckdb.Error as e:
+        raise StoreError(f"{path}: cannot write the store ({str(e).splitlines()[0]})") from None
+    finally:
+        tmp.unlink(missing_ok=True)
+        Path(f"{tmp}.wal").unlink(missing_ok=True)
+
+
 def _json_cell(text: Any, where: Path | str) -> dict[str, Any]:
     """A store's JSON cell (``arch``, ``features``, ``extra``) as a dict (empty for NULL).
 
@@ -255,6 +291,8 @@ class Store:
             raise StoreError(f"{self.path}: no such store")
         if not read_only:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            if not self.path.exists():
+                _create_whole(self.path)
         try:
             self.con = connect(self.path, read_only=read_only)
         except duckdb.IOException as e:

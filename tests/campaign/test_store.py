@@ -151,3 +151,24 @@ def test_on_visit_counts_every_visit_against_the_plan(tmp_path):
         seen.clear()
         run_campaign(configs, SyntheticBackend(fail_batches={4}), store, on_visit=on_visit)
         assert seen == [8] * 8  # one round: a failure costs no planned visit
+
+
+def test_a_store_is_created_whole_or_not_at_all(tmp_path, monkeypatch):
+    """A process stopped while it makes a store (a failure injected half-way) leaves no file that
+    looks like a store but is not one; a killed creator's own file is cleared by the next one."""
+    path = tmp_path / "s.duckdb"
+
+    def half_way(self):
+        self.con.execute("CREATE TABLE runs (run_id VARCHAR)")
+        raise duckdb.IOException("No space left on device")
+
+    monkeypatch.setattr(Store, "_create", half_way)
+    with pytest.raises(StoreError, match="cannot write the store"):
+        Store(path)
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.undo()
+    (tmp_path / ".s.duckdb.creating-999999999").write_bytes(b"half a store")  # of a process no longer running
+    Store(path).close()
+    assert [p.name for p in tmp_path.iterdir()] == ["s.duckdb"]
+    with Store(path, read_only=True) as s:
+        assert s.measurements().empty

@@ -131,7 +131,7 @@ def test_kill_9_mid_campaign_never_corrupts_or_duplicates(tmp_path):
     counts = []
     for _ in range(4):
         p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-        time.sleep(rng.uniform(2.0, 7.0))
+        time.sleep(rng.uniform(1.0, 5.0))  # from before the store exists to mid-campaign
         if p.poll() is None:
             os.killpg(p.pid, signal.SIGKILL)
         p.wait(timeout=60)
