@@ -4,7 +4,9 @@
 The whole suite (``python -m pytest``, no paths given) runs on two pytest-xdist workers, each
 test module on one worker (``--dist loadfile``); a chosen file or folder runs in one process.
 A test marked ``slow`` measures for real: under xdist it runs with no other test alongside
-(see :func:`_turn`).
+(see :func:`_turn`), unless it is also marked ``shares_cpu`` (its assertions hold on a loaded
+machine: bookkeeping, files and statuses, no timing). The longest modules are handed out first
+(:data:`LONGEST_FIRST`), so the two workers finish together.
 """
 
 from __future__ import annotations
@@ -21,6 +23,38 @@ import pytest
 
 #: workers for the whole suite: the 2-core machines it is sized for
 SUITE_WORKERS = 2
+
+#: The modules that take longest (seconds of test time on a 2-core AMD EPYC VM, pytest --durations), first in
+#: the order xdist hands modules out (``--dist loadfile`` gives them in collection order): a long module
+#: started last would leave one worker running it alone at the end.
+LONGEST_FIRST = (
+    "tests/campaign/test_ray_cluster.py",  # 71 s
+    "tests/measure/test_gpu_zeus.py",  # 61 s
+    "tests/test_demo.py",  # 59 s
+    "tests/campaign/test_ray_executor.py",  # 58 s
+    "tests/families/test_nb201.py",  # 57 s
+    "tests/cli/test_cli.py",  # 56 s
+    "tests/docs/test_site.py",  # 46 s
+    "tests/decide/test_decisions.py",  # 39 s
+    "tests/cli/test_predict_machine.py",  # 34 s
+    "tests/test_front_door.py",  # 31 s
+    "tests/test_behaviour.py",  # 29 s
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The modules of :data:`LONGEST_FIRST` first, in its order; every module's own tests keep their order."""
+    rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
+    root = Path(str(config.rootpath))
+
+    def key(item: pytest.Item) -> int:
+        try:
+            rel = Path(str(item.path)).relative_to(root).as_posix()
+        except ValueError:
+            return len(rank)
+        return rank.get(rel, len(rank))
+
+    items[:] = sorted(items, key=key)  # stable: the rest keep the collection order
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
@@ -53,7 +87,8 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
     if "PYTEST_XDIST_WORKER" not in os.environ:
         return (yield)
     run_dir = item.config._tmp_path_factory.getbasetemp().parent  # the run's, above each worker's own
-    with _turn(run_dir, exclusive=item.get_closest_marker("slow") is not None):
+    exclusive = item.get_closest_marker("slow") is not None and item.get_closest_marker("shares_cpu") is None
+    with _turn(run_dir, exclusive=exclusive):
         return (yield)
 
 

@@ -19,7 +19,8 @@ from carb.measure import cpu_model
 from tests.campaign._ray_nodes import CARB, ENV, Cluster
 
 pytest.importorskip("ray")
-pytestmark = pytest.mark.slow
+# real campaigns, but what is checked is bookkeeping (rows, visits, nodes), never timing: they share the CPU
+pytestmark = [pytest.mark.slow, pytest.mark.shares_cpu]
 
 # 24 configs that measure in well under a second each
 SPACE = """

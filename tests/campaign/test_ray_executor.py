@@ -22,7 +22,9 @@ from carb.families import space  # noqa: E402
 from carb.measure import get_backend  # noqa: E402
 from carb.measure.base import Protocol  # noqa: E402
 
-pytestmark = pytest.mark.slow
+# real campaigns, but what is checked is bookkeeping (rows, visits, retries, errors), never timing: they share
+# the CPU
+pytestmark = [pytest.mark.slow, pytest.mark.shares_cpu]
 FAST = Protocol(min_repeats=3, max_repeats=20, max_time_s=0.2, warmup=1, warmup_s=0.0, timeout_s=120.0)
 
 

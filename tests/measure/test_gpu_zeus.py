@@ -551,6 +551,7 @@ exec {sys.executable} "$@"
 
 
 @pytest.mark.slow
+@pytest.mark.shares_cpu  # files, statuses and a 240 s budget: no timing is checked
 def test_gpu_run_rehearsal_on_the_cpu(tmp_path):
     """The whole script on the CPU: validate_gpu.py's synthetic rehearsal, a sample of the
     tiny space, the campaign, the export and the summary (figures: real CPU latency and
