@@ -181,6 +181,25 @@ def atomic_file(path: Path) -> Iterator[Path]:
 
 
 @contextlib.contextmanager
+def created_whole(path: Path) -> Iterator[Path]:
+    """Make a new file under a private name beside ``path`` and link it into place when the block ends without error.
+
+    As :func:`atomic_file`, but never over a file at ``path``: one another process made meanwhile is kept. Yields the
+    private name (with ``path``'s suffix).
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _staging_name(path, path.suffix)
+    try:
+        yield tmp
+        with contextlib.suppress(FileExistsError):
+            os.link(tmp, path)
+    finally:
+        for f in (tmp, Path(f"{tmp}.wal")):  # and a database's write-ahead log
+            with contextlib.suppress(OSError):
+                f.unlink()
+
+
+@contextlib.contextmanager
 def atomic_dir(path: Path) -> Iterator[Path]:
     """Write a folder's files into a private folder beside ``path`` and move them into place when the block ends.
 

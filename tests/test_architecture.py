@@ -97,7 +97,7 @@ MAX_FUNCTION_LINES = 100
 OVER_LIMIT: dict[str, int] = {
     "carb/families/layers.py": 1319,
     "carb/graph/onnx.py": 934,
-    "carb/campaign/store.py": 750,
+    "carb/campaign/store.py": 741,
     "carb/graph/_geometry.py": 718,
 }
 OVER_LIMIT_FUNCTIONS: dict[str, int] = {"carb/families/layers.py:_torch_classes": 124}

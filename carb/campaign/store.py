@@ -56,7 +56,8 @@ import duckdb
 import pandas as pd
 
 from carb import families
-from carb._safeio import DocumentError, loads_json
+from carb._safeio import DocumentError, created_whole, loads_json
+from carb.campaign._duckdb import SAFE_CONFIG, connect
 from carb.families.space import PARAMETERS, Config
 from carb.measure.base import ConfigLike, Measurement, Stats
 
@@ -167,66 +168,6 @@ class StoreError(RuntimeError):
     """The store cannot be opened or is not a CARB store; the message is one line."""
 
 
-#: DuckDB settings of every connection carb opens. A store may come from anyone, and DuckDB by default downloads and
-#: loads a native extension that a file needs (an SQLite file passed as a store fetches ``sqlite_scanner``) and lets a
-#: view read any file or URL: here no extension is installed or loaded beyond those built into DuckDB (core
-#: functions, JSON, Parquet, ICU), nothing outside the database file is read, and the settings cannot be changed
-#: through the connection.
-SAFE_CONFIG = {
-    "autoinstall_known_extensions": False,
-    "autoload_known_extensions": False,
-    "allow_community_extensions": False,
-    "allow_unsigned_extensions": False,
-    "enable_external_access": False,
-    "lock_configuration": True,
-}
-
-
-def connect(path: str | Path, read_only: bool = False) -> duckdb.DuckDBPyConnection:
-    """A DuckDB connection to the database file ``path`` with :data:`SAFE_CONFIG`: the only way carb opens one.
-
-    Raises:
-        duckdb.Error: the file cannot be opened (not DuckDB, in use, or a format that needs an extension).
-    """
-    return duckdb.connect(str(path), read_only=read_only, config=dict(SAFE_CONFIG))
-
-
-def _create_whole(path: Path) -> None:
-    """Create an empty store at ``path`` whole or not at all.
-
-    DuckDB writes a file's header when it connects, before any table exists: a process killed in
-    between would leave a database no campaign or reader takes for a store. The tables are made in
-    a file of this process's own beside ``path`` (``.NAME.creating-PID``), which is then linked into
-    place; a store another process created meanwhile is kept. Such files of processes that no longer
-    run are removed.
-    """
-    import os
-
-    for stale in path.parent.glob(f".{path.name}.creating-*"):
-        pid = stale.name.rpartition("-")[2]
-        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
-            stale.unlink(missing_ok=True)
-    tmp = path.parent / f".{path.name}.creating-{os.getpid()}"
-    tmp.unlink(missing_ok=True)
-    try:
-        store = Store.__new__(Store)
-        store.path, store.con = tmp, connect(tmp)
-        try:
-            store._create()
-            store.con.execute("CHECKPOINT")  # the tables in the file itself, not in a write-ahead log beside it
-        finally:
-            store.con.close()
-        try:
-            os.link(tmp, path)  # never over a store another process made meanwhile
-        except FileExistsError:
-            pass
-    except duckdb.Error as e:
-        raise StoreError(f"{path}: cannot write the store ({str(e).splitlines()[0]})") from None
-    finally:
-        tmp.unlink(missing_ok=True)
-        Path(f"{tmp}.wal").unlink(missing_ok=True)
-
-
 def _json_cell(text: Any, where: Path | str) -> dict[str, Any]:
     """A store's JSON cell (``arch``, ``features``, ``extra``) as a dict (empty for NULL).
 
@@ -291,8 +232,8 @@ class Store:
             raise StoreError(f"{self.path}: no such store")
         if not read_only:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            if not self.path.exists():
-                _create_whole(self.path)
+            if not self.path.exists():  # made whole beside it: DuckDB writes a header before any table
+                self._create_whole()
         try:
             self.con = connect(self.path, read_only=read_only)
         except duckdb.IOException as e:
@@ -318,6 +259,18 @@ class Store:
             raise StoreError(f"{self.path}: cannot write the store ({str(e).splitlines()[0]})") from None
 
     # -- schema -------------------------------------------------------------------------
+    def _create_whole(self) -> None:
+        try:
+            with created_whole(self.path) as tmp:
+                self.con = connect(tmp)
+                try:
+                    self._create()
+                    self.con.execute("CHECKPOINT")  # the tables in the file itself, not in a log beside it
+                finally:
+                    self.con.close()
+        except duckdb.Error as e:
+            raise StoreError(f"{self.path}: cannot write the store ({str(e).splitlines()[0]})") from None
+
     def _create(self) -> None:
         cols = ", ".join(f"{c} {t}" for c, t in MEASUREMENT_COLUMNS)
         self.con.execute("BEGIN")
