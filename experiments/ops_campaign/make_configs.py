@@ -106,19 +106,24 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{g:18s} {len(cs):3d} layers  ~{s / 60:5.2f} min")
     print(f"{'bridge':18s} {len(br):3d} layers  ~{bridge_s / 60:5.2f} min")
     cfgs = [c for cs in got.values() for c in cs]
+    n = write(cfgs, br, Path(a.out), a.seed)
+    print(f"{n} configs ({len(cfgs)} new, {len(br)} bridge), ~{total / 60:.1f} min estimated -> {a.out}")
+    return 0
+
+
+def write(cfgs: list, br: pd.DataFrame, out: Path, seed: int) -> int:
+    """The new layer configs and the bridge rows, shuffled (``seed``) and deduplicated, into ``out``; their count."""
     cols = ["config_id", "family", *L.PARAMETERS]
     new = pd.DataFrame([c.to_dict() | {"config_id": c.config_id} for c in cfgs], columns=cols)
-    df = pd.concat([new, br.reindex(columns=cols)], ignore_index=True).sample(frac=1, random_state=a.seed)
+    df = pd.concat([new, br.reindex(columns=cols)], ignore_index=True).sample(frac=1, random_state=seed)
     df = df.drop_duplicates("config_id").reset_index(drop=True)
     # a parameter a row does not use is missing (None): the config's id is that of its set fields
     for c in ("dilation", "padding", "ceil_mode", "align_corners", "output_size", "frames", "kernel_d"):
         default = {"dilation": 1, "padding": -1, "frames": 1}.get(c, 0)
         df[c] = df[c].where(df[c].notna() & (df[c] != default)).astype("Int64")
-    out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     df.to_parquet(out)
-    print(f"{len(df)} configs ({len(cfgs)} new, {len(br)} bridge), ~{total / 60:.1f} min estimated -> {out}")
-    return 0
+    return len(df)
 
 
 if __name__ == "__main__":

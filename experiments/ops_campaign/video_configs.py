@@ -33,7 +33,6 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -148,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--groups", nargs="+", choices=list(VIDEO_GRIDS), help="only these groups (default: all)")
     a = ap.parse_args(argv)
-    from make_configs import bridge
+    from make_configs import bridge, write
 
     rng = np.random.default_rng(a.seed)
     cfgs = []
@@ -162,18 +161,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{group:18s} {len(got):3d} of {len(cs):5d}  GFLOP {lf['flops'].sum() / 1e9:7.1f} in all")
         if not a.groups or group in a.groups:
             cfgs += got
-    cols = ["config_id", "family", *L.PARAMETERS]
-    new = pd.DataFrame([c.to_dict() | {"config_id": c.config_id} for c in cfgs], columns=cols)
     br = bridge(a.bridge, a.seed, a.base)
-    df = pd.concat([new, br.reindex(columns=cols)], ignore_index=True).sample(frac=1, random_state=a.seed)
-    df = df.drop_duplicates("config_id").reset_index(drop=True)
-    for c in ("dilation", "padding", "ceil_mode", "align_corners", "output_size", "frames", "kernel_d"):
-        default = {"dilation": 1, "padding": -1, "frames": 1}.get(c, 0)
-        df[c] = df[c].where(df[c].notna() & (df[c] != default)).astype("Int64")
-    out = Path(a.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    df.to_parquet(out)
-    print(f"{len(df)} configs ({len(cfgs)} new, {len(br)} bridge) -> {out}")
+    n = write(cfgs, br, Path(a.out), a.seed)
+    print(f"{n} configs ({len(cfgs)} new, {len(br)} bridge) -> {a.out}")
     return 0
 
 
