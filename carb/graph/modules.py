@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from pathlib import Path
 from typing import Any, Iterator
 
 from carb.graph.table import CaptureError
@@ -33,6 +34,28 @@ def load_module(spec: str) -> Any:
     return build_meta(resolve_module(spec), f"--module {spec!r}: {str(spec).rpartition(':')[2]}()")
 
 
+def import_file(name: str, path: str | Path) -> Any:
+    """The Python file ``path`` imported as the module ``name`` (kept in ``sys.modules``; ``None``: not importable).
+
+    Raises:
+        Exception: whatever the file's own code raises (it is then not kept).
+    """
+    import importlib.util
+    import sys
+
+    s = importlib.util.spec_from_file_location(name, path)
+    if s is None or s.loader is None:
+        return None
+    module = importlib.util.module_from_spec(s)
+    sys.modules[name] = module
+    try:
+        s.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return module
+
+
 def resolve_module(spec: str) -> Any:
     """The object a ``--module`` spec names, imported but not called.
 
@@ -49,9 +72,6 @@ def resolve_module(spec: str) -> Any:
     """
     import hashlib
     import importlib
-    import importlib.util
-    import sys
-    from pathlib import Path
 
     import torch
 
@@ -66,12 +86,9 @@ def resolve_module(spec: str) -> Any:
             # a name of the file's path alone (not Python's salted hash()): a measurement worker that gets
             # one of its classes pickled imports the file again under the same name
             name = f"_carb_user_{hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]}"
-            s = importlib.util.spec_from_file_location(name, path)
-            if s is None or s.loader is None:
+            module = import_file(name, path)
+            if module is None:
                 raise CaptureError(f"--module {spec!r}: cannot import {mod_name}")
-            module = importlib.util.module_from_spec(s)
-            sys.modules[name] = module
-            s.loader.exec_module(module)
         else:
             module = importlib.import_module(mod_name)
     except CaptureError:

@@ -135,21 +135,19 @@ class ModuleConfig:
     def prepare(self) -> None:
         """Import the module's class modules (the worker calls this before its memory baseline)."""
         import importlib
-        import importlib.util
         import sys
+
+        from carb.graph.modules import import_file
 
         files = dict(self.files)
         for m in self.modules:
             try:
                 if m in files and m not in sys.modules:
-                    spec = importlib.util.spec_from_file_location(m, files[m])
-                    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-                    sys.modules[m] = module
-                    spec.loader.exec_module(module)  # type: ignore[union-attr]
+                    import_file(m, files[m])
                 else:
                     importlib.import_module(m)
             except Exception:  # noqa: BLE001 - the rebuild says what is missing
-                sys.modules.pop(m, None) if m in files else None
+                pass
 
 
 def _files_of(names: list[str]) -> tuple[tuple[str, str], ...]:
