@@ -56,6 +56,7 @@ from carb.netmodel.layers import (  # noqa: F401
     _x,
     fallback_class,
     fit_fallback,
+    native_conv_columns,
     onednn_conv,
     op_class,
 )
@@ -100,6 +101,7 @@ __all__ = [
     "memory_problem",
     "input_memory_problem",
     "onednn_conv",
+    "native_conv_columns",
     "network_row",
     "fit_netmodel",
     "load",

@@ -79,18 +79,26 @@ _FEATURES = _FEATURES_V2 + ["onednn"]
 _FEATURES_BY_VERSION = {1: _FEATURES_V1, 2: _FEATURES_V2, 3: _FEATURES}
 
 
-def onednn_conv(layers: pd.DataFrame, threads: int = 1) -> np.ndarray:
+#: The convolution ops of every rank that ATen's ``ConvParams::use_mkldnn`` decides for
+#: (1-D ones run as 2-D ones of height 1).
+_CONV_OPS = ("conv", "conv1d", "conv3d", "convtranspose")
+
+
+def onednn_conv(layers: pd.DataFrame, threads: int = 1, all_ranks: bool = False) -> np.ndarray:
     """Whether PyTorch's CPU dispatch runs each layer row through oneDNN, not its own im2col + GEMM.
 
     Only fp32 convolution rows can be ``True``. The rule of ATen's
     ``ConvParams::use_mkldnn`` for fp32 CPU tensors: oneDNN unless the convolution is a 1x1,
     unstrided, undilated one on fewer than 16 images on one thread, or is dense, has a kernel
-    of at most 3 on a side, one image and at most 20,480 input elements.
+    of at most 3 on a side, one image and at most 20,480 input elements (the input's first
+    four dimensions: images, channels, then frames and height for a 3-D one).
     ``tests/netmodel/test_netmodel.py`` checks it against the profiler of the installed torch.
 
     Args:
         layers: layer rows (:data:`carb.graph.table.COLUMNS`).
         threads: the device's intra-op threads.
+        all_ranks: also 1-D, 3-D and transposed convolutions; else 2-D ones alone (the
+            ``onednn`` latency feature the layer models are fitted with).
 
     Returns:
         One bool per row.
@@ -100,17 +108,65 @@ def onednn_conv(layers: pd.DataFrame, threads: int = 1) -> np.ndarray:
         return np.zeros(0, bool)
     op = layers["op"].astype(str).to_numpy()
     # fp32: 4 bytes per element (the layer family's closed-form rows carry no dtype column)
-    conv = (op == "conv") & (layers["bytes_per_element"].to_numpy(np.int64) == 4)
+    conv = np.isin(op, _CONV_OPS if all_ranks else ("conv",)) & (layers["bytes_per_element"].to_numpy(np.int64) == 4)
     b = layers["batch"].to_numpy(np.int64)
     kh = layers["kernel"].to_numpy(np.int64)
     kw = layers["kernel_w"].to_numpy(np.int64) if "kernel_w" in layers else kh
     one = (kh == 1) & (kw == 1)
     strided = layers["stride"].to_numpy(np.int64) > 1
     dilated = layers["dilation"].to_numpy(np.int64) > 1 if "dilation" in layers else np.zeros(len(b), bool)
-    numel = b * layers["cin"].to_numpy(np.int64) * layers["h"].to_numpy(np.int64) * layers["w"].to_numpy(np.int64)
+    third = layers["w"].to_numpy(np.int64)
+    if all_ranks and "d" in layers:  # N, C, D, H, W: ATen counts N * C * D * H
+        third = np.where(op == "conv3d", layers["d"].fillna(1).to_numpy(np.int64), third)
+    numel = b * layers["cin"].to_numpy(np.int64) * layers["h"].to_numpy(np.int64) * third
     first = strided | dilated | (b >= 16) | ~one | (threads > 1)
     second = (layers["groups"].to_numpy(np.int64) > 1) | ((kh > 3) & (kw > 3)) | (b > 1) | (numel > 20480)
     return conv & first & second
+
+
+def native_conv_columns(layers: pd.DataFrame, threads: int = 1) -> np.ndarray:
+    """The working buffer (B) of each convolution PyTorch runs through its own kernels, else 0.
+
+    A convolution of any rank that does not run through oneDNN (:func:`onednn_conv`)
+    unfolds its input into a column matrix before its GEMM (``slow_conv2d``: in-channels x
+    kernel area rows by output positions; ``slow_conv3d`` likewise with the kernel's depth
+    and the output's frames; ``slow_conv_transpose2d``: out-channels x kernel area by input
+    positions), allocated and freed within the call, unless it is a 1x1 unstrided unpadded
+    one. The rule leaves such a path only to one image, so the buffer is one image's.
+    Measured on this project's machines: a lone 3x3x3 convolution's peak over its ready
+    inputs is its output plus this buffer (16 to 64 channels, 16 frames of 56 px: 99.5 MB
+    against 12.8 + 86.7).
+
+    Args:
+        layers: layer rows (:data:`carb.graph.table.COLUMNS`).
+        threads: the device's intra-op threads.
+
+    Returns:
+        Bytes per row (fp32).
+
+    """
+    if not len(layers):
+        return np.zeros(0)
+    op = layers["op"].astype(str).to_numpy()
+    native = np.isin(op, _CONV_OPS) & (layers["bytes_per_element"].to_numpy(np.int64) == 4)
+    native &= ~onednn_conv(layers, threads, all_ranks=True)
+
+    def col(name: str, default: float) -> np.ndarray:
+        if name not in layers:
+            return np.full(len(layers), default)
+        return pd.to_numeric(layers[name], errors="coerce").fillna(default).to_numpy(np.float64)
+
+    kh = col("kernel", 1.0)
+    kw = col("kernel_w", np.nan)
+    kw = np.where(np.isnan(kw), kh, kw)
+    kd = np.maximum(col("kernel_d", 1.0), 1.0)
+    unfolds = ~((kh == 1) & (kw == 1) & (kd == 1) & (col("stride", 1.0) == 1) & (col("padding", 0.0) == 0))
+    area = kh * kw * kd
+    groups = np.maximum(col("groups", 1.0), 1.0)
+    forward = col("cin", 0.0) / groups * area * col("ho", 0.0) * col("wo", 0.0) * np.maximum(col("do", 1.0), 1.0)
+    transposed = col("cout", 0.0) / groups * area * col("h", 0.0) * col("w", 0.0)
+    elems = np.where(op == "convtranspose", transposed, forward)
+    return np.where(native & unfolds, elems * 4.0, 0.0)
 
 
 #: Convolutions whose inputs, outputs and weights together stay under this (B) are "small" for

@@ -6,10 +6,11 @@ networks move them only as far as they agree): ``o`` is the per-node dispatch ov
 (module calls, views) and ``c`` the per-forward one. Peak memory is a static liveness
 simulation (weights + input + the peak of live activations, :mod:`carb.graph`) corrected by
 a learned linear term (NNLS on ``model_bytes``, ``input_bytes``, ``peak_live_bytes``, the
-largest layer's weights, a constant). Intervals are the quantile of the leave-one-family-out
-log-residuals on the training networks (once calibrated, a Student-t interval pooling the
-map's leave-one-out residuals with that in-domain error, :func:`calibrated_q`), widened by
-the unknown operators' share.
+largest layer's weights, a constant), plus the working buffer of PyTorch's own convolution
+kernels where it raises that peak (:func:`carb.netmodel.layers.native_conv_columns`).
+Intervals are the quantile of the leave-one-family-out log-residuals on the training
+networks (once calibrated, a Student-t interval pooling the map's leave-one-out residuals
+with that in-domain error, :func:`calibrated_q`), widened by the unknown operators' share.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from scipy.optimize import nnls
 
 from carb.graph import LayerTable
 from carb.netmodel.io import ModelError, read_model, write_model
-from carb.netmodel.layers import LayerModel, dataset_fallback, onednn_conv, op_class
+from carb.netmodel.layers import LayerModel, dataset_fallback, native_conv_columns, onednn_conv, op_class
 
 MB = 1e6
 
@@ -67,7 +68,9 @@ def _network_rows(
     # one table: its own frame, no copy
     L = (frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)) if frames else tables[0].layers
     cls = op_class(L) if len(L) else np.zeros(0, object)
-    on = onednn_conv(L, layer_model.threads) if len(L) else np.zeros(0, bool)  # features and memory both read it
+    on = onednn_conv(L, layer_model.threads) if len(L) else np.zeros(0, bool)  # the latency feature
+    on_any = onednn_conv(L, layer_model.threads, all_ranks=True) if len(L) else np.zeros(0, bool)
+    columns = native_conv_columns(L, layer_model.threads) if len(L) else np.zeros(0)
     t_all = layer_model.predict(L, cls, on)
     known_all = layer_model.known(L, cls)
     q_all = layer_model.fallback_q(L, cls) if len(L) else np.zeros(0)
@@ -101,10 +104,17 @@ def _network_rows(
             "batch": [float(t.input_shape[0]) if t.input_shape else 1.0 for t in tables],
             "flops_known_share": np.divide(flops_known, flops, out=np.ones(n), where=flops > 0),
             "layers_known_share": np.divide(n_known_costed, n_costed, out=np.ones(n), where=n_costed > 0),
-            "onednn_convs": per_net(on.astype(np.float64)),
+            "onednn_convs": per_net(on_any.astype(np.float64)),
         },
         columns=NETWORK_COLUMNS,
     )
+    # the peak of live activations with the running layer's working buffer on top, beyond the plain peak
+    with_buffer = np.zeros(n)
+    if len(L):
+        np.maximum.at(
+            with_buffer, seg, L["live_bytes"].to_numpy(np.float64) + columns if "live_bytes" in L else columns
+        )
+    rows["work_buffer_bytes"] = np.maximum(with_buffer - rows["peak_live_bytes"].to_numpy(np.float64), 0.0)
     # how far the fallback-priced layers may be off, each by its class's measured error (90%)
     rows["unknown_hi_ms"] = per_net(unknown_t * np.expm1(q_all))
     rows["unknown_lo_ms"] = per_net(unknown_t * -np.expm1(-q_all))
@@ -119,13 +129,20 @@ def _lat_design(rows: pd.DataFrame) -> np.ndarray:
 def _mem_shift(rows: pd.DataFrame, layer: LayerModel) -> np.ndarray:
     """MB to take off the memory terms' prediction of each network.
 
-    The layer model's :attr:`LayerModel.onednn_mb` where none of its convolutions runs
-    through oneDNN (the terms are fitted on networks that all do, with this added to the
-    others' measurements), else 0 (also for rows without the ``onednn_convs`` figure).
+    The layer model's :attr:`LayerModel.onednn_mb` where none of its convolutions (of any
+    rank) runs through oneDNN (the terms are fitted on networks that all do, with this added
+    to the others' measurements), else 0 (also for rows without the ``onednn_convs``
+    figure); less the working buffer of PyTorch's own convolution kernels where it raises
+    the peak of live activations (``work_buffer_bytes``, :func:`native_conv_columns`): a
+    buffer allocated and freed within one call, counted once, not as the live activations'
+    term that also carries what the allocator keeps.
     """
-    if not layer.onednn_mb or "onednn_convs" not in rows:
-        return np.zeros(len(rows))
-    return np.where(rows["onednn_convs"].to_numpy(np.float64) > 0, 0.0, float(layer.onednn_mb))
+    shift = np.zeros(len(rows))
+    if layer.onednn_mb and "onednn_convs" in rows:
+        shift = np.where(rows["onednn_convs"].to_numpy(np.float64) > 0, 0.0, float(layer.onednn_mb))
+    if "work_buffer_bytes" in rows:
+        shift = shift - rows["work_buffer_bytes"].to_numpy(np.float64) / MB
+    return shift
 
 
 def _mem_design(rows: pd.DataFrame) -> np.ndarray:
