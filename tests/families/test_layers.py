@@ -297,3 +297,17 @@ def test_new_ops_sample_is_balanced_space_filling_and_within_budget() -> None:
     lf = L.layer_frame(sample)
     assert lf["flops"].max() <= L.NEW_OPS_MAX_FLOPS
     assert sorted({c.ceil_mode for c in groups["pool_k3s2"]}) == [0, 1] or len(groups["pool_k3s2"]) < 3
+
+
+def test_a_worker_passes_a_layer_one_element_not_an_image() -> None:
+    """The layer's module holds its own inputs; the worker's argument (``input_dims``) is one element,
+    so no image-shaped placeholder (805 MB for 8,192 steps) counts in the layer's measured memory,
+    and the module runs on it as the worker calls it."""
+    from carb.measure._common import input_dims
+
+    for cfg in (L.LayerConfig("conv1d", 4, 8, 8192, 7, batch=2), L.LayerConfig("conv", 8, 8, 56, 3, batch=4)):
+        dims = input_dims(cfg)
+        assert dims == (1,)
+        with torch.inference_mode():
+            y = L.build(cfg)(torch.randn(*dims))
+        assert y.shape[0] == cfg.batch
