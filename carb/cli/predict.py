@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.console import Console
 
 from carb.netmodel import CaptureError, ModelError
+from carb.transfer.here import MIN_NETWORKS
+from carb.transfer.network import CALIBRATE_SAMPLES
 
 from ._app import (
     UsageError,
@@ -29,6 +31,54 @@ __all__ = ["predict", "predict_cli"]
 
 def _usage(msg: str) -> Exception:
     return UsageError(msg)
+
+
+# the options of --module's calibration here
+_Calibrate = Annotated[
+    bool,
+    typer.Option(
+        "--calibrate",
+        help=(
+            "With --module: when no calibration of the model for this machine is cached, measure K networks here "
+            "first (about a minute) and keep the result in your calibration cache."
+        ),
+    ),
+]
+_Cache = Annotated[
+    bool,
+    typer.Option(
+        "--cache/--no-cache",
+        help="With --module: use your cached calibration of the model for this machine, if there is one.",
+    ),
+]
+_Force = Annotated[
+    bool,
+    typer.Option(
+        "--force",
+        help="With --calibrate: measure and keep the calibration even when the machine is busy or its speed unsteady.",
+    ),
+]
+_Ops = Annotated[
+    bool,
+    typer.Option(
+        "--ops",
+        help=(
+            "With --calibrate: calibrate anew, first measuring 3 layers per op the model's campaigns measured, each op "
+            "priced by its speed here against the convolutions' (about 2 more minutes; carb calibrate --ops)."
+        ),
+    ),
+]
+_Samples = Annotated[
+    Optional[int],
+    typer.Option(
+        "--samples",
+        min=MIN_NETWORKS,
+        help=(
+            f"With --calibrate: how many networks to measure here (K, default {CALIBRATE_SAMPLES}; as carb calibrate "
+            "--samples): fewer take less time and leave a wider interval."
+        ),
+    ),
+]
 
 
 @app.command("predict")
@@ -69,32 +119,11 @@ def predict(
         None, "--json", help=("With --module: also write the prediction as JSON here.")
     ),
     top: int = typer.Option(10, "--top", min=1, help="With --module: layers shown, most expensive first."),
-    calibrate_first: bool = typer.Option(
-        False,
-        "--calibrate",
-        help=(
-            "With --module: when no calibration of the model for this machine is cached, measure K networks here "
-            "first (about a minute) and keep the result in your calibration cache."
-        ),
-    ),
-    use_cache: bool = typer.Option(
-        True,
-        "--cache/--no-cache",
-        help="With --module: use your cached calibration of the model for this machine, if there is one.",
-    ),
-    force: bool = typer.Option(
-        False,
-        "--force",
-        help="With --calibrate: measure and keep the calibration even when the machine is busy or its speed unsteady.",
-    ),
-    ops: bool = typer.Option(
-        False,
-        "--ops",
-        help=(
-            "With --calibrate: calibrate anew, first measuring 3 layers per op the model's campaigns measured, each op "
-            "priced by its speed here against the convolutions' (about 2 more minutes; carb calibrate --ops)."
-        ),
-    ),
+    calibrate_first: _Calibrate = False,
+    use_cache: _Cache = True,
+    force: _Force = False,
+    ops: _Ops = False,
+    samples: _Samples = None,
 ) -> None:
     """Predict energy, latency and memory (with intervals) for a space or a file of configs, or for any network (--module).
 
@@ -108,6 +137,8 @@ def predict(
             raise _usage(f"{flag} predicts one network: give it without --space, --configs or --out")
         if onnx_file is not None and onnx_file.suffix != ".onnx":
             raise _usage(f"--onnx {onnx_file}: expected a .onnx file")
+        if samples is not None and not calibrate_first:
+            raise _usage(f"--samples: only with {flag} ... --calibrate")
         predict_cli(
             module if module is not None else onnx_file,
             input_shape,
@@ -119,12 +150,14 @@ def predict(
             cache=use_cache,
             force=force,
             ops=ops,
+            samples=CALIBRATE_SAMPLES if samples is None else samples,
         )
         return
     if calibrate_first:
         raise _usage("--calibrate: only with --module (a config model calibrates with carb calibrate)")
-    if force or ops:
-        raise _usage(f"{'--force' if force else '--ops'}: only with --module ... --calibrate")
+    if force or ops or samples is not None:
+        flag = "--force" if force else "--ops" if ops else "--samples"
+        raise _usage(f"{flag}: only with --module ... --calibrate")
     check_jobs(n_jobs)
     _predict_configs(model_dir, space_name, configs_file, out, n_jobs)
 
@@ -174,6 +207,7 @@ def predict_cli(
     cache: bool = True,
     force: bool = False,
     ops: bool = False,
+    samples: int = CALIBRATE_SAMPLES,
 ) -> None:
     """``carb predict --module/--onnx``: :func:`carb.transfer.network.price_network`, printed and written as JSON.
 
@@ -188,6 +222,7 @@ def predict_cli(
         cache: use the cached calibration of the model for this machine, if any.
         force: with ``calibrate``, keep a calibration taken while the machine is disturbed.
         ops: with ``calibrate``, calibrate anew with each op's speed here (:func:`carb.transfer.here.calibrate_here`).
+        samples: with ``calibrate``, how many networks to measure here (K).
     """
     from carb.measure.fingerprint import compare
     from carb.netmodel import default_model
@@ -209,7 +244,8 @@ def predict_cli(
         with running_user_code(what):  # importing the module and capturing its forward run its code
             p = priced_here.price_network(
                 module_spec, input_shape, precision, model_dir, calibrate=calibrate, cache=cache, force=force, ops=ops,
-                say=lambda text, kind: con.print(text, style=_STYLES[kind]), progress=campaign_progress,
+                samples=samples, progress=campaign_progress,
+                say=lambda text, kind: con.print(text, style=_STYLES[kind]),
             )  # fmt: skip
     except (CaptureError, ModelError) as e:
         raise _usage(str(e)) from None

@@ -167,6 +167,7 @@ def price_network(
     progress: Any = None,
     force: bool = False,
     ops: bool = False,
+    samples: int = CALIBRATE_SAMPLES,
 ) -> PricedNetwork:
     """Price a network on this machine with a network model, calibrated here when asked.
 
@@ -186,6 +187,8 @@ def price_network(
             (:func:`carb.campaign.state.check_state`).
         ops: with ``calibrate``, calibrate anew (the cached calibration set aside) measuring each op's speed here
             first (:func:`carb.transfer.here.calibrate_here`'s ``ops``).
+        samples: with ``calibrate``, how many networks to measure (K, at least 3): fewer take less time and
+            leave a wider interval.
 
     Raises:
         ValueError: a bad shape or precision, a model that cannot be read, a network that cannot be captured
@@ -203,7 +206,7 @@ def price_network(
     graph.dtype_of(precision)
     nm = load(model)
     net = network if isinstance(network, Path) else graph.load_module(network)
-    nm, entry = _calibrated_here(nm, model, calibrate, cache, machine, say, progress, force, ops)
+    nm, entry = _calibrated_here(nm, model, calibrate, cache, machine, say, progress, force, ops, samples)
     # a network this machine could not hold is refused, as the measuring commands refuse one
     pred = predict_module(net, shape, nm, precision=precision, machine=machine, max_bytes=physical_memory_bytes())
     return PricedNetwork(pred, nm, model, default, entry, machine)
@@ -219,6 +222,7 @@ def _calibrated_here(
     progress: Any,
     force: bool = False,
     ops: bool = False,
+    samples: int = CALIBRATE_SAMPLES,
 ) -> Any:
     """The model to price with and the cache entry used (None: the model as given).
 
@@ -235,7 +239,7 @@ def _calibrated_here(
     source_dir = resolve(model)
     entry = calibrations.find(str(model), source_dir, machine) if cache and not (calibrate and ops) else None
     if entry is None and calibrate:
-        entry = _calibrate_now(model, source_dir, machine, say, progress, force, ops)
+        entry = _calibrate_now(model, source_dir, machine, say, progress, force, ops, samples)
     if entry is None:
         return nm, None
     say(
@@ -247,14 +251,21 @@ def _calibrated_here(
 
 
 def _calibrate_now(
-    model: Any, source_dir: Path, machine: Any, say: Say, progress: Any, force: bool = False, ops: bool = False
+    model: Any,
+    source_dir: Path,
+    machine: Any,
+    say: Say,
+    progress: Any,
+    force: bool = False,
+    ops: bool = False,
+    samples: int = CALIBRATE_SAMPLES,
 ) -> Any:
-    """Measure K networks on this machine, calibrate ``model`` and keep it in the cache; the new entry."""
+    """Measure ``samples`` (K) networks on this machine, calibrate ``model`` and keep it in the cache; the new entry."""
     from . import cache as calibrations
     from .here import calibrate_here
 
     # two rounds at different moments: the interval carries the machine's state spread between them
-    k, max_time, rounds = CALIBRATE_SAMPLES, 1.2, 2
+    k, max_time, rounds = samples, 1.2, 2
     minutes = k * (max_time + 3.5 * rounds) / 60 + (2.0 if ops else 0.0)  # the ops: ~120 layers of ~0.5 s a visit
     first = f"measuring each op's layers and {k} networks here" if ops else f"measuring {k} networks here first"
     say(
