@@ -9,7 +9,9 @@ import os
 import platform
 import signal
 import socket
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 #: Test-only faults a backend's ``_fault`` option can inject into its worker.
@@ -44,6 +46,32 @@ def classify(exc: BaseException) -> str:
     if isinstance(exc, NotImplementedError) or "not implemented for" in text or "unsupported dtype" in text:
         return "unsupported"
     return "error"
+
+
+def unguarded_main_script() -> str | None:
+    """Why workers cannot start from this program, where its main script would call carb again in each.
+
+    A worker process (``forkserver`` or ``spawn``) imports the program's main script anew before
+    it runs a job. A script without an ``if __name__ == "__main__":`` guard runs its top-level
+    code there, which called carb in the first place: each worker would start workers of its
+    own, and multiprocessing ends it with a page-long error. Read from the script's source
+    (no ``__main__`` in it); ``None`` for a guarded script, an interactive session or a
+    program run as a module.
+    """
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if not path or getattr(main, "__spec__", None) is not None or not str(path).endswith(".py"):
+        return None
+    try:
+        source = Path(path).read_text(errors="replace")
+    except OSError:
+        return None
+    if "__main__" in source:
+        return None
+    return (
+        f"{path} calls carb from its top level, and each measuring worker imports it again: "
+        'put those calls under `if __name__ == "__main__":`'
+    )
 
 
 def exit_message(exitcode: int | None) -> str:

@@ -69,7 +69,7 @@ import os
 import time
 from typing import Any, Sequence
 
-from ._common import FAULTS, builder_of, host_facts, one_line, read_text, wait_reply
+from ._common import FAULTS, builder_of, host_facts, one_line, read_text, unguarded_main_script, wait_reply
 from ._cpu_process import (
     ALLOCATORS,
     THP_PATH,
@@ -176,6 +176,9 @@ class CpuBackend(Backend):
         self.idle_power_by_domain_w: dict[str, float | None] = {}
         if self.rapl.available:
             self.idle_power_w = self._idle_power(idle_s)
+        problem = unguarded_main_script()
+        if problem:
+            raise RuntimeError(problem)
         self._ctx = multiprocessing.get_context("forkserver")
         # Preloading makes each fork a fresh process with torch already imported; it only
         # takes effect if this program has not started the forkserver yet.

@@ -96,7 +96,7 @@ import re
 import time
 from typing import Any, Callable
 
-from ._common import FAULTS, builder_of, host_facts, one_line, wait_reply
+from ._common import FAULTS, builder_of, host_facts, one_line, unguarded_main_script, wait_reply
 from ._cuda_clocks import ClockLock, default_lock_targets
 from ._cuda_device import (  # noqa: F401 - kept importable from here (tests, scripts)
     GpuReadings,
@@ -221,6 +221,9 @@ class CudaBackend(Backend):
         self.calibration_s = float(calibration_s)
         self.start_timeout_s = float(start_timeout_s)
         self._fault, self._fake, self._arch = _fault, _fake, _arch
+        problem = unguarded_main_script()
+        if problem:
+            raise RuntimeError(problem)
         self._ctx = multiprocessing.get_context("spawn")
         self._proc: Any = None
         self._conn: Any = None
