@@ -74,9 +74,13 @@ _FEATURES_V2 = _FEATURES_V1 + ["l_ws", "l_ai"]
 #: grouped fp32 convolution through oneDNN or its own im2col + GEMM (:func:`onednn_conv`).
 #: No shape feature says which path runs, and the two differ most on narrow layers (a
 #: 4-channel 3x3 convolution of a 32 px map: 0.03 ms native at batch 1, 0.11 ms oneDNN at 2).
-_FEATURES = _FEATURES_V2 + ["onednn"]
+_FEATURES_V3 = _FEATURES_V2 + ["onednn"]
+#: Layer features of version 4: version 3's, ``onednn`` read for 1-D, 3-D and transposed
+#: convolutions too (``onednn_conv(..., all_ranks=True)``): a 3-D convolution on few
+#: frames and channels runs ATen's ``slow_conv3d``, the same layer on more runs oneDNN.
+_FEATURES = list(_FEATURES_V3)
 #: The feature names of each version (a saved model predicts with its own version's).
-_FEATURES_BY_VERSION = {1: _FEATURES_V1, 2: _FEATURES_V2, 3: _FEATURES}
+_FEATURES_BY_VERSION = {1: _FEATURES_V1, 2: _FEATURES_V2, 3: _FEATURES_V3, 4: _FEATURES}
 
 
 #: The convolution ops of every rank that ATen's ``ConvParams::use_mkldnn`` decides for
@@ -234,7 +238,8 @@ def _x(
         )
         cols += [ws, cols[0] - ws]
     if version >= 3:
-        cols.append((onednn_conv(layers, threads) if onednn is None else onednn).astype(np.float64))
+        on = onednn_conv(layers, threads, all_ranks=version >= 4) if onednn is None else onednn
+        cols.append(on.astype(np.float64))
     cols += [(cls == c).astype(np.float64) for c in classes]
     return np.column_stack(cols)
 

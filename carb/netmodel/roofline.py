@@ -33,7 +33,7 @@ _MEMORY_BOUND = (
     "copy",
 )
 #: Version of the layer features :meth:`LayerModel.fit` uses; a saved model keeps its own.
-FEATURES_VERSION = 3
+FEATURES_VERSION = 4
 
 
 def op_class(layers: pd.DataFrame) -> np.ndarray:

@@ -133,3 +133,16 @@ def test_the_network_model_adds_the_buffer_where_it_raises_the_peak() -> None:
     without = rows.assign(work_buffer_bytes=0.0)
     added = nm.predict_rows(rows)["memory_mb"].iloc[0] - nm.predict_rows(without)["memory_mb"].iloc[0]
     assert added == pytest.approx(row["work_buffer_bytes"] / 1e6)
+
+
+def test_the_latency_feature_reads_every_rank_from_version_4() -> None:
+    """A 3-D convolution on few frames runs natively, on many through oneDNN: the ``onednn`` feature of
+    version 4 says which, version 3's (2-D convolutions alone) leaves both at 0."""
+    from carb.netmodel.layers import _FEATURES_BY_VERSION, _x
+
+    few, many = (graph.capture(nn.Conv3d(8, 8, 3, 1, 1), (1, 8, d, 28, 28)).layers for d in (4, 128))
+    rows = pd.concat([few, many], ignore_index=True)
+    col = {v: _FEATURES_BY_VERSION[v].index("onednn") for v in (3, 4)}
+    assert list(_x(rows, ["conv3d"], version=4)[:, col[4]]) == [0.0, 1.0]
+    assert list(_x(rows, ["conv3d"], version=3)[:, col[3]]) == [0.0, 0.0]
+    assert netmodel.FEATURES_VERSION == 4
