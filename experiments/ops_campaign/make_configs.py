@@ -2,6 +2,7 @@
 
     python experiments/ops_campaign/make_configs.py                       # campaigns/layers-ops.parquet
     python experiments/ops_campaign/make_configs.py --per-op 25 --budget-min 12 --bridge 20 --seed 0
+    python experiments/ops_campaign/make_configs.py --groups conv1d gru --new-only --seed 1 --base layers-cpu-epyc512-1t
 
 Writes one config per row (``config_id``, ``family``, the layers family's parameters), for
 ``carb characterize --configs FILE``:
@@ -57,11 +58,24 @@ def estimate(configs: list, nm) -> np.ndarray:
     return wall_s(nm.layer.predict(lf) * np.exp(nm.layer.fallback_q(lf)))
 
 
-def sample(per_op: int, min_per_op: int, budget_s: float, bridge_s: float, seed: int, nm) -> dict[str, list]:
-    """Per group, its configs: ``per_op`` each, the slowest groups cut until the total fits ``budget_s``."""
-    counts = dict.fromkeys(L.NEW_OP_GRIDS, per_op)
+def sample(
+    per_op: int,
+    min_per_op: int,
+    budget_s: float,
+    bridge_s: float,
+    seed: int,
+    nm,
+    groups: list[str] | None = None,
+    measured: frozenset[str] = frozenset(),
+) -> dict[str, list]:
+    """Per group, its configs: ``per_op`` each, the slowest groups cut until the total fits ``budget_s``.
+
+    ``groups``: those of ``NEW_OP_GRIDS`` to sample (all by default); ``measured``: config ids left out
+    (already in a dataset).
+    """
+    counts = dict.fromkeys(groups or L.NEW_OP_GRIDS, per_op)
     while True:
-        got = {g: L.new_ops_sample({g: n}, seed) for g, n in counts.items()}
+        got = {g: [c for c in L.new_ops_sample({g: n}, seed) if c.config_id not in measured] for g, n in counts.items()}
         cost = {g: float(estimate(cs, nm).sum()) if cs else 0.0 for g, cs in got.items()}
         if sum(cost.values()) + bridge_s <= budget_s:
             return got
@@ -94,11 +108,18 @@ def main(argv: list[str] | None = None) -> int:
         default="layers-cpu-avx2-1t",
         help="the shipped network model (and its layer dataset) the bridge joins",
     )
+    ap.add_argument("--groups", nargs="+", choices=list(L.NEW_OP_GRIDS), help="only these groups (default: all)")
+    ap.add_argument(
+        "--new-only", action="store_true", help="leave out layers the base's dataset already holds (another --seed)"
+    )
     a = ap.parse_args(argv)
     nm = netmodel.load(a.base)
     br = bridge(a.bridge, a.seed, a.base)
     bridge_s = float(estimate(L._layer_configs(br)[0], nm).sum()) if len(br) else 0.0
-    got = sample(a.per_op, a.min_per_op, 60 * a.budget_min, bridge_s, a.seed, nm)
+    measured: frozenset[str] = frozenset()
+    if a.new_only:
+        measured = frozenset(pd.read_parquet(ROOT / "carb" / "data" / f"{a.base}.parquet")["config_id"])
+    got = sample(a.per_op, a.min_per_op, 60 * a.budget_min, bridge_s, a.seed, nm, a.groups, measured)
     total = bridge_s
     for g, cs in got.items():
         s = float(estimate(cs, nm).sum())
