@@ -319,10 +319,12 @@ def test_carb_intervals_at_any_coverage_and_old_bundles(tmp_path):
     assert np.allclose(np.log(old.latency_ms_hi / old.latency_ms), hw["latency_ms"])
 
 
-def test_cli_screen_decide_and_validate(tmp_path):
+def test_cli_screen_decide_and_validate(tmp_path, cli):
     """`carb screen --confidence` writes the measure set and prints the calls; `carb validate
     --data` scores the decided configs; bad input is one line and exit code 2. Models: CARB
-    `fast` on slices of the shipped cpu-1t / cpu-2t measurements."""
+    `fast` on slices of the shipped cpu-1t / cpu-2t measurements. The first screen and
+    validate run as installed (subprocesses); the variations after them run in-process
+    (the ``cli`` fixture: the same ``carb.cli.main``, without seconds of imports each)."""
     from carb import datasets
     from carb.model import CARB, save
 
@@ -367,7 +369,7 @@ def test_cli_screen_decide_and_validate(tmp_path):
     first = head.splitlines()[4]  # title, top rule, header, rule, then rank 1
     assert sl.iloc[0]["decision"] in first and f"{sl.iloc[0]['p_front']:.2f}" in first
     # a share cap too small for the probable front: a hint names the share that leaves room for it
-    tiny = carb(
+    code, tiny_out, err = cli(
         "screen",
         "--space",
         "cpu",
@@ -386,9 +388,9 @@ def test_cli_screen_decide_and_validate(tmp_path):
         "--out",
         tmp_path / "tiny",
     )
-    assert tiny.returncode == 0, tiny.stderr
+    assert code == 0, err
     st = json.loads((tmp_path / "tiny" / "summary.json").read_text())
-    assert f"--shortlist-share {st['share_for_front']:g} keeps room" in " ".join(tiny.stdout.split())
+    assert f"--shortlist-share {st['share_for_front']:g} keeps room" in " ".join(tiny_out.split())
     v = carb("validate", "--screen", out, "--data", "cpu-2t", "--json")
     assert v.returncode == 0, v.stderr
     d = json.loads(v.stdout)["decisions"]
@@ -398,12 +400,12 @@ def test_cli_screen_decide_and_validate(tmp_path):
     t2 = datasets.load("cpu-2t", features=False)
     t2 = t2.assign(latency_ms_norm=3 * t2.latency_ms, extra=json.dumps({"pair_ratio": [1.0]}))
     t2.to_parquet(tmp_path / "paired.parquet")
-    vp = carb("validate", "--screen", out, "--data", tmp_path / "paired.parquet", "--json")
-    assert vp.returncode == 0, vp.stderr
-    jp = json.loads(vp.stdout)
+    code, vp_out, err = cli("validate", "--screen", out, "--data", tmp_path / "paired.parquet", "--json")
+    assert code == 0, err
+    jp = json.loads(vp_out)
     assert jp["truth_latency"].startswith("drift-corrected")
     assert jp["decisions"] != d  # three times slower configs: other calls are right
-    bad = carb(
+    code, _, err = cli(
         "screen",
         "--space",
         "cpu",
@@ -416,8 +418,8 @@ def test_cli_screen_decide_and_validate(tmp_path):
         "--out",
         tmp_path / "bad",
     )
-    assert bad.returncode == 2 and bad.stderr.startswith("error: --confidence 1.5") and "Traceback" not in bad.stderr
-    low = carb(
+    assert code == 2 and err.startswith("error: --confidence 1.5") and "Traceback" not in err
+    code, _, err = cli(
         "screen",
         "--space",
         "cpu",
@@ -430,8 +432,8 @@ def test_cli_screen_decide_and_validate(tmp_path):
         "--out",
         tmp_path / "low",
     )
-    assert low.returncode == 2 and "at least 0.5" in low.stderr and len(low.stderr.strip().splitlines()) == 1
-    old = carb(
+    assert code == 2 and "at least 0.5" in err and len(err.strip().splitlines()) == 1
+    code, _, err = cli(
         "screen",
         "--space",
         "cpu",
@@ -444,9 +446,9 @@ def test_cli_screen_decide_and_validate(tmp_path):
         "--out",
         tmp_path / "old",
     )
-    assert old.returncode == 0 and not (tmp_path / "old" / "measure.parquet").exists()
-    nm = carb("validate", "--screen", tmp_path / "old", "--device", "cpu", "--measure-first")
-    assert nm.returncode == 2 and "no measure set" in nm.stderr
+    assert code == 0 and not (tmp_path / "old" / "measure.parquet").exists(), err
+    code, _, err = cli("validate", "--screen", tmp_path / "old", "--device", "cpu", "--measure-first")
+    assert code == 2 and "no measure set" in err
 
 
 def test_default_is_decide_with_a_share_capped_shortlist(cands):
