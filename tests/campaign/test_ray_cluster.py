@@ -22,7 +22,7 @@ pytest.importorskip("ray")
 # real campaigns, but what is checked is bookkeeping (rows, visits, nodes), never timing: they share the CPU
 pytestmark = [pytest.mark.slow, pytest.mark.shares_cpu]
 
-# 24 configs that measure in well under a second each
+# configs that measure in well under a second each: 12 at one input size, 24 at two
 SPACE = """
 name = "rehearsal"
 [[grid]]
@@ -31,11 +31,17 @@ block = ["basic"]
 depth = [8, 14, 20]
 width = [0.25, 0.5]
 early_downsample = [true]
-input_size = [16, 32]
+input_size = %s
 batch = [1, 2]
 precision = ["fp32"]
 """
 N = 24
+
+
+def _space(path, n=N):
+    """The rehearsal space of ``n`` configs (12 or 24) written to ``path``."""
+    path.write_text(SPACE % {12: "[32]", 24: "[16, 32]"}[n])
+    return path
 
 
 @pytest.fixture(scope="module")
@@ -88,9 +94,9 @@ def _visits(path):
     return rows, visits
 
 
-def _check_complete(path, nodes, rounds=2):
+def _check_complete(path, nodes, rounds=2, n=N):
     rows, visits = _visits(path)
-    assert len(rows) == N and rows.config_id.is_unique and set(rows.status) == {"ok"}
+    assert len(rows) == n and rows.config_id.is_unique and set(rows.status) == {"ok"}
     # every config visited exactly once per round: nothing lost, no visit counted twice
     assert sorted((c, r) for c, r, _ in visits) == sorted((c, r) for c in rows.config_id for r in range(rounds))
     extras = [json.loads(e) for _, _, e in visits] + [json.loads(e) for e in rows.extra]
@@ -102,7 +108,8 @@ def _check_complete(path, nodes, rounds=2):
 
 
 def test_a_node_lost_mid_campaign_leaves_the_rest_to_the_surviving_node(cluster, tmp_path):
-    (tmp_path / "space.toml").write_text(SPACE)
+    # 12 configs: a quarter of the 24 visits is shared by both nodes, the rest left to one
+    _space(tmp_path / "space.toml", 12)
     raylet_a, node_a = cluster.raylet("a")
     _, node_b = cluster.raylet("b")
     p = _driver(cluster.address, tmp_path / "space.toml", tmp_path / "loss.duckdb")
@@ -118,8 +125,8 @@ def test_a_node_lost_mid_campaign_leaves_the_rest_to_the_surviving_node(cluster,
     assert "ray: 2 worker slot(s) of 2 in the cluster" in log
     assert f"node {node_a[:8]}" in log and f"node {node_b[:8]}" in log  # the nodes and slots in use
     assert f"lost the slot on node {node_a[:8]}" in log
-    assert "measuring: 48/48 visits (100%)" in log
-    rows, visits = _check_complete(tmp_path / "loss.duckdb", [node_a, node_b])
+    assert "measuring: 24/24 visits (100%)" in log
+    rows, visits = _check_complete(tmp_path / "loss.duckdb", [node_a, node_b], n=12)
     by_node = {n: sum(json.loads(e)["ray_node"] == n for _, _, e in visits) for n in (node_a, node_b)}
     assert by_node[node_a] >= 1 and by_node[node_b] > by_node[node_a], by_node
 
@@ -127,7 +134,7 @@ def test_a_node_lost_mid_campaign_leaves_the_rest_to_the_surviving_node(cluster,
 def test_a_joining_node_gets_work_and_a_killed_driver_resumes(cluster, tmp_path):
     """Node b alone (node a is lost above, or stopped here), then node c joins; the driver is killed."""
     cluster.stop_node("a")
-    (tmp_path / "space.toml").write_text(SPACE)
+    _space(tmp_path / "space.toml")
     store = tmp_path / "join.duckdb"
     _, node_b = cluster.raylet("b")
     p = _driver(cluster.address, tmp_path / "space.toml", store, rounds=3)  # long enough for c to join
