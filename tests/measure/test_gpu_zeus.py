@@ -450,6 +450,7 @@ FAST = Protocol(ci_target=0.05, min_repeats=2, max_repeats=3, max_time_s=0.3, wa
 
 
 @pytest.mark.slow
+@pytest.mark.shares_cpu  # the clock calls and statuses of a synthetic device: no timing is checked
 def test_backend_locks_and_restores_and_no_lock_clocks_records_the_clocks():
     gpu = _FakeZeusGPU()
     with CudaBackend("cuda:0", _fake=True, _gpu=gpu, calibration_s=0.2, min_window_s=0.05, protocol=FAST) as b:
@@ -472,6 +473,7 @@ def test_backend_locks_and_restores_and_no_lock_clocks_records_the_clocks():
 
 
 @pytest.mark.slow
+@pytest.mark.shares_cpu  # the clock calls and statuses of a synthetic device: no timing is checked
 def test_backend_carries_on_unlocked_without_permission():
     gpu = _FakeZeusGPU(refuse={"set_gpu_locked_clocks": ZeusGPUNoPermissionError("needs root")})
     with CudaBackend("cuda:0", _fake=True, _gpu=gpu, calibration_s=0.2, min_window_s=0.05, protocol=FAST) as b:
@@ -481,6 +483,7 @@ def test_backend_carries_on_unlocked_without_permission():
 
 
 @pytest.mark.slow
+@pytest.mark.shares_cpu  # the clock calls and statuses of a synthetic device: no timing is checked
 def test_backend_restores_the_clocks_when_its_start_fails(monkeypatch):
     def broken(self, msg, timeout_s):
         return None, ("crash", "synthetic calibration failure")
