@@ -28,17 +28,17 @@ SUITE_WORKERS = 2
 #: the order xdist hands modules out (``--dist loadfile`` gives them in collection order): a long module
 #: started last would leave one worker running it alone at the end.
 LONGEST_FIRST = (
-    "tests/campaign/test_ray_cluster.py",  # 71 s
     "tests/measure/test_gpu_zeus.py",  # 61 s
     "tests/test_demo.py",  # 59 s
-    "tests/campaign/test_ray_executor.py",  # 58 s
-    "tests/families/test_nb201.py",  # 57 s
     "tests/cli/test_cli.py",  # 56 s
+    "tests/campaign/test_ray_cluster.py",  # 53 s
+    "tests/families/test_nb201.py",  # 53 s
     "tests/docs/test_site.py",  # 46 s
-    "tests/decide/test_decisions.py",  # 39 s
-    "tests/cli/test_predict_machine.py",  # 34 s
+    "tests/campaign/test_ray_executor.py",  # 45 s
     "tests/test_front_door.py",  # 31 s
     "tests/test_behaviour.py",  # 29 s
+    "tests/decide/test_decisions.py",  # 27 s
+    "tests/cli/test_predict_machine.py",  # 20 s
 )
 
 
