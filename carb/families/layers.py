@@ -74,10 +74,12 @@ This module imports torch only when a module is built.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import itertools
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -294,15 +296,8 @@ class LayerConfig:
             return 1
         return (self.kernel - 1) // 2
 
-    @property
-    def input_shape(self) -> tuple[int, ...]:
-        """The argument a measuring worker passes the layer's module: one element.
-
-        The module holds its inputs as buffers and ignores its argument; an image-shaped
-        placeholder (``batch x 3 x input_size x input_size``) would be counted in the measured
-        peak memory (805 MB for a 1-D layer of 8,192 steps).
-        """
-        return (1,)
+    #: A worker's argument to the module: one element (it holds its inputs; a placeholder image would count in memory)
+    input_shape: ClassVar[tuple[int, ...]] = (1,)
 
     @property
     def pad(self) -> int:
@@ -1285,17 +1280,12 @@ def new_op_configs(group: str) -> tuple[LayerConfig, ...]:
     input and output elements (invalid combinations, a pooling's padding above half its
     kernel, left out).
     """
-    import itertools
-
     out: list[LayerConfig] = []
     for grid in NEW_OP_GRIDS[group]:
         keys = list(grid)
         for values in itertools.product(*(grid[k] for k in keys)):
-            try:
-                c = LayerConfig(**dict(zip(keys, values)))
-            except SpaceError:
-                continue
-            out.append(c)
+            with contextlib.suppress(SpaceError):  # an invalid combination is left out
+                out.append(LayerConfig(**dict(zip(keys, values))))
     if not out:
         return ()
     lf = layer_frame(out)
