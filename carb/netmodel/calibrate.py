@@ -12,6 +12,7 @@ the machine's state spread measured during the calibration (:func:`widen_for_sta
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -133,6 +134,18 @@ def pick_networks(
     return out
 
 
+@functools.lru_cache(maxsize=4)
+def _candidates(per_family: int, seed: int, max_gflops: float) -> tuple[list[Any], tuple[LayerTable, ...]]:
+    """The zoo's candidate configs for :func:`choose_networks` and their layer tables, captured once a process.
+
+    Capturing 40-80 networks takes a few seconds, and every calibration of a network model draws the same.
+    """
+    from carb.families import zoo
+
+    cands = zoo.sample_configs(per_family=per_family, seed=seed, max_gflops=max_gflops)
+    return cands, tuple(capture_config(c) for c in cands)
+
+
 def choose_networks(
     nm: NetModel,
     k: int,
@@ -164,12 +177,10 @@ def choose_networks(
         ModelError: ``k`` < 2 or more than the candidates, or an unknown ``rule``.
 
     """
-    from carb.families import zoo
-
-    cands = zoo.sample_configs(per_family=per_family, seed=seed, max_gflops=max_gflops)
+    cands, tables = _candidates(per_family, seed, max_gflops)
     if not 2 <= k <= len(cands):
         raise ModelError(f"--samples {k}: choose between 2 and {len(cands)} networks")
-    rows = _network_rows([capture_config(c) for c in cands], nm.layer)[0]
+    rows = _network_rows(list(tables), nm.layer)[0]
     lat = nm.predict_rows(rows)["latency_ms"].to_numpy()
     return [cands[i] for i in pick_networks(cands, lat, k, np.random.default_rng(seed), rule)]
 
