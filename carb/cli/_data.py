@@ -41,6 +41,9 @@ def load_data(spec: str, platform: str | None = None):
     from carb import datasets
 
     try:
+        listed = datasets.platforms(spec) if platform is None else None
+        if listed is not None and len(listed) > 1:  # refused before 640,625 rows are read (nb201)
+            raise usage(f"{spec} holds {len(listed)} platforms ({', '.join(listed)}); choose one with --platform")
         # a dataset that can load one platform alone does (nb201: 640,625 rows in all)
         df = datasets.load(spec, device=platform)
     except ValueError as e:  # DatasetError and friends (nb201: an unknown platform, naming the 29)

@@ -223,6 +223,18 @@ def list() -> list[DatasetInfo]:  # noqa: A001 - the public API is carb.datasets
     return out
 
 
+def platforms(name: str) -> _list[str] | None:
+    """The platforms of a shipped dataset that loads one platform alone (``nb201``), without loading its rows.
+
+    ``None`` for any other name or path: load it and read its ``platform`` or ``device`` column.
+    """
+    if name == "nb201":
+        from . import nb201
+
+        return nb201.platforms()
+    return None
+
+
 def load(name: str, features: bool = True, *, device: str | None = None, keep_impossible: bool = False) -> pd.DataFrame:
     """Load a shipped dataset by name (see :func:`list`) or a dataset file by path.
 

@@ -145,6 +145,9 @@ def validate_on_data(scr: Screened, data: str, platform: str | None = None) -> d
     from carb import datasets
     from carb.campaign import speed
 
+    listed = datasets.platforms(data) if platform is None else None
+    if listed is not None and len(listed) > 1:  # refused before the rows of every platform are read
+        raise ValueError(f"data {data} holds {len(listed)} platforms ({', '.join(listed)}); choose one with platform=")
     rows = datasets.load(data, device=platform)
     col = "platform" if "platform" in rows.columns else "device"  # a dataset of one device labels it ``device``
     names = sorted(map(str, rows[col].dropna().unique())) if col in rows.columns else []
