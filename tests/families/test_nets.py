@@ -231,6 +231,7 @@ def test_cli_networks_need_a_network_model(tmp_path, cli) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.shares_cpu  # statuses, counts and memory: no timing is checked
 def test_cli_calibrate_netmodel_measures_and_predicts(tmp_path, cli, nets_file) -> None:
     heavy = tmp_path / "heavy_import.py"
     heavy.write_text(HEAVY_IMPORT)

@@ -298,6 +298,7 @@ def _job(protocol: Protocol, energy_ok: bool = True) -> dict:
     }
 
 
+@pytest.mark.slow  # alone: its synthetic counter runs on the wall clock, and a descheduled poll moves a window's power
 def test_tick_aligned_windows_and_idle_subtraction_on_a_synthetic_counter(monkeypatch):
     """A synthetic 250 W counter updating every 10 ms, idle calibrated at 100 W: every
     window's busy power is 250 W (tick-aligned, so no partial period is counted), gross
