@@ -128,7 +128,7 @@ def onednn_conv(layers: pd.DataFrame, threads: int = 1, all_ranks: bool = False)
     return conv & first & second
 
 
-def native_conv_columns(layers: pd.DataFrame, threads: int = 1) -> np.ndarray:
+def native_conv_columns(layers: pd.DataFrame, threads: int = 1, onednn: np.ndarray | None = None) -> np.ndarray:
     """The working buffer (B) of each convolution PyTorch runs through its own kernels, else 0.
 
     A convolution of any rank that does not run through oneDNN (:func:`onednn_conv`)
@@ -144,6 +144,7 @@ def native_conv_columns(layers: pd.DataFrame, threads: int = 1) -> np.ndarray:
     Args:
         layers: layer rows (:data:`carb.graph.table.COLUMNS`).
         threads: the device's intra-op threads.
+        onednn: the rows' ``onednn_conv(layers, threads, all_ranks=True)``, if already computed.
 
     Returns:
         Bytes per row (fp32).
@@ -153,7 +154,7 @@ def native_conv_columns(layers: pd.DataFrame, threads: int = 1) -> np.ndarray:
         return np.zeros(0)
     op = layers["op"].astype(str).to_numpy()
     native = np.isin(op, _CONV_OPS) & (layers["bytes_per_element"].to_numpy(np.int64) == 4)
-    native &= ~onednn_conv(layers, threads, all_ranks=True)
+    native &= ~(onednn_conv(layers, threads, all_ranks=True) if onednn is None else onednn)
 
     def col(name: str, default: float) -> np.ndarray:
         if name not in layers:

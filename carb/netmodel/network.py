@@ -68,10 +68,10 @@ def _network_rows(
     # one table: its own frame, no copy
     L = (frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)) if frames else tables[0].layers
     cls = op_class(L) if len(L) else np.zeros(0, object)
-    # the latency feature, as the layer model's feature version reads it
-    on = onednn_conv(L, layer_model.threads, all_ranks=layer_model.features >= 4) if len(L) else np.zeros(0, bool)
     on_any = onednn_conv(L, layer_model.threads, all_ranks=True) if len(L) else np.zeros(0, bool)
-    columns = native_conv_columns(L, layer_model.threads) if len(L) else np.zeros(0)
+    # the latency feature, as the layer model's feature version reads it
+    on = on_any if layer_model.features >= 4 or not len(L) else onednn_conv(L, layer_model.threads)
+    columns = native_conv_columns(L, layer_model.threads, on_any) if len(L) else np.zeros(0)
     t_all = layer_model.predict(L, cls, on)
     known_all = layer_model.known(L, cls)
     q_all = layer_model.fallback_q(L, cls) if len(L) else np.zeros(0)
