@@ -162,6 +162,9 @@ class CpuBackend(Backend):
             raise ValueError(f"allocator: unknown value {allocator!r} (expected {' or '.join(ALLOCATORS)})")
         if allocator == "retain" and not _glibc():
             raise ValueError("allocator 'retain' needs glibc (mallopt); this Python's C library is not glibc")
+        problem = unguarded_main_script()  # before the idle power is read: no machine work for a script refused
+        if problem:
+            raise RuntimeError(problem)
         self.allocator = allocator
         self.threads = threads
         self.protocol = check_protocol(protocol or Protocol.default_for("cpu"))
@@ -176,9 +179,6 @@ class CpuBackend(Backend):
         self.idle_power_by_domain_w: dict[str, float | None] = {}
         if self.rapl.available:
             self.idle_power_w = self._idle_power(idle_s)
-        problem = unguarded_main_script()
-        if problem:
-            raise RuntimeError(problem)
         self._ctx = multiprocessing.get_context("forkserver")
         # Preloading makes each fork a fresh process with torch already imported; it only
         # takes effect if this program has not started the forkserver yet.
