@@ -40,6 +40,10 @@ SPLITS = {
         ("layernorm", "layernorm", "layernorm"),
         ("layernorm", "layernorm_strided", "layernorm of a permuted view"),
     ],
+    "softmax": [
+        ("softmax", "softmax", "softmax over the last dimension"),
+        ("softmax", "softmax_strided", "softmax over another dimension"),
+    ],
 }
 #: The exporters' patterns capture_onnx reads as one op (carb.graph.onnx._fusions).
 ONNX_PATTERNS = {

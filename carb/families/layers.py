@@ -724,6 +724,9 @@ class _Columns:
                 geo[i] = f"k={k}x{k} s={st}x{st} p={p}x{p} d=1x1 ceil={r.ceil_mode}"
             elif r.op == "avgpool":
                 geo[i] = f"k={k}x{k} s={st}x{st} p={p}x{p} ceil={r.ceil_mode} count_include_pad=1"
+            elif r.op == "softmax":  # over the last dimension: rows of input_size
+                geo[i] = f"row={r.input_size}"
+                continue
             else:
                 continue
             kw[i] = k

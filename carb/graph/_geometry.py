@@ -71,6 +71,7 @@ _SIGNATURES: dict[str, tuple[str, ...]] = {
     "layer_norm": ("input", "normalized_shape", "weight", "bias", "eps"),
     "group_norm": ("input", "num_groups", "weight", "bias", "eps"),
     "instance_norm": ("input", "running_mean", "running_var", "weight", "bias", "use_input_stats"),
+    "softmax": ("input", "dim", "_stacklevel", "dtype"),
     "pixel_shuffle": ("input", "upscale_factor"),
     "pixel_unshuffle": ("input", "downscale_factor"),
     "pad": ("input", "pad", "mode", "value"),
@@ -372,6 +373,34 @@ def layernorm(x: Any, y: Any, normalized: Sequence[int], affine: bool) -> dict[s
     if not x.is_contiguous():  # a permuted view (torchvision's LayerNorm2d): the kernel copies it first
         g["contiguous"] = False
     out["geometry"] = text(**g)
+    return out
+
+
+def softmax_dim(ndim: int, dim: Any) -> int:
+    """The dimension a softmax normalizes, counted from the first.
+
+    ``dim`` ``None``: PyTorch's implicit one (the first of a 0-, 1- or 3-D tensor, else the second).
+    """
+    if ndim == 0:
+        return 0
+    if dim is None:
+        return 0 if ndim in (0, 1, 3) else 1
+    return int(dim) % ndim
+
+
+def softmax(x: Any, y: Any, dim: int, row: int | None = None) -> dict[str, Any]:
+    """A softmax over dimension ``dim`` of ``x``: the generic layout, and its rows in the geometry.
+
+    ``row=N``: the elements normalized together (``x.shape[dim]``, or ``row`` where a runtime
+    normalizes several dimensions together); over another dimension than the last, ``inner=M``:
+    the elements after it, which the kernel strides over (another kernel than the last
+    dimension's, whose cost is per row: a row shorter than the vector width runs scalar).
+    """
+    out = _base("softmax", x, y)
+    shape = tuple(int(v) for v in x.shape)
+    n = row if row is not None else (shape[dim] if shape else 1)
+    inner = int(math.prod(shape[dim + 1 :])) if row is None and shape else 1
+    out["geometry"] = text(row=n, inner=inner) if inner > 1 else text(row=n)
     return out
 
 
@@ -677,7 +706,7 @@ def _call(op: str, name: str, node: Any, ins: list[Any], x: Any, y: Any) -> dict
 #: Ops whose reading :func:`read` gives by the generic layout alone.
 _PLAIN: frozenset[str] = frozenset(
     {"relu", "relu6", "hardswish", "hardsigmoid", "sigmoid", "silu", "gelu", "tanh", "mish", "add", "mul", "cat"}
-    | {"copy", "softmax", "view", "unknown", "matmul"}
+    | {"copy", "view", "unknown", "matmul"}
 )
 
 
@@ -700,6 +729,9 @@ def read(op: str, name: str, node: Any, mod: Any, ins: list[Any], outs: list[Any
     y = outs[0]
     if op in _PLAIN:
         return _base(op, x, y)
+    if op == "softmax":
+        dim = getattr(mod, "dim", None) if mod is not None else _bind(node, name).get("dim")
+        return softmax(x, y, softmax_dim(x.dim(), dim))
     if op == "linear":
         return linear(x, y)
     f: Callable[..., dict[str, Any]] = _module if mod is not None else _call

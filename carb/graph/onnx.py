@@ -534,6 +534,8 @@ class _Graph:
                 return _geometry.read("unknown", "", None, None, [x], [y])
             if t == "Resize":
                 return self._resize(first, a, x, y)
+            if t == "Softmax":
+                return self._softmax(a, x, y)
             if t == "LayerNormalization":
                 axis = int(a.get("axis", -1)) % x.dim()
                 return _geometry.layernorm(x, y, x.shape[axis:], True)
@@ -560,6 +562,18 @@ class _Graph:
         except (KeyError, IndexError, TypeError, ValueError):
             return _unknown(x, y)
         return _geometry.read(op, "", None, None, [x], [y])
+
+    def _softmax(self, a: dict[str, Any], x: "_T", y: "_T") -> dict[str, Any]:
+        """A Softmax: over ``axis`` (-1 by default) from opset 13.
+
+        Before opset 13, over the 2-D coercion at ``axis`` (1 by default): every dimension from
+        ``axis`` on normalized together, one row.
+        """
+        opset = max((int(o.version) for o in self.model.opset_import if o.domain in ("", "ai.onnx")), default=13)
+        if opset >= 13:
+            return _geometry.softmax(x, y, int(a.get("axis", -1)) % max(x.dim(), 1))
+        axis = int(a.get("axis", 1)) % max(x.dim(), 1)
+        return _geometry.softmax(x, y, axis, row=int(math.prod(x.shape[axis:])))
 
     def _conv(self, op: str, node: Any, a: dict[str, Any], x: "_T", y: "_T") -> dict[str, Any]:
         wshape = self.shape.get(node.input[1]) if len(node.input) > 1 else None

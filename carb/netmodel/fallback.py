@@ -34,6 +34,7 @@ FALLBACK_CLASSES: dict[str, tuple[str, ...]] = {
         "groupnorm",
         "instancenorm",
         "softmax",
+        "softmax_strided",
         "gap",
         "gap1d",
         "gap3d",

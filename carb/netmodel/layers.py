@@ -78,9 +78,12 @@ _FEATURES_V3 = _FEATURES_V2 + ["onednn"]
 #: Layer features of version 4: version 3's, ``onednn`` read for 1-D, 3-D and transposed
 #: convolutions too (``onednn_conv(..., all_ranks=True)``): a 3-D convolution on few
 #: frames and channels runs ATen's ``slow_conv3d``, the same layer on more runs oneDNN.
-_FEATURES = list(_FEATURES_V3)
+_FEATURES_V4 = list(_FEATURES_V3)
+#: Layer features of version 5: version 4's, with a softmax's work its rows
+#: (:func:`carb.netmodel.roofline.softmax_rows`), not its FLOPs.
+_FEATURES = list(_FEATURES_V4)
 #: The feature names of each version (a saved model predicts with its own version's).
-_FEATURES_BY_VERSION = {1: _FEATURES_V1, 2: _FEATURES_V2, 3: _FEATURES_V3, 4: _FEATURES}
+_FEATURES_BY_VERSION = {1: _FEATURES_V1, 2: _FEATURES_V2, 3: _FEATURES_V3, 4: _FEATURES_V4, 5: _FEATURES}
 
 
 #: The convolution ops of every rank that ATen's ``ConvParams::use_mkldnn`` decides for

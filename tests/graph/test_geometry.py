@@ -11,12 +11,13 @@ import sys
 import warnings
 from typing import Any, Callable
 
+import pandas as pd
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from carb import graph
+from carb import graph, netmodel
 
 
 class Call(nn.Module):
@@ -327,6 +328,43 @@ def test_pixel_shuffle_pad_and_activations() -> None:
     ):
         _check(m, (1, 4, 6, 6), op, "", 0)
     _check(Call(lambda s, x: F.mish(x)), (1, 4, 6, 6), "mish", "", 0)
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 5, 7), (2, 6, 10), (4, 9)])
+def test_a_softmax_reads_the_row_it_normalizes_and_the_elements_after_it(shape: tuple[int, ...]) -> None:
+    """Every way to call a softmax, over every dimension: ``row`` is the size of that dimension, ``inner`` the
+    elements after it (none over the last); a softmax over another dimension is a class of its own."""
+    for dim in range(-len(shape), len(shape)):
+        d = dim % len(shape)
+        inner = math.prod(shape[d + 1 :])
+        want = f"row={shape[d]}" + (f" inner={inner}" if inner > 1 else "")
+        for m in (
+            nn.Softmax(dim=dim),
+            Call(lambda s, x, dim=dim: F.softmax(x, dim=dim)),
+            Call(lambda s, x, dim=dim: torch.softmax(x, dim)),
+            Call(lambda s, x, dim=dim: x.softmax(dim)),
+        ):
+            r = _row(m, shape)
+            assert (r["op"], r["geometry"]) == ("softmax", want), (m, dim)
+            cls = netmodel.op_class(pd.DataFrame([r]))[0]
+            assert cls == ("softmax" if inner == 1 else "softmax_strided")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the implicit dimension's deprecation
+        implicit = _row(nn.Softmax(), shape)["geometry"]  # the first of a 1- or 3-D input, else the second
+    d = 0 if len(shape) == 3 else 1
+    assert implicit.startswith(f"row={shape[d]}")
+
+
+def test_a_softmax_layer_reads_as_the_same_softmax_in_a_network_and_its_work_is_its_rows() -> None:
+    from carb.families import layers as L
+
+    cfg = L.LayerConfig(op="softmax", cin=6, input_size=7, batch=2)
+    lf = L.layer_frame([cfg])
+    r = _row(nn.Softmax(dim=-1), (2, 6, 7, 7))
+    assert lf["geometry"].iloc[0] == r["geometry"] == "row=7"
+    work = netmodel._work(lf, netmodel.op_class(lf), 5)
+    assert work[0] == 2 * 6 * 7  # rows of 7
+    assert netmodel._work(lf, netmodel.op_class(lf), 4)[0] == lf["flops"].iloc[0]
 
 
 def test_attention_reads_heads_lengths_and_counts_its_two_products() -> None:

@@ -171,6 +171,30 @@ def _if_model(path: Path) -> Path:
     return path
 
 
+@pytest.mark.parametrize(
+    "opset,axis,want",
+    [
+        (13, None, "row=7"),  # the last dimension by default from opset 13
+        (13, 1, "row=3 inner=35"),
+        (11, None, "row=105"),  # before: every dimension from axis (1 by default) on, one row
+        (11, 3, "row=7"),
+    ],
+)
+def test_onnx_softmax_reads_its_axis_as_the_module_path_does(tmp_path, opset: int, axis, want: str) -> None:
+    node = helper.make_node("Softmax", ["x"], ["y"], **({} if axis is None else {"axis": axis}))
+    shape = [2, 3, 5, 7]
+    g = helper.make_graph(
+        [node],
+        "softmax",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)],
+    )
+    path = tmp_path / "softmax.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)]), path)
+    row = graph.capture_onnx(path).layers.iloc[0]
+    assert (row["op"], row["geometry"]) == ("softmax", want)
+
+
 def test_control_flow_is_refused_in_one_line_never_dropped(tmp_path) -> None:
     path = _if_model(tmp_path / "if.onnx")
     with pytest.raises(graph.CaptureError, match=r"If node 'branch': control flow is not read") as e:

@@ -145,4 +145,4 @@ def test_the_latency_feature_reads_every_rank_from_version_4() -> None:
     col = {v: _FEATURES_BY_VERSION[v].index("onednn") for v in (3, 4)}
     assert list(_x(rows, ["conv3d"], version=4)[:, col[4]]) == [0.0, 1.0]
     assert list(_x(rows, ["conv3d"], version=3)[:, col[3]]) == [0.0, 0.0]
-    assert netmodel.FEATURES_VERSION == 4
+    assert netmodel.FEATURES_VERSION >= 4
