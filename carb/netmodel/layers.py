@@ -80,8 +80,10 @@ _FEATURES_V3 = _FEATURES_V2 + ["onednn"]
 #: frames and channels runs ATen's ``slow_conv3d``, the same layer on more runs oneDNN.
 _FEATURES_V4 = list(_FEATURES_V3)
 #: Layer features of version 5: version 4's, with a softmax's work its rows
-#: (:func:`carb.netmodel.roofline.softmax_rows`), not its FLOPs.
-_FEATURES = list(_FEATURES_V4)
+#: (:func:`carb.netmodel.roofline.softmax_rows`), not its FLOPs, plus the output channels per
+#: group ``l_cout_g`` (version 4 reads the input's only) and a 3-D layer's depth and kernel
+#: depth ``l_d``, ``l_kd`` (version 4 reads height and width only).
+_FEATURES = _FEATURES_V4 + ["l_cout_g", "l_d", "l_kd"]
 #: The feature names of each version (a saved model predicts with its own version's).
 _FEATURES_BY_VERSION = {1: _FEATURES_V1, 2: _FEATURES_V2, 3: _FEATURES_V3, 4: _FEATURES_V4, 5: _FEATURES}
 
@@ -244,6 +246,9 @@ def _x(
     if version >= 3:
         on = onednn_conv(layers, threads, all_ranks=version >= 4) if onednn is None else onednn
         cols.append(on.astype(np.float64))
+    if version >= 5:
+        cout_g = layers["cout"].to_numpy(np.float64) / np.maximum(layers["groups"].to_numpy(np.float64), 1)
+        cols += [np.log2(cout_g + 1), l2("d"), l2("kernel_d")]
     cols += [(cls == c).astype(np.float64) for c in classes]
     return np.column_stack(cols)
 

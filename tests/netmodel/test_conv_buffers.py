@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -146,3 +147,25 @@ def test_the_latency_feature_reads_every_rank_from_version_4() -> None:
     assert list(_x(rows, ["conv3d"], version=4)[:, col[4]]) == [0.0, 1.0]
     assert list(_x(rows, ["conv3d"], version=3)[:, col[3]]) == [0.0, 0.0]
     assert netmodel.FEATURES_VERSION >= 4
+
+
+def test_version_5_reads_depth_kernel_depth_and_output_channels_per_group() -> None:
+    """Version 5 tells apart two 3-D convolutions of equal height and width (one deeper, with a shallower
+    kernel) by depth and kernel depth, and two grouped convolutions by their output channels per group."""
+    from carb.netmodel.layers import _FEATURES_BY_VERSION, _x
+
+    rows = pd.concat(
+        [
+            graph.capture(nn.Conv3d(8, 8, (3, 3, 3), 1, 1), (1, 8, 4, 14, 14)).layers,
+            graph.capture(nn.Conv3d(8, 8, (1, 3, 3), 1, (0, 1, 1)), (1, 8, 16, 14, 14)).layers,
+            graph.capture(nn.Conv2d(64, 64, 3, 1, 1, groups=8), (1, 64, 14, 14)).layers,
+            graph.capture(nn.Conv2d(64, 128, 3, 1, 1, groups=8), (1, 64, 14, 14)).layers,
+        ],
+        ignore_index=True,
+    )
+    names = _FEATURES_BY_VERSION[5]
+    x = _x(rows, [], version=5)
+    d, kd, cout_g = (x[:, names.index(n)] for n in ("l_d", "l_kd", "l_cout_g"))
+    assert d[0] < d[1] and kd[0] > kd[1]
+    assert cout_g[2] == np.log2(9) and cout_g[3] == np.log2(17)
+    assert _x(rows, [], version=4).shape[1] == len(_FEATURES_BY_VERSION[4]) == len(names) - 3
