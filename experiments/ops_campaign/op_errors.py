@@ -9,8 +9,9 @@ layer model is fitted as the shipped one was (``carb.netmodel.LayerModel.fit``, 
 latency column and feature version) on the other folds and prices the held-out one. Per op
 class (``carb.netmodel.op_class``), the repeats pooled: the median ``|predicted / measured - 1|``,
 the 90% quantile of ``|log(predicted / measured)|`` over its held-out layers, and their count.
-Writes ``experiments/ops_campaign/results/op_errors.json`` (one key per model, added to what the
-file holds), which ``scripts/operators_page.py`` shows in the page's "measured error" column.
+Writes ``--json`` (``experiments/ops_campaign/results/op_errors.json``: one key per model, added to
+what the file holds, with a per-model ``summary`` and the provenance of each key), which
+``scripts/operators_page.py`` shows in the page's "error in" columns and the results page quotes.
 Data only: no timing, the same digits on any machine.
 """
 
@@ -27,6 +28,10 @@ import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import _common  # noqa: E402
 
 from carb import netmodel  # noqa: E402
 from carb.families import layers as L  # noqa: E402
@@ -90,24 +95,42 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         help="fit with this layer-feature version instead of the model's own: prints, writes nothing",
     )
+    ap.add_argument("--json", default=str(OUT), help="the results file (one key per model, added to what it holds)")
     a = ap.parse_args(argv)
     if a.features is not None:
         for c, v in op_errors(a.model, a.folds, a.trees, a.seed, a.repeats, a.features).items():
             print(f"{c:18s} n {v['n']:5d}  median {v['median_pct']:5.1f}%  q90 {v['q90']:.3f}")
         return 0
-    doc = json.loads(OUT.read_text()) if OUT.is_file() else {}
-    doc[a.model] = op_errors(a.model, a.folds, a.trees, a.seed, a.repeats)
-    doc.setdefault("about", {})[a.model] = {
-        "command": f"python experiments/ops_campaign/op_errors.py --model {a.model} --folds {a.folds} "
-        f"--trees {a.trees} --seed {a.seed} --repeats {a.repeats}",
-        "computed": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    out = Path(a.json)
+    old = json.loads(out.read_text()) if out.is_file() else {}
+    errors = op_errors(a.model, a.folds, a.trees, a.seed, a.repeats)
+    about = {
+        **old.get("about", {}),
+        a.model: {
+            "command": f"python experiments/ops_campaign/op_errors.py --model {a.model} --folds {a.folds} "
+            f"--trees {a.trees} --seed {a.seed} --repeats {a.repeats}",
+            "computed": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        },
     }
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps(doc, indent=1) + "\n")
-    for c, v in doc[a.model].items():
+    summary = {**old.get("summary", {}), a.model: summarize(errors)}
+    _common.write_json(out, {a.model: errors, "about": about, "summary": summary}, argv, merge=True)
+    for c, v in errors.items():
         print(f"{c:18s} n {v['n']:5d}  median {v['median_pct']:5.1f}%  q90 {v['q90']:.3f} (x{np.exp(v['q90']):.2f})")
-    print(f"wrote {OUT}")
+    print(f"wrote {out}")
     return 0
+
+
+def summarize(errors: dict) -> dict:
+    """The classes, how many have a median held-out error over 20%, and the worst median."""
+    worst = max(errors, key=lambda c: errors[c]["median_pct"])
+    return {
+        "classes": len(errors),
+        "layers": sum(v["n"] for v in errors.values()),
+        "over_20_pct": sorted(c for c, v in errors.items() if v["median_pct"] > 20),
+        "n_over_20_pct": sum(v["median_pct"] > 20 for v in errors.values()),
+        "worst_class": worst,
+        "worst_median_pct": errors[worst]["median_pct"],
+    }
 
 
 if __name__ == "__main__":
