@@ -71,6 +71,7 @@ def _hostile_rows(module: str, n: int = 12) -> pd.DataFrame:
 
 
 @pytest.mark.slow
+@pytest.mark.shares_cpu  # statuses and stored features: no timing is checked
 def test_features_are_frozen_at_measurement_and_export_runs_no_code(tmp_path, cli) -> None:
     work, other = tmp_path / "work", tmp_path / "other"
     work.mkdir()

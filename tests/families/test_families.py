@@ -115,6 +115,7 @@ def test_a_family_goes_through_tables_builder_and_features(plain):
 
 
 @pytest.mark.slow
+@pytest.mark.shares_cpu  # statuses and the stored configs: no timing is checked
 def test_families_are_measured_and_stored(plain, tmp_path):
     cfgs = [PlainConfig(channels=4), FBNetConfig(("skip",) * 22, input_size=16), *list(space.load("tiny"))[:1]]
     with get_backend("cpu", threads=1, protocol=FAST) as b, Store(tmp_path / "s.duckdb") as store:

@@ -245,6 +245,7 @@ def test_features_at_the_batch_limit_do_not_overflow() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.shares_cpu  # statuses and the stored configs: no timing is checked
 def test_nb201_is_measured_and_stored(tmp_path) -> None:
     from carb.campaign.runner import run_campaign
     from carb.campaign.store import Store

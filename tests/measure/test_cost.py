@@ -23,6 +23,7 @@ class TwoConvs(torch.nn.Module):
 
 
 @pytest.mark.slow
+@pytest.mark.shares_cpu  # statuses, intervals' order and names: no timing is checked
 def test_a_module_is_measured_with_intervals_memory_machine_and_sentinel() -> None:
     m = carb.measure_cost(TwoConvs(), torch.randn(1, 3, 32, 32), max_time_s=0.3, visits=2)
     assert isinstance(m, CostMeasurement) and m.ok, m.message
@@ -38,6 +39,7 @@ def test_a_module_is_measured_with_intervals_memory_machine_and_sentinel() -> No
 
 
 @pytest.mark.slow
+@pytest.mark.shares_cpu  # a status and the shape it ran at: no timing is checked
 def test_any_input_rank_runs_at_its_own_shape() -> None:
     """A video network's 5-D input reaches the worker as it is (a 2-D image input would not run a Conv3d)."""
     m = carb.measure_cost(torch.nn.Conv3d(3, 4, 3), (1, 3, 4, 16, 16), max_time_s=0.2, sentinel=False)
@@ -64,6 +66,7 @@ def build():
 
 
 @pytest.mark.slow
+@pytest.mark.shares_cpu  # a status, the target's name and memory: no timing is checked
 def test_a_builder_spec_of_a_file_runs_at_any_input_rank_with_real_weights(tmp_path) -> None:
     """A file's builder with an input that is not a square RGB image: its class, defined in the user's file,
     reaches the worker, and the network runs with real weights (not the meta device's)."""
@@ -75,6 +78,7 @@ def test_a_builder_spec_of_a_file_runs_at_any_input_rank_with_real_weights(tmp_p
 
 
 @pytest.mark.slow
+@pytest.mark.shares_cpu  # a status and its message: no timing is checked
 def test_a_failing_network_comes_back_as_a_status_not_an_exception() -> None:
     m = carb.measure_cost(torch.nn.Conv2d(4, 8, 3), (1, 3, 16, 16), max_time_s=0.2, sentinel=False)
     assert m.status == "error" and "channels" in m.message and m.latency_ms is None

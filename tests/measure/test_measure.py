@@ -224,6 +224,7 @@ def cpu_backend():
 
 
 @pytest.mark.slow
+@pytest.mark.shares_cpu  # statuses, settings and provenance: no timing is checked
 def test_cpu_backend_measures_a_tiny_config(cpu_backend):
     assert isinstance(cpu_backend, CpuBackend)
     m = cpu_backend.measure(TINY)
@@ -256,6 +257,7 @@ def test_thp_mode_reads_the_bracketed_word(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.shares_cpu  # a status and thread counts: no timing is checked
 def test_cpu_backend_records_the_thread_count():
     b = CpuBackend(threads=2, protocol=SHORT)
     m = b.measure(TINY, Protocol(max_time_s=0.05, warmup=1, warmup_s=0.0, timeout_s=60))
@@ -264,6 +266,7 @@ def test_cpu_backend_records_the_thread_count():
 
 
 @pytest.mark.slow
+@pytest.mark.shares_cpu  # injected faults and their statuses: no timing is checked
 @pytest.mark.parametrize(
     "fault,status",
     [
@@ -287,6 +290,7 @@ def test_cpu_backend_turns_worker_failures_into_statuses(cpu_backend, fault, sta
 
 
 @pytest.mark.slow
+@pytest.mark.shares_cpu  # a worker asleep for an hour against a 1 s timeout: a loaded CPU only ends it sooner
 def test_cpu_backend_kills_a_worker_past_the_timeout(cpu_backend):
     cpu_backend._fault = "sleep"
     try:
@@ -408,6 +412,7 @@ print((kb("VmHWM") - base) * 1024 / 1e6)
 
 
 @pytest.mark.slow
+@pytest.mark.shares_cpu  # peak memory (VmHWM) of its own processes: no timing is checked
 def test_the_worker_measures_what_a_network_adds_to_a_fresh_process(cpu_backend):
     """A forked worker maps the library pages its parent had mapped before its baseline: without
     that, the pages its network's build and forwards touch count again (about 12 MB on this network)."""

@@ -141,6 +141,7 @@ def test_worker_records_package_and_dram_energy_from_a_fake_tree(tmp_path, monke
 
 
 @pytest.mark.slow
+@pytest.mark.shares_cpu  # a status and the energy sensor's presence: no timing is checked
 def test_cpu_backend_here_reports_energy_missing_with_a_reason():
     b = CpuBackend(threads=1, protocol=Protocol(max_time_s=0.05, warmup=1, warmup_s=0.0, timeout_s=60))
     m = b.measure(TINY)

@@ -71,6 +71,7 @@ def test_cli_refuses_a_list_that_mixes_runtimes(onnx_list, tmp_path, cli) -> Non
 
 
 @pytest.mark.slow
+@pytest.mark.shares_cpu  # counts, statuses and runtime names: no timing is checked
 def test_calibrate_on_onnx_runtime_measurements_and_predict_with_it(onnx_list, tmp_path, cli) -> None:
     out_dir = tmp_path / "cal"
     rc, out, err = cli(
