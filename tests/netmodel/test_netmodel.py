@@ -33,8 +33,14 @@ def synthetic_latency_ms(rows: pd.DataFrame) -> np.ndarray:
 
 
 @pytest.fixture(scope="module")
-def layer_model() -> netmodel.LayerModel:
-    sample = L.balanced_sample(space.load("layers"), 200, seed=0)
+def layers() -> space.Space:
+    """The built-in layers space, listed once for the module's samples (listing its configs takes seconds)."""
+    return space.load("layers")
+
+
+@pytest.fixture(scope="module")
+def layer_model(layers) -> netmodel.LayerModel:
+    sample = L.balanced_sample(layers, 200, seed=0)
     rows = L.layer_frame(sample)
     return netmodel.LayerModel.fit(rows, synthetic_latency_ms(rows), trees=30)
 
@@ -68,8 +74,8 @@ def model(layer_model) -> netmodel.NetModel:
     )
 
 
-def test_layer_model_learns_synthetic_costs(layer_model) -> None:
-    test = L.layer_frame(L.balanced_sample(space.load("layers"), 150, seed=7))
+def test_layer_model_learns_synthetic_costs(layer_model, layers) -> None:
+    test = L.layer_frame(L.balanced_sample(layers, 150, seed=7))
     test = test[test["op"] != "se"]
     y = synthetic_latency_ms(test)
     err = np.abs(layer_model.predict(test) / y - 1)
@@ -179,7 +185,7 @@ def test_latency_overheads_shrink_with_few_networks_and_the_scale_stays_free() -
     assert s == pytest.approx(0.5, abs=0.01) and o == pytest.approx(0.02, rel=0.1)
 
 
-def test_pooling_work_and_version_1_models(layer_model, tmp_path) -> None:
+def test_pooling_work_and_version_1_models(layer_model, layers, tmp_path) -> None:
     rows = L.layer_frame(
         [
             L.LayerConfig("maxpool", 16, 16, 32, 3, 1, 1, 1),
@@ -201,7 +207,7 @@ def test_pooling_work_and_version_1_models(layer_model, tmp_path) -> None:
 
     from carb.model import ArrayForest
 
-    train = L.layer_frame(L.balanced_sample(space.load("layers"), 60, seed=3))
+    train = L.layer_frame(L.balanced_sample(layers, 60, seed=3))
     train = train[train["op"] != "se"].reset_index(drop=True)
     et = ExtraTreesRegressor(n_estimators=5, random_state=0).fit(
         netmodel._x(train, layer_model.classes, 1), np.random.default_rng(0).normal(0, 0.1, len(train))
