@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from carb.campaign.store import Store
+from carb.cli.space import COUNTS_FORMAT, builtin_counts, counts_file
 from tests._helpers import CARB_CLI, run_carb
 
 
@@ -31,6 +32,28 @@ def test_space_list_and_show(cli):
     assert code == 0, err
     names = {s["name"]: s["count"] for s in json.loads(out)}
     assert names["screening"] == 3_072 and "cpu" in names
+    kept = json.loads(counts_file().read_text())["counts"]  # kept for the next listing
+    assert {n: e["count"] for n, e in kept.items()} == names
+
+
+def test_space_counts_are_kept_and_a_changed_space_is_counted_again(tmp_path, monkeypatch):
+    """A kept count serves while its key (the space's TOML, carb's version, the code of carb.families) is the current
+    one; under another key it is counted again, and a kept file that cannot be read or written is counted over."""
+    monkeypatch.setenv("CARB_CACHE_DIR", str(tmp_path))
+    names = ["screening", "tiny"]
+    assert builtin_counts(names) == {"screening": 3_072, "tiny": 8}
+    doc = json.loads(counts_file().read_text())
+    assert doc["format"] == COUNTS_FORMAT and set(doc["counts"]) == set(names)
+    doc["counts"]["tiny"]["count"] = 999  # served as kept: the space is not listed again
+    doc["counts"]["screening"] = {"key": "another space or code", "count": 5}
+    counts_file().write_text(json.dumps(doc))
+    assert builtin_counts(names) == {"screening": 3_072, "tiny": 999}
+    counts_file().write_text("{not json")
+    assert builtin_counts(names) == {"screening": 3_072, "tiny": 8}
+    assert json.loads(counts_file().read_text())["counts"]["tiny"]["count"] == 8
+    (tmp_path / "afile").write_text("")
+    monkeypatch.setenv("CARB_CACHE_DIR", str(tmp_path / "afile"))  # no folder can be made there
+    assert builtin_counts(["tiny"]) == {"tiny": 8}
 
 
 @pytest.mark.parametrize(
