@@ -5,8 +5,9 @@ The whole suite (``python -m pytest``, no paths given) runs on two pytest-xdist 
 test module on one worker (``--dist loadfile``); a chosen file or folder runs in one process.
 A test marked ``slow`` measures for real: under xdist it runs with no other test alongside
 (see :func:`_turn`), unless it is also marked ``shares_cpu`` (its assertions hold on a loaded
-machine: bookkeeping, files and statuses, no timing). The longest modules are handed out first
-(:data:`LONGEST_FIRST`), so the two workers finish together.
+machine: bookkeeping, files and statuses, no timing). Modules are handed out in the order of
+:data:`LONGEST_FIRST` (those with an exclusive test first, beside short tests; then the longest), so
+the two workers finish together.
 """
 
 from __future__ import annotations
@@ -24,22 +25,51 @@ import pytest
 #: workers for the whole suite: the 2-core machines it is sized for
 SUITE_WORKERS = 2
 
-#: The modules that take longest (seconds of test time on a 2-core AMD EPYC VM, pytest --durations), first in
-#: the order xdist hands modules out (``--dist loadfile`` gives them in collection order): a long module
-#: started last would leave one worker running it alone at the end.
+#: The order xdist hands modules out in (``--dist loadfile``, its reordering by test count turned off in
+#: :func:`pytest_configure`), so that the two workers finish together. First the modules that hold an exclusive
+#: (``slow``) test, each beside a module of many short tests: an exclusive test waits for the test running on the
+#: other worker to end, and a short one ends soon. Then the longest modules, longest first (seconds of test time on
+#: a 2-core AMD EPYC VM, pytest --durations), the two Ray modules apart (each starts a cluster of its own); the rest
+#: follow in collection order.
 LONGEST_FIRST = (
-    "tests/measure/test_gpu_zeus.py",  # 61 s
-    "tests/test_demo.py",  # 59 s
+    "tests/measure/test_measure.py",  # 20 s, two exclusive tests
+    "tests/cli/test_bad_input_models.py",  # 11 s in 115 tests
+    "tests/families/test_layers.py",  # 11 s, one exclusive test
+    "tests/cli/test_bad_input_measure.py",  # 9 s in 100 tests
+    "tests/measure/test_gpu_zeus.py",  # 66 s, one exclusive test (its first measuring one)
+    "tests/cli/test_bad_input_data.py",  # 6 s in 76 tests
+    "tests/campaign/test_ray_executor.py",  # 88 s
     "tests/cli/test_cli.py",  # 56 s
-    "tests/campaign/test_ray_cluster.py",  # 53 s
-    "tests/families/test_nb201.py",  # 53 s
-    "tests/docs/test_site.py",  # 46 s
-    "tests/campaign/test_ray_executor.py",  # 45 s
-    "tests/test_front_door.py",  # 31 s
-    "tests/test_behaviour.py",  # 29 s
-    "tests/decide/test_decisions.py",  # 27 s
-    "tests/cli/test_predict_machine.py",  # 20 s
+    "tests/test_demo.py",  # 55 s
+    "tests/families/test_nb201.py",  # 52 s
+    "tests/campaign/test_ray_cluster.py",  # 72 s
+    "tests/docs/test_site.py",  # 42 s
+    "tests/report/test_report.py",  # 34 s
+    "tests/decide/test_decisions.py",  # 32 s
+    "tests/datasets/test_datasets.py",  # 32 s
+    "tests/test_behaviour.py",  # 31 s
+    "tests/model/test_model.py",  # 31 s
+    "tests/model/test_prior.py",  # 30 s
+    "tests/decide/test_extrapolation.py",  # 29 s
+    "tests/cli/test_campaign_commands.py",  # 29 s
+    "tests/test_front_door.py",  # 27 s
+    "tests/measure/test_onnx_runtime.py",  # 21 s
+    "tests/families/test_nets.py",  # 21 s
+    "tests/netmodel/test_netmodel.py",  # 20 s
+    "tests/families/test_features.py",  # 18 s
+    "tests/cli/test_failure_paths.py",  # 18 s
+    "tests/cli/test_predict_machine.py",  # 15 s
+    "tests/cli/test_bad_input.py",  # 14 s
+    "tests/studies/test_fewshot_studies.py",  # 13 s
+    "tests/cli/test_speed_cli.py",  # 12 s
 )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Keep :data:`LONGEST_FIRST`: pytest-xdist (3.6 on) hands ``loadfile`` modules out by their number of tests
+    unless told not to (``--no-loadscope-reorder``), which would start the long modules of few tests last."""
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
