@@ -103,6 +103,21 @@ def test_demo_cli_refuses_an_unknown_source_before_measuring(tmp_path) -> None:
     assert not (tmp_path / "d" / "demo.duckdb").exists()
 
 
+def test_the_source_is_trained_once_for_the_same_rows() -> None:
+    """SYNTHETIC rows (costs made up from batch and depth): a second demo in the process on the same source rows uses
+    the model trained first; other rows (another source, an edited file) are trained on."""
+    from carb.demo._run import _train_source
+
+    frame = space.load("cpu").to_frame().head(60).reset_index(drop=True)
+    rows = frame.assign(latency_ms=0.5 + frame["batch"] * frame["depth"] * 0.1, memory_mb=30.0, status="ok")
+    first, trained = _train_source(rows)
+    again, trained_again = _train_source(rows.copy())
+    assert trained and not trained_again and again is first
+    other, trained_other = _train_source(rows.assign(latency_ms=rows["latency_ms"] * 2))
+    assert trained_other and other is not first
+    assert _train_source(rows)[1]  # only the last source is kept
+
+
 def test_demo_precisions_setting_wins(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(carb.measure, "cpu_isa", _isa(False))
     with pytest.raises(ValueError, match="no config of `cpu` left"):
@@ -299,8 +314,10 @@ def test_demo_measures_again_the_visits_of_another_machine_state(tmp_path, cpu1t
     assert s["validation_median_abs_error"]["latency_ms"] < 0.01
     val = pd.read_csv(tmp_path / "d2" / "validation.csv")
     assert (val.sentinel_ms == 0.5).all() and sorted(val.retakes) == [0] * 4 + [1] * 4
-    s0, _, asked0 = _two_state_demo(tmp_path / "d0", cpu1t_source, slow_of, retakes=0)
+    s0, said0, asked0 = _two_state_demo(tmp_path / "d0", cpu1t_source, slow_of, retakes=0)
     assert len(asked0) == 2 and s0["machine_state"]["validation"]["left"] == 4
+    # the second demo of the process on cpu-1t's rows: the source trained before serves
+    assert any(m.endswith("(trained on these rows earlier in this process)") for m in said0), said0
     # without retakes the slow half corrected by the sentinel's 2x: 1.2 / 2 = 0.6 of the truth
     assert s0["validation_median_abs_error_corrected"]["latency_ms"] > 0.2
 
