@@ -13,6 +13,7 @@ import pytest
 
 from carb.campaign.store import Store
 from carb.cli.space import COUNTS_FORMAT, builtin_counts, counts_file
+from carb.families import space
 from tests._helpers import CARB_CLI, run_carb
 
 
@@ -34,6 +35,14 @@ def test_space_list_and_show(cli):
     assert names["screening"] == 3_072 and "cpu" in names
     kept = json.loads(counts_file().read_text())["counts"]  # kept for the next listing
     assert {n: e["count"] for n, e in kept.items()} == names
+
+
+def test_space_list_prints_full_descriptions(cli, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "250")
+    rc, out, _ = cli("space", "list")
+    assert rc == 0
+    desc = " ".join(space.load("cpu").description.split())
+    assert desc.split()[-1] in out and len(desc) > 80  # its last word: the whole text, not its first line
 
 
 def test_space_counts_are_kept_and_a_changed_space_is_counted_again(tmp_path, monkeypatch):
@@ -185,7 +194,6 @@ def test_calibrated_model_is_self_contained_and_refuses_bad_out(tmp_path) -> Non
     """Synthetic data (not a measurement): a tiny CARB model, calibrated on 6 made-up rows."""
     import numpy as np
 
-    from carb.families import space
     from carb.model import CARB, BundleError, save
     from carb.transfer.calibrate import check_model_out, fit_calibrated, load_predictor
 
