@@ -144,19 +144,20 @@ def test_any_predictor_as_prior_but_only_carb_saves(devices, tmp_path):
         CARB(preset="fast", prior=42).fit(b)
 
 
-def test_cli_train_with_a_prior(devices, tmp_path):
+def test_cli_train_with_a_prior(devices, tmp_path, cli):
+    """Both trainings in subprocesses, as a user runs them; the refusals in-process (the cli fixture)."""
     a, b, _ = devices
     a.to_parquet(tmp_path / "a.parquet")
     b.to_parquet(tmp_path / "b.parquet")
-    cli = [sys.executable, "-m", "carb.cli"]
+    carb = [sys.executable, "-m", "carb.cli"]
     run = subprocess.run(
-        cli + ["train", "--data", str(tmp_path / "a.parquet"), "--preset", "fast", "--out", str(tmp_path / "src")],
+        carb + ["train", "--data", str(tmp_path / "a.parquet"), "--preset", "fast", "--out", str(tmp_path / "src")],
         capture_output=True,
         text=True,
     )
     assert run.returncode == 0, run.stderr
     run = subprocess.run(
-        cli
+        carb
         + [
             "train",
             "--data",
@@ -174,40 +175,14 @@ def test_cli_train_with_a_prior(devices, tmp_path):
     assert run.returncode == 0, run.stderr
     assert "prior_latency_ms, prior_memory_mb" in run.stdout
     assert load(tmp_path / "dev").prior_columns_ == ["prior_latency_ms", "prior_memory_mb"]
-    bad = subprocess.run(
-        cli
-        + [
-            "train",
-            "--data",
-            str(tmp_path / "b.parquet"),
-            "--prior",
-            str(tmp_path / "nope"),
-            "--out",
-            str(tmp_path / "x"),
-        ],
-        capture_output=True,
-        text=True,
-    )
-    assert bad.returncode == 2
-    assert bad.stderr.strip().splitlines() == [f"error: --prior: {tmp_path / 'nope'}: no such model bundle directory"]
+    rc, _, err = cli("train", "--data", tmp_path / "b.parquet", "--prior", tmp_path / "nope", "--out", tmp_path / "x")
+    assert rc == 2
+    assert err.strip().splitlines() == [f"error: --prior: {tmp_path / 'nope'}: no such model bundle directory"]
     assert not (tmp_path / "x").exists()
     (tmp_path / "cal").mkdir()
     (tmp_path / "cal" / "calibration.json").write_text("{}")
-    bad = subprocess.run(
-        cli
-        + [
-            "train",
-            "--data",
-            str(tmp_path / "b.parquet"),
-            "--prior",
-            str(tmp_path / "cal"),
-            "--out",
-            str(tmp_path / "x"),
-        ],
-        capture_output=True,
-        text=True,
-    )
-    assert bad.returncode == 2 and "is a calibrated model" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+    rc, _, err = cli("train", "--data", tmp_path / "b.parquet", "--prior", tmp_path / "cal", "--out", tmp_path / "x")
+    assert rc == 2 and "is a calibrated model" in err and len(err.strip().splitlines()) == 1
 
 
 def test_evaluate_puts_each_preset_beside_itself_with_the_prior(devices):
@@ -229,27 +204,14 @@ def test_evaluate_puts_each_preset_beside_itself_with_the_prior(devices):
     assert plain["results"]["fast"] == res["results"]["fast"]
 
 
-def test_cli_evaluate_with_a_prior_refuses_it_beside_a_model(tmp_path, devices):
+def test_cli_evaluate_with_a_prior_refuses_it_beside_a_model(tmp_path, devices, cli):
     a, b, prior = devices
     b.to_parquet(tmp_path / "b.parquet")
     save(prior, tmp_path / "src")
-    bad = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "carb.cli",
-            "evaluate",
-            "--data",
-            str(tmp_path / "b.parquet"),
-            "--model",
-            str(tmp_path / "src"),
-            "--prior",
-            str(tmp_path / "src"),
-        ],
-        capture_output=True,
-        text=True,
+    rc, _, err = cli(
+        "evaluate", "--data", tmp_path / "b.parquet", "--model", tmp_path / "src", "--prior", tmp_path / "src"
     )
-    assert bad.returncode == 2
-    assert bad.stderr.strip().splitlines() == [
+    assert rc == 2
+    assert err.strip().splitlines() == [
         "error: give --preset/--prior (fit and compare) or --model (score a fitted model), not both"
     ]
