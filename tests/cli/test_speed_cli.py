@@ -15,11 +15,14 @@ from carb.families import space
 from tests._helpers import DriftingBackend, every_visit, old_store, run_carb
 
 
-def test_cli_dataset_info_shows_the_index_or_says_there_is_none(tmp_path):
+def test_cli_dataset_info_shows_the_index_or_says_there_is_none(tmp_path, cli, monkeypatch):
+    """The index shown by a `carb dataset info` process; the other two stores' info in-process."""
+    monkeypatch.setenv("COLUMNS", "200")
+
     def info(path, *extra):
-        p = run_carb("dataset", "info", "--store", path, *extra, env={"COLUMNS": "200", **os.environ})
-        assert p.returncode == 0, p.stderr
-        return p.stdout
+        rc, out, err = cli("dataset", "info", "--store", path, *extra)
+        assert rc == 0, err
+        return out
 
     old = tmp_path / "old.duckdb"
     old_store(old)
@@ -27,8 +30,9 @@ def test_cli_dataset_info_shows_the_index_or_says_there_is_none(tmp_path):
     new = tmp_path / "new.duckdb"
     with Store(new) as store:
         run_campaign(list(space.load("tiny")), DriftingBackend(step=0.02), store, sentinel=every_visit())
-    out = info(new)
-    assert "10 sentinel readings" in out and "index over time" in out
+    p = run_carb("dataset", "info", "--store", new, env={**os.environ, "COLUMNS": "200"})
+    assert p.returncode == 0, p.stderr
+    assert "10 sentinel readings" in p.stdout and "index over time" in p.stdout
     doc = json.loads(info(new, "--json"))
     assert doc["speed_index"]["platforms"]["cpu-1t"]["readings"] == 10
 

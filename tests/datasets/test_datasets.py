@@ -75,21 +75,19 @@ def test_check_finds_each_kind_of_problem():
     assert problems.problem.value_counts().to_dict() == {"duplicate": 1, "failed": 1, "missing target": 2, "noisy": 2}
 
 
-def test_cli_check_exit_codes(tmp_path):
+def test_cli_check_exit_codes(tmp_path, cli):
+    """The exit code that says a file has problems from a process, as a script reads it; the others in-process."""
     good, bad = tmp_path / "good.parquet", tmp_path / "bad.parquet"
     synthetic().to_parquet(good)
     d = synthetic()
     d.loc[0, "status"] = "timeout"
     d.to_parquet(bad)
 
-    def run(f):
-        return run_carb("dataset", "check", f)
-
-    assert run(good).returncode == 0
-    r = run(bad)
+    assert cli("dataset", "check", good)[0] == 0
+    r = run_carb("dataset", "check", bad)
     assert r.returncode == 1 and "timeout" in r.stdout
-    r = run(tmp_path / "missing.parquet")
-    assert r.returncode == 2 and r.stderr.startswith("error: ")
+    rc, _, err = cli("dataset", "check", tmp_path / "missing.parquet")
+    assert rc == 2 and err.startswith("error: ")
 
 
 def test_registry_lists_shipped_datasets():
