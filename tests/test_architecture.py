@@ -92,13 +92,12 @@ MAX_FLOORS = 8
 MAX_MODULE_LINES = 700
 MAX_FUNCTION_LINES = 100
 #: A ratchet, not a waiver: modules and functions over the limits today, each at most its present size (it may
-#: only shrink) until it is split: the layers family by op group, the ONNX reader by node kind, capture's
-#: geometry readers by rank, the store's reading from its writing.
+#: only shrink) until it is split: the layers family by op group, the ONNX reader by node kind, the store's
+#: reading from its writing.
 OVER_LIMIT: dict[str, int] = {
-    "carb/families/layers.py": 1092,
-    "carb/graph/onnx.py": 934,
+    "carb/families/layers.py": 1089,
+    "carb/graph/onnx.py": 901,
     "carb/campaign/store.py": 741,
-    "carb/graph/_geometry.py": 718,
 }
 OVER_LIMIT_FUNCTIONS: dict[str, int] = {"carb/families/layers.py:_torch_classes": 124}
 

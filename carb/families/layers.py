@@ -98,7 +98,7 @@ from ._base import (
     run_limits_problem,
     stable_id,
 )
-from .op_grids import NEW_OP_GRIDS
+from .op_grids import NEW_OP_GRIDS, NEW_OPS_MAX_ELEMENTS, NEW_OPS_MAX_FLOPS
 
 if TYPE_CHECKING:  # pragma: no cover
     from torch import nn
@@ -1040,12 +1040,6 @@ def balanced_sample(configs: Iterable[LayerConfig], n: int = 400, seed: int = 0)
         k = min(len(cs), max(1, round(QUOTAS.get(name, 5) * n / total)))
         out += _spread(cs, k, rng)
     return out
-
-
-#: Most FLOP and most input-plus-output elements of a layer :func:`new_ops_sample` draws: the
-#: layers space's budget (each measured in well under a second on one thread).
-NEW_OPS_MAX_FLOPS = 1.5e9
-NEW_OPS_MAX_ELEMENTS = 8e6
 
 
 @functools.cache

@@ -278,3 +278,8 @@ NEW_OP_GRIDS: dict[str, list[dict[str, list[Any]]]] = {
         },
     ],
 }
+
+#: Most FLOP and most input-plus-output elements of a layer :func:`carb.families.layers.new_ops_sample` draws: the
+#: layers space's budget (each measured in well under a second on one thread).
+NEW_OPS_MAX_FLOPS = 1.5e9
+NEW_OPS_MAX_ELEMENTS = 8e6

@@ -36,59 +36,12 @@ import pandas as pd
 
 from carb.graph import _geometry
 from carb.graph._onnx_fold import MAX_ELEMENTS, infer
+from carb.graph._onnx_ops import ONNX_OPS
 from carb.graph.table import COLUMNS, DTYPES, CaptureError, LayerTable, parse_shape
 
 #: The one line printed where the ``onnx`` package is missing.
 INSTALL = "reading ONNX files needs the onnx package: pip install 'carb[onnx]'"
 
-#: ONNX operator -> op type (:data:`carb.graph.table.KNOWN_OPS`); the rank of a ``Conv``,
-#: ``ConvTranspose`` or pooling, a ``Resize``'s mode and a ``Pad``'s decide the final one.
-ONNX_OPS: dict[str, str] = {
-    "Conv": "conv",
-    "ConvTranspose": "convtranspose",
-    "Gemm": "linear",
-    "MatMul": "matmul",
-    "LSTM": "lstm",
-    "GRU": "gru",
-    "RNN": "rnn",
-    "BatchNormalization": "bn",
-    "LayerNormalization": "layernorm",
-    "GroupNormalization": "groupnorm",
-    "InstanceNormalization": "instancenorm",
-    "Relu": "relu",
-    "LeakyRelu": "relu",
-    "Clip": "relu6",
-    "HardSwish": "hardswish",
-    "HardSigmoid": "hardsigmoid",
-    "Sigmoid": "sigmoid",
-    "Gelu": "gelu",
-    "Tanh": "tanh",
-    "Mish": "mish",
-    "Softmax": "softmax",
-    "MaxPool": "maxpool",
-    "AveragePool": "avgpool",
-    "GlobalAveragePool": "gap",
-    "ReduceMean": "gap",
-    "Resize": "upsample_nearest",
-    "DepthToSpace": "pixelshuffle",
-    "Pad": "pad",
-    "Add": "add",
-    "Sub": "add",
-    "Mul": "mul",
-    "Div": "mul",
-    "Concat": "cat",
-    "Transpose": "copy",
-    "Cast": "copy",
-    "Flatten": "view",
-    "Reshape": "view",
-    "Squeeze": "view",
-    "Unsqueeze": "view",
-    "Identity": "view",
-    "Dropout": "view",
-    "Slice": "view",
-    "Split": "view",
-    "Expand": "view",
-}
 #: Control-flow operators: their subgraphs run on values known only at run time, so a graph
 #: holding one is refused rather than priced without them.
 CONTROL_FLOW = frozenset({"If", "Loop", "Scan"})
