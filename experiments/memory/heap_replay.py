@@ -123,17 +123,16 @@ def replay(path: str, how: str) -> dict:
     return {"replay_mb": (libc.mallinfo2().arena - a0) / 1e6}
 
 
-def graph_sequence(name: str, out: str, forwards: int = 3) -> dict:
-    """The captured graph's output allocations and frees over ``forwards`` forwards, written to ``out``."""
-    import deployed_nets
-
-    from carb.graph import build_meta
+def graph_events(module, shape, precision=None, forwards: int = 3) -> tuple[list, list[int]]:
+    """The captured graph's output allocations and frees over ``forwards`` forwards (``[key, bytes]``, bytes < 0:
+    a free; each output freed after the last node that reads it returns, the network's outputs at the end of
+    its forward), and each node's output bytes.
+    """  # noqa: D205
     from carb.graph._run import _root, _tensors
     from carb.graph.trace import _capture_graph, _meta_inputs
 
-    spec = deployed_nets.NETWORKS[name]
-    inputs, dtype, _ = _meta_inputs(build_meta(spec.build), tuple(spec.input), None)
-    graph, run, _ = _capture_graph(build_meta(spec.build), inputs, dtype, "auto")
+    inputs, dtype, _ = _meta_inputs(module, shape, precision)
+    graph, run, _ = _capture_graph(module, inputs, dtype, "auto")
     out_node = next(nd for nd in graph.nodes if nd.op == "output")
     final = {run.owner.get(id(_root(t))) for t in _tensors(run.load(out_node.args))}
     alloc = [int(r["alloc_bytes"]) for r in run.rows]
@@ -154,6 +153,17 @@ def graph_sequence(name: str, out: str, forwards: int = 3) -> dict:
             if i < n and alloc[i] > 0:
                 seq.append([f"{f}:{i}", alloc[i]])
             seq += [[f"{f}:{j}", -alloc[j]] for j in frees.get(i, []) if alloc[j] > 0]
+    return seq, alloc
+
+
+def graph_sequence(name: str, out: str, forwards: int = 3) -> dict:
+    """The deployed network's :func:`graph_events`, written to ``out``; the peak of its live outputs (MB)."""
+    import deployed_nets
+
+    from carb.graph import build_meta
+
+    spec = deployed_nets.NETWORKS[name]
+    seq, _ = graph_events(build_meta(spec.build), tuple(spec.input), None, forwards)
     Path(out).write_text(json.dumps(seq))
     cur = peak = 0
     for _, b in seq[: len(seq) // forwards]:
