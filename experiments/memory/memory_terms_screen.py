@@ -73,7 +73,12 @@ def main(argv: list[str] | None = None) -> int:
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="layers-cpu-epyc512-1t")
-    ap.add_argument("--zoo", default=str(ROOT / "campaigns/native-amd512-1t.duckdb"))
+    ap.add_argument(
+        "--zoo",
+        default=str(ROOT / "experiments/memory/results/zoo_networks.json"),
+        help="the zoo networks the model was fitted on: a campaign store (its rows are also written beside "
+        "--json as zoo_networks.json) or such a JSON",
+    )
     ap.add_argument("--deployed", default=str(ROOT / "benchmarks/results/deployed_epyc512_native.json"))
     ap.add_argument("--op-code", default=str(ROOT / "experiments/memory/results/op_code_memory.json"))
     ap.add_argument("--json")
@@ -82,11 +87,26 @@ def main(argv: list[str] | None = None) -> int:
     if "zoo" not in families.names():
         families.register(zoo.ZOO)
     nm = netmodel.load(a.model)
-    zdf, _ = _store_rows(a.zoo, "zoo")
-    configs = [zoo._from_row(r) for r in zdf.to_dict("records")]
+    if a.zoo.endswith(".json"):
+        zoo_doc = json.loads(Path(a.zoo).read_text())
+    else:
+        zdf, _ = _store_rows(a.zoo, "zoo")
+        zoo_doc = {
+            "what": "the carb.zoo networks of a campaign store: each config and its measured memory_mb (MB = 1e6 B)",
+            "store": Path(a.zoo).name,
+            "measured_utc": [str(zdf["measured_at"].min()), str(zdf["measured_at"].max())],
+            "networks": [
+                {"config": zoo._from_row(r).to_dict(), "memory_mb": float(r["memory_mb"])}
+                for r in zdf.to_dict("records")
+            ],
+        }
+        if a.json:
+            _common.write_json(Path(a.json).with_name("zoo_networks.json"), zoo_doc)
+    configs = [zoo.ZooConfig.from_dict(n["config"]) for n in zoo_doc["networks"]]
     ztabs = [zoo.capture(c) for c in configs]
     zrows = _network_rows(ztabs, nm.layer)[0]
-    zy, groups = zdf["memory_mb"].to_numpy(float), np.array([c.arch for c in configs])
+    zy = np.array([n["memory_mb"] for n in zoo_doc["networks"]])
+    groups = np.array([c.arch for c in configs])
     dep = json.loads(Path(a.deployed).read_text())["per_network"]
     names = [r["network"] for r in dep]
     specs = [deployed_nets.NETWORKS[n] for n in names]
@@ -163,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
             "what": "memory terms screened: the zoo's leave-one-family-out error and the deployed networks' error "
             "(%, |predicted / measured - 1|) of the network model's memory fit with each candidate",
             "model": a.model,
-            "zoo": str(Path(a.zoo).relative_to(ROOT)),
+            "zoo": Path(a.zoo).name,
             "deployed": str(Path(a.deployed).relative_to(ROOT)),
             "op_code": str(Path(a.op_code).relative_to(ROOT)),
             "candidates": res,
