@@ -225,7 +225,6 @@ def main(argv: list[str] | None = None) -> int:
             "networks": rows,
             "seconds": time.time() - t0,
             "predictions": str(Path(a.predictions).relative_to(ROOT)),
-            "provenance": _common.provenance(),
         }
         _common.write_json(a.json, doc)
         print(f"written {a.json}")

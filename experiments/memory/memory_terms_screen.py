@@ -189,7 +189,6 @@ def main(argv: list[str] | None = None) -> int:
             "candidates": res,
             "networks": {"zoo": len(ztabs), "deployed": len(dtabs)},
             "seconds": time.time() - t0,
-            "provenance": _common.provenance(),
         }
         _common.write_json(a.json, doc)
         print(f"written {a.json}")

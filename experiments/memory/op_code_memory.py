@@ -180,7 +180,6 @@ def main(argv: list[str] | None = None) -> int:
             "runs": rows,
             "data": str(Path(a.data).relative_to(ROOT)) if Path(a.data).is_relative_to(ROOT) else a.data,
             "seconds": time.time() - t0,
-            "provenance": _common.provenance(),
         }
         _common.write_json(a.json, doc)
         print(f"written {a.json}")
