@@ -15,7 +15,11 @@ each figure in its own fresh process (1 thread, allocator ``retain``, MB = 1e6 B
   network model's ``peak_live_bytes`` term reads) and the heap's growth when its outputs' allocations
   and frees (three forwards) are replayed through ``posix_memalign(64)``.
 
+With ``--zoo``, the heap and torch's own peak of the carb.zoo networks a model was fitted on
+(``results/zoo_networks.json``), which :mod:`memory_terms_screen` reads as oracles.
+
     taskset -c 1 python experiments/memory/heap_replay.py --core 1 --json experiments/memory/results/heap_replay.json
+    taskset -c 1 python experiments/memory/heap_replay.py --core 1 --zoo --json experiments/memory/results/heap_zoo.json
 """
 
 from __future__ import annotations
@@ -57,12 +61,22 @@ def _libc():
     return libc
 
 
+#: The carb.zoo networks a model was fitted on (configs and measured memory), for ``--zoo``
+ZOO_NETWORKS = ROOT / "experiments/memory/results/zoo_networks.json"
+
+
 def _torch(name: str):
+    """Torch, the network and its input: a deployed network by name, or ``zoo:I`` (the I-th of :data:`ZOO_NETWORKS`)."""
     import deployed_nets
     import torch
 
     torch.set_num_threads(1)
     torch.set_num_interop_threads(1)
+    if name.startswith("zoo:"):
+        from carb.families import zoo
+
+        cfg = zoo.ZooConfig.from_dict(json.loads(ZOO_NETWORKS.read_text())["networks"][int(name[4:])]["config"])
+        return torch, zoo.build(cfg), torch.randn(cfg.batch, 3, cfg.input_size, cfg.input_size)
     spec = deployed_nets.NETWORKS[name]
     return torch, spec.build().eval(), torch.randn(*spec.input)
 
@@ -182,12 +196,46 @@ def _child(core: int, *args: str) -> dict:
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
+def _zoo(a: argparse.Namespace) -> int:
+    """``--zoo``: each zoo network's heap growth and torch's own allocation peak, in fresh processes."""
+    t0 = time.time()
+    nets = json.loads(ZOO_NETWORKS.read_text())["networks"]
+    rows = []
+    with tempfile.TemporaryDirectory() as d:
+        for i, n in enumerate(nets):
+            name = f"zoo:{i}"
+            r = {"index": i, "config": n["config"], **_child(a.core, "heap", name)}
+            r.update(_child(a.core, "trace", name, str(Path(d) / "seq.json")))
+            rows.append(r)
+            print(
+                f"{i:3d} {n['config']['arch']:14s} heap {r['heap_mb']:5.1f}  torch peak {r['torch_peak_mb']:5.1f}",
+                flush=True,
+            )
+    if a.json:
+        doc = {
+            "what": "per carb.zoo network of zoo_networks.json (MB = 1e6 B): the heap's growth over five forwards and "
+            "torch's own allocation peak over three (allocator retain, a fresh process each)",
+            "zoo": str(ZOO_NETWORKS.relative_to(ROOT)),
+            "networks": rows,
+            "seconds": time.time() - t0,
+        }
+        _common.write_json(a.json, doc)
+        print(f"written {a.json}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Every network's figures, each in fresh processes; a table and ``--json``."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--core", type=int, default=1)
     ap.add_argument("--predictions", default=str(ROOT / "benchmarks/results/deployed_epyc512_native.json"))
     ap.add_argument("--networks", nargs="*", help="a subset of the deployed networks (default: all measured)")
+    ap.add_argument(
+        "--zoo",
+        action="store_true",
+        help="instead, the heap and torch's own peak of each carb.zoo network of experiments/memory/results/"
+        "zoo_networks.json (no replays)",
+    )
     ap.add_argument("--json")
     ap.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
@@ -196,6 +244,8 @@ def main(argv: list[str] | None = None) -> int:
         fn = {"heap": heap, "trace": trace, "replay": replay, "graph": graph_sequence}[what]
         print(json.dumps(fn(*rest)))
         return 0
+    if a.zoo:
+        return _zoo(a)
     pred = {r["network"]: r for r in json.loads(Path(a.predictions).read_text())["per_network"]}
     names = a.networks or list(pred)
     t0 = time.time()

@@ -15,6 +15,9 @@ Candidates (MB = 1e6 B):
   allocator ``retain``, a fresh process each: :func:`heap_replay.graph_sequence`, :func:`heap_replay.replay`);
 * ``op_code``: a fixed term, the sum over the network's op classes of what each adds to a process
   that ran a classifier's ops (``results/op_code_memory.json``, :mod:`op_code_memory`);
+* ``oracle_torch_peak_mb``, ``oracle_heap_mb``: not terms a model can read, bounds: in place of the peak of
+  live outputs, torch's own allocation peak or the heap's growth, measured per network
+  (``results/heap_replay.json``, ``results/heap_zoo.json``: :mod:`heap_replay`);
 * ``deployed_in_sample``: not a model, a bound: the five terms fitted on the zoo and the deployed
   networks together, judged on the same deployed networks.
 
@@ -81,6 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--deployed", default=str(ROOT / "benchmarks/results/deployed_epyc512_native.json"))
     ap.add_argument("--op-code", default=str(ROOT / "experiments/memory/results/op_code_memory.json"))
+    ap.add_argument("--heap", default=str(ROOT / "experiments/memory/results/heap_replay.json"))
+    ap.add_argument("--heap-zoo", default=str(ROOT / "experiments/memory/results/heap_zoo.json"))
     ap.add_argument("--json")
     a = ap.parse_args(argv)
     t0 = time.time()
@@ -165,6 +170,12 @@ def main(argv: list[str] | None = None) -> int:
         "graph_heap": judge("graph heap for live", replace=(z_heap, d_heap)),
         "op_code": judge("+ op classes' code", fixed=(z_code, d_code)),
     }
+    if Path(a.heap).exists() and Path(a.heap_zoo).exists():  # measured, not read from the graph: oracles
+        hz = {r["index"]: r for r in json.loads(Path(a.heap_zoo).read_text())["networks"]}
+        hd = {r["network"]: r for r in json.loads(Path(a.heap).read_text())["networks"]}
+        for key, label in (("torch_peak_mb", "oracle: torch's peak"), ("heap_mb", "oracle: measured heap")):
+            z = np.array([hz[i][key] for i in range(len(configs))])
+            res[f"oracle_{key}"] = judge(label, replace=(z, np.array([hd[n][key] for n in names])))
     Mz, Md = _mem_design(zrows), _mem_design(drows)
     sz, sd = _mem_shift(zrows, nm.layer), _mem_shift(drows, nm.layer)
     coef = np.asarray(_nnls_rel(np.vstack([Mz, Md]), np.concatenate([zy + sz, dy + sd])))
