@@ -73,7 +73,7 @@ def export_graph(
         exported = _export(meta_module, inputs)
     except _ExportFailed as e:
         shapes = ", ".join("x".join(map(str, t.shape)) for t in inputs)
-        expects = _first_layer_expects(module)
+        expects = _first_layer_expects(module, tuple(inputs[0].shape) if inputs else None)
         why = f"torch.export on the example input {shapes} ({e})" + (f"; {expects}" if expects else "")
         if fx_reason is None:
             raise CaptureError(f"module does not export with {why}") from None

@@ -35,16 +35,20 @@ from carb.graph.table import CaptureError
 _CLOSED_FORMS = True
 
 
-def _first_layer_expects(module: Any) -> str | None:
-    """What the network's first layer of a fixed input size expects, in words.
+def _first_layer_expects(module: Any, shape: tuple[int, ...] | None = None) -> str | None:
+    """What the network's first layer of a fixed input size expects, in words, where the input disagrees.
 
     The first submodule (in definition order) with ``in_channels`` (a convolution) or
-    ``in_features`` (a linear layer); ``None`` where none has one.
+    ``in_features`` (a linear layer). ``None`` where none has one, or where ``shape`` (the
+    first input's) already has what it expects: dimension 1 for channels, the last for
+    features. The hint then would point away from the real cause.
     """
     for name, m in module.named_modules():
-        for attr, what in (("in_channels", "input channels"), ("in_features", "input features")):
+        for attr, what, dim in (("in_channels", "input channels", 1), ("in_features", "input features", -1)):
             want = getattr(m, attr, None)
             if isinstance(want, int) and not isinstance(want, bool) and want > 0:
+                if shape is not None and len(shape) > max(dim, 0) and shape[dim] == want:
+                    return None
                 layer = f"{type(m).__name__} {name!r}" if name else type(m).__name__
                 return f"the first layer ({layer}) expects {want} {what}"
     return None
@@ -110,7 +114,7 @@ class _GraphRun:
         except Exception as e:  # noqa: BLE001
             msg = " ".join(str(e).split())[:300]
             shapes = ", ".join("x".join(map(str, s)) for s in self.input_shapes)
-            expects = _first_layer_expects(self.module)
+            expects = _first_layer_expects(self.module, tuple(self.input_shapes[0]) if self.input_shapes else None)
             raise CaptureError(
                 f"running the traced graph on the example input {shapes} failed at node "
                 f"{node.name!r} ({type(e).__name__}: {msg})" + (f"; {expects}" if expects else "")

@@ -164,6 +164,11 @@ def _meta_inputs(module: Any, example_input: Any, precision: str | None) -> tupl
 
     if not isinstance(module, torch.nn.Module):
         raise CaptureError(f"expected a torch.nn.Module, got a {type(module).__name__}")
+    if isinstance(module, torch.jit.ScriptModule):  # neither torch.fx nor torch.export reads TorchScript
+        raise CaptureError(
+            f"a TorchScript module ({type(module).__name__}) cannot be captured: pass the nn.Module it was "
+            "scripted or traced from, or its ONNX export (carb predict --onnx)"
+        )
     dtype = dtype_of(precision) if precision is not None else None
     if isinstance(example_input, (tuple, list)) and example_input and all(isinstance(d, int) for d in example_input):
         example_input = torch.empty(tuple(example_input), device="meta", dtype=dtype or torch.float32)

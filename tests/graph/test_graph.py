@@ -131,12 +131,29 @@ def test_bad_inputs_one_line_errors() -> None:
         graph.capture(Tiny(), (1, 3, 4, 4), "fp8")
     with pytest.raises(graph.CaptureError, match="nn.Module"):
         graph.capture(lambda x: x, (1, 3, 4, 4))
+    with pytest.raises(graph.CaptureError, match=r"^a TorchScript module \(RecursiveScriptModule\) cannot be"):
+        graph.capture(torch.jit.script(Tiny().eval()), (1, 3, 32, 32))
     # 5 channels into a 3-channel conv: the input given and what the first layer expects, in one line
     with pytest.raises(graph.CaptureError, match=r"input 1x5x32x32 failed at node .*expects 3 input channels$"):
         graph.capture(Tiny(), (1, 5, 32, 32))
     with pytest.raises(graph.CaptureError, match=r"input 2x7 failed .*\(Linear\) expects 8 input features$"):
         graph.capture(nn.Linear(8, 4), (2, 7))
     assert graph.parse_shape("8x3x160x160") == (8, 3, 160, 160)
+
+    class LaterMismatch(nn.Module):
+        """The first conv takes the input's 3 channels; a later reshape breaks the linear head."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv, self.fc = nn.Conv2d(3, 4, 3), nn.Linear(5, 2)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.fc(self.conv(x).flatten(1))
+
+    # the input has what the first layer expects: no hint pointing at the input
+    with pytest.raises(graph.CaptureError, match=r"input 1x3x8x8 failed at node 'fc'") as e:
+        graph.capture(LaterMismatch(), (1, 3, 8, 8))
+    assert "expects" not in str(e.value)
     for bad in ("8x3xx160", "axb", "0x3x4x4", ""):
         with pytest.raises(graph.CaptureError, match="malformed input shape"):
             graph.parse_shape(bad)
