@@ -20,7 +20,7 @@ import pandas as pd
 
 from carb.graph import CaptureError, LayerTable, build_meta, capture
 from carb.measure.fingerprint import Fingerprint, here
-from carb.netmodel.domain import fingerprint_of, standing
+from carb.netmodel.domain import default_model, fingerprint_of, standing
 from carb.netmodel.network import NetModel, _network_rows, load
 
 #: Above this share of a network's predicted latency in layers priced by the measured fallback
@@ -221,10 +221,17 @@ def _finite(x: float) -> float | None:
     return x if np.isfinite(x) else None
 
 
+def _model(model: NetModel | str | Path | None, machine: Fingerprint | None) -> NetModel:
+    """The network model as given, loaded; ``None``: the shipped one of ``machine``'s kind (``None``: this one)."""
+    if isinstance(model, NetModel):
+        return model
+    return load(default_model(machine) if model is None else model)
+
+
 def predict_module(
     module: Any,
     example_input: Any,
-    model: NetModel | str | Path,
+    model: NetModel | str | Path | None = None,
     *,
     precision: str | None = None,
     fold_bn: bool = False,
@@ -241,7 +248,9 @@ def predict_module(
             as it is, BN folded or not).
         example_input: a tensor, a tuple of tensors, or a shape such as ``(1, 3, 224, 224)``
             (for an ONNX file: its input's shape, ``None`` where the file fixes it).
-        model: the device's network model (a :class:`NetModel`, its directory or a shipped name).
+        model: the device's network model (a :class:`NetModel`, its directory or a shipped name);
+            ``None``: the shipped model of ``machine``'s kind, as ``carb predict --module`` picks it
+            (:func:`carb.netmodel.default_model`; no cached calibration).
         precision: ``fp32``, ``fp16``, ``bf16``; ``None``: the input's dtype.
         fold_bn: fold each BN that directly follows a convolution into it (:func:`carb.graph.capture`).
         machine: the machine the prediction is for; ``None``: this one
@@ -259,7 +268,7 @@ def predict_module(
         ModelError: the model cannot be loaded (one line).
 
     """
-    nm = model if isinstance(model, NetModel) else load(model)
+    nm = _model(model, machine)
     if max_bytes is not None and isinstance(example_input, (tuple, list)) and example_input:
         if all(isinstance(d, int) for d in example_input):
             problem = input_memory_problem(tuple(example_input), precision or "fp32", max_bytes)
@@ -442,7 +451,7 @@ def _capture_chunk(
 def predict_modules(
     modules: Sequence[Any],
     example_inputs: Any,
-    model: NetModel | str | Path,
+    model: NetModel | str | Path | None = None,
     *,
     precision: str | None = None,
     fold_bn: bool = False,
@@ -460,7 +469,8 @@ def predict_modules(
             allocated, and in the worker, so only the callable is sent there).
         example_inputs: one input for all networks (a tensor or a shape such as
             ``(1, 3, 224, 224)``), or a list with one per network.
-        model: the device's network model (a :class:`NetModel` or its directory).
+        model: the device's network model (a :class:`NetModel`, its directory or a shipped name);
+            ``None``: as in :func:`predict_module`.
         precision: ``fp32``, ``fp16``, ``bf16``; ``None``: each input's dtype.
         fold_bn: fold each BN that directly follows a convolution into it (:func:`carb.graph.capture`).
         workers: capture processes (joblib's loky workers: no ``if __name__ ==
@@ -480,7 +490,7 @@ def predict_modules(
         ModelError: the model cannot be loaded (one line).
 
     """
-    nm = model if isinstance(model, NetModel) else load(model)
+    nm = _model(model, machine)
     n = len(modules)
     if isinstance(example_inputs, list) and not all(isinstance(d, int) for d in example_inputs):
         if len(example_inputs) != n:

@@ -106,3 +106,17 @@ def test_with_no_model_named_the_shipped_model_of_this_machine_kind_prices_it():
     # a kind no shipped model was measured on gets the default, whose measured machine-kind step widens it
     assert default_model(OTHER) == DEFAULT_MODEL
     assert steps_of(load(DEFAULT_MODEL))["machine_kind"]["latency_ms"]["q90_abs_log"] > 0
+
+
+def test_predict_module_with_no_model_uses_the_one_its_machine_kind_picks():
+    import carb
+    from carb.netmodel import DEFAULT_MODEL, default_model
+
+    net = small_net()
+    for machine in (OTHER, here()):
+        named = predict_module(net, (1, 3, 64, 64), default_model(machine), machine=machine)
+        picked = carb.predict_module(net, (1, 3, 64, 64), machine=machine)
+        assert (picked.latency_ms, picked.memory_mb) == (named.latency_ms, named.memory_mb)
+    # on a kind no shipped model was measured on, the default model prices it, its answer widened
+    other = carb.predict_modules([net], (1, 3, 64, 64), machine=OTHER)[0]
+    assert other.latency_ms == predict_module(net, (1, 3, 64, 64), DEFAULT_MODEL, machine=OTHER).latency_ms
