@@ -344,15 +344,19 @@ def runtime_line(nm: Any, network: str | Path) -> str | None:
 
 
 def folded_bn_line(pred: Any) -> str | None:
-    """A line where an ONNX file holds no BatchNorm but convolutions with biases (its exporter folded), or None."""
+    """A line where an ONNX file holds no BatchNorm but convolutions with biases, or None.
+
+    An exporter that folded BNs leaves exactly that, and so does a network whose convolutions have biases of
+    their own and no BN: the file cannot tell the two apart, so the line says what follows in the first case.
+    """
     cap = pred.capture
     if cap.get("capture") != "onnx" or cap.get("bn_nodes") or not cap.get("convs_with_bias"):
         return None
     return (
-        f"BatchNorm folded into convs by the exporter: the file has no BatchNormalization node and "
-        f"{cap['convs_with_bias']} of its {cap['convs']} convolutions carry a bias (torch.onnx.export folds each BN "
-        "into the convolution before it in eval mode); priced as folded, where the module run eagerly runs its BNs "
-        "as kernels of their own (carb predict --module prices those)"
+        f"the file has no BatchNormalization node, and {cap['convs_with_bias']} of its {cap['convs']} convolutions "
+        "carry a bias: where the module had a BatchNorm after them, the exporter folded it (torch.onnx.export does "
+        "in eval mode) and this prices the folded graph, where the module run eagerly runs its BNs as kernels of "
+        "their own (carb predict --module prices those)"
     )
 
 
