@@ -34,8 +34,6 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import _common  # noqa: E402
 
-#: glibc malloc.h: mallopt's trim and mmap thresholds, and the bytes below which freed memory stays (``retain``)
-M_TRIM_THRESHOLD, M_MMAP_THRESHOLD, RETAIN_BYTES = -1, -3, 1 << 30
 #: Op classes every carb.zoo classifier runs (a convolution through oneDNN, BN, ReLU, a residual add,
 #: a max-pool, global average pooling and the linear head).
 REFERENCE = ("conv", "bn", "relu", "add", "pool", "gap", "linear")
@@ -85,12 +83,12 @@ def pick_layers(parquet: Path) -> dict[str, dict]:
 
 def one(target: str, picked: dict[str, dict]) -> dict:
     """The increment (MB) of ``target``'s first runs in this fresh process (see the module docstring)."""
-    import ctypes
     import gc
 
-    libc = ctypes.CDLL("libc.so.6")
-    for k in (M_TRIM_THRESHOLD, M_MMAP_THRESHOLD):
-        libc.mallopt(k, RETAIN_BYTES)
+    from carb.measure.cpu import _retain_freed_memory  # the workers' allocator ``retain``
+
+    if not _retain_freed_memory():
+        raise RuntimeError("allocator 'retain': glibc mallopt is not available")
     import torch
 
     from carb.families import layers as L
