@@ -11,6 +11,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import time
 import weakref
 from pathlib import Path
 
@@ -258,6 +259,7 @@ class DriftingBackend(Backend):
         self.fail_sentinel = fail_sentinel
         self.interrupt_after = interrupt_after
         self.sentinel_spread = sentinel_spread
+        self.call_s = 0.004
 
     def provenance(self):
         return {"threads": 1, "synthetic": True}
@@ -267,6 +269,9 @@ class DriftingBackend(Backend):
             raise KeyboardInterrupt
         kind = "sentinel" if config == SENT else "visit"
         self.log.append((kind, config))
+        # the runner places visits and readings on the wall clock (to the ms): calls spaced evenly
+        # by more than that keep the synthetic drift per call a drift in time, also on a busy machine
+        time.sleep(self.call_s)
         s = self.slowness
         self.slowness *= 1 + self.step
         if kind == "sentinel" and self.fail_sentinel:
