@@ -45,6 +45,10 @@ SPLITS = {
         ("softmax", "softmax", "softmax over the last dimension"),
         ("softmax", "softmax_strided", "softmax over another dimension"),
     ],
+    "copy": [
+        ("copy", "copy", "copy whose rows are runs (a channel shuffle, a window partition)"),
+        ("copy", "copy_strided", "copy of a view strided over its last dimension"),
+    ],
 }
 #: The exporters' patterns capture_onnx reads as one op (carb.graph.onnx._fusions).
 ONNX_PATTERNS = {

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Sequence
 
+from carb.graph._layout import channels_first, channels_last, copy_text, reading  # noqa: F401 (read here)
 from carb.graph._signatures import ATEN_SIGNATURES as _ATEN_SIGNATURES
 from carb.graph._signatures import SIGNATURES as _SIGNATURES
 
@@ -69,47 +70,6 @@ def _tuple(v: Any, rank: int) -> tuple[int, ...]:
         t = tuple(int(e) for e in v)
         return t if len(t) == rank else (t * rank)[:rank] if len(t) == 1 else t
     return (int(v),) * rank
-
-
-def reading(shape: Sequence[int]) -> tuple[int, int, int, int, int]:
-    """The (N, C, D, H, W) reading of a tensor no op-specific layout applies to.
-
-    4-D as is; 3-D ``(N, L, C)`` tokens as ``C`` channels of ``L`` rows; 2-D ``(N, C)``; 1-D
-    ``(C,)``; more dimensions with those between the batch and the last two as channels (an
-    element-wise op costs its elements, whatever their layout; a 3-D op reads its depth apart,
-    :func:`channels_first`).
-    """
-    s = tuple(shape)
-    k = len(s)
-    if k == 4:
-        return s[0], s[1], 1, s[2], s[3]
-    if k == 3:
-        return s[0], s[2], 1, s[1], 1
-    if k == 2:
-        return s[0], s[1], 1, 1, 1
-    if k == 1:
-        return 1, s[0], 1, 1, 1
-    if k == 0:
-        return 1, 1, 1, 1, 1
-    return s[0], int(math.prod(s[1:-2])), 1, s[-2], s[-1]
-
-
-def channels_first(shape: Sequence[int], rank: int) -> tuple[int, int, int, int, int] | None:
-    """The (N, C, D, H, W) reading of a channels-first tensor of ``rank`` spatial dimensions.
-
-    An unbatched one (``(C, *spatial)``) has ``N = 1``; ``None`` where the shape has another rank.
-    """
-    s = tuple(shape)
-    if len(s) == rank + 1:
-        s = (1, *s)
-    if len(s) != rank + 2 or rank < 1 or rank > 3:
-        return None
-    n, c, sp = s[0], s[1], s[2:]
-    if rank == 1:
-        return n, c, 1, sp[0], 1
-    if rank == 2:
-        return n, c, 1, sp[0], sp[1]
-    return n, c, sp[0], sp[1], sp[2]
 
 
 def _along_h(t: tuple[int, ...]) -> int:
@@ -660,6 +620,9 @@ _PLAIN: frozenset[str] = frozenset(
 def read(op: str, name: str, node: Any, mod: Any, ins: list[Any], outs: list[Any]) -> dict[str, Any]:
     """The reading of one node (see the module docstring).
 
+    A node whose data input is laid out channels last says so in its geometry (``cl=1``): many
+    ops run other kernels on that layout (:data:`carb.netmodel.roofline.LAYOUT_FREE`).
+
     Args:
         op: the op type its module or function maps to.
         name: its function's or method's name (``interpolate``, ``upsample_nearest2d``); ignored for a module.
@@ -673,7 +636,15 @@ def read(op: str, name: str, node: Any, mod: Any, ins: list[Any], outs: list[Any
 
     """
     x = ins[0] if ins else outs[0]
-    y = outs[0]
+    out = _read(op, name, node, mod, ins, x, outs[0])
+    if op == "copy":
+        out["geometry"] = copy_text(x)
+    if channels_last(x):
+        out["geometry"] = f"{out['geometry']} cl=1".lstrip()
+    return out
+
+
+def _read(op: str, name: str, node: Any, mod: Any, ins: list[Any], x: Any, y: Any) -> dict[str, Any]:
     if op in _PLAIN:
         return _base(op, x, y)
     if op == "softmax":

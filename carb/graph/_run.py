@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from carb.graph import _geometry
+from carb.graph._layout import cpu_layout
 from carb.graph.nodes import (
     _MODULE_OPS,
     _NO_FLOPS,
@@ -168,13 +170,17 @@ class _GraphRun:
             out, self.mode.flops = fast
             return out, mod
         mod = _meta_module(mod, self.dtype, self.shims)
-        return self._counted(op0, mod, args, kwargs), mod
+        out = self._counted(op0, mod, args, kwargs)
+        return cpu_layout(op0, out, args[0] if args else None, getattr(mod, "weight", None)), mod
 
     def _call_function(self, node: Any, args: Any, kwargs: Any) -> Any:
         fast = _fast_call(_name(node.target), args, kwargs) if _CLOSED_FORMS and _torch_own(node.target) else None
         if fast is not None:
             return fast
-        return self._counted(_call_op(node.target), node.target, args, kwargs)
+        op = _call_op(node.target)
+        out = self._counted(op, node.target, args, kwargs)
+        x = args[0] if args else kwargs.get("input")
+        return cpu_layout(op, out, x, args[1] if len(args) > 1 else kwargs.get("weight"))
 
     def _call_method(self, node: Any, args: Any, kwargs: Any) -> Any:
         import torch
@@ -195,6 +201,13 @@ class _GraphRun:
         row["alloc_bytes"] = int(alloc)
         row["inplace"] = any(t is x for t in outs for x in ins)
         row["alias"] = alloc == 0
+        if row["op"] == "view" and alloc > 0 and not row["inplace"]:
+            # a view by name that allocates: a reshape of a strided tensor copies it (the kernel of
+            # .contiguous()); an index by a tensor gathers, an op of its own
+            row["op"] = "unknown" if row["kind"] == "getitem" else "copy"
+            if row["op"] == "copy" and ins:
+                cl = " cl=1" if _geometry.channels_last(ins[0]) else ""
+                row["geometry"] = f"{_geometry.copy_text(ins[0])}{cl}".strip()
         if _is_free(row, node, mod, kwargs, ins, outs):
             row["op"] = "view"
         # an out-of-place node whose output merely aliases a fresh tensor still counts

@@ -188,7 +188,7 @@ def _meta(t: Any, dtype: Any) -> Any:
     dt = dtype if dtype is not None and t.is_floating_point() else t.dtype
     if t.is_meta and t.dtype == dt:
         return t
-    return torch.empty(t.shape, dtype=dt, device="meta")
+    return torch.empty_strided(t.shape, t.stride(), dtype=dt, device="meta")  # a channels-last weight stays one
 
 
 def _meta_module(mod: Any, dtype: Any, shims: dict[int, Any]) -> Any:
@@ -321,6 +321,9 @@ def _fast_module(mod: Any, op: str | None, args: Any, kwargs: Any, dtype: Any = 
 
     if kwargs or len(args) != 1 or not _plain(args[0]):
         return None
+    weight = getattr(mod, "weight", None)
+    if isinstance(weight, torch.Tensor) and not weight.is_contiguous():
+        return None  # a channels-last weight makes a channels-last output: run it
     x = args[0]
     if op in _SHAPE_KEEPING:
         # BN and activations keep the shape and have no FLOP formula (BN on meta tensors

@@ -476,8 +476,7 @@ class _Graph:
             if t in ("MaxPool", "AveragePool"):
                 return self._pool(op, first, a, x, y)
             if t == "GlobalAveragePool":
-                rank = x.dim() - 2
-                return _geometry.adaptive({1: "gap1d", 2: "gap", 3: "gap3d"}.get(rank, "unknown"), x, y)
+                return _geometry.adaptive({3: "gap1d", 4: "gap", 5: "gap3d"}.get(x.dim(), "unknown"), x, y)
             if t == "ReduceMean" and op == "gap":
                 if x.dim() == 5 and (y.dim() == 2 or (y.dim() == 5 and y.shape[2:] == (1, 1, 1))):
                     return _geometry.channels_first_reading("gap3d", x, y)
@@ -514,7 +513,8 @@ class _Graph:
                 return _geometry.sdpa(q, k, v, y, False, group.mask)
         except (KeyError, IndexError, TypeError, ValueError):
             return _unknown(x, y)
-        return _geometry.read(op, "", None, None, [x], [y])
+        out = _geometry.read(op, "", None, None, [x], [y])
+        return {**out, "geometry": _geometry.copy_text(x, a.get("perm", []))} if t == "Transpose" else out
 
     def _softmax(self, a: dict[str, Any], x: "_T", y: "_T") -> dict[str, Any]:
         """A Softmax: over ``axis`` (-1 by default) from opset 13.

@@ -175,8 +175,13 @@ def _meta_inputs(module: Any, example_input: Any, precision: str | None) -> tupl
     inputs = tuple(example_input) if isinstance(example_input, (tuple, list)) else (example_input,)
     if not inputs or not all(isinstance(t, torch.Tensor) for t in inputs):
         raise CaptureError("example input: expected a tensor, a tuple of tensors or a shape")
-    inputs = tuple(
-        torch.empty(t.shape, device="meta", dtype=(dtype if dtype is not None and t.is_floating_point() else t.dtype))
+    inputs = tuple(  # strides kept: a channels-last input runs other kernels
+        torch.empty_strided(
+            t.shape,
+            t.stride(),
+            device="meta",
+            dtype=(dtype if dtype is not None and t.is_floating_point() else t.dtype),
+        )
         for t in inputs
     )
     if precision is None:

@@ -17,7 +17,7 @@ from typing import Any, Collection
 import numpy as np
 import pandas as pd
 
-from carb.netmodel.roofline import FEATURES_VERSION, _apply_roofline, _roofline, _work, op_class
+from carb.netmodel.roofline import CHANNELS_LAST, FEATURES_VERSION, _apply_roofline, _roofline, _work, op_class
 
 #: The classes of the measured fallback, each the op classes (:func:`op_class`) it holds: an op
 #: the model has no measurements of is priced by its class's roofline, fitted on the measured
@@ -42,6 +42,7 @@ FALLBACK_CLASSES: dict[str, tuple[str, ...]] = {
     "movement": (
         "cat",
         "copy",
+        "copy_strided",
         "upsample_nearest",
         "upsample_bilinear",
         "pad",
@@ -86,10 +87,11 @@ def fallback_class(layers: pd.DataFrame, cls: np.ndarray | None = None) -> np.nd
     """The fallback class of each layer row (:data:`FALLBACK_CLASSES`).
 
     An op capture could not read (``unknown``) is ``compute`` where it counts FLOPs (a
-    matrix product ran), else :data:`GENERIC`. ``cls``: the rows' :func:`op_class`, if already computed.
+    matrix product ran), else :data:`GENERIC`; an op on a channels-last input is its class's.
+    ``cls``: the rows' :func:`op_class`, if already computed.
     """
     c = op_class(layers) if cls is None else cls
-    out = np.array([_FALLBACK_OF.get(str(k), GENERIC) for k in c], dtype=object)
+    out = np.array([_FALLBACK_OF.get(str(k).removesuffix(CHANNELS_LAST), GENERIC) for k in c], dtype=object)
     out[(out == GENERIC) & (layers["flops"].to_numpy(np.float64) > 0)] = "compute"
     return out
 

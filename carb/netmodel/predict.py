@@ -22,6 +22,7 @@ from carb.graph import CaptureError, LayerTable, build_meta, capture
 from carb.measure.fingerprint import Fingerprint, here
 from carb.netmodel.domain import default_model, fingerprint_of, standing
 from carb.netmodel.network import NetModel, _network_rows, load
+from carb.netmodel.roofline import CHANNELS_LAST, op_class
 
 #: Above this share of a network's predicted latency in layers priced by the measured fallback
 #: (ops the model has no measurements of), it gets no latency budget decision
@@ -338,6 +339,16 @@ def predict_table(table: LayerTable, nm: NetModel, machine: Fingerprint | None =
     return predict_tables([table], nm, machine)[0]
 
 
+def _kinds(layers: pd.DataFrame) -> np.ndarray:
+    """Each row's kind as an answer names it: ``(channels last)`` after one on a channels-last input."""
+    if not len(layers):
+        return np.zeros(0, object)
+    kinds = layers["kind"].astype(str).to_numpy().astype(object)
+    cl = np.char.endswith(op_class(layers).astype(str), CHANNELS_LAST)
+    kinds[cl] = [f"{k} (channels last)" for k in kinds[cl]]
+    return kinds
+
+
 def predict_tables(tables: Sequence[LayerTable], nm: NetModel, machine: Fingerprint | None = None) -> list[Prediction]:
     """:func:`predict_table` over many captured networks at once; the same figures as predicting each alone.
 
@@ -356,7 +367,7 @@ def predict_tables(tables: Sequence[LayerTable], nm: NetModel, machine: Fingerpr
     described = model_fp.describe() if model_fp is not None else "a machine the model does not record"
     line = where.machine.line(_fix_command(nm))
     cols = {c: pred[c].to_numpy(np.float64) for c in pred.columns}
-    kind_all = L["kind"].to_numpy() if len(L) else np.zeros(0, object)
+    kind_all = _kinds(L)
     share_f, share_l = rows["flops_known_share"].to_numpy(), rows["layers_known_share"].to_numpy()
     share_b = rows["bytes_known_share"].to_numpy()
     unknown_share = np.divide(

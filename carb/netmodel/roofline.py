@@ -32,6 +32,14 @@ _MEMORY_BOUND = (
     "cat",
     "copy",
 )
+#: Classes whose kernel reads a channels-last tensor as it reads a channels-first one: the same
+#: element-wise pass over the same bytes (``experiments/layer-costs/channels_last.py``: within
+#: ±10% on both layouts). Every other class on a channels-last input runs other kernels
+#: (convolutions, pools, interpolation, normalizations: 0.04-2.5x) and is a class of its own,
+#: ``<class>_cl``, which no layer campaign has measured.
+LAYOUT_FREE = ("relu", "hardswish", "hardsigmoid", "sigmoid", "silu", "tanh", "mish", "add", "mul")
+#: The suffix of a class on a channels-last input (:data:`LAYOUT_FREE`).
+CHANNELS_LAST = "_cl"
 #: Version of the layer features :meth:`LayerModel.fit` uses; a saved model keeps its own.
 FEATURES_VERSION = 5
 
@@ -43,9 +51,11 @@ def op_class(layers: pd.DataFrame) -> np.ndarray:
     dilation above 1), ``relu`` (ReLU and ReLU6), ``pool`` (max and average; ``pool1d``,
     ``pool3d`` for the 1-D and 3-D ones), ``layernorm_strided`` (a layer norm of a
     non-contiguous view: its kernel copies it first), ``softmax_strided`` (a softmax over
-    another dimension than the last), ``conv`` too for a linear layer over several rows
+    another dimension than the last), ``copy_strided`` (a copy of a view strided over its
+    last dimension), ``conv`` too for a linear layer over several rows
     per image (a pointwise convolution's GEMM), the other ops by name; ``view`` costs
-    nothing of its own.
+    nothing of its own. On a channels-last input (``cl=1`` in the geometry) a class outside
+    :data:`LAYOUT_FREE` is ``<class>_cl``.
     """
     op = layers["op"].astype(str).to_numpy()
     out = op.astype(object).copy()
@@ -62,6 +72,10 @@ def op_class(layers: pd.DataFrame) -> np.ndarray:
         # a softmax over another dimension than the last strides over the ones after it: another kernel
         inner = (op == "softmax") & layers["geometry"].astype(str).str.contains("inner=", regex=False)
         out[inner.to_numpy()] = "softmax_strided"
+        # a copy striding over its last dimension gathers element by element: another loop
+        out[((op == "copy") & layers["geometry"].astype(str).str.contains("strided=1", regex=False)).to_numpy()] = (
+            "copy_strided"
+        )
     out[op == "relu6"] = "relu"
     out[(op == "maxpool") | (op == "avgpool")] = "pool"
     out[(op == "maxpool1d") | (op == "avgpool1d")] = "pool1d"
@@ -72,6 +86,11 @@ def op_class(layers: pd.DataFrame) -> np.ndarray:
     # over-prices such layers 2-3x)
     rows = layers["h"].to_numpy() * layers["w"].to_numpy()
     out[(op == "linear") & (rows > 1)] = "conv"
+    if "geometry" in layers:
+        cl = layers["geometry"].astype(str).str.contains(r"(?:^| )cl=1(?: |$)", regex=True).to_numpy()
+        # a layer norm of a strided view copies it first, whatever its layout
+        moved = cl & ~np.isin(out, (*LAYOUT_FREE, "view", "layernorm_strided"))
+        out[moved] = [f"{c}{CHANNELS_LAST}" for c in out[moved]]
     return out
 
 
@@ -88,6 +107,7 @@ def _work(layers: pd.DataFrame, cls: np.ndarray, version: int = FEATURES_VERSION
     f = layers["flops"].to_numpy(np.float64)
     if version < 2:
         return f
+    cls = np.array([str(c).removesuffix(CHANNELS_LAST) for c in cls], dtype=object)  # the same work on either layout
     pool = cls == "pool"
     if pool.any():
         f = f.copy()

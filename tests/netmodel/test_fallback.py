@@ -175,12 +175,19 @@ def test_dilated_convolutions_and_layer_norms_of_permuted_views_are_classes_of_t
             y = F.layer_norm(x.permute(0, 2, 3, 1), self.normalized_shape, self.weight, self.bias, self.eps)
             return y.permute(0, 3, 1, 2)
 
-    net = nn.Sequential(nn.Conv2d(3, 16, 3), LayerNorm2d(16), nn.Conv2d(16, 16, 3, dilation=2), nn.LayerNorm(26))
+    net = nn.Sequential(nn.Conv2d(3, 16, 3), nn.Conv2d(16, 16, 3, dilation=2), nn.LayerNorm(26), LayerNorm2d(16))
     layers = graph.capture(net, (1, 3, 32, 32)).layers
     costed = layers[layers["op"] != "view"]
-    assert list(netmodel.op_class(costed)) == ["conv", "layernorm_strided", "conv_dilated", "layernorm"]
-    assert list(netmodel.fallback_class(costed)) == ["compute", "normalization", "compute", "normalization"]
-    assert "contiguous=0" in costed["geometry"].iloc[1] and "contiguous" not in costed["geometry"].iloc[3]
+    assert list(netmodel.op_class(costed)) == ["conv", "conv_dilated", "layernorm", "layernorm_strided"]
+    assert list(netmodel.fallback_class(costed)) == ["compute", "compute", "normalization", "normalization"]
+    assert "contiguous=0" in costed["geometry"].iloc[3] and "contiguous" not in costed["geometry"].iloc[2]
+    # the permute back leaves LayerNorm2d's output channels last: a convolution after it runs that layout
+    after = graph.capture(nn.Sequential(nn.Conv2d(3, 16, 3), LayerNorm2d(16), nn.Conv2d(16, 8, 3)), (1, 3, 32, 32))
+    assert list(netmodel.op_class(after.layers[after.layers["op"] != "view"])) == [
+        "conv",
+        "layernorm_strided",
+        "conv_cl",
+    ]
 
 
 def test_an_op_measured_by_an_op_campaign_is_priced_by_its_own_roofline_and_error() -> None:
