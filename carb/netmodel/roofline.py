@@ -33,11 +33,12 @@ _MEMORY_BOUND = (
     "copy",
 )
 #: Classes whose kernel reads a channels-last tensor as it reads a channels-first one: the same
-#: element-wise pass over the same bytes (``experiments/layer-costs/channels_last.py``: within
-#: ±10% on both layouts). Every other class on a channels-last input runs other kernels
-#: (convolutions, pools, interpolation, normalizations: 0.04-2.5x) and is a class of its own,
-#: ``<class>_cl``, which no layer campaign has measured.
-LAYOUT_FREE = ("relu", "hardswish", "hardsigmoid", "sigmoid", "silu", "tanh", "mish", "add", "mul")
+#: element-wise pass over the same bytes, within ±10% on both layouts in every round and at
+#: every input (``experiments/layer-costs/results/channels_last.json``). Every other class on a
+#: channels-last input runs other kernels or another cost per call (convolutions, pools,
+#: interpolation, normalizations: 0.04-3x; even add and mul: 0.84-1.21x on small maps) and is a
+#: class of its own, ``<class>_cl``, which no layer campaign has measured.
+LAYOUT_FREE = ("relu", "hardswish", "silu", "tanh", "mish")
 #: The suffix of a class on a channels-last input (:data:`LAYOUT_FREE`).
 CHANNELS_LAST = "_cl"
 #: Version of the layer features :meth:`LayerModel.fit` uses; a saved model keeps its own.

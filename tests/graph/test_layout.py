@@ -124,7 +124,7 @@ def test_ops_on_a_channels_last_input_are_classes_of_their_own_but_element_wise_
     assert {"conv_cl", "conv_dw_cl", "conv_dilated_cl", "bn_cl", "pool_cl", "groupnorm_cl", "pixelshuffle_cl"} <= set(
         cls
     )
-    assert {"relu", "add", "mul", "sigmoid", "hardswish"} <= set(cls)
+    assert {"relu", "hardswish", "add_cl", "mul_cl"} <= set(cls)
     first = graph.capture(module, torch.randn(1, 3, 32, 32)).layers
     assert not any(c.endswith("_cl") for c in op_class(first))
 
@@ -185,3 +185,14 @@ def test_an_onnx_transpose_moving_the_last_axis_is_a_strided_copy(tmp_path, perm
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
     layers = graph.capture_onnx(str(path), None).layers
     assert list(op_class(layers)) == [cls]
+
+
+def test_the_layout_free_classes_are_those_measured_alike_on_both_layouts() -> None:
+    import json
+    from pathlib import Path
+
+    doc = json.loads((Path(__file__).parents[2] / "experiments/layer-costs/results/channels_last.json").read_text())
+    assert set(LAYOUT_FREE) <= set(doc["layout_free"])
+    for row in doc["rows"]:
+        if row["op"] in LAYOUT_FREE:
+            assert all(abs(r - 1) <= doc["tol"] for r in row["ratio"]), row
