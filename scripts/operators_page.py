@@ -33,6 +33,7 @@ SPLITS = {
     "conv": [
         ("conv", "conv", "conv (dense, pointwise)"),
         ("conv", "conv_dw", "conv, depthwise"),
+        ("conv", "conv_dw_multiplier", "conv, depthwise with a channel multiplier"),
         ("conv", "conv_grouped", "conv, grouped"),
         ("conv", "conv_dilated", "conv, dilated"),
     ],

@@ -55,6 +55,7 @@ FALLBACK_CLASSES: dict[str, tuple[str, ...]] = {
     "compute": (
         "conv",
         "conv_dw",
+        "conv_dw_multiplier",
         "conv_grouped",
         "conv_dilated",
         "conv1d",

@@ -340,12 +340,20 @@ def predict_table(table: LayerTable, nm: NetModel, machine: Fingerprint | None =
 
 
 def _kinds(layers: pd.DataFrame) -> np.ndarray:
-    """Each row's kind as an answer names it: ``(channels last)`` after one on a channels-last input."""
+    """Each row's kind as an answer names it, with what sets its class apart from the kind's measured one.
+
+    ``(channels last)`` after one on a channels-last input, ``(depthwise, channel multiplier)``
+    after such a convolution.
+    """
     if not len(layers):
         return np.zeros(0, object)
     kinds = layers["kind"].astype(str).to_numpy().astype(object)
-    cl = np.char.endswith(op_class(layers).astype(str), CHANNELS_LAST)
-    kinds[cl] = [f"{k} (channels last)" for k in kinds[cl]]
+    cls = op_class(layers).astype(str)
+    for mask, what in (
+        (np.char.endswith(cls, CHANNELS_LAST), "channels last"),
+        (np.char.startswith(cls, "conv_dw_multiplier"), "depthwise, channel multiplier"),
+    ):
+        kinds[mask] = [f"{k} ({what})" for k in kinds[mask]]
     return kinds
 
 

@@ -48,7 +48,8 @@ FEATURES_VERSION = 5
 def op_class(layers: pd.DataFrame) -> np.ndarray:
     """Cost class of each layer row, from its ``op`` and shapes.
 
-    ``conv``, ``conv_grouped``, ``conv_dw`` (groups == input channels), ``conv_dilated`` (any
+    ``conv``, ``conv_grouped``, ``conv_dw`` (groups == input channels == output channels),
+    ``conv_dw_multiplier`` (groups == input channels, more output channels), ``conv_dilated`` (any
     dilation above 1), ``relu`` (ReLU and ReLU6), ``pool`` (max and average; ``pool1d``,
     ``pool3d`` for the 1-D and 3-D ones), ``layernorm_strided`` (a layer norm of a
     non-contiguous view: its kernel copies it first), ``softmax_strided`` (a softmax over
@@ -65,6 +66,10 @@ def op_class(layers: pd.DataFrame) -> np.ndarray:
     conv = op == "conv"
     out[conv & (g > 1) & (g == cin)] = "conv_dw"
     out[conv & (g > 1) & (g != cin)] = "conv_grouped"
+    # a depthwise convolution with a channel multiplier (GhostNet's cheap operation) runs no
+    # depthwise kernel: 1.3-10x the time the depthwise layers price it at
+    cout = layers["cout"].to_numpy() if "cout" in layers else cin
+    out[conv & (g > 1) & (g == cin) & (cout != cin)] = "conv_dw_multiplier"
     if "dilation" in layers:  # a dilated convolution runs other kernels: a class of its own
         out[conv & (layers["dilation"].to_numpy() > 1)] = "conv_dilated"
     if "geometry" in layers:  # a layer norm of a permuted view copies it first (torchvision's LayerNorm2d)

@@ -154,7 +154,7 @@ def test_the_fallback_is_saved_and_shipped_models_take_their_datasets(model, tmp
     fb = shipped.layer.fallback
     classes = {k: v for k, v in fb.items() if not k.startswith("op:")}
     assert set(classes) == {*netmodel.FALLBACK_CLASSES, "generic"}
-    assert fb["compute"]["ops"] == ["conv", "conv_dw", "conv_grouped", "linear", "matmul"]
+    assert fb["compute"]["ops"] == ["conv", "conv_dw", "conv_dw_multiplier", "conv_grouped", "linear", "matmul"]
     # measured on the shipped layers (leave-one-op-out 90% error): every class well above the model's own
     assert all(v["q"] > shipped.q["latency_ms"] for v in classes.values())
     # the op campaign's ops (layers-ops-cpu-avx2-1t) have rooflines of their own, each with its measured error
@@ -210,3 +210,17 @@ def test_an_op_measured_by_an_op_campaign_is_priced_by_its_own_roofline_and_erro
     fb = shipped.layer.fallback
     assert q[1] == pytest.approx(fb[OWN + "upsample_nearest"]["q"]) and q[2] == pytest.approx(fb[OWN + "mish"]["q"])
     assert list(fallback_unit(costed, cls))[1:] == ["upsample_nearest", "mish"]
+
+
+def test_a_depthwise_convolution_with_a_channel_multiplier_is_not_priced_as_a_depthwise_one() -> None:
+    """It runs no depthwise kernel (1.3-10x the time conv_dw priced it at): a class no model measured."""
+    import carb
+
+    ghost = nn.Sequential(nn.Conv2d(16, 16, 1), nn.Conv2d(16, 32, 3, padding=1, groups=16))
+    layers = graph.capture(ghost, (1, 16, 28, 28)).layers
+    assert list(netmodel.op_class(layers)) == ["conv", "conv_dw_multiplier"]
+    assert list(netmodel.fallback_class(layers)) == ["compute", "compute"]
+    plain = graph.capture(nn.Conv2d(16, 16, 3, padding=1, groups=16), (1, 16, 28, 28)).layers
+    assert list(netmodel.op_class(plain)) == ["conv_dw"]
+    p = carb.predict_module(ghost, (1, 16, 28, 28))
+    assert p.unknown_ops == ["Conv2d (depthwise, channel multiplier)"]
