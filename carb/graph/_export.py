@@ -132,7 +132,8 @@ def _export(module: Any, inputs: tuple[Any, ...]) -> Any:
     try:
         for lg in loggers:
             lg.setLevel(logging.CRITICAL)
-        with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
+        # a tensor the forward makes itself (an anchor grid, a projection) is meta too
+        with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()), torch.device("meta"):
             warnings.simplefilter("ignore")
             return torch.export.export(module, inputs, strict=False)
     except Exception as e:  # noqa: BLE001 - whatever export raises, the user gets one line

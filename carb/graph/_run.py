@@ -106,11 +106,14 @@ class _GraphRun:
             CaptureError: a node fails on the example input (one line naming it).
 
         """
+        import torch
+
         try:
-            for node in graph.nodes:
-                if node.op == "output":
-                    break
-                self._step(node)
+            with torch.device("meta"):  # a tensor the forward makes itself (an anchor grid) is meta too
+                for node in graph.nodes:
+                    if node.op == "output":
+                        break
+                    self._step(node)
         except CaptureError:
             raise
         except Exception as e:  # noqa: BLE001

@@ -94,8 +94,8 @@ def op_class(layers: pd.DataFrame) -> np.ndarray:
     out[(op == "linear") & (rows > 1)] = "conv"
     if "geometry" in layers:
         cl = layers["geometry"].astype(str).str.contains(r"(?:^| )cl=1(?: |$)", regex=True).to_numpy()
-        # a layer norm of a strided view copies it first, whatever its layout
-        moved = cl & ~np.isin(out, (*LAYOUT_FREE, "view", "layernorm_strided"))
+        # a layer norm of a strided view copies it first, whatever its layout; a copy's strides say its cost
+        moved = cl & ~np.isin(out, (*LAYOUT_FREE, "view", "layernorm_strided", "copy", "copy_strided"))
         out[moved] = [f"{c}{CHANNELS_LAST}" for c in out[moved]]
     return out
 
