@@ -56,6 +56,7 @@ ONNX_PATTERNS = {
     "silu": "Mul(x, Sigmoid(x))",
     "hardswish": "Mul(x, HardSigmoid(x))",
     "mish": "Mul(x, Tanh(Softplus(x)))",
+    "gelu": "Mul(Mul(x, Add(Erf(Div(x, c)), 1)), 0.5) (before opset 20)",
     "linear": "MatMul(x, W) + b",
     "groupnorm": "Reshape, InstanceNormalization, Reshape, Mul, Add",
     "sdpa": "MatMul, Softmax, MatMul",

@@ -36,6 +36,7 @@ import pandas as pd
 
 from carb.graph import _geometry
 from carb.graph._onnx_fold import MAX_ELEMENTS, infer
+from carb.graph._onnx_gates import _attrs, _Fused, _gate, _single
 from carb.graph._onnx_ops import ONNX_OPS
 from carb.graph.table import COLUMNS, DTYPES, CaptureError, LayerTable, parse_shape
 
@@ -651,12 +652,6 @@ def _str(v: Any) -> str:
     return v.decode() if isinstance(v, bytes) else str(v)
 
 
-def _attrs(node: Any) -> dict[str, Any]:
-    from onnx import helper
-
-    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
-
-
 def _kind(node: Any) -> str:
     return node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}.{node.op_type}"
 
@@ -699,30 +694,12 @@ def _flops(node: Any, shape: dict[str, Any]) -> int:
     return 0
 
 
-class _Fused:
-    """Nodes an exporter writes for one PyTorch module or call, priced as one row of ``op``.
-
-    ``first_inputs``: the activations the row reads first (an attention's query, key and value),
-    ``not_weights``: constants of the pattern that are the exporter's, not the module's (the
-    ones and zeros of a GroupNorm's instance norm); a GroupNorm's ``groups`` and ``affine``, an
-    attention's ``mask`` and whether its key is transposed inside the pattern.
-    """
-
-    def __init__(self, nodes: list[Any], op: str, kind: str, **kw: Any) -> None:
-        self.nodes, self.op, self.kind = nodes, op, kind
-        self.first_inputs: list[str] = kw.get("first_inputs", [])
-        self.not_weights: list[str] = kw.get("not_weights", [])
-        self.groups: int = kw.get("groups", 1)
-        self.affine: bool = kw.get("affine", False)
-        self.mask: bool = kw.get("mask", False)
-        self.k_transposed: bool = kw.get("k_transposed", True)
-
-
 def _fusions(g: "_Graph") -> dict[int, Any]:
     """Node groups an exporter writes for one PyTorch module, to price as that module.
 
     ``Mul(x, Sigmoid(x))`` -> ``silu`` (``nn.SiLU``), ``Mul(x, HardSigmoid(x))`` ->
-    ``hardswish``, ``Mul(x, Tanh(Softplus(x)))`` -> ``mish``, ``MatMul(x, W) + b`` -> ``linear``
+    ``hardswish``, ``Mul(x, Tanh(Softplus(x)))`` -> ``mish``, the exact GELU of opsets before 20
+    -> ``gelu`` (:func:`carb.graph._onnx_gates._gate`), ``MatMul(x, W) + b`` -> ``linear``
     (``nn.Linear`` on more than 2-D input), ``Reshape -> InstanceNormalization -> Reshape (->
     Mul -> Add)`` -> ``groupnorm`` (``nn.GroupNorm``), and attention: ``MatMul(q, k) (-> Mul,
     Div, Add, Where) -> Softmax -> MatMul(., v)``, with the scaling and transposing of q and k
@@ -775,30 +752,6 @@ def _fusions(g: "_Graph") -> dict[int, Any]:
             out[id(n)] = "skip"
         out[id(grp.nodes[-1])] = grp
     return out
-
-
-def _single(g: "_Graph", name: str) -> Any:
-    """The producer of ``name`` where ``name`` feeds one node only, else ``None``."""
-    p = g.producer.get(name)
-    return p if p is not None and g.uses[name] == 1 else None
-
-
-def _gate(g: "_Graph", node: Any) -> "_Fused | None":
-    """``Mul(x, gate(x))``: SiLU, Hardswish or Mish."""
-    a, b = node.input
-    for x, s in ((a, b), (b, a)):
-        p = _single(g, s)
-        if p is None:
-            continue
-        if p.op_type == "Sigmoid" and list(p.input) == [x]:
-            return _Fused([p, node], "silu", "Silu")
-        if p.op_type == "HardSigmoid" and list(p.input) == [x] and _is_hardswish_gate(p):
-            return _Fused([p, node], "hardswish", "HardSwish")
-        if p.op_type == "Tanh":
-            q = _single(g, p.input[0])
-            if q is not None and q.op_type == "Softplus" and list(q.input) == [x]:
-                return _Fused([q, p, node], "mish", "Mish")
-    return None
 
 
 def _group_norm(g: "_Graph", node: Any) -> "_Fused | None":
@@ -894,8 +847,3 @@ def _swaps_last_two(node: Any) -> bool:
     perm = list(_attrs(node).get("perm") or [])
     n = len(perm)
     return n >= 2 and perm == [*range(n - 2), n - 1, n - 2]
-
-
-def _is_hardswish_gate(node: Any) -> bool:
-    a = _attrs(node)
-    return abs(float(a.get("alpha", 0.2)) - 1 / 6) < 1e-6 and abs(float(a.get("beta", 0.5)) - 0.5) < 1e-6

@@ -213,3 +213,34 @@ def test_torch_default_exporter_with_carb_onnx_extra_reads_as_the_module(tmp_pat
     assert [o for o in t.layers["op"] if o not in FREE] == ["conv", "relu", "upsample_nearest"]
     # the exporter folded the BN into the convolution: no BN node, a bias on the convolution
     assert (t.meta["bn_nodes"], t.meta["convs"], t.meta["convs_with_bias"]) == (0, 1, 1)
+
+
+@pytest.mark.parametrize("swap", [False, True])
+def test_the_exporters_exact_gelu_reads_as_one_gelu(tmp_path, swap: bool) -> None:
+    """torch's export of nn.GELU() before opset 20: Mul(Mul(x, Add(Erf(Div(x, sqrt 2)), 1)), 0.5)."""
+    shape = [1, 8, 14, 14]
+    c = [helper.make_tensor(n, TensorProto.FLOAT, [], [v]) for n, v in (("r2", 1.4142135), ("one", 1.0), ("half", 0.5))]
+
+    def mul(a: str, b: str, out: str):
+        return helper.make_node("Mul", [b, a] if swap else [a, b], [out])
+
+    nodes = [
+        helper.make_node("Relu", ["x"], ["h"]),
+        helper.make_node("Div", ["h", "r2"], ["d"]),
+        helper.make_node("Erf", ["d"], ["e"]),
+        helper.make_node("Add", ["e", "one"], ["a"]),
+        mul("h", "a", "m"),
+        mul("m", "half", "y"),
+    ]
+    g = helper.make_graph(
+        nodes,
+        "gelu",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)],
+        initializer=c,
+    )
+    path = tmp_path / "gelu.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    layers = graph.capture_onnx(path).layers
+    assert list(layers["op"]) == ["relu", "gelu"] and list(layers["kind"]) == ["Relu", "Gelu"]
+    assert layers.iloc[1]["out_shape"] == tuple(shape)
