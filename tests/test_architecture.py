@@ -96,7 +96,7 @@ MAX_FUNCTION_LINES = 100
 #: reading from its writing.
 OVER_LIMIT: dict[str, int] = {
     "carb/families/layers.py": 1089,
-    "carb/graph/onnx.py": 901,
+    "carb/graph/onnx.py": 849,
     "carb/campaign/store.py": 741,
 }
 OVER_LIMIT_FUNCTIONS: dict[str, int] = {"carb/families/layers.py:_torch_classes": 124}
