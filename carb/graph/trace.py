@@ -169,6 +169,12 @@ def _meta_inputs(module: Any, example_input: Any, precision: str | None) -> tupl
             f"a TorchScript module ({type(module).__name__}) cannot be captured: pass the nn.Module it was "
             "scripted or traced from, or its ONNX export (carb predict --onnx)"
         )
+    quantized = _quantized(module)
+    if quantized is not None:  # int8 kernels: no network model measured them, and meta tensors do not run them
+        raise CaptureError(
+            f"a quantized module ({quantized}) cannot be priced: the network models measured float layers "
+            "(fp32, bf16, fp16); measure it on this machine instead (carb.measure_cost)"
+        )
     dtype = dtype_of(precision) if precision is not None else None
     if isinstance(example_input, (tuple, list)) and example_input and all(isinstance(d, int) for d in example_input):
         example_input = torch.empty(tuple(example_input), device="meta", dtype=dtype or torch.float32)
@@ -187,6 +193,15 @@ def _meta_inputs(module: Any, example_input: Any, precision: str | None) -> tupl
     if precision is None:
         precision = {v: k for k, v in DTYPES.items()}.get(str(inputs[0].dtype).removeprefix("torch."), "fp32")
     return inputs, dtype, precision
+
+
+def _quantized(module: Any) -> str | None:
+    """``module``'s first quantized submodule (torch.ao.quantization's), by class and package, or ``None``."""
+    for m in module.modules():
+        where = type(m).__module__
+        if where.startswith(("torch.ao.nn.quantized", "torch.nn.quantized", "torch.ao.nn.intrinsic.quantized")):
+            return f"{type(m).__name__} of {where.split('.modules')[0]}"
+    return None
 
 
 def _trace(module: Any) -> Any:

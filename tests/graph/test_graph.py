@@ -133,6 +133,11 @@ def test_bad_inputs_one_line_errors() -> None:
         graph.capture(lambda x: x, (1, 3, 4, 4))
     with pytest.raises(graph.CaptureError, match=r"^a TorchScript module \(RecursiveScriptModule\) cannot be"):
         graph.capture(torch.jit.script(Tiny().eval()), (1, 3, 32, 32))
+    # int8 kernels: refused in one line naming the module, not an internal error from the meta run
+    head = nn.Sequential(nn.Conv2d(3, 4, 3), nn.Flatten(), nn.Linear(4 * 30 * 30, 10)).eval()
+    dynamic = torch.ao.quantization.quantize_dynamic(head, {nn.Linear}, dtype=torch.qint8)
+    with pytest.raises(graph.CaptureError, match=r"^a quantized module \(Linear of torch.ao.nn.quantized.dynamic\)"):
+        graph.capture(dynamic, (1, 3, 32, 32))
     # 5 channels into a 3-channel conv: the input given and what the first layer expects, in one line
     with pytest.raises(graph.CaptureError, match=r"input 1x5x32x32 failed at node .*expects 3 input channels$"):
         graph.capture(Tiny(), (1, 5, 32, 32))
