@@ -33,6 +33,7 @@ import operator
 import warnings
 from typing import Any
 
+from carb.graph._layout import cpu_layout
 from carb.graph._run import _first_layer_expects, _GraphRun
 from carb.graph.nodes import _MODULE_OPS, _fast_module, _meta
 from carb.graph.table import CaptureError
@@ -338,7 +339,8 @@ class _ExportRun(_GraphRun):
         if fast is not None:
             out, self.mode.flops = fast
             return out, mod
-        return self._counted(op0, self._run_group, (self.groups[node], args), {}), mod
+        out = self._counted(op0, self._run_group, (self.groups[node], args), {})
+        return cpu_layout(op0, out, args[0] if args else None, getattr(mod, "weight", None)), mod
 
     def _run_group(self, grp: _Group, args: tuple[Any, ...]) -> Any:
         """The outputs of a group's ATen nodes run on meta tensors (a tuple where it has several)."""

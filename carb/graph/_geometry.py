@@ -639,7 +639,9 @@ def read(op: str, name: str, node: Any, mod: Any, ins: list[Any], outs: list[Any
     out = _read(op, name, node, mod, ins, x, outs[0])
     if op == "copy":
         out["geometry"] = copy_text(x)
-    if channels_last(x):
+    # a 2-D convolution runs its channels-last kernels for a channels-last weight too
+    weight = getattr(mod, "weight", None) if mod is not None else (ins[1] if len(ins) > 1 else None)
+    if channels_last(x) or (out["op"] in ("conv", "convtranspose") and channels_last(weight)):
         out["geometry"] = f"{out['geometry']} cl=1".lstrip()
     return out
 

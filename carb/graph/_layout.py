@@ -54,16 +54,32 @@ def channels_first(shape: Sequence[int], rank: int) -> tuple[int, int, int, int,
 
 
 def channels_last(x: Any) -> bool:
-    """Whether tensor ``x`` is laid out channels last (NHWC, NDHWC) and not channels first too.
+    """Whether tensor ``x`` is laid out channels last (NHWC, NDHWC), as torch's CPU kernels suggest it.
 
-    A tensor of one channel, or of one position, is both: it reads alike either way. Anything
-    without strides (an ONNX value) is not.
+    By its strides' order (ATen's ``suggest_memory_format``): the channels innermost, then the
+    width, the height (the depth), the batch, dimensions of size 1 aside; so a channel slice of a
+    channels-last map is one too (a convolution reads it as one). A tensor laid out both ways (one
+    channel, or one position) reads alike either way: not channels last. Anything without strides
+    (an ONNX value) is not.
     """
     torch = sys.modules.get("torch")  # not imported: x is no tensor
     if torch is None or not isinstance(x, torch.Tensor) or x.dim() not in (4, 5):
         return False
-    fmt = torch.channels_last if x.dim() == 4 else torch.channels_last_3d
-    return bool(x.is_contiguous(memory_format=fmt)) and not bool(x.is_contiguous())
+    last = (1, 4, 3, 2, 0) if x.dim() == 5 else (1, 3, 2, 0)
+    first = tuple(range(x.dim() - 1, -1, -1))
+    return _ordered(x, last) and not _ordered(x, first)
+
+
+def _ordered(x: Any, inner_first: Sequence[int]) -> bool:
+    """Whether ``x``'s strides grow along ``inner_first`` (dimensions of size 1 aside)."""
+    prev = 1
+    for d in inner_first:
+        if x.shape[d] == 1:
+            continue
+        if x.stride(d) < prev:
+            return False
+        prev = x.stride(d)
+    return True
 
 
 def copy_text(x: Any, perm: Sequence[int] | None = None) -> str:
@@ -112,8 +128,6 @@ def cpu_layout(op: str | None, out: Any, x: Any, weight: Any = None) -> Any:
         sources = (x,)
     else:
         return out
-    for t in sources:
-        if isinstance(t, torch.Tensor) and t.dim() == out.dim() and t.is_contiguous(memory_format=fmt):
-            if not t.is_contiguous():
-                return out.contiguous(memory_format=fmt)
+    if any(isinstance(t, torch.Tensor) and t.dim() == out.dim() and channels_last(t) for t in sources):
+        return out.contiguous(memory_format=fmt)
     return out

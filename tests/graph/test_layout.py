@@ -18,7 +18,11 @@ from carb.netmodel.roofline import LAYOUT_FREE, op_class
 
 
 def _real_layouts(module: nn.Module, x: torch.Tensor) -> dict[str, bool]:
-    """Per traced node: whether its first tensor input is channels last when the module runs on the CPU."""
+    """Per traced node: whether it runs on a channels-last layout when the module runs on the CPU.
+
+    A 2-D convolution: whether it wrote channels last (its kernels' choice, from its input or its
+    weight); any other node: whether its first tensor input is channels last.
+    """
     gm = fx.symbolic_trace(module)
     seen: dict[str, bool] = {}
 
@@ -26,9 +30,15 @@ def _real_layouts(module: nn.Module, x: torch.Tensor) -> dict[str, bool]:
         def run_node(self, n: fx.Node) -> Any:
             args, kwargs = self.fetch_args_kwargs_from_env(n)
             ts = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
-            if n.op in ("call_module", "call_function", "call_method") and ts:
-                seen[n.name] = graph._geometry.channels_last(ts[0])
-            return super().run_node(n)
+            out = super().run_node(n)
+            conv2d = (
+                n.op == "call_module" and isinstance(gm.get_submodule(n.target), (nn.Conv2d, nn.ConvTranspose2d))
+            ) or (n.op == "call_function" and n.target in (F.conv2d, F.conv_transpose2d))
+            if conv2d:
+                seen[n.name] = graph._layout.channels_last(out)
+            elif n.op in ("call_module", "call_function", "call_method") and ts:
+                seen[n.name] = graph._layout.channels_last(ts[0])
+            return out
 
     with torch.no_grad():
         Recorder(gm).run(x)
@@ -52,6 +62,7 @@ class Mixed(nn.Module):
         self.weight = nn.Parameter(torch.randn(16, 32, 3, 3) * 0.1)
         self.rep = nn.ReplicationPad2d(1)
         self.tail = nn.Conv2d(8, 4, 3)
+        self.sliced = nn.Conv2d(16, 8, 1)
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         y = F.relu(self.bn(self.stem(x)))
@@ -62,6 +73,7 @@ class Mixed(nn.Module):
         z = self.up(self.pool(y))
         w = F.conv2d(y, self.weight, padding=1)
         v = self.tail(F.relu(self.rep(F.pad(F.pixel_shuffle(y, 2), (1, 1, 1, 1), mode="reflect"))))
+        v = v + self.sliced(y[:, :16]).mean()  # a channel slice of a channels-last map: read as one
         return torch.cat([z, F.interpolate(F.avg_pool2d(w, 2), scale_factor=2.0)], 1), v
 
 
@@ -196,3 +208,18 @@ def test_the_layout_free_classes_are_those_measured_alike_on_both_layouts() -> N
     for row in doc["rows"]:
         if row["op"] in LAYOUT_FREE:
             assert all(abs(r - 1) <= doc["tol"] for r in row["ratio"]), row
+
+
+def test_torch_exports_capture_reads_channels_last_as_torch_fxs_does() -> None:
+    """A block torch.fx cannot trace (a list of a split, extended) goes through torch.export: its layouts too."""
+    from tests.graph.test_factories import Split
+
+    module = Split().eval()
+    x = _cl(torch.randn(1, 3, 32, 32))
+    t = graph.capture(module, x)
+    assert t.meta["capture"] == "torch.export"
+    convs = t.layers[t.layers["kind"] == "Conv2d"]
+    with torch.no_grad():  # each convolution writes channels last on the CPU, the slices' ones too
+        y = module.cv1(x)
+        assert graph._layout.channels_last(module.m[0](y.split(16, 1)[-1]))
+    assert convs["geometry"].str.contains("cl=1").all() and len(convs) == 4
