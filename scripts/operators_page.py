@@ -46,6 +46,9 @@ SPLITS = {
         ("softmax", "softmax", "softmax over the last dimension"),
         ("softmax", "softmax_strided", "softmax over another dimension"),
     ],
+    "maxpool": [("maxpool", "pool", "maxpool"), ("maxpool", "pool_dilated", "maxpool, dilated")],
+    "maxpool1d": [("maxpool1d", "pool1d", "maxpool1d"), ("maxpool1d", "pool1d_dilated", "maxpool1d, dilated")],
+    "maxpool3d": [("maxpool3d", "pool3d", "maxpool3d"), ("maxpool3d", "pool3d_dilated", "maxpool3d, dilated")],
     "copy": [
         ("copy", "copy", "copy whose rows are runs (a channel shuffle, a window partition)"),
         ("copy", "copy_strided", "copy of a view strided over its last dimension"),

@@ -51,7 +51,7 @@ FALLBACK_CLASSES: dict[str, tuple[str, ...]] = {
         "pixelshuffle",
         "pixelunshuffle",
     ),
-    "pooling": ("pool", "pool1d", "pool3d"),
+    "pooling": ("pool", "pool1d", "pool3d", "pool_dilated", "pool1d_dilated", "pool3d_dilated"),
     "compute": (
         "conv",
         "conv_dw",

@@ -51,7 +51,7 @@ def op_class(layers: pd.DataFrame) -> np.ndarray:
     ``conv``, ``conv_grouped``, ``conv_dw`` (groups == input channels == output channels),
     ``conv_dw_multiplier`` (groups == input channels, more output channels), ``conv_dilated`` (any
     dilation above 1), ``relu`` (ReLU and ReLU6), ``pool`` (max and average; ``pool1d``,
-    ``pool3d`` for the 1-D and 3-D ones), ``layernorm_strided`` (a layer norm of a
+    ``pool3d`` for the 1-D and 3-D ones; ``<pool>_dilated`` for a dilated one), ``layernorm_strided`` (a layer norm of a
     non-contiguous view: its kernel copies it first), ``softmax_strided`` (a softmax over
     another dimension than the last), ``copy_strided`` (a copy of a view strided over its
     last dimension), ``conv`` too for a linear layer over several rows
@@ -86,6 +86,9 @@ def op_class(layers: pd.DataFrame) -> np.ndarray:
     out[(op == "maxpool") | (op == "avgpool")] = "pool"
     out[(op == "maxpool1d") | (op == "avgpool1d")] = "pool1d"
     out[(op == "maxpool3d") | (op == "avgpool3d")] = "pool3d"
+    if "dilation" in layers:  # no layer campaign measured a dilated pooling: a class of its own
+        dilated = np.isin(out, ("pool", "pool1d", "pool3d")) & (layers["dilation"].to_numpy() > 1)
+        out[dilated] = [f"{c}_dilated" for c in out[dilated]]
     # a linear layer over many rows per image (tokens, or ConvNeXt's channels-last MLP) is
     # the GEMM of a pointwise convolution on an H x W map: priced as one (the measured
     # linear layers are classifier heads, one row per image, whose GEMV-like speed
@@ -113,7 +116,8 @@ def _work(layers: pd.DataFrame, cls: np.ndarray, version: int = FEATURES_VERSION
     f = layers["flops"].to_numpy(np.float64)
     if version < 2:
         return f
-    cls = np.array([str(c).removesuffix(CHANNELS_LAST) for c in cls], dtype=object)  # the same work on either layout
+    # the same work on either layout, dilated or not
+    cls = np.array([str(c).removesuffix(CHANNELS_LAST).removesuffix("_dilated") for c in cls], dtype=object)
     pool = cls == "pool"
     if pool.any():
         f = f.copy()
