@@ -209,8 +209,7 @@ class _GraphRun:
             # .contiguous()); an index by a tensor gathers, an op of its own
             row["op"] = "unknown" if row["kind"] == "getitem" else "copy"
             if row["op"] == "copy" and ins:
-                cl = " cl=1" if _geometry.channels_last(ins[0]) else ""
-                row["geometry"] = f"{_geometry.copy_text(ins[0])}{cl}".strip()
+                row["geometry"] = _geometry.read("copy", row["kind"], node, None, ins, outs)["geometry"]
         if _is_free(row, node, mod, kwargs, ins, outs):
             row["op"] = "view"
         # an out-of-place node whose output merely aliases a fresh tensor still counts

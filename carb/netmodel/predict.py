@@ -375,7 +375,8 @@ def predict_tables(tables: Sequence[LayerTable], nm: NetModel, machine: Fingerpr
     described = model_fp.describe() if model_fp is not None else "a machine the model does not record"
     line = where.machine.line(_fix_command(nm))
     cols = {c: pred[c].to_numpy(np.float64) for c in pred.columns}
-    kind_all = _kinds(L)
+    kind_all = L["kind"].to_numpy().astype(object) if len(L) else np.zeros(0, object)
+    kind_all[~known_all] = _kinds(L[~known_all])  # only the unknown rows are named in an answer
     share_f, share_l = rows["flops_known_share"].to_numpy(), rows["layers_known_share"].to_numpy()
     share_b = rows["bytes_known_share"].to_numpy()
     unknown_share = np.divide(
