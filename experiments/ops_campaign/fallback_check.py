@@ -1,6 +1,12 @@
 """How far off was the price of each new op before it was measured? The op campaign against the shipped model.
 
     python experiments/ops_campaign/fallback_check.py campaigns/layers-ops.duckdb
+    python experiments/ops_campaign/fallback_check.py campaigns/ops25-avx2.duckdb --seen layers-ops-cpu-avx2-1t \
+        --json experiments/ops_campaign/results/fallback_check_ops25.json
+
+With ``--seen``, a later op campaign against the shipped model and its earlier op campaign's rooflines: the
+layers the earlier campaign measured form groups of their own (``seen:<op>``), so every other layer is priced by
+rooflines fitted without it (held out).
 
 Each layer the op campaign measured (``status == ok``) is captured as a one-layer network and priced by the
 shipped network model (``layers-cpu-avx2-1t``: the ops it never measured priced by their class's measured
@@ -51,11 +57,19 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("store")
     ap.add_argument("--model", default="layers-cpu-avx2-1t")
+    ap.add_argument(
+        "--seen",
+        nargs="*",
+        default=[],
+        help="shipped layer datasets whose layers are scored apart (group seen:<op>), not as new",
+    )
+    ap.add_argument("--json", default=str(OUT), help="where to write the results")
     args = ap.parse_args()
     with Store(args.store) as st:
         rows = st.measurements("cpu-1t")
     rows = rows[rows["status"] == "ok"].reset_index(drop=True)
     shipped = set(pd.read_parquet(ROOT / "carb" / "data" / f"{args.model}.parquet")["config_id"])
+    seen = {c for name in args.seen for c in pd.read_parquet(ROOT / "carb" / "data" / f"{name}.parquet")["config_id"]}
     machine = here()
     tables = [_capture(config_from_row(r)) for r in rows.to_dict("records")]
     from carb.netmodel import layers as netlayers
@@ -65,7 +79,7 @@ def main() -> None:
         netlayers.OP_DATASETS = extra  # the shipped model as it priced these ops before the campaign, then after
         netlayers._fallback_of_file.cache_clear()
         nm = netmodel.load(args.model)
-        doc[how] = _evaluate(rows, tables, netmodel.predict_tables(tables, nm, machine=machine), shipped)
+        doc[how] = _evaluate(rows, tables, netmodel.predict_tables(tables, nm, machine=machine), shipped, seen)
         print(how)
         print(pd.DataFrame(doc[how]["groups"]).T.to_string(float_format=lambda v: f"{v:.2f}"))
         print("all new ops:", doc[how]["all_new"])
@@ -77,8 +91,15 @@ def main() -> None:
         "what": "single layers of the op campaign: measured latency (median of pooled visits, wall time) against the "
         f"shipped {args.model} model's price, with the ops' class fallback (before the campaign) and with each op's "
         "own roofline fitted on these very layers (after: in-sample, its honest error is the roofline's "
-        "leave-one-layer-out q in the model's fallback)",
+        "leave-one-layer-out q in the model's fallback)"
+        + (
+            f"; the layers of {', '.join(args.seen)} apart (groups seen:<op>): every other layer is held out from "
+            "the rooflines"
+            if args.seen
+            else ""
+        ),
         "store": args.store,
+        "seen": args.seen,
         "model": args.model,
         "machine": machine.describe(),
         "commit": commit.strip(),
@@ -86,16 +107,21 @@ def main() -> None:
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         **doc,
     }
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps(out, indent=1) + "\n")
+    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.json).write_text(json.dumps(out, indent=1) + "\n")
 
 
-def _evaluate(rows: pd.DataFrame, tables: list, preds: list, shipped: set) -> dict:
-    """Per op group: the network-level and layer-level errors of the predictions, and the interval's coverage."""
+def _evaluate(rows: pd.DataFrame, tables: list, preds: list, shipped: set, seen: set = frozenset()) -> dict:
+    """Per op group: the network-level and layer-level errors of the predictions, and the interval's coverage.
+
+    Layers of ``shipped`` are the bridge; layers of ``seen`` (an earlier op campaign's) form ``seen:<group>``
+    groups, left out of ``all_new``.
+    """
     out_rows = []
     for r, p in zip(rows.to_dict("records"), preds):
         dilated = pd.notna(r.get("dilation")) and float(r["dilation"]) > 1
         g = "bridge" if r["config_id"] in shipped else f"{r['op']}{'_dilated' if dilated else ''}"
+        g = f"seen:{g}" if r["config_id"] in seen and g != "bridge" else g
         out_rows.append(
             {
                 "config_id": r["config_id"],
@@ -128,7 +154,7 @@ def _evaluate(rows: pd.DataFrame, tables: list, preds: list, shipped: set) -> di
             "layer_median_abs_error_x": float(np.exp(np.median(np.abs(np.log(sub.layer_ratio))))),
             "layer_median_ratio": float(np.median(sub.layer_ratio)),
         }
-    new = df[df.group != "bridge"]
+    new = df[(df.group != "bridge") & ~df.group.str.startswith("seen:")]
     return {
         "groups": summary,
         "all_new": {
