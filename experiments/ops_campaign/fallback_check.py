@@ -72,12 +72,13 @@ def main() -> None:
     seen = {c for name in args.seen for c in pd.read_parquet(ROOT / "carb" / "data" / f"{name}.parquet")["config_id"]}
     machine = here()
     tables = [_capture(config_from_row(r)) for r in rows.to_dict("records")]
-    from carb.netmodel import layers as netlayers
+    from carb.netmodel import fallback as netfallback
 
     doc = {}
-    for how, extra in (("class_fallback", {}), ("own_rooflines_in_sample", netlayers.OP_DATASETS)):
-        netlayers.OP_DATASETS = extra  # the shipped model as it priced these ops before the campaign, then after
-        netlayers._fallback_of_file.cache_clear()
+    for how, extra in (("class_fallback", {}), ("own_rooflines_in_sample", netfallback.OP_DATASETS)):
+        netfallback.OP_DATASETS = extra  # the shipped model as it priced these ops before the campaign, then after
+        for cached in (netfallback._fallback_of_file, netfallback._op_rooflines_of_file):
+            cached.cache_clear()
         nm = netmodel.load(args.model)
         doc[how] = _evaluate(rows, tables, netmodel.predict_tables(tables, nm, machine=machine), shipped, seen)
         print(how)
