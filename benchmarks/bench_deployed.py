@@ -641,10 +641,21 @@ def later(path: Path, doc: dict, names: list, tables: list, nm: Any, machine: An
         "later_truth_over_earlier_median": float(
             np.median(y / np.array([per1.loc[names[i], "latency_ms"] for i in keep]))
         ),
+        # the fresh-process memory of the same networks, later minus earlier (MB): the truth's own run-to-run move
+        "later_memory_minus_earlier_mb": _spread(
+            np.array([per2.loc[names[i], "memory_mb"] - per1.loc[names[i], "memory_mb"] for i in keep], float)
+        ),
         "later_refitted_maps_match_the_run": same2,
         "later_maps": doc2["calibration"]["maps"],
         "later_measurements_provenance": doc2.get("provenance"),
     }
+
+
+def _spread(x: Any) -> dict[str, float] | None:
+    """The median, least and largest of ``x`` (``None`` when empty)."""
+    import numpy as np
+
+    return {"median": float(np.median(x)), "min": float(x.min()), "max": float(x.max())} if len(x) else None
 
 
 def report(out: dict) -> None:
@@ -693,6 +704,10 @@ def report(out: dict) -> None:
               f"±{e['half_width_median']:.1f}%; the later calibration {la['mape']:.1f}%, coverage {la['coverage']:.0f}%; "
               f"the two agree within each other's interval on {100 * lt['calibrations_agree_share']:.0f}% "
               f"(later over earlier: median {lt['later_over_earlier_median']:.3f})")  # fmt: skip
+        if lt.get("later_memory_minus_earlier_mb"):
+            m = lt["later_memory_minus_earlier_mb"]
+            print(f"fresh-process memory, later minus earlier: median {m['median']:+.1f} MB "
+                  f"({m['min']:+.1f} to {m['max']:+.1f})")  # fmt: skip
 
 
 def cmd_report(args: argparse.Namespace) -> None:
