@@ -277,17 +277,26 @@ def _ops_json(ops: Any) -> list[dict[str, Any]]:
     ]
 
 
-def scaled_by_ops(nm: Any, ops: list[dict[str, Any]]) -> Any:
-    """``nm`` with each op priced by its speed measured here (the run's op layers), as ``calibrate_here`` does."""
+def scaled_by_ops(nm: Any, ops: list[dict[str, Any]], name: str | None = None) -> Any:
+    """``nm`` with each op priced by its speed measured here (the run's op layers), as ``calibrate_here`` does.
+
+    ``name``: the shipped model whose data each layer's time there is read from now (its layer dataset and op
+    campaigns, as :func:`carb.netmodel.op_scale.op_layers` reads them), so that a layer dataset shipped after the
+    run is compared with what the model prices from; a layer it no longer holds keeps the run's value.
+    """
     import copy
     import dataclasses
 
     import numpy as np
     import pandas as pd
 
-    from carb.netmodel.op_scale import fit_op_scale
+    from carb.netmodel.op_scale import fit_op_scale, op_layers
 
     layers = pd.DataFrame(ops)
+    if name is not None:
+        everything = 1 << 30  # every layer of the model's data in the measured band, not a draw
+        now = op_layers(name, per_op=everything, reference=everything).set_index("config_id")["there_ms"]
+        layers["there_ms"] = layers["config_id"].map(now).fillna(layers["there_ms"])
     here = np.array([np.nan if v is None else v for v in layers["here_ms"]], dtype=float)
     out = copy.copy(nm)
     out.layer = dataclasses.replace(nm.layer, op_scale=fit_op_scale(layers, here))
@@ -532,7 +541,9 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     }
     own = scored == doc["settings"]["model"]
     if "ops" in doc["calibration"] and own:  # the run measured this model's op layers: the per-op calibration too
-        ops_model, reproduced = calibrated_model(scaled_by_ops(nm, doc["calibration"]["ops"]), doc["calibration"])
+        ops_model, reproduced = calibrated_model(
+            scaled_by_ops(nm, doc["calibration"]["ops"], scored), doc["calibration"]
+        )
         preds[PER_OP] = netmodel.predict_tables(tables, ops_model, machine)
     if not own:
         reproduced = None  # the run fitted its maps for another model: nothing to reproduce
