@@ -541,9 +541,9 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     }
     own = scored == doc["settings"]["model"]
     if "ops" in doc["calibration"] and own:  # the run measured this model's op layers: the per-op calibration too
-        ops_model, reproduced = calibrated_model(
-            scaled_by_ops(nm, doc["calibration"]["ops"], scored), doc["calibration"]
-        )
+        # the run's fit, from the op layers' times there as the run read them: reproduced, or not
+        reproduced = calibrated_model(scaled_by_ops(nm, doc["calibration"]["ops"]), doc["calibration"])[1]
+        ops_model = calibrated_model(scaled_by_ops(nm, doc["calibration"]["ops"], scored), doc["calibration"])[0]
         preds[PER_OP] = netmodel.predict_tables(tables, ops_model, machine)
     if not own:
         reproduced = None  # the run fitted its maps for another model: nothing to reproduce
