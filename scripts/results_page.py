@@ -16,6 +16,9 @@ The figures, their sources and the page's sections are declared in ``benchmarks/
   ``timing = true`` (measured on hardware: it moves with the machine and its load).
   ``quick = true`` puts a data-only source in ``--rerun --quick``; ``needs`` names the modules
   its command imports beyond carb's own (``--rerun`` skips it, saying so, where one is missing);
+  ``also`` lists JSONs the same command wrote on other machine kinds (floating point in the
+  learners and BLAS differs by CPU kind): a rerun compares with the one of its own kind, the
+  page prints from ``json``;
 - a **figure** picks one number out of a source with a path of keys, where a table (an
   inline TOML table) in the path picks the one list element whose fields equal it, and formats
   it with a Python format spec (``.1%``, ``.3f``, ``,d``); ``reduce`` (``min``, ``max``,
@@ -52,7 +55,7 @@ import sys
 import tempfile
 import time
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +85,7 @@ class Source:
     data: Any
     kind: str = ""
     timing: bool = False
+    also: dict[str, Any] = field(default_factory=dict)
 
     @property
     def provenance(self) -> dict:
@@ -113,6 +117,12 @@ def _load_sources(spec: dict, root: Path) -> dict[str, Source]:
             recorded = prov.get("utc") or data.get("date_utc") or data.get("date")
             if isinstance(recorded, str) and recorded[:4].isdigit():
                 date = recorded[:10]
+        also = {}
+        for other in s.get("also", []):
+            try:
+                also[other] = json.loads((root / other).read_text())
+            except (OSError, ValueError) as e:
+                raise ResultsError(f"source {s['id']!r}: {other} (also) is missing or not readable JSON ({e})") from e
         out[s["id"]] = Source(
             s["id"],
             s["json"],
@@ -122,8 +132,18 @@ def _load_sources(spec: dict, root: Path) -> dict[str, Source]:
             data,
             s.get("kind", s["machine"]),
             bool(s.get("timing", False)),
+            also,
         )
     return out
+
+
+def reference(source: Source, new_data: Any) -> Source:
+    """What a rerun on ``new_data``'s machine kind compares with: the JSON of that kind (``also``), else the source."""
+    kind = _machine_kind(new_data)
+    for path, data in source.also.items():
+        if kind is not None and _machine_kind(data) == kind:
+            return replace(source, json=path, data=data)
+    return source
 
 
 def provenance_problem(data: Any) -> str | None:
@@ -157,9 +177,10 @@ def refused(spec: dict, sources: dict[str, Source]) -> list[str]:
     """One line per cited JSON that may not be published: one without full provenance, measured or data-only."""
     lines = []
     for s in sources.values():
-        problem = provenance_problem(s.data)
-        if problem:
-            lines.append(f"source {s.id!r}: {s.json} {problem}")
+        for path, data in {s.json: s.data, **s.also}.items():
+            problem = provenance_problem(data)
+            if problem:
+                lines.append(f"source {s.id!r}: {path} {problem}")
     return lines
 
 
@@ -517,7 +538,10 @@ def rerun(
                 failed += 1
                 continue
             new_data = json.loads(target.read_text())
-        lines, moved = compare(spec, sources[s["id"]], new_data)
+        ref = reference(sources[s["id"]], new_data)
+        lines, moved = compare(spec, ref, new_data)
+        if ref.json != s["json"]:
+            print(f"compared with {ref.json}: written on this machine kind", file=out, flush=True)
         for line in lines + moved:
             print(line, file=out, flush=True)
         n = sum(1 for f in spec.get("figure", []) if f["source"] == s["id"])

@@ -320,6 +320,33 @@ def test_rerun_allows_one_unit_of_the_last_digit_on_another_machine_kind_only(tr
     assert _rerun(mod, tree)[0] == 1
 
 
+def test_rerun_compares_with_the_json_its_command_wrote_on_the_same_machine_kind(tree):
+    mod = _module()
+    # the same command's JSON from another kind, where the learners' floating point gave 99.5%
+    other = json.loads((tree / "benchmarks" / "results" / "run.json").read_text())
+    other["rows"][0]["accuracy"] = 0.9951
+    other["provenance"]["machine"]["kind"] = "kind-b"
+    (tree / "benchmarks" / "results" / "run_b.json").write_text(json.dumps(other))
+    spec = tree / "benchmarks" / "results.toml"
+    also = 'date = "2026-01-01"\nalso = ["benchmarks/results/run_b.json"]'
+    _rerun_tree(tree, "0.9951", kind="kind-b")
+    spec.write_text(spec.read_text().replace('date = "2026-01-01"', also))
+    rc, lines = _rerun(mod, tree)
+    assert rc == 0, lines
+    assert lines[0] == "compared with benchmarks/results/run_b.json: written on this machine kind"
+    # on the primary JSON's kind the primary is the reference: 99.5% is a change there
+    _rerun_tree(tree, "0.9951", kind="kind-a")
+    spec.write_text(spec.read_text().replace('date = "2026-01-01"', also))
+    rc, lines = _rerun(mod, tree)
+    assert rc == 1 and lines[0] == "changed: run acc: 99.1% -> 99.5%"
+    # the page prints from the primary JSON, and an also-JSON without provenance is refused
+    assert "| accuracy | 99.1% |" in mod.render(tree)[tree / "docs" / "results.md"]
+    del other["provenance"]
+    (tree / "benchmarks" / "results" / "run_b.json").write_text(json.dumps(other))
+    p = subprocess.run([sys.executable, str(_script_copy(tree)), "--check"], capture_output=True, text=True)
+    assert p.returncode == 2 and "run_b.json records no provenance" in p.stderr, p.stderr
+
+
 def test_rerun_quick_and_only_select_sources_and_a_timing_source_is_never_rerun(tree):
     mod = _module()
     _rerun_tree(tree, "0.5")
